@@ -1,0 +1,35 @@
+# Two commands do all the set-up on a fresh Linux machine with Python >= 3.10 and make:
+#   make demo   - the main job: `accelbench run` on the embedded default (local CPU + bundled Triton)
+#   make test   - the whole test suite
+# Each creates .venv on first use and reinstalls only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev,hf]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/accelbench run
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check accelbench tests bench
+	$(BIN)/ruff format --check accelbench tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/quantize_speed.py
+	$(BIN)/python bench/serving_overhead.py
+	$(BIN)/python bench/loadgen_ceiling.py
+
+clean:
+	rm -rf $(VENV) accelbench-out .pytest_cache

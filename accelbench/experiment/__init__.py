@@ -1,0 +1,1 @@
+"""Experiment specs, the `accelbench run` pipeline, Jetson validation and cloud plans: the composition root."""

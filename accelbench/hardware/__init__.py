@@ -1,0 +1,1 @@
+"""accelbench.hardware stage."""

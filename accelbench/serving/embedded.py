@@ -1,0 +1,132 @@
+"""Find a ``tritonserver`` binary and prepare what it needs to start: the one bundled in the
+``nvidia-pytriton`` wheel (default), one given with ``--tritonserver PATH``, or one on PATH."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from accelbench.errors import ToolchainMissingError
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    """Everything needed to launch one ``tritonserver``: binary, backend folder, environment additions."""
+
+    binary: Path
+    backend_dir: Path | None  # None: the binary's own default (e.g. /opt/tritonserver/backends in NGC)
+    library_dirs: tuple[Path, ...] = ()
+    embedded: bool = False
+    env_overrides: dict[str, str] = field(default_factory=dict)
+
+    def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment for the server process.
+
+        The python-backend stub takes its stdlib and site-packages from the ``python3`` first on PATH
+        (FIELD-NOTES), so this interpreter's folder goes first: otherwise ``import onnxruntime`` fails
+        inside ``model.py``.
+        """
+        env = dict(os.environ if base is None else base)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        if self.library_dirs:
+            libs = [str(p) for p in self.library_dirs]
+            if env.get("LD_LIBRARY_PATH"):
+                libs.append(env["LD_LIBRARY_PATH"])
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
+        env.update(self.env_overrides)
+        return env
+
+
+def cache_dir() -> Path:
+    """accelbench's private cache (the embedded server's backends copy lives here, never in site-packages)."""
+    root = os.environ.get("ACCELBENCH_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "accelbench"
+    )
+    return Path(root)
+
+
+def _pytriton_root() -> Path | None:
+    try:
+        import pytriton
+    except ImportError:
+        return None
+    return Path(pytriton.__file__).resolve().parent / "tritonserver"
+
+
+def _pytriton_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nvidia-pytriton")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _prepare_backends(root: Path) -> Path:
+    """A private copy of the wheel's backends folder with the stub that matches this interpreter.
+
+    The wheel ships stubs per Python version beside the backends; the python backend only finds the one
+    placed in ``backends/python/``. Copying (not symlinking) into our cache leaves site-packages untouched.
+    """
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = root / "python_backend_stubs" / py / "triton_python_backend_stub"
+    if not stub.is_file():
+        raise ToolchainMissingError(f"the nvidia-pytriton wheel has no python-backend stub for Python {py} ({stub})")
+    target = cache_dir() / "triton" / _pytriton_version() / f"py{py}" / "backends"
+    marker = target / ".complete"
+    if marker.is_file():
+        return target
+    staging = target.parent / f".backends.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(root / "backends", staging, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(stub, staging / "python" / "triton_python_backend_stub")
+    (staging / ".complete").write_text(str(stub) + "\n")
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished first; theirs is equally good
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _embedded() -> TritonInstall | None:
+    root = _pytriton_root()
+    if root is None or not (root / "bin" / "tritonserver").is_file():
+        return None
+    libs = root.parent.parent / "nvidia_pytriton.libs"
+    return TritonInstall(
+        binary=root / "bin" / "tritonserver",
+        backend_dir=_prepare_backends(root),
+        library_dirs=(libs,) if libs.is_dir() else (),
+        embedded=True,
+    )
+
+
+def find_tritonserver(explicit: str | os.PathLike | None = None) -> TritonInstall:
+    """The server to run: ``explicit`` if given, else the wheel's embedded one, else ``tritonserver`` on PATH."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise ToolchainMissingError(f"--tritonserver {path}: not an executable file")
+        embedded = _embedded()
+        if embedded is not None and path.resolve() == embedded.binary.resolve():
+            return embedded  # the wheel's binary needs its prepared backends and libraries
+        return _from_path(path)
+    embedded = _embedded()
+    if embedded is not None:
+        return embedded
+    on_path = shutil.which("tritonserver")
+    if on_path:
+        return _from_path(Path(on_path))
+    raise ToolchainMissingError(
+        "no tritonserver found: install nvidia-pytriton (pip install nvidia-pytriton) or pass --tritonserver PATH"
+    )
+
+
+def _from_path(path: Path) -> TritonInstall:
+    # An NGC/JetPack install keeps its backends beside bin/ (/opt/tritonserver/backends); the binary's
+    # default is only right in the container, so pass the sibling folder explicitly when it exists.
+    sibling = path.resolve().parent.parent / "backends"
+    return TritonInstall(binary=path, backend_dir=sibling if sibling.is_dir() else None)

@@ -1,0 +1,166 @@
+"""Triton model repositories from quantized variants: plan each model's ``ModelConfig`` (pure), then write
+``<repo>/<name>/config.pbtxt`` (protobuf text format, never string templates) and ``1/<model file>``.
+
+Flavours: ``local`` wraps the ONNX in a python-backend ``model.py`` for the embedded tritonserver (python
+backend only); ``ngc`` uses the native backends of the NGC container on the target (onnxruntime with the
+TensorRT accelerator for GPU targets shipping QDQ ONNX, tensorrt for a built plan, onnxruntime on CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import BadInputError
+from accelbench.util import atomic_write_text, sha256_file
+
+FLAVORS = ("local", "ngc")
+GPU_KINDS = ("datacenter-gpu", "edge-gpu")
+OVERRIDE_KEYS = (
+    "max_batch_size",
+    "instance_kind",
+    "instance_count",
+    "preferred_batch_sizes",
+    "max_queue_delay_us",
+    "intra_op_threads",
+    "warmup",
+    "precision_mode",
+    "model_root",
+)
+_NUMPY_TO_TRITON = {
+    "bool": "TYPE_BOOL",
+    "uint8": "TYPE_UINT8",
+    "uint16": "TYPE_UINT16",
+    "uint32": "TYPE_UINT32",
+    "uint64": "TYPE_UINT64",
+    "int8": "TYPE_INT8",
+    "int16": "TYPE_INT16",
+    "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64",
+    "float16": "TYPE_FP16",
+    "float32": "TYPE_FP32",
+    "float64": "TYPE_FP64",
+    "bfloat16": "TYPE_BF16",
+    "object": "TYPE_STRING",
+    "bytes": "TYPE_STRING",
+    "str": "TYPE_STRING",
+}
+_PRECISION_MODE = {"int8": "INT8", "fp16": "FP16", "bf16": "BF16"}
+
+
+@dataclass(frozen=True)
+class ServingDefaults:
+    """Per-target Triton defaults; the catalog's ``triton`` block fills these, overrides replace them."""
+
+    instance_kind: str = "KIND_CPU"
+    instance_count: int = 1
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: int = 0
+    max_batch_size: int = 8
+    intra_op_threads: int = 0  # 0: cores / instances
+
+
+@dataclass(frozen=True)
+class RepoModel:
+    """One model of a written repository."""
+
+    name: str
+    path: Path  # <repo>/<name>
+    variant_dir: Path
+    backend: str
+    config_pbtxt: str
+    manifest_hash: str | None
+    files: dict[str, str] = field(default_factory=dict)  # relative path in model dir -> sha256
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """What to write for one variant: the config message and the files to copy (source -> relative dest)."""
+
+    name: str
+    config: Any  # tritonclient.grpc.model_config_pb2.ModelConfig
+    copies: tuple[tuple[Path, str], ...]
+    backend: str
+    notes: tuple[str, ...] = ()
+
+
+def read_variant_manifest(variant_dir: str | os.PathLike) -> dict:
+    """The variant's manifest.json (through accelbench.models.manifest when that stage provides it)."""
+    try:
+        from accelbench.models.manifest import read_manifest
+    except ImportError:
+        read_manifest = None
+    if read_manifest is not None:
+        manifest = read_manifest(variant_dir)
+        return manifest if isinstance(manifest, dict) else _as_dict(manifest)
+    path = Path(variant_dir) / "manifest.json"
+    if not path.is_file():
+        raise BadInputError(f"{variant_dir}: not a variant folder (no manifest.json)")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise BadInputError(f"{path}: unreadable manifest: {err}") from None
+
+
+def _as_dict(manifest: Any) -> dict:
+    if hasattr(manifest, "to_dict"):
+        return manifest.to_dict()
+    from dataclasses import asdict
+
+    return asdict(manifest)
+
+
+def triton_dtype(numpy_dtype: str) -> str:
+    """Config ``data_type`` name for a numpy dtype name."""
+    try:
+        return _NUMPY_TO_TRITON[str(numpy_dtype)]
+    except KeyError:
+        raise BadInputError(
+            f"dtype {numpy_dtype!r} has no Triton type; known: {', '.join(sorted(_NUMPY_TO_TRITON))}"
+        ) from None
+
+
+def check_overrides(overrides: dict | None) -> dict:
+    """Validate user overrides; unknown keys are an error that lists the allowed ones."""
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(OVERRIDE_KEYS))
+    if unknown:
+        raise BadInputError(f"unknown serving override(s) {unknown}; allowed: {', '.join(OVERRIDE_KEYS)}")
+    kind = overrides.get("instance_kind")
+    if kind is not None and kind not in ("KIND_CPU", "KIND_GPU", "KIND_AUTO", "KIND_MODEL"):
+        raise BadInputError(f"instance_kind {kind!r}: expected KIND_CPU, KIND_GPU, KIND_AUTO or KIND_MODEL")
+    for key in ("max_batch_size", "instance_count", "max_queue_delay_us", "intra_op_threads"):
+        value = overrides.get(key)
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise BadInputError(f"serving override {key}={value!r}: expected a non-negative integer")
+    return overrides
+
+
+def target_defaults(target: Any, flavor: str) -> ServingDefaults:
+    """Defaults for one catalog target (``HardwareTarget`` or None) in one flavour."""
+    triton = getattr(target, "triton", None)
+    kind = getattr(target, "kind", "cpu")
+
+    def pick(name: str, default: Any) -> Any:
+        value = getattr(triton, name, None) if triton is not None else None
+        return default if value is None else value
+
+    preferred = tuple(int(b) for b in pick("preferred_batch_sizes", ()))
+    base = ServingDefaults(
+        instance_kind=pick("instance_kind", "KIND_GPU" if kind in GPU_KINDS else "KIND_CPU"),
+        instance_count=int(pick("instance_count", 1)),
+        preferred_batch_sizes=preferred,
+        max_queue_delay_us=int(pick("max_queue_delay_us", 0)),
+        max_batch_size=int(pick("max_batch_size", max(preferred + (8,)))),
+    )
+    if flavor == "local" and kind != "cpu":
+        # The embedded server runs everything on this host's CPU: a GPU target's instance layout and
+        # queue delay would only distort the measurement here.
+        return ServingDefaults(max_batch_size=base.max_batch_size)
+    return base
