@@ -76,7 +76,8 @@ def test_minimal_spec_gets_defaults():
 )
 def test_bad_values_name_file_key_and_allowed_values(extra, key, allowed):
     with pytest.raises(BadInputError) as err:
-        parse_spec(MINIMAL + extra, "exp.toml")
+        text = MINIMAL + extra if extra.startswith("[") else extra + "\n" + MINIMAL  # top-level keys first
+        parse_spec(text, "exp.toml")
     message = str(err.value)
     assert message.startswith(f"exp.toml: {key}: "), message
     assert allowed in message
@@ -87,7 +88,10 @@ def test_bad_values_name_file_key_and_allowed_values(extra, key, allowed):
     ("text", "key"),
     [
         ('[[models]]\nuri = "s3:x"\n[[targets]]\nid = "l4"', "models[0].uri"),
-        ('[[models]]\nuri = "builtin:x"\nprecisions = ["int4"]\n[[targets]]\nid = "l4"', "models[0].precisions"),
+        (
+            '[[models]]\nuri = "builtin:x"\nprecisions = ["int4"]\n[[targets]]\nid = "l4"',
+            "models[0].precisions",
+        ),
         ('[[models]]\nuri = "builtin:x"\n[[targets]]\nid = "l4"\nmode = "remote"', "targets[0].mode"),
         ('[[models]]\nuri = "builtin:x"\n[[targets]]\nid = "l4"\nmode = "url"', "targets[0].url"),
         ('[[models]]\nuri = "builtin:x"\n[[targets]]\nid = "l4"\nurl = "http://h:8000"', "targets[0].url"),
@@ -97,8 +101,9 @@ def test_bad_values_name_file_key_and_allowed_values(extra, key, allowed):
     ],
 )
 def test_bad_models_and_targets(text, key):
-    with pytest.raises(BadInputError, match=rf"^exp\.toml: {key.replace('[', r'\[').replace(']', r'\]')}: "):
+    with pytest.raises(BadInputError) as err:
         parse_spec(text, "exp.toml")
+    assert str(err.value).startswith(f"exp.toml: {key}: "), str(err.value)
 
 
 def test_malformed_toml_and_missing_file(tmp_path):
@@ -111,7 +116,11 @@ def test_malformed_toml_and_missing_file(tmp_path):
 def test_only_target_measures_here_unless_a_url_is_given():
     spec = ExperimentSpec(
         models=(ModelSpec("builtin:identity"),),
-        targets=(TargetSpec("cpu-local", "local"), TargetSpec("l4"), TargetSpec("l40s", "url", "http://h:8000")),
+        targets=(
+            TargetSpec("cpu-local", "local"),
+            TargetSpec("l4"),
+            TargetSpec("l40s", "url", "http://h:8000"),
+        ),
     )
     assert spec.only_target("l4").targets == (TargetSpec("l4", "local"),)
     assert spec.only_target("l40s").targets == (TargetSpec("l40s", "url", "http://h:8000"),)

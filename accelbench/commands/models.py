@@ -2,8 +2,136 @@
 
 from __future__ import annotations
 
+import json
+
 import click
+
+PRECISIONS = ["fp32", "fp16", "bf16", "int8", "fp8", "tf32"]
+
+
+def _echo_json(obj: object) -> None:
+    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+@click.group("models")
+def models_group() -> None:
+    """Model cards, built-in benchmark models and their graph cost."""
+
+
+@models_group.command("inspect")
+@click.argument("model")
+@click.option(
+    "--batch", "batch", type=click.IntRange(min=1), default=1, show_default=True, help="Batch size."
+)
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="fp32",
+    show_default=True,
+    help="Sets bytes per weight/activation element.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--top", type=click.IntRange(min=1), default=8, show_default=True, help="Op types to list.")
+def inspect_cmd(model: str, batch: int, precision: str, as_json: bool, top: int) -> None:
+    """Parameters, FLOPs and minimum bytes per inference of MODEL (builtin:NAME, card .toml, or .onnx)."""
+    from accelbench.models.loader import resolve_model
+    from accelbench.models.roofline_report import model_graph_cost
+
+    resolved = resolve_model(model)
+    cost = model_graph_cost(resolved.card, resolved.onnx_path, batch, precision)
+    if as_json:
+        _echo_json(
+            {
+                "model": resolved.card.name,
+                "source": resolved.card.source,
+                "onnx_path": str(resolved.onnx_path),
+                "graph_cost": cost.to_detail_dict(),
+            }
+        )
+        return
+    click.echo(f"model        {resolved.card.name}  ({resolved.card.source})")
+    click.echo(f"onnx         {resolved.onnx_path}")
+    click.echo(f"params       {cost.params / 1e6:,.2f} M")
+    click.echo(f"FLOPs        {cost.flops_per_inference / 1e9:,.3f} GFLOP per inference")
+    click.echo(f"weights      {cost.weight_bytes / 1e6:,.1f} MB at {precision} (read once per batch)")
+    click.echo(
+        f"activations  {cost.activation_bytes_per_inference / 1e6:,.2f} MB per inference "
+        f"(fused; unfused {cost.activation_bytes_unfused_per_inference / 1e6:,.1f} MB)"
+    )
+    click.echo(f"bytes/batch  {cost.bytes_per_batch / 1e6:,.1f} MB at batch {batch}")
+    click.echo(f"\n{'op type':<22}{'nodes':>6}{'GFLOP':>10}{'% FLOPs':>9}{'weights MB':>12}{'act MB':>9}")
+    total = cost.flops_per_inference or 1.0
+    ops = sorted(cost.by_op_type.items(), key=lambda kv: (-kv[1].flops_per_inference, -kv[1].weight_bytes))
+    for name, op in ops[:top]:
+        click.echo(
+            f"{name:<22}{op.nodes:>6}{op.flops_per_inference / 1e9:>10.3f}"
+            f"{100 * op.flops_per_inference / total:>8.1f}%{op.weight_bytes / 1e6:>12.1f}"
+            f"{op.activation_bytes_per_inference / 1e6:>9.2f}"
+        )
+    if cost.uncounted_op_types:
+        click.echo(f"not counted (0 FLOPs assumed): {', '.join(cost.uncounted_op_types)}")
+
+
+@click.command("roofline")
+@click.argument("model")
+@click.option("--target", "targets", multiple=True, required=True, help="Catalog target id (repeatable).")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
+@click.option(
+    "--batch",
+    "batches",
+    type=click.IntRange(min=1),
+    multiple=True,
+    help="Batch size (repeatable; default 1).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Write a roofline chart (PNG)."
+)
+@click.pass_context
+def roofline_cmd(
+    ctx: click.Context,
+    model: str,
+    targets: tuple[str, ...],
+    precision: str,
+    batches: tuple[int, ...],
+    as_json: bool,
+    plot_path: str | None,
+) -> None:
+    """Projected roofline of MODEL per target and batch: intensity, bound, latency and throughput bounds."""
+    from accelbench.hardware.catalog import load_catalog
+    from accelbench.models.loader import resolve_model
+    from accelbench.models.roofline_report import plot_roofline, roofline_document, roofline_points
+
+    catalog = load_catalog((ctx.obj or {}).get("catalog_path"))
+    chosen = [catalog.get(t) for t in targets]  # unknown ids fail before any model work
+    resolved = resolve_model(model)
+    cost, points = roofline_points(
+        resolved.card, resolved.onnx_path, chosen, list(batches or (1,)), precision
+    )
+    if plot_path:
+        plot_roofline(points, resolved.card.name, plot_path)
+    if as_json:
+        _echo_json(roofline_document(resolved.card, resolved.onnx_path, cost, points))
+        return
+    click.echo(
+        f"{resolved.card.name}: {cost.flops_per_inference / 1e9:.3f} GFLOP/inference, "
+        f"weights {cost.weight_bytes / 1e6:.1f} MB, activations "
+        f"{cost.activation_bytes_per_inference / 1e6:.2f} MB/inference at {precision}"
+    )
+    click.echo("projected (roofline), not measured:")
+    click.echo(
+        f"{'target':<24}{'batch':>6}{'FLOP/B':>10}{'ridge':>9}{'bound':>9}{'latency≥ ms':>13}{'inf/s≤':>14}"
+    )
+    for p in points:
+        click.echo(
+            f"{p.target_id:<24}{p.batch:>6}{p.intensity:>10.1f}{p.ridge:>9.1f}{p.bound:>9}"
+            f"{p.latency_lower_bound_s * 1e3:>13.4f}{p.throughput_upper_bound_ips:>14,.0f}"
+        )
+    if plot_path:
+        click.echo(f"plot: {plot_path}")
 
 
 def register(group: click.Group) -> None:
     """Add this stage's commands to the top-level group."""
+    group.add_command(models_group)
+    group.add_command(roofline_cmd)

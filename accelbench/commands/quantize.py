@@ -2,8 +2,77 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
+
+
+@click.command("quantize")
+@click.argument("model")
+@click.option("--target", "target_id", required=True, help="Catalog target id (see `accelbench targets`).")
+@click.option(
+    "--precision",
+    type=click.Choice(["fp32", "fp16", "bf16", "int8"]),
+    default=None,
+    help="Variant precision; default: the target toolchain's (int8 for CPU and TensorRT, bf16 for Neuron).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default="variants",
+    show_default=True,
+    help="Folder that receives one variant folder per (model, target, precision).",
+)
+@click.option(
+    "--recipe",
+    default=None,
+    help="Override the default recipe, e.g. ort-static-qdq-int8, ort-dynamic-int8-per-channel, qdq-int8-symmetric.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the manifests as JSON.")
+@click.pass_context
+def quantize_command(
+    ctx: click.Context,
+    model: str,
+    target_id: str,
+    precision: str | None,
+    out_dir: str,
+    recipe: str | None,
+    as_json: bool,
+) -> None:
+    """Quantize MODEL (builtin:NAME, a card .toml, hf:ID_OR_DIR or an .onnx) for one hardware target.
+
+    Writes the FP32 reference and the requested variant, each with an accuracy verdict against FP32.
+    """
+    from accelbench.models.quantize import QuantizeRequest, quantize
+
+    request = QuantizeRequest(
+        model=model,
+        target=target_id,
+        precision=precision,
+        out_dir=Path(out_dir),
+        recipe=recipe,
+        catalog_path=(ctx.obj or {}).get("catalog_path"),
+    )
+    manifests = quantize(request)
+    if as_json:
+        click.echo(json.dumps(manifests, indent=2, sort_keys=True))
+        return
+    for m in manifests:
+        acc = m["accuracy"] or {}
+        click.echo(
+            f"{m['name']}: {m['recipe']} → {Path(out_dir) / m['name'] / m['model_file']}  "
+            f"accuracy {acc.get('metric')} {acc.get('value')} (tolerance {acc.get('tolerance')}) "
+            f"{acc.get('verdict')}"
+        )
+        if m["engine"] and m["engine"].get("status") == "must-build-on-target":
+            click.echo(
+                f"  engine NOT built here: it must be built on {m['engine']['host_requirement']}; "
+                f"run {Path(out_dir) / m['name'] / m['engine']['script']} there"
+            )
 
 
 def register(group: click.Group) -> None:
     """Add this stage's commands to the top-level group."""
+    group.add_command(quantize_command)

@@ -61,7 +61,9 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.uri, str) or not self.uri.strip():
-            raise SpecError("uri", "must be a non-empty string (builtin:NAME, onnx:PATH, hf:ID or a card .toml)")
+            raise SpecError(
+                "uri", "must be a non-empty string (builtin:NAME, onnx:PATH, hf:ID or a card .toml)"
+            )
         if ":" in self.uri.split("/")[0] and not self.uri.startswith(MODEL_PREFIXES):
             raise SpecError("uri", f"{self.uri!r}: unknown scheme; use one of {', '.join(MODEL_PREFIXES)}")
         if not self.precisions:
@@ -166,7 +168,7 @@ class PriceSpec:
 
     basis: str = "on-demand"
     overrides: Mapping[str, float] = field(default_factory=dict)
-    amortization_hours: float | None = None
+    amortization_years: float | None = None
     usd_per_kwh: float | None = None
 
     def __post_init__(self) -> None:
@@ -175,7 +177,7 @@ class PriceSpec:
             raise SpecError("overrides", "must be a table of target id = USD per hour")
         for target_id, usd in self.overrides.items():
             _positive(f"overrides.{target_id}", usd)
-        for key in ("amortization_hours", "usd_per_kwh"):
+        for key in ("amortization_years", "usd_per_kwh"):
             if getattr(self, key) is not None:
                 _positive(key, getattr(self, key))
 
@@ -227,6 +229,8 @@ class ExperimentSpec:
             if target.id == target_id:
                 chosen = target if target.mode == "url" else replace(target, mode="local")
                 return replace(self, targets=(chosen,))
+        if target_id == self.baseline:  # the baseline is measured on its own host like any target
+            return replace(self, targets=(TargetSpec(target_id, "local"),))
         known = ", ".join(t.id for t in self.targets)
         raise BadInputError(f"{self.source}: targets: {target_id!r} is not in this spec (it has: {known})")
 
@@ -272,13 +276,16 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> ExperimentSp
         for i, m in enumerate(_list_of_tables(data.get("models"), "models"))
     )
     targets = tuple(
-        _build(TargetSpec, t, f"targets[{i}]") for i, t in enumerate(_list_of_tables(data.get("targets"), "targets"))
+        _build(TargetSpec, t, f"targets[{i}]")
+        for i, t in enumerate(_list_of_tables(data.get("targets"), "targets"))
     )
     load = _build(LoadSpec, _table(data.get("load"), "load"), "load", ("levels",))
     slo = _build(SloSpec, _table(data.get("slo"), "slo"), "slo")
     price = _build(PriceSpec, _table(data.get("price"), "price"), "price")
     top = {k: data[k] for k in ("baseline", "out", "name") if k in data}
-    return ExperimentSpec(models=models, targets=targets, load=load, slo=slo, price=price, source=source, **top)
+    return ExperimentSpec(
+        models=models, targets=targets, load=load, slo=slo, price=price, source=source, **top
+    )
 
 
 def parse_spec(text: str, source: str = "<spec>") -> ExperimentSpec:
@@ -301,7 +308,9 @@ def load_spec(path: str | os.PathLike | None) -> ExperimentSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BadInputError(f"{path}: spec file not found (write one with `accelbench init {path}`)") from None
+        raise BadInputError(
+            f"{path}: spec file not found (write one with `accelbench init {path}`)"
+        ) from None
     except (IsADirectoryError, UnicodeDecodeError, PermissionError) as err:
         raise BadInputError(f"{path}: cannot read the spec: {err.__class__.__name__}") from None
     return parse_spec(text, str(path))
@@ -309,7 +318,9 @@ def load_spec(path: str | os.PathLike | None) -> ExperimentSpec:
 
 def default_spec_text() -> str:
     """The commented default spec shipped with accelbench (what `accelbench init` writes)."""
-    return resources.files("accelbench.experiment").joinpath(DEFAULT_SPEC_RESOURCE).read_text(encoding="utf-8")
+    return (
+        resources.files("accelbench.experiment").joinpath(DEFAULT_SPEC_RESOURCE).read_text(encoding="utf-8")
+    )
 
 
 def write_example_spec(path: str | os.PathLike, *, force: bool = False) -> Path:

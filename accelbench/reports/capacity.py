@@ -9,8 +9,8 @@ from typing import Any
 from accelbench.errors import BadInputError
 
 PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p99.9")
-# An error rate above this disqualifies a step (1 in 1000 requests failing is not "serving").
-DEFAULT_MAX_ERROR_RATE = 0.001
+# An error rate above this disqualifies a step; the same limit the load-test verdict uses (loadtests/verdict.py).
+DEFAULT_MAX_ERROR_RATE = 0.01
 
 
 def percentile_key(percentile: float | str) -> str:
@@ -19,7 +19,9 @@ def percentile_key(percentile: float | str) -> str:
     try:
         value = float(text)
     except ValueError:
-        raise BadInputError(f"percentile {percentile!r} is not a number; use one of 50 90 95 99 99.9") from None
+        raise BadInputError(
+            f"percentile {percentile!r} is not a number; use one of 50 90 95 99 99.9"
+        ) from None
     key = "p" + (f"{value:g}")
     if key not in PERCENTILE_KEYS:
         raise BadInputError(f"percentile {percentile!r} is not recorded; use one of 50 90 95 99 99.9")
@@ -75,15 +77,26 @@ def capacity_at_slo(
             why = "does not meet the SLO: no VALID step"
         else:
             best_latency = min(
-                (float(s["latency_us"][key]) for _, s in valid if (s.get("latency_us") or {}).get(key) is not None),
+                (
+                    float(s["latency_us"][key])
+                    for _, s in valid
+                    if (s.get("latency_us") or {}).get(key) is not None
+                ),
                 default=None,
             )
             shown = "unknown" if best_latency is None else f"{best_latency / 1000:.3g} ms"
-            why = f"does not meet the SLO: best {key} {shown} > {slo_us / 1000:g} ms (or error rate over limit)"
+            why = (
+                f"does not meet the SLO: best {key} {shown} > {slo_us / 1000:g} ms (or error rate over limit)"
+            )
         return Capacity(None, None, None, None, 0, len(valid), why)
     run_id, best = min(
         good,
-        key=lambda p: (-float(p[1]["throughput_rps"]), float(p[1]["latency_us"][key]), p[0], p[1].get("index", 0)),
+        key=lambda p: (
+            -float(p[1]["throughput_rps"]),
+            float(p[1]["latency_us"][key]),
+            p[0],
+            p[1].get("index", 0),
+        ),
     )
     rps = float(best["throughput_rps"])
     ips = best.get("throughput_ips")

@@ -98,20 +98,21 @@ def quote_price(
     target: Any,
     basis: str = "on-demand",
     overrides: Mapping[str, float] | None = None,
-    amortization_years: float = DEFAULT_AMORTIZATION_YEARS,
+    amortization_years: float | None = None,
     usd_per_kwh: float = DEFAULT_USD_PER_KWH,
 ) -> PriceQuote | None:
     """The hourly price of one accelerator of a catalog target; None when the catalog has no price."""
     if basis not in PRICE_BASES:
         raise BadInputError(f"price basis {basis!r} is unknown; use one of {', '.join(PRICE_BASES)}")
     if overrides and target.id in overrides:
-        return PriceQuote(overrides[target.id], "override", "--price on the command line", "", "user override")
+        return PriceQuote(
+            overrides[target.id], "override", "--price on the command line", "", "user override"
+        )
     price = getattr(target, "price", None)
     if price is not None:
-        usd = price.usd_per_accel_hour(basis)
-        used_basis = basis
+        usd, used_basis = _accel_price(price, basis), basis
         if usd is None and basis != "on-demand":  # not every provider sells spot/reserved
-            usd, used_basis = price.usd_per_accel_hour("on-demand"), "on-demand"
+            usd, used_basis = _accel_price(price, "on-demand"), "on-demand"
         if usd is not None:
             n = int(getattr(price, "accelerators_per_instance", 1) or 1)
             note = f"per accelerator: 1/{n} of {price.instance}" if n > 1 else f"{price.instance}"
@@ -124,7 +125,16 @@ def quote_price(
     return None
 
 
-def _owned_quote(target: Any, capex: Any, years: float, usd_per_kwh: float) -> PriceQuote:
+def _accel_price(price: Any, basis: str) -> float | None:
+    try:
+        return price.usd_per_accel_hour(basis)
+    except BadInputError:  # the catalog has no price on this basis
+        return None
+
+
+def _owned_quote(target: Any, capex: Any, years: float | None, usd_per_kwh: float) -> PriceQuote:
+    # --amortization-years beats the catalog's figure, which beats the stated default
+    years = float(years or _first_attr(capex, ("amortization_years",), None) or DEFAULT_AMORTIZATION_YEARS)
     capex_usd = float(_first_attr(capex, ("usd", "capex_usd", "price_usd")))
     power_w = _first_attr(capex, ("power_w", "typical_power_w"), None)
     if power_w is None:

@@ -53,14 +53,18 @@ def _load_one(file: Path, explicit: bool) -> LoadedResult | None:
     except json.JSONDecodeError as err:
         if not explicit and not _looks_like_result(text):
             return None
-        raise BadInputError(f"results file {file} is not valid JSON: {err.msg} at line {err.lineno}") from None
+        raise BadInputError(
+            f"results file {file} is not valid JSON: {err.msg} at line {err.lineno}"
+        ) from None
     if not isinstance(doc, dict) or doc.get("schema") != RESULT_SCHEMA:
         if explicit:
             raise BadInputError(f"{file} is not an {RESULT_SCHEMA} result document")
         return None
     missing = [k for k in _REQUIRED if k not in doc]
     if missing or not isinstance(doc.get("steps"), list):
-        raise BadInputError(f"result document {file} is malformed: missing {', '.join(missing) or 'steps list'}")
+        raise BadInputError(
+            f"result document {file} is malformed: missing {', '.join(missing) or 'steps list'}"
+        )
     from accelbench.util import sha256_json
 
     return LoadedResult(doc, os.fspath(file), sha256_json(doc))

@@ -74,7 +74,9 @@ def _prepare_backends(root: Path) -> Path:
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
     stub = root / "python_backend_stubs" / py / "triton_python_backend_stub"
     if not stub.is_file():
-        raise ToolchainMissingError(f"the nvidia-pytriton wheel has no python-backend stub for Python {py} ({stub})")
+        raise ToolchainMissingError(
+            f"the nvidia-pytriton wheel has no python-backend stub for Python {py} ({stub})"
+        )
     target = cache_dir() / "triton" / _pytriton_version() / f"py{py}" / "backends"
     marker = target / ".complete"
     if marker.is_file():
@@ -91,10 +93,25 @@ def _prepare_backends(root: Path) -> Path:
     return target
 
 
+def check_stub_numpy(version: str | None = None) -> None:
+    """The python-backend stub imports this environment's numpy; numpy 2 corrupts every response there
+    (empty or mis-sized outputs, FIELD-NOTES), so refuse to start rather than measure garbage."""
+    if version is None:
+        import numpy
+
+        version = numpy.__version__
+    if int(version.split(".")[0]) >= 2:
+        raise ToolchainMissingError(
+            f"numpy {version} breaks the embedded tritonserver's python backend; install numpy<2 "
+            "(pip install 'numpy<2') in this environment"
+        )
+
+
 def _embedded() -> TritonInstall | None:
     root = _pytriton_root()
     if root is None or not (root / "bin" / "tritonserver").is_file():
         return None
+    check_stub_numpy()
     libs = root.parent.parent / "nvidia_pytriton.libs"
     return TritonInstall(
         binary=root / "bin" / "tritonserver",

@@ -164,3 +164,145 @@ def target_defaults(target: Any, flavor: str) -> ServingDefaults:
         # queue delay would only distort the measurement here.
         return ServingDefaults(max_batch_size=base.max_batch_size)
     return base
+
+
+def model_name(manifest: dict) -> str:
+    # Triton model names become URL path segments; the manifest already maps "." to "-", this guards it
+    name = str(manifest.get("name") or "")
+    if not name:
+        raise BadInputError("variant manifest has no name")
+    return name.replace(".", "-").replace("/", "-")
+
+
+def plan_model(
+    variant_dir: Path, manifest: dict, flavor: str, target: Any = None, overrides: dict | None = None
+) -> ModelPlan:
+    """Pure planning step: the ModelConfig and the files for one variant (no writes)."""
+    from accelbench.serving import pbconfig
+
+    if flavor not in FLAVORS:
+        raise BadInputError(f"flavor {flavor!r}: expected one of {', '.join(FLAVORS)}")
+    overrides = check_overrides(overrides)
+    defaults = target_defaults(target, flavor)
+    name = model_name(manifest)
+    fmt = manifest.get("format", "onnx")
+    model_file = variant_dir / str(manifest.get("model_file") or "model.onnx")
+    onnx_file = model_file if fmt == "onnx" else variant_dir / "model.onnx"
+    shapes = _reference_shapes(variant_dir)
+    io = pbconfig.IoSpec.from_manifest(manifest, shapes)
+    notes: list[str] = []
+    if flavor == "local":
+        if not onnx_file.is_file():
+            raise BadInputError(
+                f"{variant_dir}: the local flavor serves ONNX and this {fmt} variant has no model.onnx"
+            )
+        config = pbconfig.local_config(name, io, defaults, overrides)
+        copies = ((onnx_file, "1/model.onnx"), (_template_path(), "1/model.py"))
+        return ModelPlan(name, config, copies, "python")
+    is_gpu = getattr(target, "kind", "cpu") in GPU_KINDS
+    if fmt == "tensorrt-plan" and model_file.is_file():
+        config = pbconfig.tensorrt_config(name, io, defaults, overrides)
+        return ModelPlan(name, config, ((model_file, "1/model.plan"),), "tensorrt")
+    if fmt == "neuron":
+        raise BadInputError(f"{variant_dir}: Neuron variants are not served by the ngc flavor yet")
+    if not onnx_file.is_file():
+        raise BadInputError(f"{variant_dir}: no {model_file.name} and no model.onnx to serve")
+    if fmt == "tensorrt-plan":
+        notes.append(
+            "engine not built yet: serving the QDQ ONNX through onnxruntime's TensorRT accelerator, "
+            "which builds and caches the engine on the target at load (model_warmup hides the build)"
+        )
+    precision = str(manifest.get("precision", "fp32"))
+    mode = (overrides.get("precision_mode") or _PRECISION_MODE.get(precision)) if is_gpu else None
+    root = str(overrides.get("model_root") or "/models")
+    config = pbconfig.onnxruntime_config(name, io, defaults, overrides, trt_precision=mode, model_root=root)
+    return ModelPlan(name, config, ((onnx_file, "1/model.onnx"),), "onnxruntime", tuple(notes))
+
+
+def _reference_shapes(variant_dir: Path) -> dict[str, tuple[int, ...]]:
+    """Concrete input shapes from the variant's reference inputs (warmup needs dims without -1)."""
+    path = variant_dir / "reference" / "inputs.npz"
+    if not path.is_file():
+        return {}
+    import numpy as np
+
+    try:
+        with np.load(path) as data:
+            return {key: tuple(int(d) for d in data[key].shape) for key in data.files}
+    except (OSError, ValueError):
+        return {}
+
+
+def _template_path() -> Path:
+    return Path(str(resources.files("accelbench.serving") / "local_model.py.txt"))
+
+
+def write_repository(
+    variant_dirs: list[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    flavor: str = "local",
+    overrides: dict | None = None,
+    *,
+    catalog: Any = None,
+) -> list[RepoModel]:
+    """Write one Triton model per variant under ``out_dir``; rerunning rewrites only what changed.
+
+    ``catalog`` (anything with ``.get(target_id)``) supplies per-target defaults; by default the
+    packaged hardware catalog.
+    """
+    if not variant_dirs:
+        raise BadInputError("no variant folders given")
+    out = Path(out_dir)
+    plans: list[tuple[Path, dict, ModelPlan]] = []
+    for variant in variant_dirs:
+        vdir = Path(variant)
+        if not vdir.is_dir():
+            raise BadInputError(f"{vdir}: no such variant folder")
+        manifest = read_variant_manifest(vdir)
+        target = _lookup_target(catalog, manifest.get("target"))
+        plans.append((vdir, manifest, plan_model(vdir, manifest, flavor, target, overrides)))
+    names = [plan.name for _, _, plan in plans]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise BadInputError(f"two variants would share the Triton model name(s) {duplicates}")
+    return [_write_model(out, vdir, manifest, plan) for vdir, manifest, plan in plans]
+
+
+def _lookup_target(catalog: Any, target_id: str | None) -> Any:
+    if not target_id:
+        return None
+    if catalog is None:
+        try:
+            from accelbench.hardware.catalog import load_catalog
+        except ImportError:  # hardware stage not installed in this checkout: generic CPU defaults
+            return None
+        catalog = load_catalog()
+    return catalog.get(target_id)
+
+
+def _write_model(out: Path, vdir: Path, manifest: dict, plan: ModelPlan) -> RepoModel:
+    from google.protobuf import text_format
+
+    model_dir = out / plan.name
+    text = text_format.MessageToString(plan.config)
+    files: dict[str, str] = {}
+    for source, rel in plan.copies:
+        dest = model_dir / rel
+        digest = sha256_file(source)
+        if not (dest.is_file() and sha256_file(dest) == digest):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.tmp")
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, dest)
+        files[rel] = digest
+    atomic_write_text(model_dir / "config.pbtxt", text)
+    return RepoModel(
+        name=plan.name,
+        path=model_dir,
+        variant_dir=vdir,
+        backend=plan.backend,
+        config_pbtxt=text,
+        manifest_hash=manifest.get("manifest_hash"),
+        files=files,
+        notes=plan.notes,
+    )

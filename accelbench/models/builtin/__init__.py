@@ -27,7 +27,9 @@ IDENTITY_WIDTH = 16
 def _build_identity(name: str, seed: int) -> onnx.ModelProto:
     g = GraphBuilder(seed)
     g.op("Identity", ["x"], output="y")
-    return g.model(name, [("x", FLOAT, [BATCH_DIM, IDENTITY_WIDTH])], [("y", FLOAT, [BATCH_DIM, IDENTITY_WIDTH])])
+    return g.model(
+        name, [("x", FLOAT, [BATCH_DIM, IDENTITY_WIDTH])], [("y", FLOAT, [BATCH_DIM, IDENTITY_WIDTH])]
+    )
 
 
 _BUILDERS: dict[str, Callable[[str, int], onnx.ModelProto]] = {

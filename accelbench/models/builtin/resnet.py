@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import onnx
 
 from accelbench.models.builtin._graph import BATCH_DIM, FLOAT, GraphBuilder

@@ -57,7 +57,10 @@ def build_encoder(name: str, spec: EncoderSpec, seed: int) -> onnx.ModelProto:
     else:
         g.op("Identity", [x], output="token_embeddings")
         _mean_pool_normalise(g, x, output="sentence_embedding")
-        outputs = [("token_embeddings", FLOAT, [BATCH_DIM, s, h]), ("sentence_embedding", FLOAT, [BATCH_DIM, h])]
+        outputs = [
+            ("token_embeddings", FLOAT, [BATCH_DIM, s, h]),
+            ("sentence_embedding", FLOAT, [BATCH_DIM, h]),
+        ]
     return g.model(name, inputs, outputs)
 
 
@@ -92,7 +95,9 @@ def _linear(g: GraphBuilder, x: str, fan_in: int, fan_out: int) -> str:
 
 
 def _layer_norm(g: GraphBuilder, x: str, h: int) -> str:
-    return g.op("LayerNormalization", [x, g.ones([h], "ln_gamma"), g.zeros([h], "ln_beta")], axis=-1, epsilon=_LN_EPS)
+    return g.op(
+        "LayerNormalization", [x, g.ones([h], "ln_gamma"), g.zeros([h], "ln_beta")], axis=-1, epsilon=_LN_EPS
+    )
 
 
 def _heads(g: GraphBuilder, x: str, spec: EncoderSpec, perm: list[int]) -> str:

@@ -1,0 +1,354 @@
+"""`accelbench run`: quantize → accuracy gate → Triton repository → serve → load sweeps → report.
+
+The composition root: it calls each stage's library API (docs/architecture.md) and owns the output layout::
+
+    <out>/variants/<model>__<target>__<precision>/   variant folders (manifest.json, model, reference/)
+    <out>/repository/<target>/                       the Triton model repository served for a local target
+    <out>/results/<run_id>.json                      one result document per (variant, load profile)
+    <out>/report/                                    report.md, report.html, plots/, results.csv/.parquet
+    <out>/logs/                                      tritonserver logs
+    <out>/run.json                                   what this run did, step by step, with timings
+
+Result documents are named by variant (which includes the target), so ``results/`` folders from several hosts
+merge by copying them side by side and running ``accelbench report`` over all of them.
+
+Resume: a variant whose manifest still matches its files and recorded hash is not re-quantized; a sweep whose
+result document is complete for the same manifest hash and load profile is not re-run (and Triton is not even
+started); the report is not re-rendered when its inputs are unchanged. Ctrl-C leaves no process behind:
+LocalTriton stops in its context manager and the load generator's process group is ended by the sweep.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelbench import __version__
+from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.experiment.progress import Progress
+from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
+from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
+
+PAYLOAD_COUNT = 64  # distinct pre-built requests per sweep, rotated by the load generator
+RUN_RECORD = "run.json"
+
+
+@dataclass
+class RunOutcome:
+    out_dir: Path
+    report_path: Path
+    result_paths: list[Path] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)  # variants that failed the accuracy gate
+
+
+@dataclass
+class _Variant:
+    dir: Path
+    manifest: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.manifest["name"]
+
+
+def run_experiment(
+    spec: ExperimentSpec,
+    *,
+    out_dir: str | os.PathLike | None = None,
+    catalog_path: str | None = None,
+    progress: Progress | None = None,
+    command: str = "accelbench run",
+) -> RunOutcome:
+    """Run every stage of ``spec``; finished work on disk is reused. Returns where the report is."""
+    from accelbench.hardware.catalog import load_catalog
+
+    progress = progress or Progress(quiet=True)
+    catalog = load_catalog(catalog_path)
+    check_against_catalog(spec, catalog)
+    out = Path(out_dir or spec.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {"spec": spec.source, "started_at": utc_now_iso(), "accelbench": __version__}
+    outcome = RunOutcome(out_dir=out, report_path=out / "report" / "report.md")
+    try:
+        for target in spec.measured_targets:
+            _check_measurable(target, catalog.get(target.id))
+        progress.stage(
+            "quantize", f"{len(spec.models)} model(s) × {len(spec.measured_targets)} measured target(s)"
+        )
+        variants = _quantize_all(spec, out, catalog_path, progress)
+        progress.stage("accuracy gate")
+        served = _gate(variants, progress, outcome)
+        progress.stage(
+            "serve and load-test", f"{spec.load.kind} loop, levels {list(spec.load.as_profile()['levels'])}"
+        )
+        for target in spec.measured_targets:
+            mine = [v for v in served if v.manifest["target"] == target.id]
+            outcome.result_paths += _measure_target(spec, target, mine, out, catalog, progress, command)
+        progress.stage("report")
+        _report(spec, out, catalog, progress, outcome)
+    finally:
+        record.update(finished_at=utc_now_iso(), steps=[r.__dict__ for r in progress.records])
+        atomic_write_json(out / RUN_RECORD, record)
+    return outcome
+
+
+def _check_measurable(target: TargetSpec, hw: Any) -> None:
+    """Measuring here needs this host to be the target: only CPU targets run on the bundled Triton."""
+    if target.mode == "local" and hw.toolchain != "onnxruntime-cpu":
+        from accelbench.models.toolchains import toolchain_for
+
+        why = toolchain_for(hw).available() if hw.toolchain in ("tensorrt", "neuron") else "no toolchain"
+        if why:
+            raise ToolchainMissingError(
+                f"target {target.id} has mode 'local' but this host cannot run {hw.toolchain} ({why}); "
+                "use mode 'project', a 'url' of a Triton on that hardware, or `accelbench plan cloud`"
+            )
+
+
+# ---- quantize -----------------------------------------------------------------------------------------
+
+
+def _quantize_all(
+    spec: ExperimentSpec, out: Path, catalog_path: str | None, progress: Progress
+) -> list[_Variant]:
+    variants: list[_Variant] = []
+    for model in spec.models:
+        for target in spec.measured_targets:
+            wanted = [p for p in model.precisions if p != "fp32"] or ["fp32"]
+            for precision in wanted:
+                variants += _quantize_one(model.uri, target.id, precision, out, catalog_path, progress)
+    # the FP32 reference comes back with every precision; keep each variant once, FP32 only if asked for
+    unique = {v.name: v for v in variants}
+    keep = {(m.uri, p) for m in spec.models for p in m.precisions}
+    return [v for v in unique.values() if (v.manifest["source"]["uri"], v.manifest["precision"]) in keep]
+
+
+def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_path: str | None,
+                  progress: Progress) -> list[_Variant]:  # fmt: skip
+    stamp = out / "variants" / ".done" / f"{_safe(uri)}__{target_id}__{precision}.json"
+    reused = _reusable_variants(stamp)
+    label = f"{uri} {target_id} {precision}"
+    if reused is not None:
+        progress.skip("quantize", label, "manifest hashes match")
+        return reused
+    from accelbench.models.quantize import QuantizeRequest, quantize
+
+    with progress.step("quantize", label) as notes:
+        manifests = quantize(
+            QuantizeRequest(model=uri, target=target_id, precision=precision, out_dir=out / "variants",
+                            catalog_path=catalog_path)
+        )  # fmt: skip
+        notes.append(", ".join(f"{m['name']} {m.verdict}" for m in manifests))
+    variants = [_Variant(out / "variants" / m["name"], dict(m)) for m in manifests]
+    atomic_write_json(stamp, {"uri": uri, "source": _source_fingerprint(uri),
+                              "variants": {v.name: v.manifest["manifest_hash"] for v in variants}})  # fmt: skip
+    return variants
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
+def _source_fingerprint(uri: str) -> str:
+    """What must not change for a variant to be reused without re-running quantize: the model file or
+    card on disk, or (builtin:/hf:) the accelbench version that builds it."""
+    scheme, _, rest = uri.partition(":")
+    path = Path(rest if scheme == "onnx" else uri)
+    if scheme not in ("builtin", "hf") and path.is_file():
+        return sha256_file(path)
+    return f"{uri}@accelbench-{__version__}"
+
+
+def _reusable_variants(stamp: Path) -> list[_Variant] | None:
+    """The variants a previous run made, when their manifests and files are untouched since."""
+    from accelbench.models.manifest import read_manifest, verify_files
+
+    if not stamp.is_file():
+        return None
+    try:
+        import json
+
+        done = json.loads(stamp.read_text())
+        if done.get("source") != _source_fingerprint(done["uri"]):
+            return None
+        variants = []
+        for name, want in done["variants"].items():
+            vdir = stamp.parent.parent / name
+            manifest = read_manifest(vdir)
+            if manifest["manifest_hash"] != want or verify_files(vdir, manifest):
+                return None
+            variants.append(_Variant(vdir, dict(manifest)))
+        return variants
+    except (BadInputError, ValueError, KeyError, OSError):
+        return None
+
+
+# ---- accuracy gate ------------------------------------------------------------------------------------
+
+
+def _gate(variants: list[_Variant], progress: Progress, outcome: RunOutcome) -> list[_Variant]:
+    """Variants that failed the accuracy gate are not served (the report would rank a broken model)."""
+    served = []
+    for v in variants:
+        acc = v.manifest.get("accuracy") or {}
+        verdict = acc.get("verdict", "NOT_RUN")
+        progress.note("accuracy", f"{v.name}: {acc.get('metric')} {acc.get('value')} → {verdict}")
+        if verdict == "FAIL":
+            outcome.excluded.append(v.name)
+            progress.note(
+                "accuracy", f"{v.name}: excluded from serving ({acc.get('reason') or 'below tolerance'})"
+            )
+            continue
+        served.append(v)
+    return served
+
+
+# ---- serve and load-test ------------------------------------------------------------------------------
+
+
+def _profile(spec: ExperimentSpec) -> Any:
+    from accelbench.loadtests.profiles import LoadProfile
+
+    load = spec.load
+    return LoadProfile(kind=load.kind, protocol=load.protocol, levels=tuple(load.levels), duration_s=load.duration_s,
+                       warmup_s=load.warmup_s, processes=load.processes, seed=load.seed, batch_size=load.batch_size)  # fmt: skip
+
+
+def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:
+    from accelbench.loadtests import results
+
+    return out / "results" / f"{results.run_id(variant.name, profile.label())}.json"
+
+
+def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
+    from accelbench.loadtests import results
+
+    doc = results.load_document(path)
+    done = {s["index"] for s in (doc or {}).get("steps", [])}
+    return (
+        results.resumable(doc, variant.manifest["manifest_hash"], profile.to_dict())
+        and bool(doc.get("complete"))
+        and done >= {s["index"] for s in profile.steps()}
+    )
+
+
+def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
+                    progress: Progress, command: str) -> list[Path]:  # fmt: skip
+    profile = _profile(spec)
+    paths = [_result_path(out, v, profile) for v in variants]
+    todo = [v for v, p in zip(variants, paths, strict=True) if not _finished(p, v, profile)]
+    for v in variants:
+        if v not in todo:
+            progress.skip("load", f"{v.name} on {target.id}", "result complete for this manifest and profile")
+    if not todo:
+        return paths
+    from accelbench.serving.repository import write_repository
+
+    if target.mode == "local":
+        from accelbench.serving.server import LocalTriton
+
+        flavor = "local" if catalog.get(target.id).toolchain == "onnxruntime-cpu" else "ngc"
+        repo_dir = out / "repository" / target.id
+        with progress.step("repository", f"{target.id} ({len(variants)} models, {flavor})"):
+            write_repository([v.dir for v in variants], repo_dir, flavor, catalog=catalog)
+        with progress.step("serve", f"tritonserver for {target.id}") as notes:
+            (out / "logs").mkdir(parents=True, exist_ok=True)
+            server = LocalTriton(repo_dir, log_path=out / "logs" / f"tritonserver-{target.id}.log")
+            server.start()
+            notes.append(server.http_url)
+        try:
+            _sweeps(server, todo, profile, out, repo_dir, progress, command)
+        finally:
+            server.stop()  # also on Ctrl-C: no tritonserver outlives the run
+    else:
+        from accelbench.serving.remote import RemoteTriton
+
+        with progress.step("serve", f"{target.id} at {target.url}") as notes:
+            server = RemoteTriton(target.url)
+            server.check_live()
+            for v in todo:
+                server.check_model(_triton_name(v), v.manifest)
+            notes.append(f"Triton {server.server_version}")
+        _sweeps(server, todo, profile, out, None, progress, command)
+    return paths
+
+
+def _triton_name(variant: _Variant) -> str:
+    from accelbench.serving.repository import model_name
+
+    return model_name(variant.manifest)
+
+
+def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo_dir: Path | None,
+            progress: Progress, command: str) -> None:  # fmt: skip
+    from accelbench.loadtests.sweep import Server, run_sweep
+    from accelbench.models.cards import card_from_dict
+    from accelbench.models.inputs import make_inputs
+
+    target = Server(server.http_url, server.grpc_url, server.metrics_url, server.server_version or "")
+    for v in variants:
+        card = card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json")
+        payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
+        name = _triton_name(v)
+        config = repo_dir / name / "config.pbtxt" if repo_dir else None
+        with progress.step("load", f"{v.name}") as notes:
+
+            def on_event(event: dict[str, Any], notes: list[str] = notes) -> None:
+                if event.get("event") == "step":
+                    step = event["step"]
+                    p99 = (step.get("latency_us") or {}).get("p99")
+                    progress.note("load", f"  {step['offered']}: {step['throughput_rps']} req/s, "
+                                          f"p99 {p99} µs, {step['verdict']}")  # fmt: skip
+
+            doc, _ = run_sweep(
+                server=target, model=name, variant=v.name, payloads=payloads,
+                expected_outputs=v.manifest["outputs"], profile=profile, out_dir=out / "results",
+                manifest=v.manifest, repository_config=config.read_text() if config and config.is_file() else "",
+                command=command, on_event=on_event,
+            )  # fmt: skip
+            notes.append(f"{len(doc['steps'])} steps")
+
+
+# ---- report -------------------------------------------------------------------------------------------
+
+
+def _report_options(spec: ExperimentSpec) -> Any:
+    from accelbench.reports.build import ReportOptions
+
+    pct = spec.slo.percentile
+    extra = {}
+    if spec.price.amortization_years is not None:
+        extra["amortization_years"] = spec.price.amortization_years
+    if spec.price.usd_per_kwh is not None:
+        extra["usd_per_kwh"] = spec.price.usd_per_kwh
+    return ReportOptions(
+        slo_ms=float(spec.slo.latency_ms),
+        percentile=f"p{int(pct) if float(pct).is_integer() else pct}",
+        baseline=spec.baseline,
+        price_basis=spec.price.basis,
+        price_overrides=dict(spec.price.overrides),
+        project=tuple(t.id for t in spec.projected_targets),
+        **extra,
+    )
+
+
+def _report(spec: ExperimentSpec, out: Path, catalog: Any, progress: Progress, outcome: RunOutcome) -> None:
+    from accelbench.reports.report import make_report
+
+    results_dir = out / "results"
+    options = _report_options(spec)
+    files = sorted(results_dir.glob("*.json")) if results_dir.is_dir() else []
+    if not files:
+        raise BadInputError(f"{results_dir}: no result documents to report on (no target was measured)")
+    inputs_hash = sha256_json({"results": {p.name: sha256_file(p) for p in files}, "options": repr(options),
+                               "catalog": repr(sorted(catalog.targets)), "accelbench": __version__})  # fmt: skip
+    stamp = out / "report" / ".inputs.sha256"
+    if stamp.is_file() and stamp.read_text().strip() == inputs_hash and outcome.report_path.is_file():
+        progress.skip("report", str(outcome.report_path), "results and options unchanged")
+        return
+    with progress.step("report", str(out / "report")) as notes:
+        made = make_report([str(results_dir)], catalog, options, out / "report")
+        notes.append(f"{len(made.table)} rows")
+    stamp.write_text(inputs_hash + "\n")

@@ -1,0 +1,133 @@
+"""``accelbench loadtest`` as a library call: find the server and the model's inputs, then sweep."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import BadInputError, ServerError
+from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server, run_sweep
+from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
+
+
+def find_manifest(model: str, manifest_path: str | os.PathLike | None, repo: str | os.PathLike | None):
+    """The variant manifest: ``--manifest`` (folder or file), else one kept beside the repository's model."""
+    from accelbench.models.manifest import read_manifest
+
+    if manifest_path is not None:
+        return read_manifest(manifest_path)
+    if repo is not None:
+        for candidate in (Path(repo) / model, Path(repo) / model / "1"):
+            if (candidate / "manifest.json").is_file():
+                return read_manifest(candidate)
+    return None
+
+
+def model_card(manifest: dict | None, card_uri: str | None):
+    """The card that generates request payloads: ``--card`` wins, else the manifest's own card."""
+    from accelbench.models.cards import card_from_dict, load_card
+
+    if card_uri:
+        return load_card(card_uri)
+    if manifest and manifest.get("card"):
+        return card_from_dict(manifest["card"], origin="manifest card")
+    raise BadInputError(
+        "no model card for the request payloads: pass --manifest VARIANT_DIR or --card CARD (e.g. builtin:identity)"
+    )
+
+
+def expected_outputs(manifest: dict | None, card, http_url: str, model: str) -> list[dict[str, Any]]:
+    """Outputs every answer must carry (name, numpy dtype, shape): manifest, card, else the server's metadata."""
+    if manifest and manifest.get("outputs"):
+        return [dict(o) for o in manifest["outputs"]]
+    if card is not None and card.outputs:
+        return [o.to_dict() for o in card.outputs]
+    from tritonclient.utils import triton_to_np_dtype
+
+    from accelbench.serving.stats import get_json
+
+    meta = get_json(f"{http_url}/v2/models/{urllib.parse.quote(model, safe='')}", timeout_s=10)
+    return [
+        {"name": o["name"], "dtype": triton_to_np_dtype(o["datatype"]).__name__, "shape": o["shape"]}
+        for o in meta.get("outputs", [])
+    ]
+
+
+def loadtest(
+    *,
+    model: str,
+    profile: LoadProfile,
+    out_dir: str | os.PathLike,
+    repo: str | os.PathLike | None = None,
+    url: str | None = None,
+    grpc_url: str | None = None,
+    manifest_path: str | os.PathLike | None = None,
+    card_uri: str | None = None,
+    tritonserver: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    command: str = "",
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``."""
+    from accelbench.models.inputs import make_inputs
+    from accelbench.serving import LocalTriton, RemoteTriton
+
+    if (repo is None) == (url is None):
+        raise BadInputError("give a model repository or --url, not both and not neither")
+    manifest = find_manifest(model, manifest_path, repo)
+    card = model_card(manifest, card_uri)
+    payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
+    server_cm = (
+        LocalTriton(repo, tritonserver=tritonserver) if repo is not None else RemoteTriton(url, grpc_url)
+    )
+    with server_cm as triton:
+        if hasattr(triton, "check_model"):
+            triton.check_model(model)
+        server = Server(
+            http_url=triton.http_url,
+            grpc_url=triton.grpc_url,
+            metrics_url=triton.metrics_url,
+            version=getattr(triton, "server_version", None) or "",
+        )
+        if not _model_ready(server.http_url, model):
+            raise ServerError(f"model {model!r} is not loaded on {server.http_url}")
+        return run_sweep(
+            server=server,
+            model=model,
+            variant=(manifest or {}).get("name", model),
+            payloads=payloads,
+            expected_outputs=expected_outputs(manifest, card, server.http_url, model),
+            profile=profile,
+            out_dir=out_dir,
+            manifest=dict(manifest) if manifest else None,
+            repository_config=_repository_config(repo, model),
+            command=command,
+            limits=limits,
+            on_event=on_event,
+        )
+
+
+def _model_ready(http_url: str, model: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(
+            f"{http_url}/v2/models/{urllib.parse.quote(model, safe='')}/ready", timeout=10
+        ):
+            return True
+    except urllib.error.HTTPError:
+        return False
+    except (urllib.error.URLError, OSError) as err:
+        raise ServerError(f"{http_url}: unreachable ({getattr(err, 'reason', err)})") from None
+
+
+def _repository_config(repo: str | os.PathLike | None, model: str) -> str:
+    if repo is None:
+        return ""
+    path = Path(repo) / model / "config.pbtxt"
+    return path.read_text() if path.is_file() else ""

@@ -1,0 +1,361 @@
+"""The Locust side of a sweep, run as a child process: ``python -m accelbench.loadtests.runner CONFIG``.
+
+Locust (through gevent) monkey-patches the standard library, so it never runs in the caller's process.
+The child is a local runner (1 process) or a master that starts N worker processes (``--worker``); it
+drives every process's Agent through custom messages (warm-up, measure, pause) and writes one JSON line
+per event on its stdout: ``progress`` per measured window, ``step`` per finished (or aborted) step.
+"""
+
+from __future__ import annotations
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gevent  # noqa: E402
+import numpy as np  # noqa: E402
+
+from accelbench.loadtests import histogram, users  # noqa: E402
+from accelbench.loadtests.verdict import Limits, is_stable  # noqa: E402
+
+users.init_grpc_gevent()
+
+from locust.env import Environment  # noqa: E402
+
+
+def load_payloads(path: str) -> list[dict[str, np.ndarray]]:
+    """Read every array now: a lazily opened .npz shared by several processes gave CRC errors."""
+    with np.load(path) as data:
+        arrays = {key: np.array(data[key]) for key in data.files}
+    out: dict[int, dict[str, np.ndarray]] = {}
+    for key, arr in arrays.items():
+        index, name = key.split("/", 1)
+        out.setdefault(int(index), {})[name] = arr
+    return [out[i] for i in sorted(out)]
+
+
+def _make_agent(cfg: dict[str, Any], process_index: int) -> users.Agent:
+    agent = users.Agent({**cfg, "process_index": process_index}, free_running=False)
+    names = [o["name"] for o in cfg["expected_outputs"]]
+    agent.pool = users.RequestPool(cfg["protocol"], load_payloads(cfg["payloads_file"]), names)
+    users.AGENT = agent
+    return agent
+
+
+def _user_class(cfg: dict[str, Any]) -> type:
+    return users.ClosedLoopUser if cfg["kind"] == "closed" else users.OpenLoopUser
+
+
+class _ProcessSide:
+    """Answers the controller's phase messages in one load process (local runner or worker)."""
+
+    def __init__(self, runner, agent: users.Agent, cfg: dict[str, Any]) -> None:
+        self.runner, self.agent, self.cfg = runner, agent, cfg
+        self.windows: gevent.Greenlet | None = None
+        runner.register_message("ab_phase", self.on_phase)
+
+    def on_phase(self, environment, msg, **_kw) -> None:
+        data = msg.data
+        if data["phase"] == "warmup":
+            self.agent.warmup(data["step"], data.get("rate_rps"))
+        elif data["phase"] == "measure":
+            self.agent.measure()
+            self.windows = gevent.spawn(self._report_windows, data["token"])
+        elif data["phase"] == "pause":
+            if self.windows is not None:
+                self.windows.kill()
+                self.windows = None
+            gevent.spawn(self._drain, data["token"])
+
+    def _drain(self, token: int) -> None:
+        totals = self.agent.pause(self.cfg["timeout_s"] + 5)
+        self.runner.send_message("ab_drained", {**totals, "token": token})
+
+    def _report_windows(self, token: int) -> None:
+        start, k = time.monotonic(), 0
+        while True:
+            k += 1
+            gevent.sleep(max(0.0, start + k * self.cfg["window_s"] - time.monotonic()))
+            self.runner.send_message("ab_window", {**self.agent.take_window(), "k": k, "token": token})
+
+
+class Controller:
+    """Runs the step plan from the master (or local) side and reports each step."""
+
+    def __init__(self, runner, cfg: dict[str, Any], n_procs: int, emit) -> None:
+        self.runner, self.cfg, self.n_procs, self.emit = runner, cfg, n_procs, emit
+        self.token = 0
+        self.drained: dict[int, list[dict]] = {}
+        self.windows: dict[int, dict[int, list[dict]]] = {}
+        self.limits = Limits(**cfg.get("limits", {}))
+        runner.register_message("ab_drained", self._on_drained)
+        runner.register_message("ab_window", self._on_window)
+        self.stats = _StatsProbe(cfg)
+
+    def _on_drained(self, environment, msg, **_kw) -> None:
+        self.drained.setdefault(msg.data["token"], []).append(msg.data)
+
+    def _on_window(self, environment, msg, **_kw) -> None:
+        self.windows.setdefault(msg.data["token"], {}).setdefault(msg.data["k"], []).append(msg.data)
+
+    def _send(self, phase: str, **data: Any) -> int:
+        self.token += 1
+        self.runner.send_message("ab_phase", {"phase": phase, "token": self.token, **data})
+        return self.token
+
+    def _pause(self) -> list[dict]:
+        token = self._send("pause")
+        deadline = time.monotonic() + self.cfg["timeout_s"] + 15
+        while len(self.drained.get(token, [])) < self.n_procs and time.monotonic() < deadline:
+            gevent.sleep(0.01)
+        gevent.sleep(0.05)  # the server updates its statistics just after it answers
+        return self.drained.pop(token, [])
+
+    def _spawn_users(self, count: int) -> None:
+        self.runner.start(count, spawn_rate=100 * self.n_procs)  # Locust warns above 100/s per process
+        deadline = time.monotonic() + 15
+        while self.runner.user_count != count and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+
+    def run(self) -> None:
+        for plan in self.cfg["steps"]:
+            step = self.run_step(plan)
+            self.emit({"event": "step", "step": step})
+            if step.get("aborted"):
+                break
+
+    def run_step(self, plan: dict[str, Any]) -> dict[str, Any]:
+        offered = plan["offered"]
+        closed = "concurrency" in offered
+        self._spawn_users(int(offered["concurrency"]) if closed else self.n_procs)
+        rate = None if closed else offered["rate_rps"] / self.n_procs
+        self._send("warmup", step=plan["index"], rate_rps=rate)
+        gevent.sleep(self.cfg["warmup_s"])
+        self._pause()
+        step: dict[str, Any] = {"index": plan["index"], "offered": offered, "aborted": None}
+        before, step["aborted"] = self.stats.snapshot()
+        if step["aborted"]:
+            return step
+        step["started_at"] = _utc_now()
+        token = self._send("measure")
+        t0 = time.monotonic()
+        windows = self._watch(token, t0, plan, step)
+        step["duration_s"] = round(time.monotonic() - t0, 3)
+        totals = self._pause()
+        after, failure = self.stats.snapshot()
+        step["aborted"] = step["aborted"] or failure
+        step.update(_combine(totals, self.n_procs, step["aborted"]))
+        step["windows"] = windows
+        step["stable"] = is_stable(windows, self.limits)
+        step["server_stats"], step["metrics"] = self.stats.deltas(before, after)
+        return step
+
+    def _watch(self, token: int, t0: float, plan: dict[str, Any], step: dict[str, Any]) -> list:
+        """Measure until the fixed duration, or until stable (bounded); note an abort in ``step``."""
+        fixed = self.cfg["duration_s"]
+        seen: list[tuple[float, float]] = []
+        while True:
+            gevent.sleep(0.05)
+            elapsed = time.monotonic() - t0
+            got = self.windows.get(token, {})
+            while len(got.get(len(seen) + 1, [])) >= self.n_procs:
+                parts = got[len(seen) + 1]
+                merged = histogram.merge(p["histogram"] for p in parts)
+                rps = sum(p["requests"] for p in parts) / self.cfg["window_s"]
+                p99 = merged.get_value_at_percentile(99.0) if merged.get_total_count() else 0
+                seen.append((rps, float(p99)))
+                self.emit(
+                    {
+                        "event": "progress",
+                        "index": plan["index"],
+                        "offered": plan["offered"],
+                        "elapsed_s": round(elapsed, 1),
+                        "rps": rps,
+                        "p99_us": p99,
+                    }
+                )
+                if merged.get_total_count() == 0 and any(p["errors"]["connection"] for p in parts):
+                    step["aborted"] = "the server stopped answering (connection errors, no successes)"
+                    return seen
+            if fixed is not None and elapsed >= fixed:
+                return seen
+            if fixed is None and (elapsed >= self.cfg["max_duration_s"] or is_stable(seen, self.limits)):
+                return seen
+
+
+def _combine(totals: list[dict], n_procs: int, aborted: str | None) -> dict[str, Any]:
+    """Add the processes' counts and merge their histograms exactly."""
+    merged = histogram.merge(t["histogram"] for t in totals)
+    errors = dict.fromkeys(users.ERROR_KINDS, 0)
+    for t in totals:
+        for kind, n in t["errors"].items():
+            errors[kind] += n
+    last_errors = [t["last_error"] for t in totals if t["last_error"]]
+    return {
+        "requests": sum(t["requests"] for t in totals),
+        "inferences": sum(t["inferences"] for t in totals),
+        "successes": merged.get_total_count(),
+        "errors": errors,
+        "drops": sum(t["drops"] for t in totals),
+        "histogram": histogram.encode(merged) if merged.get_total_count() else None,
+        "loadgen": [{"cpu_s": round(t["cpu_s"], 4), "wall_s": round(t["wall_s"], 4)} for t in totals],
+        "processes_reported": len(totals),
+        "processes_expected": n_procs,
+        "last_error": last_errors[0] if last_errors else None,
+        "loop_lag_us": _lag_summary(totals),
+    }
+
+
+def _lag_summary(totals: list[dict]) -> dict[str, int | None]:
+    lag = histogram.merge(t.get("loop_lag") for t in totals)
+    summary = histogram.summary_us(lag)
+    return {k: summary[k] for k in ("p50", "p99", "max")}
+
+
+class _StatsProbe:
+    """Triton's per-model statistics and metrics around a measured window."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.http_url, self.metrics_url, self.model = (
+            cfg.get("http_url"),
+            cfg.get("metrics_url"),
+            cfg["model"],
+        )
+
+    def snapshot(self) -> tuple[dict | None, str | None]:
+        if not self.http_url:
+            return None, None
+        scrape_metrics, stats_snapshot = _serving("scrape_metrics", "stats_snapshot")
+        try:
+            snap = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
+        except Exception as err:  # any failure here means the server is gone or broken
+            return None, f"the server stopped answering ({_one_line(err)})"
+        if self.metrics_url:
+            try:
+                snap["metrics"] = scrape_metrics(self.metrics_url)
+            except Exception:  # metrics are optional; their absence is recorded as null
+                snap["metrics"] = None
+        return snap, None
+
+    def deltas(self, before: dict | None, after: dict | None) -> tuple[dict | None, dict | None]:
+        if not before or not after:
+            return None, None
+        stats_delta, metrics_delta = _serving("stats_delta", "metrics_delta")
+        metrics = None
+        if before["metrics"] and after["metrics"]:
+            metrics = metrics_delta(before["metrics"], after["metrics"], self.model)
+        return stats_delta(before["stats"], after["stats"]), metrics
+
+
+def _serving(*names: str) -> list:
+    """The serving stage's functions (docs/architecture.md §4), imported only when a server is probed."""
+    import accelbench.serving as serving
+    from accelbench.serving import metrics, stats
+
+    return [getattr(serving, n, None) or getattr(stats, n, None) or getattr(metrics, n) for n in names]
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:200] if text else type(err).__name__
+
+
+def _utc_now() -> str:
+    from accelbench.util import utc_now_iso
+
+    return utc_now_iso()
+
+
+def _events_writer():
+    """Our JSON lines own the real stdout; anything else printed goes to stderr."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def emit(event: dict[str, Any]) -> None:
+        out.write(json.dumps(event, default=_default) + "\n")
+        out.flush()
+
+    return emit
+
+
+def _default(obj: Any) -> Any:
+    return obj.item() if hasattr(obj, "item") else str(obj)
+
+
+def run_master(cfg: dict[str, Any], config_path: str) -> None:
+    emit = _events_writer()
+    n = int(cfg["processes"])
+    env = Environment(user_classes=[_user_class(cfg)], host=cfg["url"])
+    if n == 1:
+        runner = env.create_local_runner()
+        agent = _make_agent(cfg, 0)
+        agent.environment = env
+        _ProcessSide(runner, agent, cfg)
+        workers: list[subprocess.Popen] = []
+    else:
+        runner = env.create_master_runner("127.0.0.1", int(cfg["master_port"]))
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "accelbench.loadtests.runner", config_path, "--worker", str(i)]
+            )
+            for i in range(n)
+        ]
+        deadline = time.monotonic() + 60
+        while len(runner.clients.ready) < n and time.monotonic() < deadline:
+            if any(w.poll() is not None for w in workers):
+                break
+            gevent.sleep(0.1)
+        if len(runner.clients.ready) < n:
+            emit(
+                {
+                    "event": "fatal",
+                    "message": f"only {len(runner.clients.ready)} of {n} load processes started",
+                }
+            )
+            _finish(runner, workers)
+            return
+    controller = Controller(runner, cfg, n, emit)
+    try:
+        controller.run()
+    finally:
+        _finish(runner, workers)
+
+
+def _finish(runner, workers: list) -> None:
+    runner.quit()
+    for w in workers:
+        try:
+            w.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            w.kill()
+
+
+def run_worker(cfg: dict[str, Any], index: int) -> None:
+    env = Environment(user_classes=[_user_class(cfg)], host=cfg["url"])
+    runner = env.create_worker_runner("127.0.0.1", int(cfg["master_port"]))
+    agent = _make_agent(cfg, index)
+    agent.environment = env
+    _ProcessSide(runner, agent, cfg)
+    runner.greenlet.join()
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[0]) as handle:
+        cfg = json.load(handle)
+    if len(argv) >= 3 and argv[1] == "--worker":
+        run_worker(cfg, int(argv[2]))
+    else:
+        run_master(cfg, argv[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,266 @@
+"""A load sweep from the caller's side: plan the steps, run Locust in a child process, judge and record.
+
+The caller's process never imports Locust or gevent. The child (``accelbench.loadtests.runner``) runs in
+its own process group, which is ended afterwards so no worker outlives the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelbench.errors import MeasurementError, ServerError
+from accelbench.loadtests import histogram, results
+from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, judge
+
+PAYLOAD_COUNT = 64  # distinct pre-built requests rotated per process
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where to send load: a client URL for the protocol, plus the HTTP URL used for statistics."""
+
+    http_url: str
+    grpc_url: str | None = None
+    metrics_url: str | None = None
+    version: str = ""
+
+    def client_url(self, protocol: str) -> str:
+        if protocol == "grpc":
+            if not self.grpc_url:
+                raise ServerError("--protocol grpc needs the server's gRPC address")
+            return self.grpc_url
+        return self.http_url
+
+
+def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) -> dict[str, Any]:
+    """The result document's step record from the child's raw totals (pure)."""
+    duration = raw.get("duration_s") or 0.0
+    requests = int(raw.get("requests", 0))
+    errors = raw.get("errors") or {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0}
+    n_errors = sum(errors.values())
+    hist = histogram.decode(raw["histogram"]) if raw.get("histogram") else histogram.new_histogram()
+    successes = hist.get_total_count()
+    loadgen = raw.get("loadgen") or []
+    cpu = [p["cpu_s"] / p["wall_s"] for p in loadgen if p.get("wall_s")]
+    total_cpu_s = sum(p["cpu_s"] for p in loadgen)
+    error_rate = n_errors / requests if requests else (1.0 if raw.get("aborted") else 0.0)
+    rps = successes / duration if duration else 0.0
+    offered = raw["offered"]
+    achieved = requests / duration if duration else 0.0
+    verdict, reasons = judge(
+        requests=requests,
+        error_rate=error_rate,
+        loadgen_cpu=cpu,
+        stable=raw.get("stable"),
+        offered_rps=offered.get("rate_rps") if kind == "open" else None,
+        achieved_rps=achieved if kind == "open" else None,
+        aborted=raw.get("aborted"),
+        limits=limits,
+    )
+    return {
+        "index": raw["index"],
+        "offered": offered,
+        "started_at": raw.get("started_at"),
+        "duration_s": duration,
+        "requests": requests,
+        "inferences": int(raw.get("inferences", 0)),
+        "errors": errors,
+        "error_rate": round(error_rate, 6),
+        "dropped": int(raw.get("drops", 0)),
+        "throughput_rps": round(rps, 3),
+        "throughput_ips": round(rps * batch_size, 3),
+        "latency_us": histogram.summary_us(hist),
+        "latency_from": "intended send time" if kind == "open" else "actual send time",
+        "histogram": raw.get("histogram"),
+        "server_stats": raw.get("server_stats"),
+        "metrics": raw.get("metrics"),
+        "energy_per_request_j": _energy_per_request_j(raw.get("metrics"), successes),
+        "loadgen": {
+            "processes": len(loadgen),
+            "cpu_fraction": [round(c, 3) for c in cpu],
+            "cpu_us_per_request": round(total_cpu_s * 1e6 / requests, 1) if requests else None,
+            "event_loop_lag_us": raw.get("loop_lag_us"),
+        },
+        "windows": [{"throughput_rps": w[0], "p99_us": w[1]} for w in raw.get("windows") or []],
+        "stable": raw.get("stable"),
+        "aborted": raw.get("aborted"),
+        "last_error": raw.get("last_error"),
+        "verdict": verdict,
+        "reasons": reasons,
+    }
+
+
+def _energy_per_request_j(metrics: dict | None, successes: int) -> float | None:
+    energy = (metrics or {}).get("energy_j")
+    return energy / successes if energy is not None and successes else None
+
+
+def write_payloads(payloads: list[dict[str, np.ndarray]], path: Path) -> None:
+    np.savez(path, **{f"{i}/{name}": arr for i, p in enumerate(payloads) for name, arr in p.items()})
+
+
+def run_sweep(
+    *,
+    server: Server,
+    model: str,
+    variant: str,
+    payloads: list[dict[str, np.ndarray]],
+    expected_outputs: list[dict[str, Any]],
+    profile: LoadProfile,
+    out_dir: str | os.PathLike,
+    manifest: dict[str, Any] | None = None,
+    repository_config: str = "",
+    command: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """Measure every step not already on disk; returns the result document and its path.
+
+    Raises ServerError when the server stops answering mid-sweep (finished steps stay on disk, the
+    running one is recorded INVALID) and MeasurementError when the load generator itself fails.
+    """
+    load_profile = profile.to_dict()
+    manifest_hash = (manifest or {}).get("manifest_hash", "")
+    path = Path(out_dir) / f"{results.run_id(variant, profile.label())}.json"
+    old = results.load_document(path)
+    doc = results.new_document(
+        model=model, variant=variant, manifest=manifest, load_profile=load_profile,
+        server={"url": server.client_url(profile.protocol), "version": server.version},
+        repository_config=repository_config, command=command, profile_label=profile.label(),
+    )  # fmt: skip
+    if results.resumable(old, manifest_hash, load_profile):
+        doc["steps"] = results.finished_steps(old)
+    done = {s["index"] for s in doc["steps"]}
+    todo = [s for s in profile.steps() if s["index"] not in done]
+    results.save(doc, path)
+    if todo:
+        _run_child(doc, path, todo, server, model, payloads, expected_outputs, profile, limits, on_event)
+    doc["complete"] = True
+    results.save(doc, path)
+    return doc, path
+
+
+def _run_child(doc, path, todo, server, model, payloads, expected, profile, limits, on_event) -> None:
+    with tempfile.TemporaryDirectory(prefix="accelbench-load-") as tmp:
+        tmp_path = Path(tmp)
+        write_payloads(payloads, tmp_path / "payloads.npz")
+        cfg = {
+            **profile.to_dict(),
+            "steps": todo,
+            "model": model,
+            "url": server.client_url(profile.protocol),
+            "http_url": server.http_url,
+            "metrics_url": server.metrics_url,
+            "payloads_file": str(tmp_path / "payloads.npz"),
+            "expected_outputs": expected,
+            "master_port": _free_port(),
+            "limits": {"stability_tolerance": limits.stability_tolerance,
+                       "stability_windows": limits.stability_windows},
+        }  # fmt: skip
+        (tmp_path / "config.json").write_text(json.dumps(cfg))
+        log_path = tmp_path / "locust.log"
+        failure = _drive(tmp_path / "config.json", log_path, doc, path, todo, profile, limits, on_event)
+        if failure:
+            raise failure
+
+
+def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) -> Exception | None:
+    """Run the child, recording each step as it arrives; the first problem, if any, is returned."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "w") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "accelbench.loadtests.runner", str(config_path)],
+            stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True,
+        )  # fmt: skip
+        finished: set[int] = set()
+        problem: Exception | None = None
+        try:
+            for line in child.stdout:
+                event = _parse(line)
+                if event is None:
+                    continue
+                if event["event"] == "step":
+                    step = build_step(event["step"], profile.kind, profile.batch_size, limits)
+                    results.put_step(doc, step, path)
+                    finished.add(step["index"])
+                    if step["aborted"]:
+                        problem = ServerError(
+                            f"step {step['index']} ({_offered(step['offered'])}) did not finish: "
+                            f"{step['aborted']}; finished steps kept in {path}"
+                        )
+                    event = {"event": "step", "step": step}
+                elif event["event"] == "fatal":
+                    problem = MeasurementError(f"load generator failed: {event['message']}")
+                if on_event:
+                    on_event(event)
+            child.wait()
+        finally:
+            _end_group(child)
+    missing = [s for s in todo if s["index"] not in finished]
+    if problem is None and missing:
+        problem = MeasurementError(
+            f"load generator exited with code {child.returncode}: {_last_line(log_path)}"
+        )
+    if missing and not any(s.get("aborted") for s in doc["steps"]):
+        plan = missing[0]
+        aborted = _aborted_step(plan, str(problem))
+        results.put_step(doc, build_step(aborted, profile.kind, profile.batch_size, limits), path)
+    return problem
+
+
+def _aborted_step(plan: dict[str, Any], reason: str) -> dict[str, Any]:
+    return {"index": plan["index"], "offered": plan["offered"], "aborted": reason, "duration_s": 0.0}
+
+
+def _offered(offered: dict[str, Any]) -> str:
+    if "concurrency" in offered:
+        return f"concurrency {offered['concurrency']}"
+    return f"{offered['rate_rps']:g} requests/s"
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
+def _end_group(child: subprocess.Popen) -> None:
+    """End the child's whole process group (master and workers), politely first."""
+    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(child.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            child.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+    if child.stdout:
+        child.stdout.close()
+
+
+def _last_line(path: Path) -> str:
+    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,348 @@
+"""Locust users that call Triton (HTTP or gRPC) and record each latency exactly.
+
+Imported only inside Locust processes: it imports gevent and Locust, which monkey-patch the standard
+library. One ``Agent`` per process holds the phase (idle / warm-up / measure), the exact histograms and the
+error counts; the runner drives it through Locust's custom messages, so the same code serves a local runner
+and a master with worker processes. Without a runner driving it (``locust -f``), it measures all the time.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.pool
+import numpy as np
+import psutil
+from locust import User, constant, task
+
+from accelbench.loadtests import histogram
+
+
+def init_grpc_gevent() -> None:
+    """Let grpc cooperate with gevent. Without it, all users silently share one request at a time
+    (FIELD-NOTES); it must run before any channel exists."""
+    import grpc.experimental.gevent as grpc_gevent
+
+    grpc_gevent.init_gevent()
+
+
+class WrongOutput(Exception):
+    """The server answered, but not with the outputs the model's manifest promises."""
+
+
+LAG_PERIOD_S = 0.005
+ERROR_KINDS = ("connection", "timeout", "server", "wrong_output")
+
+
+def classify(exc: BaseException) -> str:
+    """One of ERROR_KINDS for a failed call."""
+    if isinstance(exc, WrongOutput):
+        return "wrong_output"
+    if isinstance(exc, (TimeoutError, socket.timeout, gevent.Timeout)):
+        return "timeout"
+    status = str(getattr(exc, "status", lambda: "")() or "")
+    text = f"{status} {exc}".lower()
+    if "deadline" in text or "timed out" in text or "timeout" in text:
+        return "timeout"
+    if isinstance(exc, (ConnectionError, OSError)) or "unavailable" in text or "connect" in text:
+        return "connection"
+    return "server"
+
+
+def check_outputs(result: Any, expected: list[dict[str, Any]], batch_size: int) -> None:
+    """Raise WrongOutput unless every expected output is present with its dtype and shape."""
+    for spec in expected:
+        arr = result.as_numpy(spec["name"])
+        if arr is None:
+            raise WrongOutput(f"output {spec['name']} missing")
+        if np.dtype(spec["dtype"]) != arr.dtype:
+            raise WrongOutput(f"output {spec['name']}: dtype {arr.dtype}, expected {spec['dtype']}")
+        want = [batch_size, *spec["shape"][1:]]
+        if len(want) != arr.ndim or any(w not in (-1, got) for w, got in zip(want, arr.shape, strict=True)):
+            raise WrongOutput(f"output {spec['name']}: shape {list(arr.shape)}, expected {want}")
+
+
+class RequestPool:
+    """Pre-built Triton inputs, one set per payload, rotated: nothing is encoded twice per payload."""
+
+    def __init__(self, protocol: str, payloads: list[dict[str, np.ndarray]], output_names: list[str]) -> None:
+        from tritonclient.utils import np_to_triton_dtype
+
+        mod = _client_module(protocol)
+        self.requests = []
+        for payload in payloads:
+            inputs = []
+            for name, arr in payload.items():
+                inp = mod.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
+                if protocol == "http":
+                    inp.set_data_from_numpy(arr, binary_data=True)
+                else:
+                    inp.set_data_from_numpy(arr)
+                inputs.append(inp)
+            if protocol == "http":
+                outputs = [mod.InferRequestedOutput(n, binary_data=True) for n in output_names]
+            else:
+                outputs = [mod.InferRequestedOutput(n) for n in output_names]
+            self.requests.append((inputs, outputs))
+        self.position = 0
+
+    def next(self) -> tuple[list, list]:
+        req = self.requests[self.position]
+        self.position = (self.position + 1) % len(self.requests)
+        return req
+
+
+def _client_module(protocol: str):
+    if protocol == "grpc":
+        import tritonclient.grpc as mod
+    else:
+        import tritonclient.http as mod
+    return mod
+
+
+def make_client(protocol: str, url: str, concurrency: int, timeout_s: float):
+    host = url.split("://", 1)[-1].rstrip("/")
+    mod = _client_module(protocol)
+    if protocol == "grpc":
+        return mod.InferenceServerClient(host)
+    return mod.InferenceServerClient(
+        host, concurrency=concurrency, connection_timeout=timeout_s, network_timeout=timeout_s
+    )
+
+
+class Agent:
+    """Per-process measurement state. ``config`` keys: protocol, url, model, batch_size, payloads,
+    expected_outputs, timeout_s, window_s, max_in_flight, seed, rate_rps (open loop, per process)."""
+
+    def __init__(self, config: dict[str, Any], free_running: bool = True) -> None:
+        self.config = config
+        self.running = gevent.event.Event()
+        self.measuring = free_running
+        self.epoch = 0
+        self.step = -1
+        self.in_flight = 0
+        self.environment = None
+        self.process = psutil.Process()
+        self._lag_watch: gevent.Greenlet | None = None
+        self._reset()
+        if free_running:
+            self.running.set()
+
+    def _reset(self) -> None:
+        self.hist = histogram.new_histogram()
+        self.lag_hist = histogram.new_histogram()
+        self.window_hist = histogram.new_histogram()
+        self.requests = 0
+        self.inferences = 0
+        self.errors = dict.fromkeys(ERROR_KINDS, 0)
+        self.window_errors = dict.fromkeys(ERROR_KINDS, 0)
+        self.window_requests = 0
+        self.drops = 0
+        self.last_error = ""
+        self.cpu0 = sum(self.process.cpu_times()[:2])
+        self.wall0 = time.perf_counter()
+
+    # -- phases (driven by runner.py through custom messages) -----------------------------------
+    def warmup(self, step: int, rate_rps: float | None) -> None:
+        self.step, self.measuring = step, False
+        self.config["rate_rps"] = rate_rps
+        self.epoch += 1
+        self.running.set()
+
+    def measure(self) -> None:
+        self._reset()
+        self.epoch += 1
+        self.measuring = True
+        self.running.set()
+        self._lag_watch = gevent.spawn(self._watch_loop_lag)
+
+    def _watch_loop_lag(self) -> None:
+        """How late the event loop wakes a timer: a starved or busy load process shows it here first,
+        even when its own CPU share looks low (other processes hold the cores)."""
+        while True:
+            t0 = time.perf_counter_ns()
+            gevent.sleep(LAG_PERIOD_S)
+            histogram.record_us(
+                self.lag_hist, (time.perf_counter_ns() - t0) // 1000 - int(LAG_PERIOD_S * 1e6)
+            )
+
+    def pause(self, timeout_s: float) -> dict[str, Any]:
+        """Stop starting requests, wait for those in flight, and return this process's totals."""
+        self.running.clear()
+        if self._lag_watch is not None:
+            self._lag_watch.kill()
+            self._lag_watch = None
+        deadline = time.monotonic() + timeout_s
+        while self.in_flight and time.monotonic() < deadline:
+            gevent.sleep(0.002)
+        wall_s = time.perf_counter() - self.wall0
+        cpu_s = sum(self.process.cpu_times()[:2]) - self.cpu0
+        return {
+            "step": self.step,
+            "histogram": histogram.encode(self.hist),
+            "requests": self.requests,
+            "inferences": self.inferences,
+            "errors": dict(self.errors),
+            "drops": self.drops,
+            "stuck_in_flight": self.in_flight,
+            "cpu_s": cpu_s,
+            "wall_s": wall_s,
+            "last_error": self.last_error,
+            "loop_lag": histogram.encode(self.lag_hist),
+        }
+
+    def take_window(self) -> dict[str, Any]:
+        out = {
+            "step": self.step,
+            "histogram": histogram.encode(self.window_hist),
+            "requests": self.window_requests,
+            "errors": dict(self.window_errors),
+        }
+        self.window_hist = histogram.new_histogram()
+        self.window_requests = 0
+        self.window_errors = dict.fromkeys(ERROR_KINDS, 0)
+        return out
+
+    # -- one request ----------------------------------------------------------------------------
+    def issue(self, client, request: tuple[list, list], start_ns: int | None = None) -> BaseException | None:
+        """Send one request; latency counts from ``start_ns`` (the intended send time in open loop).
+
+        Returns the exception of a failed call (already counted and reported), else None."""
+        cfg = self.config
+        epoch, counted = self.epoch, self.measuring
+        self.in_flight += 1
+        t0 = time.perf_counter_ns()
+        # a request sent early (see OpenLoopUser) counts from its actual send, never less
+        start_ns = t0 if start_ns is None else min(start_ns, t0)
+        exc: BaseException | None = None
+        try:
+            result = client.infer(cfg["model"], request[0], outputs=request[1], **_timeout_kw(cfg))
+            check_outputs(result, cfg["expected_outputs"], cfg["batch_size"])
+        except Exception as err:  # every failure is classified and counted, never raised into Locust
+            exc = err
+        latency_us = (time.perf_counter_ns() - start_ns) // 1000
+        self.in_flight -= 1
+        if counted and epoch == self.epoch:
+            self._count(latency_us, exc)
+        if self.environment is not None:
+            self.environment.events.request.fire(
+                request_type=f"triton-{cfg['protocol']}",
+                name=cfg["model"],
+                response_time=latency_us / 1000.0,
+                response_length=0,
+                response=None,
+                context={},
+                exception=exc,
+            )
+        return exc
+
+    def _count(self, latency_us: int, exc: BaseException | None) -> None:
+        self.requests += 1
+        self.window_requests += 1
+        if exc is None:
+            self.inferences += self.config["batch_size"]
+            histogram.record_us(self.hist, latency_us)
+            histogram.record_us(self.window_hist, latency_us)
+            return
+        kind = classify(exc)
+        self.errors[kind] += 1
+        self.window_errors[kind] += 1
+        self.last_error = f"{kind}: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+
+
+def _timeout_kw(cfg: dict[str, Any]) -> dict[str, Any]:
+    # the HTTP client's network_timeout bounds its calls; gRPC takes a per-call deadline
+    return {"client_timeout": cfg["timeout_s"]} if cfg["protocol"] == "grpc" else {}
+
+
+# gevent's timers wake up to ~1 ms late (epoll waits in whole ms); waking this much early and counting
+# latency from min(intended, actual send) keeps the harness's own lateness out of open-loop latencies.
+SEND_LEAD_NS = 1_000_000
+
+AGENT: Agent | None = None  # set by runner.py or locustfile.py before users start
+
+
+class _TritonUser(User):
+    abstract = True
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        agent = AGENT
+        agent.environment = self.environment
+        cfg = agent.config
+        self.agent = agent
+        self.client = make_client(cfg["protocol"], cfg["url"], self._concurrency(cfg), cfg["timeout_s"])
+        self.pool = agent.pool
+
+    def _concurrency(self, cfg: dict[str, Any]) -> int:
+        return 1
+
+    def on_stop(self) -> None:
+        # an open gRPC channel keeps Locust from exiting (FIELD-NOTES)
+        self.client.close()
+
+
+class ClosedLoopUser(_TritonUser):
+    """One request in flight, no wait: N of these are a client with N outstanding requests."""
+
+    @task
+    def infer(self) -> None:
+        if not self.agent.running.is_set():
+            self.agent.running.wait(timeout=0.5)
+            return
+        exc = self.agent.issue(self.client, self.pool.next())
+        if exc is not None and classify(exc) == "connection":
+            gevent.sleep(0.01)  # a dead server refuses at once; do not spin a core on it
+
+
+class OpenLoopUser(_TritonUser):
+    """A Poisson arrival scheduler: one per process, spawning a request greenlet at each intended time.
+
+    Latency counts from the intended time, so a stalled server (or a late scheduler) cannot hide the
+    queueing it causes (coordinated omission). Arrivals beyond ``max_in_flight`` are dropped and counted.
+    """
+
+    def _concurrency(self, cfg: dict[str, Any]) -> int:
+        return int(cfg["max_in_flight"])
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.in_flight_group = gevent.pool.Group()
+
+    @task
+    def schedule(self) -> None:
+        agent = self.agent
+        if not agent.running.is_set():
+            agent.running.wait(timeout=0.5)
+            return
+        cfg = agent.config
+        rate = float(cfg.get("rate_rps") or 0)
+        if rate <= 0:
+            gevent.sleep(0.05)
+            return
+        rng = random.Random(f"{cfg['seed']}/{cfg.get('process_index', 0)}/{agent.step}/{agent.epoch}")
+        cap = int(cfg["max_in_flight"])
+        next_ns = time.perf_counter_ns()
+        epoch = agent.epoch
+        while agent.running.is_set() and agent.epoch == epoch:
+            next_ns += int(rng.expovariate(rate) * 1e9)
+            delay_ns = next_ns - time.perf_counter_ns() - SEND_LEAD_NS
+            if delay_ns > 0:
+                gevent.sleep(delay_ns / 1e9)
+            if not agent.running.is_set() or agent.epoch != epoch:
+                break
+            if agent.in_flight >= cap:
+                if agent.measuring:
+                    agent.drops += 1
+                continue
+            self.in_flight_group.spawn(agent.issue, self.client, self.pool.next(), next_ns)
+
+    def on_stop(self) -> None:
+        self.in_flight_group.join(timeout=self.agent.config["timeout_s"])
+        self.in_flight_group.kill()
+        super().on_stop()

@@ -1,0 +1,143 @@
+"""Tensor shapes of an ONNX graph at a fixed batch: ONNX shape inference, and when that cannot resolve a
+shape (exporters compute shapes through Where/Equal/Expand, which ONNX data propagation does not follow)
+a run of the model in onnxruntime on dummy inputs that records every intermediate tensor's shape."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from accelbench.errors import BadInputError
+
+INDEX_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
+Shapes = dict[str, tuple[tuple[int, ...], int]]  # tensor name -> (shape, ONNX elem_type)
+
+
+def load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        return copy
+    path = Path(model)
+    if not path.is_file():
+        raise BadInputError(f"file not found: {path}")
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as err:
+        raise BadInputError(f"not a valid ONNX model: {path} ({str(err).splitlines()[0][:200]})") from None
+
+
+def _strip_weights(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """Move large initializers out of the graph (kept by name) so shape inference does not copy them."""
+    kept, weights = [], {}
+    for init in model.graph.initializer:
+        weights[init.name] = init
+        if math.prod(init.dims) > 64 or init.data_type not in INDEX_TYPES:
+            model.graph.input.append(
+                onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
+            )
+        else:
+            kept.append(init)  # small index tensors (Reshape shapes, Gather indices) drive shape inference
+    stripped = [onnx.TensorProto() for _ in kept]
+    for dst, src in zip(stripped, kept, strict=True):
+        dst.CopyFrom(src)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(stripped)
+    return weights
+
+
+def _fix_input_dims(
+    model: onnx.ModelProto,
+    batch_size: int,
+    input_shapes: Mapping[str, Sequence[int]],
+    weights: Mapping[str, Any],
+) -> None:
+    for value in list(model.graph.input) + list(model.graph.output):
+        if value.name in weights:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        wanted = input_shapes.get(value.name)
+        for i, dim in enumerate(dims):
+            if i == 0:
+                dim.dim_value = batch_size
+            elif wanted is not None and i < len(wanted) and wanted[i] > 0:
+                dim.dim_value = int(wanted[i])
+            elif not dim.HasField("dim_value") and value in model.graph.input:
+                raise BadInputError(
+                    f"input {value.name!r} has a dynamic dimension {i} ({dim.dim_param or '?'}); "
+                    "give its size in the model card's input shape"
+                )
+
+
+def _inferred_shapes(
+    model: onnx.ModelProto, weights: Mapping[str, onnx.TensorProto]
+) -> dict[str, tuple[tuple[int, ...], int]]:
+    """name -> (shape, elem_type) for every tensor whose shape inference resolved."""
+    del model.graph.value_info[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as err:
+        raise BadInputError(f"ONNX shape inference failed: {str(err).splitlines()[0][:200]}") from None
+    g = inferred.graph
+    out = {}
+    for value in list(g.input) + list(g.value_info) + list(g.output):
+        t = value.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            out[value.name] = (tuple(d.dim_value for d in t.shape.dim), t.elem_type)
+    for name, init in weights.items():
+        out[name] = (tuple(init.dims), init.data_type)
+    return out
+
+
+def static_shapes(
+    model: str | os.PathLike | onnx.ModelProto, batch_size: int, input_shapes: Mapping[str, Sequence[int]]
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto], Shapes]:
+    """(graph without its large weights, weights by name, shapes of every tensor) at ``batch_size``."""
+    proto = load_model(model)
+    weights = _strip_weights(proto)
+    _fix_input_dims(proto, batch_size, input_shapes, weights)
+    shapes = _inferred_shapes(proto, weights)
+    if any(out and out not in shapes for node in proto.graph.node for out in node.output[:1]):
+        shapes = {**_run_shapes(model, batch_size, input_shapes), **shapes}
+    return proto, weights, shapes
+
+
+def _run_shapes(
+    model: str | os.PathLike | onnx.ModelProto, batch_size: int, input_shapes: Mapping[str, Sequence[int]]
+) -> Shapes:
+    """Shapes of every node output from one onnxruntime run on dummy inputs (zeros; masks all ones)."""
+    import onnxruntime as ort
+
+    full = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    full = load_model(full)  # a copy: we add outputs and fix dims
+    weights = {init.name for init in full.graph.initializer}
+    _fix_input_dims(full, batch_size, input_shapes, weights)
+    present = {o.name for o in full.graph.output}
+    for node in full.graph.node:
+        full.graph.output.extend(onnx.ValueInfoProto(name=o) for o in node.output if o and o not in present)
+    feeds = {}
+    for value in full.graph.input:
+        if value.name in weights:
+            continue
+        t = value.type.tensor_type
+        shape = [d.dim_value for d in t.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
+        feeds[value.name] = (np.ones if "mask" in value.name.lower() else np.zeros)(shape, dtype)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        session = ort.InferenceSession(full.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        values = session.run(names, feeds)
+    except Exception as err:  # onnxruntime raises its own exception types for bad graphs
+        raise BadInputError(f"cannot determine tensor shapes: {str(err).splitlines()[0][:200]}") from None
+    return {
+        name: (tuple(v.shape), onnx.helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype))
+        for name, v in zip(names, values, strict=True)
+    }

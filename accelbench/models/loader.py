@@ -1,0 +1,133 @@
+"""Resolve a MODEL argument (``builtin:NAME``, ``hf:ID_OR_DIR``, a card ``.toml`` or a plain ``.onnx``) to a
+model card and an ONNX file on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from accelbench.errors import BadInputError
+from accelbench.models.builtin import builtin_onnx_path, default_cache_dir
+from accelbench.models.cards import AccuracySpec, GeneratorSpec, ModelCard, TensorSpec, load_card
+
+# A plain .onnx has no card: compare outputs by max abs error at a loose default (write a card to do better).
+INFERRED_MAX_ABS_TOLERANCE = 1e-2
+INFERRED_COSINE_TOLERANCE = 0.99
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    card: ModelCard
+    onnx_path: Path
+
+
+def resolve_model(arg: str | os.PathLike) -> ResolvedModel:
+    """The card and FP32 ONNX file for a MODEL argument; BadInputError for anything missing or malformed."""
+    text = os.fspath(arg)
+    if text.startswith("builtin:"):
+        card = load_card(text)
+        return ResolvedModel(card, builtin_onnx_path(card.source_value))
+    if text.startswith("hf:"):
+        path = _export_hf(text)
+        return ResolvedModel(infer_card(path, name=_safe_name(text[3:])), path)
+    path = Path(text).expanduser()
+    if path.suffix.lower() == ".toml":
+        card = load_card(path)
+        return ResolvedModel(card, onnx_for_card(card))
+    check_onnx_file(path)
+    return ResolvedModel(infer_card(path), path)
+
+
+def onnx_for_card(card: ModelCard) -> Path:
+    """The ONNX file a card's ``source`` names: built, exported or checked as needed."""
+    scheme, value = card.source_scheme, card.source_value
+    if scheme == "builtin":
+        return builtin_onnx_path(value)
+    if scheme == "hf":
+        local = card.resolve_path(value)
+        return _export_hf(f"hf:{local}" if local.is_dir() else card.source)
+    path = card.resolve_path(value)
+    check_onnx_file(path)
+    return path
+
+
+def check_onnx_file(path: Path) -> None:
+    """BadInputError unless ``path`` is a readable ONNX model that passes the ONNX checker."""
+    if not path.is_file():
+        raise BadInputError(f"file not found: {path}")
+    try:
+        # The path form of the checker also handles models with external data and >2 GB models.
+        onnx.checker.check_model(str(path))
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf DecodeError, ValidationError, truncated files: all mean "not ONNX"
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise BadInputError(f"not a valid ONNX model: {path} ({reason[:200]})") from None
+    if not model.graph.node or not model.graph.output:
+        raise BadInputError(f"not a valid ONNX model: {path} (the graph has no nodes or no outputs)")
+
+
+def _tensor_specs(values, skip: set[str]) -> tuple[TensorSpec, ...]:
+    specs = []
+    for value in values:
+        if value.name in skip:
+            continue
+        tensor_type = value.type.tensor_type
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type).name
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
+        if dims:
+            dims[0] = -1  # the first dimension is the batch
+        specs.append(TensorSpec(value.name, dtype, tuple(dims)))
+    return tuple(specs)
+
+
+def infer_card(path: Path, name: str | None = None) -> ModelCard:
+    """A card for a bare ONNX file: tensors from the graph, metric max_abs on the first output (cosine on
+    ``sentence_embedding`` when the graph is a sentence-transformers export)."""
+    model = onnx.load(str(path), load_external_data=False)
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = _tensor_specs(model.graph.input, initializers)
+    outputs = _tensor_specs(model.graph.output, set())
+    token_like = any(s.dtype.startswith("int") and "ids" in s.name for s in inputs)
+    seq = next((s.shape[1] for s in inputs if len(s.shape) > 1 and s.shape[1] > 0), None)
+    generator = (
+        GeneratorSpec(kind="tokens", seq_len=seq or 128)
+        if token_like
+        else GeneratorSpec(kind="uniform", low=-1.0, high=1.0)
+    )
+    # A sentence-transformers export (optimum, FIELD-NOTES) is an embedding model: compare by cosine.
+    embedding = next((o.name for o in outputs if o.name == "sentence_embedding"), None)
+    accuracy = (
+        AccuracySpec("cosine", INFERRED_COSINE_TOLERANCE, embedding)
+        if embedding
+        else AccuracySpec("max_abs", INFERRED_MAX_ABS_TOLERANCE, outputs[0].name if outputs else None)
+    )
+    return ModelCard(
+        name=name or _safe_name(path.stem),
+        source=f"onnx:{path.resolve()}",
+        task="embedding" if embedding else "other",
+        inputs=inputs,
+        outputs=outputs,
+        generator=generator,
+        accuracy=accuracy,
+        description=f"inferred from {path.name}",
+        card_path=None,
+    )
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(text).name or text).strip("-") or "model"
+
+
+def _export_hf(source: str) -> Path:
+    from accelbench.models.export_hf import export_hf  # optimum/torch only when an hf: model is asked for
+
+    key = hashlib.sha256(source.encode()).hexdigest()[:12]
+    out_dir = default_cache_dir().parent / "hf" / f"{_safe_name(source[3:])}-{key}"
+    path = export_hf(source, out_dir)
+    check_onnx_file(path)
+    return path

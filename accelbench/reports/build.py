@@ -1,0 +1,293 @@
+"""Assemble the report table from loaded result documents and the hardware catalog.
+
+One row per model × precision × target: measured when a result exists, else projected (roofline ×
+calibrated efficiency) for the targets asked for and for the baseline. Measured beats projected.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.reports import projection as proj
+from accelbench.reports.capacity import (
+    DEFAULT_MAX_ERROR_RATE,
+    capacity_at_slo,
+    percentile_key,
+    step_qualifies,
+)
+from accelbench.reports.cost import (
+    DEFAULT_USD_PER_KWH,
+    cost_per_million_usd,
+    energy_per_request_j,
+    quote_price,
+)
+from accelbench.reports.inputs import LoadedResult
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    slo_ms: float = 100.0
+    percentile: str = "p99"
+    baseline: str | None = None
+    price_basis: str = "on-demand"
+    price_overrides: Mapping[str, float] = field(default_factory=dict)
+    target_qps: float | None = None
+    headroom: float = 0.3
+    project: tuple[str, ...] = ()
+    include_failed: bool = False
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    amortization_years: float | None = None  # None: the catalog's figure, else DEFAULT_AMORTIZATION_YEARS
+    usd_per_kwh: float = DEFAULT_USD_PER_KWH
+
+    @property
+    def slo_us(self) -> float:
+        return self.slo_ms * 1000.0
+
+
+@dataclass
+class Group:
+    """All result documents for one (model, precision, target)."""
+
+    model: str
+    precision: str
+    target_id: str
+    results: list[LoadedResult]
+
+    def label(self, result: LoadedResult) -> str:
+        """The run id, made unique with the file's hash when two hosts wrote the same run id."""
+        same = sum(1 for r in self.results if r.doc["run_id"] == result.doc["run_id"])
+        return result.doc["run_id"] if same == 1 else f"{result.doc['run_id']}@{result.sha256[:12]}"
+
+    def steps(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(self.label(r), s) for r in self.results for s in r.doc["steps"]]
+
+    def steps_only(self) -> list[dict[str, Any]]:
+        return [s for r in self.results for s in r.doc["steps"]]
+
+    def first(self, key: str) -> Any:
+        return next((r.doc.get(key) for r in self.results if r.doc.get(key)), None)
+
+
+@dataclass
+class ReportData:
+    options: ReportOptions
+    baseline_id: str
+    rows: list[dict[str, Any]]
+    groups: dict[tuple[str, str, str], Group]
+    targets: dict[str, Any]
+    calibrations: dict[str, proj.Calibration]
+    graph_costs: dict[tuple[str, str], dict[str, Any]]
+
+
+def group_results(results: list[LoadedResult]) -> dict[tuple[str, str, str], Group]:
+    groups: dict[tuple[str, str, str], Group] = {}
+    for r in results:
+        key = (r.doc["model"], r.doc["precision"], r.doc["target"])
+        groups.setdefault(key, Group(*key, results=[])).results.append(r)
+    return dict(sorted(groups.items()))
+
+
+def _calibrate(groups, targets, graph_costs, options, roofline) -> dict[str, proj.Calibration]:
+    samples: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    pct = percentile_key(options.percentile)
+    for (model, precision, tid), group in groups.items():
+        gc = graph_costs.get((model, precision))
+        if not proj.usable_graph_cost(gc):
+            continue
+        for res in group.results:
+            for step in res.doc["steps"]:
+                if not step_qualifies(step, options.slo_us, pct, options.max_error_rate):
+                    continue
+                batch = proj.served_batch(step, int(res.doc.get("batch_size") or 1))
+                eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
+                if eff:
+                    samples[targets[tid].toolchain].append((tid, eff))
+    return proj.calibrate(samples)
+
+
+def build_report(
+    results: list[LoadedResult], catalog: Any, options: ReportOptions, roofline: Any = None
+) -> ReportData:
+    """The table every output is rendered from. Unknown target ids raise BadInputError (catalog.get)."""
+    percentile_key(options.percentile)  # validate early: one clear line
+    groups = group_results(results)
+    baseline_id = options.baseline or catalog.baseline_id
+    wanted = sorted({g.target_id for g in groups.values()} | set(options.project) | {baseline_id})
+    targets = {tid: catalog.get(tid) for tid in wanted}
+    graph_costs: dict[tuple[str, str], dict[str, Any]] = {}
+    for (model, precision, _), g in groups.items():
+        gc = g.first("graph_cost")
+        if proj.usable_graph_cost(gc):
+            graph_costs.setdefault((model, precision), gc)
+    if roofline is None and graph_costs:
+        roofline = proj.default_roofline()
+    calibrations = _calibrate(groups, targets, graph_costs, options, roofline) if graph_costs else {}
+    rows: list[dict[str, Any]] = []
+    for g in groups.values():
+        rows.append(_measured_row(g, targets[g.target_id], options))
+    pairs = sorted({(m, p) for m, p, _ in groups})
+    for model, precision in pairs:
+        measured_here = {t for m, p, t in groups if (m, p) == (model, precision)}
+        to_project = sorted(({baseline_id} | set(options.project)) - measured_here)
+        for tid in to_project:
+            rows.append(
+                _projected_row(
+                    model,
+                    precision,
+                    targets[tid],
+                    graph_costs.get((model, precision)),
+                    groups,
+                    options,
+                    calibrations,
+                    roofline,
+                )
+            )
+    for row in rows:
+        _price_row(row, targets[row["target"]], options)
+    _baseline_ratios(rows, baseline_id)
+    _rank(rows, options)
+    rows.sort(
+        key=lambda r: (r["model"], r["rank"] if r["rank"] is not None else 10**9, r["target"], r["precision"])
+    )
+    return ReportData(options, baseline_id, rows, groups, targets, calibrations, graph_costs)
+
+
+def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str, Any]:
+    return {
+        "model": model, "precision": precision, "target": target.id, "target_name": target.name,
+        "toolchain": target.toolchain, "status": status, "variant": f"{model}__{target.id}__{precision}",
+        "origin": None, "meets_slo": False, "capacity_rps": None, "capacity_ips": None, "latency_us": None,
+        "chosen_run_id": None, "chosen_step": None, "offered": None, "batch_size": None,
+        "energy_per_request_j": None, "accuracy_metric": None, "accuracy_value": None,
+        "accuracy_verdict": None, "accuracy_of": None, "efficiency": None, "efficiency_source": None,
+        "projected_batch": None, "served_batch": None, "latency_resolution_us": None, "roofline_bound": None,
+        "precision_used": None,
+        "host": None, "measured_at": None, "versions": None, "sources": None, "reason": "",
+    }  # fmt: skip
+
+
+def _accuracy(row: dict[str, Any], acc: Mapping[str, Any] | None, of: str) -> None:
+    if acc:
+        row.update(
+            accuracy_metric=acc.get("metric"), accuracy_value=acc.get("value"),
+            accuracy_verdict=acc.get("verdict"), accuracy_of=of,
+        )  # fmt: skip
+
+
+def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, Any]:
+    row = _blank_row(g.model, g.precision, target, "measured")
+    cap = capacity_at_slo(g.steps(), options.slo_us, options.percentile, options.max_error_rate)
+    docs = [r.doc for r in g.results]
+    row.update(
+        variant=docs[0].get("variant") or row["variant"],
+        origin=",".join(sorted({d.get("origin") or "" for d in docs})),
+        meets_slo=cap.meets_slo, capacity_rps=cap.capacity_rps, capacity_ips=cap.capacity_ips,
+        latency_us=cap.latency_us, reason=cap.reason,
+        sources=";".join(f"{r.path.rsplit('/', 1)[-1]}@{r.sha256[:12]}" for r in g.results),
+    )  # fmt: skip
+    _accuracy(row, g.first("accuracy"), row["variant"])
+    _provenance(row, docs)
+    if cap.step_key:
+        run_id, index = cap.step_key
+        doc = next(r.doc for r in g.results if g.label(r) == run_id)
+        step = next(s for s in doc["steps"] if int(s.get("index", 0)) == index)
+        row.update(chosen_run_id=run_id, chosen_step=index, batch_size=doc.get("batch_size"),
+                   served_batch=proj.served_batch(step, int(doc.get("batch_size") or 1)))  # fmt: skip
+        row["latency_resolution_us"] = step.get("latency_resolution_us")
+        row["offered"] = ",".join(f"{k}={v}" for k, v in sorted((step.get("offered") or {}).items()))
+        power = (step.get("metrics") or {}).get("gpu_power_w")
+        row["energy_per_request_j"] = step.get("energy_per_request_j") or energy_per_request_j(
+            power, cap.capacity_rps
+        )
+    return row
+
+
+def _provenance(row: dict[str, Any], docs: list[dict[str, Any]]) -> None:
+    hosts, dates, versions = set(), set(), set()
+    for d in docs:
+        prov = d.get("provenance") or {}
+        host = prov.get("host") or {}
+        hosts.add(str(host.get("hostname") or host.get("name") or host.get("cpu") or "unknown host"))
+        if prov.get("created_at"):
+            dates.add(str(prov["created_at"]))
+        for name, ver in sorted((prov.get("packages") or {}).items()):
+            versions.add(f"{name} {ver}")
+        server = prov.get("server") or {}
+        if server.get("version"):
+            versions.add(f"tritonserver {server['version']}")
+    row["host"] = ", ".join(sorted(hosts))
+    row["measured_at"] = " – ".join(sorted({min(dates), max(dates)})) if dates else None
+    row["versions"] = ", ".join(sorted(versions)) or None
+
+
+def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline) -> dict[str, Any]:
+    row = _blank_row(model, precision, target, "projected")
+    donors = [g for (m, p, _), g in groups.items() if (m, p) == (model, precision)]
+    if donors:
+        _accuracy(row, donors[0].first("accuracy"), donors[0].first("variant") or "")
+    row["origin"] = "roofline-projection"
+    if not proj.usable_graph_cost(gc):
+        row["reason"] = "not projected: the results carry no graph_cost (FLOPs/bytes) for this model"
+        return row
+    cal = proj.calibration_for(target.toolchain, calibrations)
+    p = proj.project_capacity(gc, target, precision, options.slo_us / 1e6, cal.efficiency, roofline)
+    batch_size = int(donors[0].first("batch_size") or 1) if donors else 1
+    row.update(
+        efficiency=cal.efficiency, efficiency_source=cal.source, projected_batch=p.batch,
+        roofline_bound=p.bound, precision_used=p.precision_used, batch_size=batch_size,
+        meets_slo=p.capacity_ips is not None, capacity_ips=p.capacity_ips,
+        # clients send batch_size inferences per request; the server batches requests together
+        capacity_rps=(p.capacity_ips / batch_size) if p.capacity_ips else None,
+        latency_us=p.latency_s * 1e6 if p.latency_s is not None else None,
+        reason=f"projected: {p.reason}" if p.capacity_ips else f"does not meet the SLO (projected): {p.reason}",
+    )  # fmt: skip
+    return row
+
+
+def _price_row(row: dict[str, Any], target: Any, options: ReportOptions) -> None:
+    q = quote_price(target, options.price_basis, options.price_overrides, options.amortization_years,
+                    options.usd_per_kwh)  # fmt: skip
+    row.update(
+        usd_per_hour=q.usd_per_hour if q else None, price_basis=q.basis if q else None,
+        price_note=q.note if q else "no price in the catalog; pass --price ID=USD_PER_HOUR",
+        price_source=q.source if q else None, price_as_of=q.as_of if q else None,
+    )  # fmt: skip
+    ok = q is not None and row["capacity_rps"]
+    row["cost_per_million_usd"] = cost_per_million_usd(q.usd_per_hour, row["capacity_rps"]) if ok else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _baseline_ratios(rows: list[dict[str, Any]], baseline_id: str) -> None:
+    base = {(r["model"], r["precision"]): r for r in rows if r["target"] == baseline_id}
+    for row in rows:
+        b = base.get((row["model"], row["precision"]))
+        row["baseline_target"] = baseline_id
+        row["baseline_status"] = b["status"] if b else None
+        row["capacity_vs_baseline"] = _ratio(row["capacity_rps"], b and b["capacity_rps"])
+        row["latency_vs_baseline"] = _ratio(row["latency_us"], b and b["latency_us"])
+        row["cost_vs_baseline"] = _ratio(row["cost_per_million_usd"], b and b["cost_per_million_usd"])
+
+
+def _rank(rows: list[dict[str, Any]], options: ReportOptions) -> None:
+    """Rank per model by cost per million; FAIL-accuracy variants only with --include-failed."""
+    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        row["rank"] = None
+        failed = row["accuracy_verdict"] == "FAIL"
+        row["ranked"] = bool(
+            row["cost_per_million_usd"] is not None and (options.include_failed or not failed)
+        )
+        if failed and not options.include_failed:
+            row["reason"] = (row["reason"] + "; " if row["reason"] else "") + "not ranked: accuracy FAIL"
+        if row["ranked"]:
+            by_model[row["model"]].append(row)
+    for model_rows in by_model.values():
+        model_rows.sort(key=lambda r: (r["cost_per_million_usd"], r["status"] != "measured", r["target"]))
+        for i, row in enumerate(model_rows, 1):
+            row["rank"] = i

@@ -1,0 +1,69 @@
+"""Capacity plan for a target request rate: replicas per target and the monthly bill; MIG slices as candidates.
+
+A MIG slice is assumed to deliver its compute fraction of the whole GPU's capacity at the SLO (optimistic
+for memory-bound models, whose bandwidth share is the slice's memory fraction) and is priced by the same
+share of the GPU's hourly price (assumes the other slices do other paying work).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from accelbench.reports.cost import HOURS_PER_MONTH, replicas_needed
+
+
+def _fraction(value: Any) -> float:
+    return float(Fraction(str(value)))
+
+
+def _profile(p: Any, key: str) -> Any:
+    return p.get(key) if isinstance(p, Mapping) else getattr(p, key, None)
+
+
+def _smallest_per_fraction(profiles: Any, graph_cost: Mapping[str, Any] | None) -> list[Any]:
+    """One profile per compute fraction: the one with the least memory that still holds the weights."""
+    need_gb = float((graph_cost or {}).get("weight_bytes") or 0) / 1e9
+    best: dict[float, Any] = {}
+    for prof in profiles:
+        frac, mem = _fraction(_profile(prof, "compute_fraction")), float(_profile(prof, "memory_gb") or 0)
+        if mem and mem < need_gb:
+            continue
+        if frac not in best or mem < float(_profile(best[frac], "memory_gb") or 0):
+            best[frac] = prof
+    return [best[f] for f in sorted(best)]
+
+
+def plan_rows(
+    rows: list[dict[str, Any]],
+    targets: Mapping[str, Any],
+    target_qps: float,
+    headroom: float,
+    graph_costs: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """One plan line per priced row that meets the SLO, plus one per MIG profile of MIG-capable targets."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        cap, usd = row.get("capacity_rps"), row.get("usd_per_hour")
+        if not row.get("ranked") or not cap or usd is None:
+            continue  # does not meet the SLO, has no price, or failed its accuracy check
+        base = {k: row[k] for k in ("model", "precision", "target", "status")}
+        n = replicas_needed(target_qps, cap, headroom)
+        out.append({**base, "unit": "whole accelerator", "capacity_rps": cap, "usd_per_hour": usd,
+                    "replicas": n, "gpus": n, "monthly_usd": usd * n * HOURS_PER_MONTH})  # fmt: skip
+        gc = (graph_costs or {}).get((row["model"], row["precision"]))
+        for prof in _smallest_per_fraction(
+            getattr(targets.get(row["target"]), "mig_profiles", None) or (), gc
+        ):
+            frac = _fraction(_profile(prof, "compute_fraction"))
+            if frac >= 1:
+                continue
+            n_slices = replicas_needed(target_qps, cap * frac, headroom)
+            per_gpu = int(_profile(prof, "max_count") or 1)
+            out.append({**base, "unit": f"MIG {_profile(prof, 'name')}", "capacity_rps": cap * frac,
+                        "usd_per_hour": usd * frac, "replicas": n_slices, "gpus": math.ceil(n_slices / per_gpu),
+                        "monthly_usd": usd * frac * n_slices * HOURS_PER_MONTH})  # fmt: skip
+    out.sort(key=lambda r: (r["model"], r["monthly_usd"], r["target"], r["precision"], r["unit"]))
+    return out

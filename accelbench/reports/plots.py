@@ -1,0 +1,187 @@
+"""The three report plots as SVG text (matplotlib, Agg), identical bytes for identical input.
+
+Determinism: a fixed ``svg.hashsalt`` (clip-path ids), no ``Date`` metadata, text kept as text, and
+every series drawn in sorted order. One colour per target and one marker per precision in every plot;
+filled markers are measured, hollow ones projected.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+from accelbench.reports import projection as proj
+from accelbench.reports.capacity import percentile_key
+
+_STYLE = {
+    "svg.hashsalt": "accelbench-report",
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+_MARKERS = {"int8": "o", "fp8": "P", "fp16": "^", "bf16": "v", "tf32": "D", "fp32": "s"}
+_LINES = {"int8": "-", "fp32": "--"}
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE so it can sit inside HTML
+    # the RDF metadata block names four namespace URLs; nothing in a self-contained report should
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.DOTALL)
+
+
+def _figure(nrows: int = 1, width: float = 7.5, height: float = 3.6):
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams.update(_STYLE)
+    fig, axes = plt.subplots(nrows, 1, figsize=(width, height * nrows), squeeze=False)
+    fig.subplots_adjust(hspace=0.45)  # room for the x label above the next panel's title
+    return fig, [row[0] for row in axes]
+
+
+def _colors(data: Any) -> dict[str, Any]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {tid: cmap(i % 10) for i, tid in enumerate(sorted(data.targets))}
+
+
+def _models(data: Any) -> list[str]:
+    return sorted({r["model"] for r in data.rows})
+
+
+def _legend(ax: Any) -> None:
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def latency_vs_throughput(data: Any) -> str:
+    """Per model: measured steps per target (percentile vs requests/s), projected points, and the SLO line."""
+    opts = data.options
+    key = percentile_key(opts.percentile)
+    colors = _colors(data)
+    models = _models(data)
+    fig, axes = _figure(len(models))
+    for ax, model in zip(axes, models, strict=True):
+        for (m, precision, tid), group in data.groups.items():
+            pts = sorted(
+                (float(s["throughput_rps"]), float(s["latency_us"][key]) / 1000.0)
+                for _, s in group.steps()
+                if m == model and s.get("verdict") == "VALID" and s.get("throughput_rps") is not None
+                and (s.get("latency_us") or {}).get(key) is not None
+            )  # fmt: skip
+            if pts:
+                ax.plot(*zip(*pts, strict=True), color=colors[tid], marker=_MARKERS.get(precision, "o"),
+                        linestyle=_LINES.get(precision, "-"), label=f"{tid} {precision} (measured)")  # fmt: skip
+        for row in data.rows:
+            if row["model"] == model and row["status"] == "projected" and row["capacity_rps"]:
+                ax.plot([row["capacity_rps"]], [row["latency_us"] / 1000.0], color=colors[row["target"]],
+                        marker=_MARKERS.get(row["precision"], "o"), fillstyle="none", linestyle="none",
+                        label=f"{row['target']} {row['precision']} (projected)")  # fmt: skip
+        ax.axhline(
+            opts.slo_ms, color="red", linestyle=":", linewidth=1.2, label=f"SLO {key} {opts.slo_ms:g} ms"
+        )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("throughput (requests/s)")
+        ax.set_ylabel(f"{key} latency (ms)")
+        ax.set_title(f"{model}: {key} latency vs throughput", fontsize=9)
+        _legend(ax)
+    return _svg(fig)
+
+
+def cost_vs_baseline(data: Any) -> str:
+    """Per model: cost per million requests of every row that has one; projected hatched; baseline outlined red."""
+    colors = _colors(data)
+    models = [
+        m for m in _models(data) if any(r["model"] == m and r["cost_per_million_usd"] for r in data.rows)
+    ]
+    heights = [sum(1 for r in data.rows if r["model"] == m and r["cost_per_million_usd"]) for m in models]
+    fig, axes = _figure(len(models) or 1, height=max(2.0, 0.28 * max(heights or [1]) + 1.0))
+    for ax, model in zip(axes, models, strict=False):
+        rows = [r for r in data.rows if r["model"] == model and r["cost_per_million_usd"] is not None]
+        rows.sort(key=lambda r: (-r["cost_per_million_usd"], r["target"], r["precision"]))
+        labels = []
+        for i, r in enumerate(rows):
+            projected, base = r["status"] == "projected", r["target"] == data.baseline_id
+            ax.barh(i, r["cost_per_million_usd"], color=colors[r["target"]], alpha=0.55 if projected else 0.95,
+                    hatch="//" if projected else None, edgecolor="red" if base else "black",
+                    linewidth=2.0 if base else 0.6)  # fmt: skip
+            labels.append(f"{r['target']} {r['precision']}" + (" (proj)" if projected else "")
+                          + (" [baseline]" if base else "") + (" [accuracy FAIL]" if r["accuracy_verdict"] == "FAIL" else ""))  # fmt: skip
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels)
+        ax.set_xscale("log")
+        ax.set_xlabel("USD per million requests at the SLO (log scale)")
+        ax.set_title(
+            f"{model}: cost per million requests (hatched = projected; red outline = baseline)", fontsize=9
+        )
+    return _svg(fig)
+
+
+def _roof(target: Any, precision: str) -> tuple[float, float, str] | None:
+    used = proj.precision_on(target, precision)
+    if used is None or not getattr(target, "memory_bw_gbs", None):
+        return None
+    return float(target.peak_tflops[used]) * 1e12, float(target.memory_bw_gbs) * 1e9, used
+
+
+def roofline_chart(data: Any) -> str:
+    """Each target's roof, min(peak, bandwidth × intensity), with every row's point at its capacity."""
+    import numpy as np
+    from matplotlib.lines import Line2D
+
+    colors = _colors(data)
+    fig, (ax,) = _figure(1, height=4.2)
+    intensity = np.logspace(-1, 4, 200)
+    model_marks = {m: mk for m, mk in zip(_models(data), "o^sDvP*X", strict=False)}
+    drawn: set[tuple[str, str]] = set()
+    for row in sorted(data.rows, key=lambda r: (r["target"], r["precision"], r["model"])):
+        roof = _roof(data.targets[row["target"]], row["precision"])
+        if roof is None:
+            continue
+        if (row["target"], roof[2]) not in drawn:
+            drawn.add((row["target"], roof[2]))
+            ax.plot(intensity, np.minimum(roof[0], roof[1] * intensity), color=colors[row["target"]], linewidth=1,
+                    linestyle=_LINES.get(roof[2], "-."), label=f"{row['target']} roof ({roof[2]})")  # fmt: skip
+        gc = data.graph_costs.get((row["model"], row["precision"]))
+        if not gc or not row["capacity_ips"]:
+            continue
+        batch = row["projected_batch"] or row["served_batch"] or 1
+        x = float(gc["flops_per_inference"]) / proj.bytes_per_inference(gc, batch)
+        y = float(row["capacity_ips"]) * float(gc["flops_per_inference"])
+        if x <= 0 or y <= 0:
+            continue  # a 0-FLOP model has no place on log axes
+        ax.plot([x], [y], color=colors[row["target"]], marker=model_marks[row["model"]], linestyle="none",
+                fillstyle="full" if row["status"] == "measured" else "none")  # fmt: skip
+    proxies = [Line2D([], [], color="gray", marker=mk, linestyle="none", label=f"{m}")
+               for m, mk in model_marks.items()]  # fmt: skip
+    proxies += [Line2D([], [], color="gray", marker="o", linestyle="none", label="filled = measured"),
+                Line2D([], [], color="gray", marker="o", fillstyle="none", linestyle="none", label="hollow = projected")]  # fmt: skip
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + proxies, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte, at the batch that set the capacity)")
+    ax.set_ylabel("achieved FLOP/s")
+    ax.set_title("Roofline: each row's point at its capacity", fontsize=9)
+    return _svg(fig)
+
+
+def all_plots(data: Any) -> dict[str, str]:
+    """name → SVG text, in a fixed order."""
+    return {
+        "latency_vs_throughput": latency_vs_throughput(data),
+        "cost_vs_baseline": cost_vs_baseline(data),
+        "roofline": roofline_chart(data),
+    }

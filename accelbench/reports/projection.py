@@ -1,0 +1,189 @@
+"""Projected capacity for hardware that was not measured: roofline bound × calibrated efficiency.
+
+The roofline gives a latency lower bound and a throughput upper bound for a batch; real serving reaches
+a fraction of it (the efficiency). That fraction is calibrated from measured targets of the same
+toolchain (measured inferences/s ÷ roofline bound at the batch the server ran, median over the steps
+that met the SLO), or else an assumed default that the report labels as such.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# No measurement of the toolchain → this fraction of the roofline bound. A conservative placeholder,
+# not a measurement: serving stacks commonly reach well under half of peak on small batches (launch
+# overhead, HTTP, non-GEMM ops), and under-promising is the safer error in a cost report.
+DEFAULT_EFFICIENCY = 0.3
+DEFAULT_EFFICIENCY_SOURCE = "assumed 0.3 (conservative placeholder; no measured target of this toolchain)"
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+PRECISION_FALLBACK = {
+    "int8": ("int8", "fp8", "fp16", "bf16", "fp32"),
+    "fp8": ("fp8", "fp16", "bf16", "fp32"),
+    "fp16": ("fp16", "bf16", "fp32"),
+    "bf16": ("bf16", "fp16", "fp32"),
+    "fp32": ("fp32", "tf32", "fp16", "bf16"),
+}
+
+RooflineFn = Callable[..., Any]  # accelbench.hardware.roofline.roofline_point
+
+
+def default_roofline() -> RooflineFn:
+    from accelbench.hardware.roofline import roofline_point
+
+    return roofline_point
+
+
+def bytes_per_inference(graph_cost: Mapping[str, Any], batch: int) -> float:
+    """Bytes a batch moves (weights once, activations per inference), divided over the batch."""
+    total = float(graph_cost["weight_bytes"]) + batch * float(graph_cost["activation_bytes_per_inference"])
+    return total / batch
+
+
+def precision_on(target: Any, precision: str) -> str | None:
+    """The precision the target would run a ``precision`` variant in (its peak table decides)."""
+    peaks = getattr(target, "peak_tflops", {}) or {}
+    for candidate in PRECISION_FALLBACK.get(precision, (precision,)):
+        if peaks.get(candidate):
+            return candidate
+    return None
+
+
+def roofline_at(
+    roofline: RooflineFn, graph_cost: Mapping[str, Any], batch: int, target: Any, precision: str
+) -> Any:
+    """§2's roofline_point for a batch: activations per inference, weights read once per batch."""
+    return roofline(
+        float(graph_cost["flops_per_inference"]),
+        float(graph_cost["activation_bytes_per_inference"]),
+        batch,
+        target,
+        precision,
+        weight_bytes=float(graph_cost["weight_bytes"]),
+    )
+
+
+def usable_graph_cost(graph_cost: Mapping[str, Any] | None) -> bool:
+    if not graph_cost:
+        return False
+    try:
+        values = [
+            float(graph_cost[k])
+            for k in ("flops_per_inference", "weight_bytes", "activation_bytes_per_inference")
+        ]
+    except (KeyError, TypeError, ValueError):
+        return False
+    # a pure data-movement model (0 FLOPs) is still memory-bound on a roofline
+    return min(values) >= 0 and sum(values) > 0
+
+
+def step_efficiency(
+    step: Mapping[str, Any],
+    batch: int,
+    graph_cost: Mapping[str, Any],
+    target: Any,
+    precision: str,
+    roofline: RooflineFn | None = None,
+) -> float | None:
+    """Measured inferences/s ÷ the roofline's upper bound at the batch the server ran."""
+    roofline = roofline or default_roofline()
+    run_precision = precision_on(target, precision)
+    ips = step.get("throughput_ips")
+    if run_precision is None or not ips:
+        return None
+    point = roofline_at(roofline, graph_cost, batch, target, run_precision)
+    bound = float(point.throughput_upper_bound_ips)
+    return float(ips) / bound if bound > 0 else None
+
+
+def served_batch(step: Mapping[str, Any], doc_batch: int) -> int:
+    """The batch the server executed: Triton's mean batch size when recorded, else the client's."""
+    mean = ((step.get("server_stats") or {}).get("mean_batch_size")) or doc_batch or 1
+    return max(1, round(float(mean)))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    efficiency: float
+    source: str  # "calibrated: median of N steps on cpu-local" or the assumed-default text
+    samples: int
+
+
+def calibrate(efficiencies: Mapping[str, Iterable[tuple[str, float]]]) -> dict[str, Calibration]:
+    """toolchain → (target id, efficiency) samples ⇒ toolchain → median efficiency with its source."""
+    out: dict[str, Calibration] = {}
+    for toolchain, samples in sorted(efficiencies.items()):
+        pairs = sorted(samples)
+        values = [v for _, v in pairs if v and v > 0]
+        if not values:
+            continue
+        targets = sorted({t for t, _ in pairs})
+        med = statistics.median(values)
+        source = (
+            f"calibrated: median of {len(values)} qualifying step(s) measured on {', '.join(targets)} "
+            f"({toolchain}), range {min(values):.3g}–{max(values):.3g}"
+        )
+        out[toolchain] = Calibration(med, source, len(values))
+    return out
+
+
+def calibration_for(toolchain: str, calibrations: Mapping[str, Calibration]) -> Calibration:
+    return calibrations.get(toolchain) or Calibration(DEFAULT_EFFICIENCY, DEFAULT_EFFICIENCY_SOURCE, 0)
+
+
+@dataclass(frozen=True)
+class Projection:
+    capacity_ips: float | None  # None: not even batch 1 fits the SLO
+    batch: int | None
+    latency_s: float | None  # roofline latency lower bound ÷ efficiency at that batch
+    bound: str | None  # "compute" | "memory"
+    intensity_flop_per_byte: float | None
+    precision_used: str | None
+    reason: str
+
+
+def project_capacity(
+    graph_cost: Mapping[str, Any],
+    target: Any,
+    precision: str,
+    slo_s: float,
+    efficiency: float,
+    roofline: RooflineFn | None = None,
+    batches: Iterable[int] = BATCH_SIZES,
+) -> Projection:
+    """Largest batch whose latency (roofline bound ÷ efficiency) fits the SLO and the memory; its throughput."""
+    roofline = roofline or default_roofline()
+    run_precision = precision_on(target, precision)
+    if run_precision is None:
+        return Projection(None, None, None, None, None, None, f"{target.id} lists no peak for {precision}")
+    if efficiency <= 0:
+        return Projection(None, None, None, None, None, run_precision, "efficiency must be positive")
+    memory_bytes = float(getattr(target, "memory_gb", 0) or 0) * 1e9
+    # the server batches no more than the target's Triton max_batch_size (catalog [triton] defaults)
+    max_batch = int(getattr(getattr(target, "triton", None), "max_batch_size", 0) or max(batches))
+    best = None
+    for batch in sorted(b for b in batches if b <= max_batch):
+        need = float(graph_cost["weight_bytes"]) + batch * float(graph_cost["activation_bytes_per_inference"])
+        if memory_bytes and need > memory_bytes:
+            break
+        point = roofline_at(roofline, graph_cost, batch, target, run_precision)
+        latency = float(point.latency_lower_bound_s) / efficiency
+        if latency > slo_s:
+            break  # latency grows with batch on a roofline
+        best = (batch, point, latency)
+    if best is None:
+        return Projection(
+            None, None, None, None, None, run_precision, "even batch 1 exceeds the SLO on the roofline"
+        )
+    batch, point, latency = best
+    return Projection(
+        capacity_ips=float(point.throughput_upper_bound_ips) * efficiency,
+        batch=batch,
+        latency_s=latency,
+        bound=str(point.bound),
+        intensity_flop_per_byte=float(point.intensity),
+        precision_used=run_precision,
+        reason=f"batch {batch} (max {max_batch}) fits the SLO; {point.bound}-bound",
+    )

@@ -1,0 +1,81 @@
+"""report.html: one self-contained file (inline CSS and SVG; no scripts, no external URLs)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from accelbench.reports import sections as sec
+from accelbench.reports.capacity import percentile_key
+from accelbench.reports.render_md import PLOT_TITLES
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 78em; color: #222; line-height: 1.4; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+tr.projected td { font-style: italic; background: #fafaf0; }
+.answer { font-size: 1.1em; background: #eef6ee; padding: 0.8em 1em; border-left: 4px solid #3a3; }
+figure { margin: 1em 0 2em; } figcaption { font-weight: bold; margin-bottom: 0.3em; }
+svg { max-width: 100%; height: auto; }
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _bold(text: str) -> str:
+    """The answer paragraph uses **bold** like the Markdown; convert it after escaping."""
+    parts = _e(text).split("**")
+    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def table_html(table: sec.Table, title_level: int = 3) -> list[str]:
+    out = [f"<h{title_level}>{_e(table.title)}</h{title_level}>", "<table>"]
+    out.append("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in table.headers) + "</tr>")
+    status_col = table.headers.index("status") if "status" in table.headers else None
+    for row in table.rows:
+        cls = ' class="projected"' if status_col is not None and row[status_col] == "projected" else ""
+        out.append(f"<tr{cls}>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>")
+    out.append("</table>")
+    if table.note:
+        out.append(f"<p>{_e(table.note)}</p>")
+    return out
+
+
+def section_html(section: sec.Section) -> list[str]:
+    out = [f"<h2>{_e(section.title)}</h2>"]
+    out += [f"<p>{_e(p)}</p>" for p in section.paragraphs]
+    if section.bullets:
+        out += ["<ul>"] + [f"<li>{_e(b)}</li>" for b in section.bullets] + ["</ul>"]
+    for table in section.tables:
+        out += table_html(table)
+    return out
+
+
+def render_html(data: Any, plan: list[dict[str, Any]] | None, plots: dict[str, str]) -> str:
+    key = percentile_key(data.options.percentile)
+    title = f"accelbench report: cost per million requests at {key} ≤ {data.options.slo_ms:g} ms"
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>", f"<h1>{_e(title)}</h1>",
+           f'<p class="answer">{_bold(sec.answer(data))}</p>',
+           "<p>Figures marked “(proj)” (italic rows) are roofline projections, not measurements; see Method.</p>"]  # fmt: skip
+    out += section_html(sec.settings_section(data))
+    out.append("<h2>Results</h2>")
+    for model in sorted({r["model"] for r in data.rows}):
+        out += table_html(sec.results_table(data, model))
+    if plan is not None:
+        out += section_html(sec.plan_section(data, plan))
+    out.append("<h2>Plots</h2>")
+    for name, svg in plots.items():
+        out += [
+            f'<figure id="plot-{name}">',
+            f"<figcaption>{_e(PLOT_TITLES[name])}</figcaption>",
+            svg,
+            "</figure>",
+        ]
+    out += section_html(sec.provenance_section(data))
+    out += section_html(sec.method_section(data))
+    out += ["</body>", "</html>"]
+    return "\n".join(out) + "\n"

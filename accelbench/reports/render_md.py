@@ -1,0 +1,64 @@
+"""report.md: the answer first, then the tables, then provenance and method."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.reports import sections as sec
+from accelbench.reports.capacity import percentile_key
+
+PLOT_TITLES = {
+    "latency_vs_throughput": "Latency vs throughput per target, with the SLO line",
+    "cost_vs_baseline": "Cost per million requests vs the baseline",
+    "roofline": "Roofline with measured and projected points",
+}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table_md(table: sec.Table) -> list[str]:
+    lines = ["| " + " | ".join(_cell(h) for h in table.headers) + " |", "|" + "---|" * len(table.headers)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows]
+    if not table.rows:
+        lines.append("| " + " | ".join(["(none)"] + [""] * (len(table.headers) - 1)) + " |")
+    return lines
+
+
+def section_md(section: sec.Section, level: int = 2) -> list[str]:
+    lines = [f"{'#' * level} {section.title}", ""]
+    for para in section.paragraphs:
+        lines += [para, ""]
+    lines += [f"- {b}" for b in section.bullets]
+    if section.bullets:
+        lines.append("")
+    for table in section.tables:
+        lines += [f"{'#' * (level + 1)} {table.title}", ""] + table_md(table) + [""]
+        if table.note:
+            lines += [table.note, ""]
+    return lines
+
+
+def render_markdown(data: Any, plan: list[dict[str, Any]] | None, plot_files: dict[str, str]) -> str:
+    key = percentile_key(data.options.percentile)
+    lines = [f"# accelbench report: cost per million requests at {key} ≤ {data.options.slo_ms:g} ms", ""]
+    lines += [sec.answer(data), ""]
+    lines += ['Figures marked "(proj)" are roofline projections, not measurements; see Method.', ""]
+    lines += section_md(sec.settings_section(data))
+    results = sec.Section(
+        "Results", tables=[sec.results_table(data, m) for m in sorted({r["model"] for r in data.rows})]
+    )
+    lines += section_md(results)
+    if plan is not None:
+        lines += section_md(sec.plan_section(data, plan))
+    lines += ["## Plots", ""]
+    lines += [f"- [{PLOT_TITLES[name]}]({path})" for name, path in plot_files.items()]
+    lines.append("")
+    lines += section_md(sec.provenance_section(data))
+    lines += section_md(sec.method_section(data))
+    lines += [
+        "The same table is in results.csv and results.parquet (one row per model × precision × target).",
+        "",
+    ]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,0 +1,224 @@
+"""What the report says, independent of its format: the answer, tables, provenance, method.
+
+Markdown and HTML render the same sections, so the two files never disagree. Projected figures carry
+"(proj)" in every cell, so a number cannot be quoted without its label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.reports import projection as proj
+from accelbench.reports.capacity import percentile_key
+from accelbench.reports.cost import DEFAULT_AMORTIZATION_YEARS, HOURS_PER_MONTH
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    bullets: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    """``digits`` significant figures; whole numbers with thousands separators from 1000 up."""
+    if value is None:
+        return "—"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"${fmt(value)}"
+
+
+def _p(row: dict[str, Any], text: str) -> str:
+    """Label a figure that is (or depends on) a projection."""
+    return f"{text} (proj)" if text != "—" and row["status"] == "projected" else text
+
+
+def _ratio(row: dict[str, Any], value: float | None) -> str:
+    text = "—" if value is None else f"{value:.3g}×"
+    if text != "—" and (row["status"] == "projected" or row["baseline_status"] == "projected"):
+        text += " (proj)"
+    return text
+
+
+def _accuracy(row: dict[str, Any]) -> str:
+    if not row["accuracy_verdict"]:
+        return "not recorded"
+    value = "" if row["accuracy_value"] is None else f" {row['accuracy_value']:.4g}"
+    return f"{row['accuracy_metric'] or ''}{value} {row['accuracy_verdict']}".strip()
+
+
+def answer(data: Any) -> str:
+    """The one paragraph at the top: per model, the cheapest target meeting the SLO and its ratio."""
+    opts = data.options
+    key = percentile_key(opts.percentile)
+    parts = []
+    for model in sorted({r["model"] for r in data.rows}):
+        best = next((r for r in data.rows if r["model"] == model and r["rank"] == 1), None)
+        if best is None:
+            parts.append(f"For **{model}**, no priced target meets {key} ≤ {opts.slo_ms:g} ms.")
+            continue
+        label = "measured"
+        if best["status"] != "measured":
+            how = "calibrated" if (best["efficiency_source"] or "").startswith("calibrated") else "assumed"
+            label = f"projected, not measured: roofline × efficiency {best['efficiency']:.3g} {how}"
+        ratio = best["cost_vs_baseline"]
+        base = (
+            f"{ratio:.3g}× the cost of the {data.baseline_id} baseline"
+            + (" (baseline projected)" if best["baseline_status"] == "projected" else "")
+            if ratio is not None
+            else f"no cost ratio: the {data.baseline_id} baseline has no cost at this SLO"
+        )
+        parts.append(
+            f"For **{model}** at {key} ≤ {opts.slo_ms:g} ms, the cheapest target is **{best['target']}** "
+            f"({best['precision']}, {label}): **{_usd(best['cost_per_million_usd'])} per million requests** "
+            f"(capacity {fmt(best['capacity_rps'])} requests/s at {_usd(best['usd_per_hour'])}/h), {base}."
+        )
+        if best["status"] != "measured":
+            parts.append(_best_measured(data, model))
+    return " ".join(parts)
+
+
+def _best_measured(data: Any, model: str) -> str:
+    rows = [r for r in data.rows if r["model"] == model and r["ranked"] and r["status"] == "measured"]
+    if not rows:
+        return "No measured target meets the SLO."
+    r = min(rows, key=lambda r: r["rank"])
+    ratio = "" if r["cost_vs_baseline"] is None else f", {r['cost_vs_baseline']:.3g}× the baseline's cost"
+    if ratio and r["baseline_status"] == "projected":
+        ratio += " (baseline projected)"
+    return (
+        f"The cheapest measured target is {r['target']} ({r['precision']}): {_usd(r['cost_per_million_usd'])} "
+        f"per million requests (capacity {fmt(r['capacity_rps'])} requests/s at {_usd(r['usd_per_hour'])}/h{ratio})."
+    )
+
+
+RESULT_HEADERS = ["rank", "target", "precision", "status", "capacity (req/s)", "{key} (ms)", "$/hour",
+                  "$ per million req", "capacity vs base", "{key} vs base", "cost vs base", "accuracy", "note"]  # fmt: skip
+
+
+def results_table(data: Any, model: str) -> Table:
+    key = percentile_key(data.options.percentile)
+    rows = []
+    for r in (r for r in data.rows if r["model"] == model):
+        latency = None if r["latency_us"] is None else r["latency_us"] / 1000.0
+        note = r["reason"] if not r["meets_slo"] or not r["ranked"] else ""
+        if (r.get("latency_resolution_us") or 0) > 1:  # imported from a bucketed histogram (Locust)
+            note = (note + "; " if note else "") + f"{key} known to {r['latency_resolution_us'] / 1000:g} ms"
+        if r["status"] == "projected" and r["efficiency"]:
+            how = "calibrated" if (r["efficiency_source"] or "").startswith("calibrated") else "assumed"
+            note = (
+                note + "; " if note else ""
+            ) + f"efficiency {r['efficiency']:.3g} {how}, batch {r['projected_batch']}"
+        rows.append([
+            str(r["rank"]) if r["rank"] else "—", r["target"], r["precision"], r["status"],
+            _p(r, fmt(r["capacity_rps"])), _p(r, fmt(latency)), _usd(r["usd_per_hour"]),
+            _p(r, _usd(r["cost_per_million_usd"])), _ratio(r, r["capacity_vs_baseline"]),
+            _ratio(r, r["latency_vs_baseline"]), _ratio(r, r["cost_vs_baseline"]), _accuracy(r), note,
+        ])  # fmt: skip
+    headers = [h.format(key=key) for h in RESULT_HEADERS]
+    model_rows = [r for r in data.rows if r["model"] == model]
+    if any(r["energy_per_request_j"] is not None for r in model_rows):  # only where power was measured
+        headers.insert(8, "J/request")
+        for cells, r in zip(rows, model_rows, strict=True):
+            cells.insert(8, fmt(r["energy_per_request_j"]))
+    return Table(
+        f"{model}", headers, rows, "Ranked by cost per million requests among rows that meet the SLO."
+    )
+
+
+def settings_section(data: Any) -> Section:
+    o = data.options
+    key = percentile_key(o.percentile)
+    years = (
+        f"{o.amortization_years:g} years"
+        if o.amortization_years
+        else f"the catalog's amortization period (default {DEFAULT_AMORTIZATION_YEARS:g} years)"
+    )
+    overrides = ", ".join(f"{k}=${v:g}/h" for k, v in sorted(o.price_overrides.items())) or "none"
+    return Section("Settings", bullets=[
+        f"SLO: {key} latency ≤ {o.slo_ms:g} ms; steps with error rate > {o.max_error_rate:.2%} or verdict INVALID do not count.",
+        f"Baseline: {data.baseline_id}" + ("" if o.baseline else " (catalog default)") + ".",
+        f"Price basis: {o.price_basis}; price overrides: {overrides}.",
+        f"Owned devices (Jetson): purchase price (catalog capex) over {years} plus the catalog power figure at "
+        f"${o.usd_per_kwh:g}/kWh; the period and the rate are assumptions, not measurements "
+        "(--amortization-years, --usd-per-kwh; a price override replaces the whole figure).",
+        "Accuracy FAIL variants: " + ("ranked (--include-failed)" if o.include_failed else "shown but not ranked") + ".",
+    ])  # fmt: skip
+
+
+def plan_section(data: Any, plan: list[dict[str, Any]]) -> Section:
+    o = data.options
+    rows = [[p["model"], p["target"], p["precision"], p["unit"], p["status"], _p(p, fmt(p["capacity_rps"])),
+             _p(p, str(p["replicas"])), _p(p, str(p["gpus"])), _usd(p["usd_per_hour"]), _p(p, _usd(p["monthly_usd"]))]
+            for p in plan]  # fmt: skip
+    headers = ["model", "target", "precision", "unit", "status", "capacity (req/s)", "replicas", "devices",
+               "$/hour each", "$/month"]  # fmt: skip
+    return Section(
+        f"Capacity plan for {fmt(o.target_qps)} requests/s",
+        paragraphs=[
+            f"Replicas = ⌈target ÷ (capacity × (1 − headroom {o.headroom:g}))⌉; month = {HOURS_PER_MONTH:g} h. "
+            "MIG slices are assumed to deliver their compute fraction of the GPU's capacity and are priced by "
+            "the same share of its hourly price; projected rows inherit their projection."
+        ],
+        tables=[Table("plan", headers, rows)],
+    )
+
+
+def provenance_section(data: Any) -> Section:
+    measured = [[r["target"], r["model"], r["precision"], r["origin"] or "", r["host"] or "", r["measured_at"] or "",
+                 r["versions"] or "", f"{r['chosen_run_id'] or '—'} step {r['chosen_step'] if r['chosen_step'] is not None else '—'} ({r['offered'] or '—'})",
+                 r["sources"] or ""] for r in data.rows if r["status"] == "measured"]  # fmt: skip
+    projected = [[r["target"], r["model"], r["precision"], f"{r['efficiency']:.3g}" if r["efficiency"] else "—",
+                  r["efficiency_source"] or "", str(r["projected_batch"] or "—"), r["roofline_bound"] or "—",
+                  r["precision_used"] or "—", r["reason"]] for r in data.rows if r["status"] == "projected"]  # fmt: skip
+    prices = {}
+    for r in data.rows:
+        prices[r["target"]] = [r["target"], _usd(r["usd_per_hour"]), r["price_basis"] or "—", r["price_note"] or "",
+                               r["price_source"] or "—", r["price_as_of"] or "—"]  # fmt: skip
+    return Section("Provenance", tables=[
+        Table("Measured rows", ["target", "model", "precision", "origin", "host", "measured at", "versions",
+                                "step that set the capacity", "result files"], measured),
+        Table("Projected rows (not measured)", ["target", "model", "precision", "efficiency", "calibration",
+                                                "batch", "bound", "precision used", "why"], projected),
+        Table("Prices (per accelerator-hour)", ["target", "$/hour", "basis", "note", "source", "as of"],
+              [prices[k] for k in sorted(prices)]),
+    ])  # fmt: skip
+
+
+def method_section(data: Any) -> Section:
+    key = percentile_key(data.options.percentile)
+    return Section("Method", bullets=[
+        f"Capacity at the SLO: the highest throughput (requests/s) among VALID load steps whose {key} is within "
+        "the SLO and whose error rate is within the limit, pooled over all result files of a model × precision × "
+        "target. None qualifying: \"does not meet the SLO\".",
+        "Cost per million requests = $/hour ÷ (capacity × 3600) × 10⁶, with $/hour and capacity as in the table.",
+        "A multi-accelerator instance is priced per accelerator: instance $/hour ÷ accelerators per instance "
+        "(one replica per accelerator). Owned devices: capex ÷ (years × 8760 h) + power W × $/kWh ÷ 1000.",
+        f"Projected rows: roofline over the model's graph cost (FLOPs, weight bytes + batch × activation bytes) at "
+        f"the target's dense peak and memory bandwidth; the largest batch in {list(proj.BATCH_SIZES)} whose latency "
+        "bound ÷ efficiency fits the SLO sets throughput = roofline bound × efficiency. Efficiency is calibrated from "
+        "measured targets of the same toolchain (measured ÷ roofline bound at the served batch, median over steps "
+        f"that met the SLO); otherwise {proj.DEFAULT_EFFICIENCY_SOURCE}. A projected latency is a batch latency "
+        "without queueing, so it is optimistic for tail percentiles. Measured rows always replace projected ones.",
+        f"Ratios are to the {data.baseline_id} row of the same model and precision; \"(proj)\" marks a ratio "
+        "involving a projected figure.",
+        "Imported results: perf_analyzer latencies are µs; Locust percentiles are bucketed (1 ms below 100 ms, "
+        "10 ms below 1 s), so a Locust p99 is known only to that resolution.",
+        "Accuracy is the INT8 (or other precision) variant's check against FP32 as recorded with the results; "
+        "projected rows show the accuracy of the measured variant named in the table file (accuracy_of).",
+    ])  # fmt: skip

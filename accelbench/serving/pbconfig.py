@@ -1,0 +1,158 @@
+"""Build Triton ``ModelConfig`` protobuf messages (tritonclient's generated module) per backend."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.errors import BadInputError
+
+
+def _pb():
+    from tritonclient.grpc import model_config_pb2
+
+    return model_config_pb2
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    data_type: str  # TYPE_FP32 ...
+    dims: tuple[int, ...]  # without the batch dimension
+    warmup_dims: tuple[int, ...]  # dims with every -1 made concrete
+    batch_dim: int = -1  # the manifest's first dimension, listed only when the model does not batch
+
+
+@dataclass(frozen=True)
+class IoSpec:
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    @classmethod
+    def from_manifest(cls, manifest: dict, shapes: dict[str, tuple[int, ...]] | None = None) -> IoSpec:
+        """Manifest ``inputs``/``outputs`` (first dim is the batch) → specs without the batch dim."""
+        from accelbench.serving.repository import triton_dtype
+
+        shapes = shapes or {}
+
+        def specs(key: str) -> tuple[TensorSpec, ...]:
+            entries = manifest.get(key) or []
+            if not entries:
+                raise BadInputError(f"variant {manifest.get('name')!r}: manifest lists no {key}")
+            out = []
+            for entry in entries:
+                shape = [int(d) for d in entry.get("shape") or [-1]]
+                dims = tuple(shape[1:])
+                ref = shapes.get(entry["name"], ())[1:]
+                warm = tuple(
+                    d if d > 0 else (ref[i] if i < len(ref) and ref[i] > 0 else 1) for i, d in enumerate(dims)
+                )
+                out.append(TensorSpec(entry["name"], triton_dtype(entry["dtype"]), dims, warm, shape[0]))
+            return tuple(out)
+
+        return cls(specs("inputs"), specs("outputs"))
+
+
+def _base(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
+    pb = _pb()
+    config = pb.ModelConfig(name=name)
+    config.max_batch_size = int(overrides.get("max_batch_size", defaults.max_batch_size))
+    batched = config.max_batch_size > 0
+    for spec in io.inputs:
+        tensor = config.input.add(name=spec.name, data_type=pb.DataType.Value(spec.data_type))
+        _set_dims(tensor, spec.dims if batched else (spec.batch_dim, *spec.dims))
+    for spec in io.outputs:
+        tensor = config.output.add(name=spec.name, data_type=pb.DataType.Value(spec.data_type))
+        _set_dims(tensor, spec.dims if batched else (spec.batch_dim, *spec.dims))
+    if config.max_batch_size > 0:
+        batching = config.dynamic_batching
+        batching.SetInParent()  # "dynamic_batching { }" even with nothing else set
+        preferred = overrides.get("preferred_batch_sizes", defaults.preferred_batch_sizes)
+        batching.preferred_batch_size.extend(int(b) for b in preferred if int(b) <= config.max_batch_size)
+        delay = int(overrides.get("max_queue_delay_us", defaults.max_queue_delay_us))
+        if delay:
+            batching.max_queue_delay_microseconds = delay
+    kind = overrides.get("instance_kind", defaults.instance_kind)
+    count = int(overrides.get("instance_count", defaults.instance_count))
+    config.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=max(count, 1))
+    if overrides.get("warmup", True):
+        _add_warmup(config, io)
+    return config
+
+
+def _set_dims(tensor: Any, dims: tuple[int, ...]) -> None:
+    if dims:
+        tensor.dims.extend(dims)
+    else:  # a batch-only tensor: Triton forbids empty dims, so [1] reshaped to []
+        tensor.dims.append(1)
+        tensor.reshape.SetInParent()
+
+
+def _add_warmup(config: Any, io: IoSpec) -> None:
+    pb = _pb()
+    sizes = sorted({1, config.max_batch_size} - {0})
+    for size in sizes:
+        warmup = config.model_warmup.add(name=f"zeros_b{size}", batch_size=size, count=1)
+        for spec in io.inputs:
+            data = warmup.inputs[spec.name]
+            data.data_type = pb.DataType.Value(spec.data_type)
+            dims = spec.warmup_dims if config.max_batch_size > 0 else (1, *spec.warmup_dims)
+            data.dims.extend(dims or (1,))
+            data.zero_data = True
+
+
+def _threads(defaults: Any, overrides: dict) -> int:
+    threads = int(overrides.get("intra_op_threads", defaults.intra_op_threads))
+    if threads > 0:
+        return threads
+    count = max(int(overrides.get("instance_count", defaults.instance_count)), 1)
+    return max(1, (os.cpu_count() or 1) // count)
+
+
+def _param(config: Any, key: str, value: str) -> None:
+    config.parameters[key].string_value = value
+
+
+def local_config(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
+    """Python backend running ``model.onnx`` through onnxruntime (accelbench's ``model.py``)."""
+    config = _base(name, io, defaults, overrides)
+    config.backend = "python"
+    _param(config, "onnx_file", "model.onnx")
+    _param(config, "intra_op_num_threads", str(_threads(defaults, overrides)))
+    _param(config, "device", "auto")
+    return config
+
+
+def onnxruntime_config(
+    name: str,
+    io: IoSpec,
+    defaults: Any,
+    overrides: dict,
+    *,
+    trt_precision: str | None,
+    model_root: str,
+) -> Any:
+    """Native onnxruntime backend; on GPU targets the TensorRT accelerator at ``trt_precision``."""
+    config = _base(name, io, defaults, overrides)
+    config.backend = "onnxruntime"
+    config.platform = "onnxruntime_onnx"
+    kind = overrides.get("instance_kind", defaults.instance_kind)
+    if kind == "KIND_CPU" and overrides.get("intra_op_threads"):
+        # only when asked: the writing host's core count says nothing about the target's
+        _param(config, "intra_op_thread_count", str(overrides["intra_op_threads"]))
+    if trt_precision:
+        accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add(name="tensorrt")
+        accel.parameters["precision_mode"] = trt_precision
+        accel.parameters["max_workspace_size_bytes"] = str(4 << 30)
+        accel.parameters["trt_engine_cache_enable"] = "1"
+        accel.parameters["trt_engine_cache_path"] = f"{model_root.rstrip('/')}/{name}/trt_cache"
+    return config
+
+
+def tensorrt_config(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
+    """Native tensorrt backend for an engine built on (an identical) target."""
+    config = _base(name, io, defaults, overrides)
+    config.backend = "tensorrt"
+    config.platform = "tensorrt_plan"
+    return config

@@ -1,0 +1,149 @@
+"""`accelbench plan cloud`: SkyPilot task YAMLs, checked against SkyPilot's own schemas.
+
+``tests/data/experiment/skypilot_schemas.json`` is SkyPilot 0.14.1's task/resources/storage JSON schemas, dumped
+from the installed package (``sky.utils.schemas``). When a SkyPilot install is available (ACCELBENCH_SKYPILOT_PYTHON,
+or /tmp/skyvenv), the YAMLs are also validated by SkyPilot's own ``validate_schema`` in that interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from accelbench.cli import main
+from accelbench.experiment.spec import load_spec, write_example_spec
+
+DATA = Path(__file__).parent / "data" / "experiment"
+SCHEMAS = json.loads((DATA / "skypilot_schemas.json").read_text())
+SKY_PYTHON = os.environ.get("ACCELBENCH_SKYPILOT_PYTHON", "/tmp/skyvenv/bin/python")
+
+
+@pytest.fixture
+def plan(tmp_path):
+    spec = write_example_spec(tmp_path / "exp.toml")
+    result = CliRunner().invoke(main, ["plan", "cloud", str(spec), "--out", str(tmp_path / "sky")])
+    assert result.exit_code == 0, result.output
+    return spec, tmp_path / "sky", result.output
+
+
+def _check(schema: dict, value: object, where: str) -> None:
+    """The subset of JSON-schema SkyPilot's schemas use for these fields: types, enums, unknown keys."""
+    types = {
+        "object": dict,
+        "string": str,
+        "integer": int,
+        "number": (int, float),
+        "array": list,
+        "boolean": bool,
+    }
+    if "anyOf" in schema:
+        errors = []
+        for option in schema["anyOf"]:
+            try:
+                _check(option, value, where)
+                return
+            except AssertionError as err:
+                errors.append(str(err))
+        raise AssertionError(f"{where}: matches none of anyOf: {errors}")
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        assert isinstance(value, types[kind]), f"{where}: {value!r} is not {kind}"
+    if "enum" in schema:
+        assert value in schema["enum"], f"{where}: {value!r} not in {schema['enum']}"
+    if "case_insensitive_enum" in schema:  # SkyPilot's own keyword
+        allowed = [str(v).upper() for v in schema["case_insensitive_enum"]]
+        assert str(value).upper() in allowed, f"{where}: {value!r} not in {allowed}"
+    if isinstance(value, dict) and "properties" in schema:
+        for key, sub in value.items():
+            if key in schema["properties"]:
+                _check(schema["properties"][key], sub, f"{where}.{key}")
+            else:
+                assert schema.get("additionalProperties", True) is not False, f"{where}: unknown key {key!r}"
+
+
+def test_one_task_per_cloud_target_and_the_rest_skipped_with_reasons(plan):
+    _, sky, output = plan
+    assert sorted(p.name for p in sky.glob("*.yaml")) == [
+        "a100-sxm4-80gb.sky.yaml", "inf2-xlarge.sky.yaml", "l4.sky.yaml", "l40s.sky.yaml"]  # fmt: skip
+    assert "skipped: jetson-agx-orin-64gb: a Jetson is not a cloud machine" in output
+    assert "skipped: cpu-local:" in output
+
+
+def test_tasks_match_skypilot_schemas(plan):
+    _, sky, _ = plan
+    for path in sky.glob("*.yaml"):
+        task = yaml.safe_load(path.read_text())
+        _check(SCHEMAS["task"], task, path.name)
+        _check(SCHEMAS["resources"], task["resources"], f"{path.name}:resources")
+        for mount, source in task["file_mounts"].items():
+            if isinstance(source, dict):
+                _check(SCHEMAS["storage"], source, f"{path.name}:file_mounts.{mount}")
+
+
+def test_schema_check_can_fail():
+    with pytest.raises(AssertionError, match="unknown key 'acceleratorz'"):
+        _check(SCHEMAS["resources"], {"acceleratorz": "L4:1"}, "resources")
+    with pytest.raises(AssertionError, match="mode"):
+        _check(SCHEMAS["storage"], {"name": "b", "mode": "TELEPORT"}, "storage")
+
+
+def test_task_contents(plan):
+    spec, sky, _ = plan
+    l4 = yaml.safe_load((sky / "l4.sky.yaml").read_text())
+    assert l4["resources"]["accelerators"] == "L4:1"
+    assert l4["resources"]["instance_type"] == "g6.xlarge"  # the instance the catalog prices
+    assert "accelbench run ~/accelbench/spec.toml --target l4" in l4["run"]
+    assert l4["file_mounts"]["~/accelbench/spec.toml"] == str(spec.resolve())
+    assert l4["file_mounts"]["/accelbench-results"]["mode"] == "MOUNT"
+    assert "accelbench[gpu,tensorrt]" in l4["setup"]
+    inf2 = yaml.safe_load((sky / "inf2-xlarge.sky.yaml").read_text())
+    assert inf2["resources"]["instance_type"] == "inf2.xlarge" and "accelerators" not in inf2["resources"]
+    assert "pip.repos.neuron.amazonaws.com" in inf2["setup"]
+    a100 = yaml.safe_load((sky / "a100-sxm4-80gb.sky.yaml").read_text())
+    # an 8-GPU instance in the catalog: ask SkyPilot for one A100-80GB rather than the whole p4de
+    assert a100["resources"] == {"accelerators": "A100-80GB:1", "disk_size": 100}
+
+
+def test_the_planned_command_restricts_the_spec(plan):
+    spec, _, _ = plan
+    loaded = load_spec(spec)
+    assert [(t.id, t.mode) for t in loaded.only_target("l4").targets] == [("l4", "local")]
+    assert [(t.id, t.mode) for t in loaded.only_target("a100-sxm4-80gb").targets] == [
+        ("a100-sxm4-80gb", "local")
+    ]
+
+
+def test_bucket_option(tmp_path):
+    spec = write_example_spec(tmp_path / "exp.toml")
+    CliRunner().invoke(
+        main, ["plan", "cloud", str(spec), "--out", str(tmp_path / "s"), "--bucket", "s3://team/ab"]
+    )
+    mount = yaml.safe_load((tmp_path / "s" / "l4.sky.yaml").read_text())["file_mounts"]["/accelbench-results"]
+    assert mount == {"source": "s3://team/ab", "mode": "MOUNT"}
+
+
+@pytest.mark.skipif(not Path(SKY_PYTHON).exists(), reason=f"no SkyPilot install at {SKY_PYTHON}")
+def test_skypilot_itself_accepts_the_tasks(plan):
+    _, sky, _ = plan
+    script = """
+import sys, yaml
+from sky.utils import common_utils, schemas
+for path in sys.argv[1:]:
+    cfg = yaml.safe_load(open(path))
+    common_utils.validate_schema(cfg, schemas.get_task_schema(), 'task: ')
+    common_utils.validate_schema(cfg['resources'], schemas.get_resources_schema(), 'resources: ')
+    for v in cfg['file_mounts'].values():
+        if isinstance(v, dict):
+            common_utils.validate_schema(v, schemas.get_storage_schema(), 'storage: ')
+print('ok', len(sys.argv) - 1)
+"""
+    paths = [str(p) for p in sky.glob("*.yaml")]
+    done = subprocess.run([SKY_PYTHON, "-c", script, *paths], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == f"ok {len(paths)}"

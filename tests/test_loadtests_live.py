@@ -1,0 +1,158 @@
+"""Real Locust against the real local tritonserver serving builtin:identity: closed- and open-loop sweeps
+with 2 load processes, exact counts against the server's statistics, resume, and a server killed mid-sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from accelbench.loadtests.api import loadtest
+from accelbench.loadtests.profiles import LoadProfile
+from accelbench.serving import LocalTriton
+from accelbench.serving.repository import write_repository
+
+pytestmark = pytest.mark.slow
+ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
+MODEL = "identity__cpu-local__fp32"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    variants = tmp_path_factory.mktemp("variants")
+    cmd = [ACCELBENCH, "quantize", "builtin:identity", "--target", "cpu-local", "--precision", "fp32",
+           "--out", str(variants)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True)
+    out = tmp_path_factory.mktemp("repo")
+    write_repository([variants / MODEL], out, "local")
+    return out
+
+
+@pytest.fixture(scope="module")
+def triton(repo):
+    with LocalTriton(repo) as server:
+        yield server
+
+
+def sweep(triton, tmp_path, kind: str, levels, protocol: str = "http", processes: int = 2):
+    profile = LoadProfile(kind=kind, protocol=protocol, levels=levels, duration_s=2.0, warmup_s=0.5,
+                          processes=processes)  # fmt: skip
+    return loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=triton.http_url, grpc_url=triton.grpc_url,
+                    card_uri="builtin:identity")  # fmt: skip
+
+
+def check_steps(doc: dict, n: int) -> None:
+    assert doc["schema"] == "accelbench.result/1" and doc["complete"]
+    assert [s["index"] for s in doc["steps"]] == list(range(n))
+    for step in doc["steps"]:
+        lat = step["latency_us"]
+        assert step["verdict"] in ("VALID", "INVALID")
+        assert isinstance(step["reasons"], list)
+        # identity answers in well under 100 ms: µs values, not Locust's whole milliseconds (0 or 1)
+        assert lat["p50"] > 10 and lat["p50"] < 100_000
+        assert lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p99.9"] <= lat["max"]
+        assert sum(step["errors"].values()) == 0, step["last_error"]
+        # every request the merged histograms counted, the server counted as a success, and no other
+        assert step["requests"] == step["server_stats"]["success_count"] > 0
+        assert step["loadgen"]["processes"] == 2
+        assert step["histogram"]
+
+
+def test_closed_loop_sweep_two_processes(triton, tmp_path):
+    doc, path = sweep(triton, tmp_path, "closed", (1, 4))
+    check_steps(doc, 2)
+    assert doc["steps"][1]["offered"] == {"concurrency": 4}
+    assert json.loads(path.read_text())["steps"][0]["requests"] == doc["steps"][0]["requests"]
+    # a rerun with the same manifest and profile measures nothing again
+    again, _ = sweep(triton, tmp_path, "closed", (1, 4))
+    assert [s["started_at"] for s in again["steps"]] == [s["started_at"] for s in doc["steps"]]
+
+
+def test_open_loop_sweep_two_processes(triton, tmp_path):
+    doc, _ = sweep(triton, tmp_path, "open", (100.0, 200.0))
+    check_steps(doc, 2)
+    for step, rate in zip(doc["steps"], (100.0, 200.0), strict=True):
+        assert step["offered"] == {"rate_rps": rate}
+        assert step["latency_from"] == "intended send time"
+        # Poisson arrivals over 2 s: roughly rate × 2 requests (seeded, so not exact)
+        assert 0.6 * rate * 2 < step["requests"] < 1.4 * rate * 2
+
+
+def test_grpc_closed_loop_one_process(triton, tmp_path):
+    doc, _ = sweep(triton, tmp_path, "closed", (2,), protocol="grpc", processes=1)
+    step = doc["steps"][0]
+    assert step["requests"] == step["server_stats"]["success_count"] > 0
+    assert sum(step["errors"].values()) == 0, step["last_error"]
+    assert 10 < step["latency_us"]["p50"] < 100_000
+
+
+def test_server_killed_mid_sweep(repo, tmp_path):
+    out = tmp_path / "out"
+    with LocalTriton(repo) as server:
+        cmd = [ACCELBENCH, "loadtest", "--url", server.http_url, "--model", MODEL, "--card", "builtin:identity",
+               "--concurrency", "1,2,4", "--duration", "2", "--warmup", "0.5", "--out", str(out)]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        result = out / f"{MODEL}__closed-http-b1.json"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _steps(result):
+            time.sleep(0.2)
+        time.sleep(1.0)  # into step 1
+        os.kill(server.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accelbench: error:"), stderr
+    assert "did not finish" in lines[0] and "Traceback" not in stderr
+    steps = json.loads(result.read_text())["steps"]
+    assert steps[0]["verdict"] == "VALID" and steps[0]["requests"] > 0, steps[0]["reasons"]
+    assert steps[1]["verdict"] == "INVALID" and steps[1]["aborted"]
+    assert any("did not finish" in r for r in steps[1]["reasons"])
+    assert len(steps) == 2
+
+
+def _steps(path: Path) -> list:
+    try:
+        return json.loads(path.read_text())["steps"]
+    except (OSError, ValueError):
+        return []
+
+
+def test_locust_cli_runs_the_same_users_with_exact_merged_latencies(triton):
+    locust = str(Path(sys.executable).parent / "locust")
+    cmd = [locust, "-f", "accelbench/loadtests/locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "3s",
+           "--processes", "2", "--host", triton.http_url, "--triton-model", MODEL, "--only-summary"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-2000:]
+    line = next(ln for ln in out.splitlines() if ln.startswith("accelbench exact latency"))
+    exact = int(line.split("(µs, ")[1].split()[0])
+    aggregated = next(ln for ln in out.splitlines() if ln.strip().startswith("Aggregated"))
+    assert exact > 0 and exact == int(aggregated.split()[1])  # both workers' histograms merged
+
+
+def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
+    from accelbench.loadtests.sweep import Server, run_sweep
+    from accelbench.models.cards import load_card
+    from accelbench.models.inputs import make_inputs
+
+    card = load_card("builtin:identity")
+    profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2)
+    doc, _ = run_sweep(
+        server=Server(triton.http_url, triton.grpc_url, triton.metrics_url),
+        model=MODEL,
+        variant=MODEL,
+        payloads=make_inputs(card, 1, 8, 0),
+        expected_outputs=[{"name": "y", "dtype": "float16", "shape": [-1, 16]}],  # the model answers float32
+        profile=profile,
+        out_dir=tmp_path,
+    )
+    step = doc["steps"][0]
+    assert step["errors"]["wrong_output"] == step["requests"] > 0
+    assert step["verdict"] == "INVALID" and any("error rate" in r for r in step["reasons"])
+    assert "dtype float32, expected float16" in step["last_error"]

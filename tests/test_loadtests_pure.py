@@ -1,0 +1,216 @@
+"""Pure parts of the load-test stage: µs histograms and exact merging, verdicts, profiles, the result
+document and resume. No server, no Locust."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelbench.errors import BadInputError
+from accelbench.loadtests import histogram, results
+from accelbench.loadtests.profiles import LoadProfile, parse_levels
+from accelbench.loadtests.sweep import build_step
+from accelbench.loadtests.verdict import INVALID, VALID, Limits, is_stable, judge
+
+
+def test_sub_millisecond_latencies_keep_microseconds():
+    hist = histogram.new_histogram()
+    for us in (180, 190, 200, 210, 950):
+        histogram.record_us(hist, us)
+    summary = histogram.summary_us(hist)
+    assert summary["p50"] == 200  # Locust would say 0 ms
+    assert 949 <= summary["max"] <= 951
+    assert summary["p99"] > summary["p50"]
+
+
+def test_out_of_range_values_are_clamped_not_lost():
+    hist = histogram.new_histogram()
+    histogram.record_us(hist, 0)
+    histogram.record_us(hist, 10**12)
+    assert hist.get_total_count() == 2
+
+
+def test_empty_histogram_summary_is_none():
+    assert set(histogram.summary_us(histogram.new_histogram()).values()) == {None}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(1, 5_000_000), min_size=0, max_size=200), min_size=1, max_size=4))
+def test_merging_encoded_histograms_equals_one_histogram_of_all_samples(parts):
+    whole = histogram.new_histogram()
+    encoded = []
+    for samples in parts:
+        part = histogram.new_histogram()
+        for us in samples:
+            histogram.record_us(part, us)
+            histogram.record_us(whole, us)
+        encoded.append(histogram.encode(part))
+    merged = histogram.merge(encoded)
+    assert merged.get_total_count() == whole.get_total_count()
+    assert histogram.summary_us(merged) == histogram.summary_us(whole)
+
+
+def test_merge_is_not_an_average_of_percentiles():
+    fast, slow = histogram.new_histogram(), histogram.new_histogram()
+    for _ in range(99):
+        histogram.record_us(fast, 100)
+    histogram.record_us(slow, 10_000)
+    merged = histogram.summary_us(histogram.merge([histogram.encode(fast), histogram.encode(slow)]))
+    assert merged["p50"] == 100  # an average of the two p50s would be ~5000
+    assert merged["max"] >= 9_990
+
+
+@pytest.mark.parametrize(
+    ("windows", "expected"),
+    [
+        ([(100, 500), (100, 500)], None),
+        ([(100, 500), (105, 520), (98, 510)], True),
+        ([(100, 500), (130, 500), (100, 500)], False),
+        ([(100, 500), (100, 800), (100, 500)], False),
+        ([(10, 1), (100, 500), (101, 505), (99, 500)], True),  # only the last three count
+    ],
+)
+def test_stability_of_the_last_three_windows(windows, expected):
+    assert is_stable(windows) is expected
+
+
+def _judge(**kw):
+    args = {"requests": 1000, "error_rate": 0.0, "loadgen_cpu": [0.3], "stable": True}
+    args.update(kw)
+    return judge(**args)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"requests": 10}, "too few requests"),
+        ({"error_rate": 0.05}, "error rate"),
+        ({"stable": False}, "unstable"),
+        ({"loadgen_cpu": [0.2, 0.97]}, "load generator saturated"),
+        ({"offered_rps": 400.0, "achieved_rps": 300.0}, "open-loop rate not achieved"),
+        ({"aborted": "server gone"}, "did not finish: server gone"),
+    ],
+)
+def test_each_invalid_reason(change, reason):
+    verdict, reasons = _judge(**change)
+    assert verdict == INVALID
+    assert len(reasons) == 1 and reason in reasons[0]
+
+
+def test_valid_step_has_no_reasons():
+    assert _judge(offered_rps=400.0, achieved_rps=380.0, stable=None) == (VALID, [])
+
+
+def test_profile_validation_and_plans():
+    closed = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 4))
+    assert [s["offered"] for s in closed.steps()] == [
+        {"concurrency": 1},
+        {"concurrency": 2},
+        {"concurrency": 4},
+    ]
+    opened = LoadProfile(kind="open", protocol="grpc", levels=(100.0,), processes=2)
+    assert opened.steps() == [{"index": 0, "offered": {"rate_rps": 100.0}}]
+    assert LoadProfile.from_dict(json.loads(json.dumps(closed.to_dict()))) == closed
+    for bad in ({"kind": "ramp"}, {"protocol": "udp"}, {"levels": (1.5,)}, {"levels": ()}, {"duration_s": 0}):
+        with pytest.raises(BadInputError):
+            LoadProfile(**{"kind": "closed", "protocol": "http", "levels": (1,), **bad})
+    assert parse_levels("1, 2,4") == (1.0, 2.0, 4.0)
+    with pytest.raises(BadInputError, match="comma-separated"):
+        parse_levels("1,two")
+
+
+def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> dict:
+    hist = histogram.new_histogram()
+    for us in latencies:
+        histogram.record_us(hist, us)
+    raw = {
+        "index": index, "offered": {"concurrency": 2}, "duration_s": 2.0, "started_at": "t",
+        "requests": len(latencies) + errors, "inferences": len(latencies) * 4, "drops": 0,
+        "errors": {"connection": errors, "timeout": 0, "server": 0, "wrong_output": 0},
+        "histogram": histogram.encode(hist), "loadgen": [{"cpu_s": 0.5, "wall_s": 2.0}],
+        "windows": [(100.0, 900.0)] * 3, "stable": True, "aborted": None,
+        "server_stats": {"success_count": len(latencies)}, "metrics": None,
+    }  # fmt: skip
+    raw.update(extra)
+    return raw
+
+
+def test_build_step_fills_the_documented_fields():
+    rng = random.Random(0)
+    step = build_step(_raw(0, [rng.randint(300, 900) for _ in range(400)], errors=2), "closed", 4, Limits())
+    for key in ("index", "offered", "started_at", "duration_s", "requests", "inferences", "errors", "error_rate",
+                "throughput_rps", "throughput_ips", "latency_us", "histogram", "server_stats", "metrics",
+                "energy_per_request_j", "verdict", "reasons"):  # fmt: skip
+        assert key in step
+    assert step["throughput_rps"] == 200.0 and step["throughput_ips"] == 800.0
+    assert 300 <= step["latency_us"]["p50"] <= 900
+    assert step["error_rate"] == pytest.approx(2 / 402, abs=1e-6)
+    assert step["loadgen"]["cpu_fraction"] == [0.25]
+    assert step["verdict"] == VALID
+
+
+def _doc(tmp_path, profile):
+    return results.new_document(
+        model="identity", variant="identity__cpu-local__fp32", manifest={"manifest_hash": "abc", "model": "identity"},
+        load_profile=profile.to_dict(), server={"url": "u", "version": "2.51"}, profile_label=profile.label(),
+    )  # fmt: skip
+
+
+def test_result_document_resume_rules(tmp_path):
+    profile = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 4))
+    path = tmp_path / "r.json"
+    doc = _doc(tmp_path, profile)
+    results.put_step(doc, build_step(_raw(0, [500] * 100), "closed", 1, Limits()), path)
+    results.put_step(
+        doc, build_step(_raw(1, [], aborted="server gone", duration_s=0.0), "closed", 1, Limits()), path
+    )
+    on_disk = results.load_document(path)
+    assert on_disk["schema"] == "accelbench.result/1"
+    assert [s["verdict"] for s in on_disk["steps"]] == [VALID, INVALID]
+    assert results.resumable(on_disk, "abc", profile.to_dict())
+    assert [s["index"] for s in results.finished_steps(on_disk)] == [0]  # the aborted step runs again
+    assert not results.resumable(on_disk, "other-hash", profile.to_dict())
+    longer = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 4), duration_s=20)
+    assert not results.resumable(on_disk, "abc", longer.to_dict())
+
+
+def test_foreign_file_is_bad_input(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"schema": "something-else"}')
+    with pytest.raises(BadInputError, match="schema"):
+        results.load_document(path)
+    path.write_text("{not json")
+    with pytest.raises(BadInputError, match="not a readable"):
+        results.load_document(path)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["--concurrency", "1", "--rate", "10"], 2, "exactly one of --concurrency or --rate"),
+        (["--concurrency", "1,x"], 2, "comma-separated"),
+        (["--concurrency", "1"], 2, "no model card"),
+        (
+            ["--concurrency", "1", "--card", "builtin:identity", "--url", "http://127.0.0.1:9"],
+            4,
+            "unreachable",
+        ),
+    ],
+)
+def test_cli_bad_input_is_one_line(tmp_path, args, code, text):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = str(Path(sys.executable).parent / "accelbench")
+    if "--url" not in args:
+        args = [str(tmp_path), *args]
+    run = subprocess.run([cli, "loadtest", "--model", "m", "--out", str(tmp_path), *args],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == code, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and text in lines[0], run.stderr

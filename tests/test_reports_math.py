@@ -1,0 +1,250 @@
+"""Pure math of the reports stage: capacity at SLO, cost, projection, plan. Table tests + hypothesis properties."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.roofline import roofline_point
+from accelbench.reports import cost, projection
+from accelbench.reports.capacity import capacity_at_slo, percentile_key
+from accelbench.reports.compare import relative_range, step_spread
+
+
+def step(rps, p99_us, verdict="VALID", error_rate=0.0, index=0, concurrency=1):
+    return {
+        "index": index,
+        "offered": {"concurrency": concurrency},
+        "throughput_rps": rps,
+        "throughput_ips": rps,
+        "latency_us": {"p50": p99_us / 2, "p99": p99_us},
+        "error_rate": error_rate,
+        "verdict": verdict,
+    }
+
+
+# ---------------------------------------------------------------- capacity at the SLO
+@pytest.mark.parametrize(
+    ("steps", "slo_us", "expected"),
+    [
+        ([step(10, 1000), step(20, 1900), step(30, 2500)], 2000, 20),  # best qualifying, not best overall
+        ([step(10, 1000), step(20, 2000)], 2000, 20),  # the SLO boundary is inclusive
+        ([step(10, 3000)], 2000, None),  # nothing meets the SLO
+        ([step(50, 100, verdict="INVALID"), step(10, 100)], 2000, 10),  # INVALID never counts
+        ([step(50, 100, error_rate=0.02), step(10, 100)], 2000, 10),  # error rate over the 1 % limit
+        ([step(30, 1500), step(25, 900)], 2000, 30),  # a later, slower step can be the better one
+        ([], 2000, None),
+    ],
+)
+def test_capacity_table(steps, slo_us, expected):
+    cap = capacity_at_slo([("run", s) for s in steps], slo_us, 99)
+    assert cap.capacity_rps == expected
+    assert cap.meets_slo is (expected is not None)
+    if expected is None:
+        assert cap.reason.startswith("does not meet the SLO")
+
+
+def test_capacity_percentile_choice_and_tie_break():
+    steps = [("b", step(20, 1000, index=1)), ("a", step(20, 900, index=0))]
+    cap = capacity_at_slo(steps, 2000, "p99")
+    assert cap.step_key == ("a", 0)  # equal throughput: lower latency wins, independent of order
+    assert capacity_at_slo(list(reversed(steps)), 2000, 99).step_key == ("a", 0)
+    # p50 is half of p99 in these steps (500 and 450 µs): a 450 µs p50 SLO admits only run a's step
+    assert capacity_at_slo(steps, 450, 50).step_key == ("a", 0)
+
+
+@pytest.mark.parametrize(
+    ("given_", "key"), [(99, "p99"), ("99", "p99"), ("p95", "p95"), (99.9, "p99.9"), ("50", "p50")]
+)
+def test_percentile_key(given_, key):
+    assert percentile_key(given_) == key
+
+
+@pytest.mark.parametrize("bad", ["abc", 42, "p12"])
+def test_percentile_key_rejects(bad):
+    with pytest.raises(BadInputError):
+        percentile_key(bad)
+
+
+steps_strategy = st.lists(
+    st.builds(
+        step,
+        st.floats(0.1, 1e5),
+        st.floats(1, 1e6),
+        st.sampled_from(["VALID", "VALID", "INVALID"]),
+        st.sampled_from([0.0, 0.0, 0.005, 0.5]),
+    ),
+    max_size=12,
+)
+
+
+@given(steps_strategy, st.floats(1, 1e6), st.floats(1, 1e6))
+def test_tighter_slo_never_raises_capacity(steps, slo_a, slo_b):
+    tight, loose = sorted((slo_a, slo_b))
+    pairs = [("r", s) for s in steps]
+    cap_tight = capacity_at_slo(pairs, tight).capacity_rps or 0.0
+    cap_loose = capacity_at_slo(pairs, loose).capacity_rps or 0.0
+    assert cap_tight <= cap_loose
+
+
+@given(steps_strategy, st.floats(1, 1e6))
+def test_capacity_never_exceeds_best_qualifying_throughput(steps, slo):
+    cap = capacity_at_slo([("r", s) for s in steps], slo)
+    qualifying = [
+        s["throughput_rps"]
+        for s in steps
+        if s["verdict"] == "VALID" and s["error_rate"] <= 0.01 and s["latency_us"]["p99"] <= slo
+    ]
+    if qualifying:
+        assert cap.capacity_rps == max(qualifying)
+    else:
+        assert cap.capacity_rps is None
+
+
+# ---------------------------------------------------------------- cost
+@pytest.mark.parametrize(
+    ("usd_per_hour", "rps", "expected"),
+    [(3.6, 1.0, 1000.0), (0.1, 56.3619, 0.1 / (56.3619 * 3600) * 1e6), (0.0, 5.0, 0.0), (36.0, 1000.0, 10.0)],
+)
+def test_cost_per_million_table(usd_per_hour, rps, expected):
+    assert cost.cost_per_million_usd(usd_per_hour, rps) == pytest.approx(expected)
+
+
+@given(st.floats(0.001, 1e3), st.floats(0.001, 1e3), st.floats(0.01, 1e5))
+def test_cost_monotone_in_price(p1, p2, rps):
+    lo, hi = sorted((p1, p2))
+    assert cost.cost_per_million_usd(lo, rps) <= cost.cost_per_million_usd(hi, rps)
+
+
+@given(st.floats(0.001, 1e3), st.floats(0.01, 1e5), st.floats(1.01, 100))
+def test_cost_inverse_in_capacity(price, rps, factor):
+    assert cost.cost_per_million_usd(price, rps * factor) == pytest.approx(
+        cost.cost_per_million_usd(price, rps) / factor
+    )
+
+
+def test_owned_device_and_share():
+    # $1999 over 3 years + 60 W at $0.15/kWh
+    assert cost.owned_device_usd_per_hour(1999, 60, 3, 0.15) == pytest.approx(1999 / 26280 + 0.009)
+    assert cost.accelerator_share_usd_per_hour(27.44705, 8) == pytest.approx(3.43088125)
+    assert cost.energy_per_request_j(60.0, 120.0) == 0.5
+    assert cost.energy_per_request_j(None, 120.0) is None
+    assert cost.replicas_needed(500, 88.1, 0.3) == math.ceil(500 / (88.1 * 0.7))
+    assert cost.replicas_needed(70, 100, 0.3) == 1  # exactly at the headroom limit
+
+
+@pytest.mark.parametrize("bad", ["cpu-local", "=1", "cpu-local=abc", "cpu-local=-1", "x=nan"])
+def test_price_override_rejects(bad):
+    with pytest.raises(BadInputError):
+        cost.parse_price_overrides([bad])
+
+
+def test_quote_price_from_the_catalog():
+    cat = load_catalog()
+    a100 = cost.quote_price(cat.get("a100-sxm4-80gb"))
+    assert a100.usd_per_hour == pytest.approx(27.44705 / 8) and "1/8 of p4de.24xlarge" in a100.note
+    jetson = cost.quote_price(cat.get("jetson-agx-orin-64gb"), usd_per_kwh=0.15)
+    capex = cat.get("jetson-agx-orin-64gb").capex
+    expected = capex.usd / (capex.amortization_years * 8760) + capex.power_w / 1000 * 0.15
+    assert jetson.usd_per_hour == pytest.approx(expected) and "assumptions" in jetson.note
+    assert cost.quote_price(cat.get("cpu-local"), overrides={"cpu-local": 0.05}).usd_per_hour == 0.05
+    spot = cost.quote_price(cat.get("a100-sxm4-80gb"), "spot")  # the catalog quotes the top of the zone range
+    assert spot.usd_per_hour == pytest.approx(cat.get("a100-sxm4-80gb").price.spot_usd_per_hour_max / 8)
+    assert spot.basis == "spot"
+    reserved = cost.quote_price(cat.get("l4"), "reserved")  # no reserved price in the catalog for l4
+    assert reserved.basis == "on-demand" and "no reserved price" in reserved.note
+
+
+# ---------------------------------------------------------------- projection
+GC = {"flops_per_inference": 2.87e9, "weight_bytes": 34_406_400, "activation_bytes_per_inference": 9_437_184}
+
+
+def test_projection_picks_largest_batch_within_slo():
+    l4 = load_catalog().get("l4")
+    eff = 0.3
+    slo_s = 0.005
+    p = projection.project_capacity(GC, l4, "int8", slo_s, eff, roofline_point)
+    assert p.batch is not None
+    point = projection.roofline_at(roofline_point, GC, p.batch, l4, "int8")
+    assert point.latency_lower_bound_s / eff <= slo_s
+    assert p.capacity_ips == pytest.approx(point.throughput_upper_bound_ips * eff)
+    bigger = projection.roofline_at(roofline_point, GC, p.batch * 2, l4, "int8")
+    assert bigger.latency_lower_bound_s / eff > slo_s or p.batch * 2 > l4.triton.max_batch_size
+
+
+def test_projection_none_fits_and_precision_fallback():
+    l4 = load_catalog().get("l4")
+    assert projection.project_capacity(GC, l4, "int8", 1e-6, 0.3, roofline_point).capacity_ips is None
+    tpu = load_catalog().get("tpu-v5e")
+    assert projection.precision_on(tpu, "fp16") == "bf16"  # v5e lists bf16 and int8 only
+
+
+@settings(max_examples=40)
+@given(st.floats(1e-4, 1.0), st.floats(1e-4, 1.0), st.floats(0.05, 1.0))
+def test_projection_tighter_slo_never_raises_capacity(s1, s2, eff):
+    l4 = load_catalog().get("l4")
+    tight, loose = sorted((s1, s2))
+    a = projection.project_capacity(GC, l4, "int8", tight, eff, roofline_point).capacity_ips or 0.0
+    b = projection.project_capacity(GC, l4, "int8", loose, eff, roofline_point).capacity_ips or 0.0
+    assert a <= b + 1e-9
+
+
+def test_calibration_is_the_median_and_default_is_labelled():
+    cal = projection.calibrate(
+        {"onnxruntime-cpu": [("cpu-local", 0.2), ("cpu-local", 0.4), ("c7i.large", 0.3)]}
+    )
+    assert cal["onnxruntime-cpu"].efficiency == pytest.approx(0.3)
+    assert cal["onnxruntime-cpu"].source.startswith("calibrated")
+    default = projection.calibration_for("tensorrt", cal)
+    assert default.efficiency == projection.DEFAULT_EFFICIENCY and default.source.startswith("assumed")
+
+
+def test_step_efficiency_against_roofline():
+    target = load_catalog().get("cpu-local")
+    s = {"throughput_ips": 50.0}
+    eff = projection.step_efficiency(s, 1, GC, target, "int8", roofline_point)
+    bound = projection.roofline_at(roofline_point, GC, 1, target, "int8").throughput_upper_bound_ips
+    assert eff == pytest.approx(50.0 / bound)
+
+
+# ---------------------------------------------------------------- compare spread
+def test_spread_from_repeated_steps():
+    steps = [step(100, 1000, concurrency=1), step(90, 1100, concurrency=1), step(200, 3000, concurrency=2)]
+    assert step_spread(steps) == pytest.approx(max(relative_range([100, 90]), relative_range([1000, 1100])))
+    assert step_spread([step(100, 1000, concurrency=1)]) is None
+    windowed = {
+        **step(100, 1000),
+        "windows": [{"throughput_rps": 100, "p99_us": 1000}, {"throughput_rps": 80, "p99_us": 1000}],
+    }
+    assert step_spread([windowed]) == pytest.approx(0.2)
+
+
+def test_plan_mig_slices_priced_by_share():
+    from accelbench.reports.plan import plan_rows
+
+    a100 = load_catalog().get("a100-sxm4-80gb")
+    row = {"model": "m", "precision": "int8", "target": a100.id, "status": "projected", "ranked": True,
+           "capacity_rps": 700.0, "usd_per_hour": 3.5}  # fmt: skip
+    plan = plan_rows([row], {a100.id: a100}, 1000, 0.3)
+    whole = next(p for p in plan if p["unit"] == "whole accelerator")
+    assert whole["replicas"] == math.ceil(1000 / (700 * 0.7)) and whole["monthly_usd"] == pytest.approx(
+        3.5 * 3 * 730
+    )
+    one = next(p for p in plan if p["unit"] == "MIG 1g.10gb")
+    assert one["usd_per_hour"] == pytest.approx(3.5 / 7) and one["capacity_rps"] == pytest.approx(100.0)
+    assert sum(p["unit"].startswith("MIG 1g") for p in plan) == 1  # one profile per compute fraction
+
+
+def test_zero_flop_model_is_projected_memory_bound():
+    identity = {"flops_per_inference": 0, "weight_bytes": 0, "activation_bytes_per_inference": 4096}
+    assert projection.usable_graph_cost(identity)
+    assert not projection.usable_graph_cost(
+        {"flops_per_inference": 0, "weight_bytes": 0, "activation_bytes_per_inference": 0}
+    )
+    p = projection.project_capacity(identity, load_catalog().get("l4"), "fp32", 0.01, 0.3, roofline_point)
+    assert p.bound == "memory" and p.capacity_ips > 0
