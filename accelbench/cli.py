@@ -28,7 +28,9 @@ class _Group(click.Group):
             click.echo("accelbench: interrupted; finished work is kept", err=True)
             ctx.exit(130)
         except OSError as err:  # a file we could not read/write that the library did not anticipate
-            click.echo(f"accelbench: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), err=True)
+            click.echo(
+                f"accelbench: error: {err.strerror or err}: {err.filename or ''}".rstrip(": "), err=True
+            )
             ctx.exit(2)
 
 

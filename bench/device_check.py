@@ -93,15 +93,25 @@ class PowerSampler:
             self._thread.join()
             self.elapsed_s = time.perf_counter() - self.t0
             e1 = self._energy_mj()
-            self.energy_counter_j = (e1 - self.e0) / 1000.0 if e1 is not None and self.e0 is not None else None
+            self.energy_counter_j = (
+                (e1 - self.e0) / 1000.0 if e1 is not None and self.e0 is not None else None
+            )
 
     def result(self) -> dict:
         if not self.nvml or not self.samples_w:
             return {"power_w": None, "energy_j": None, "method": getattr(self, "error", "no samples")}
         mean_w = statistics.fmean(self.samples_w)
         if self.energy_counter_j:
-            return {"power_w": mean_w, "energy_j": self.energy_counter_j, "method": "nvmlDeviceGetTotalEnergyConsumption"}
-        return {"power_w": mean_w, "energy_j": mean_w * self.elapsed_s, "method": "mean nvmlDeviceGetPowerUsage x time"}
+            return {
+                "power_w": mean_w,
+                "energy_j": self.energy_counter_j,
+                "method": "nvmlDeviceGetTotalEnergyConsumption",
+            }
+        return {
+            "power_w": mean_w,
+            "energy_j": mean_w * self.elapsed_s,
+            "method": "mean nvmlDeviceGetPowerUsage x time",
+        }
 
 
 def _sync(device: str) -> None:
@@ -112,6 +122,7 @@ def _sync(device: str) -> None:
 def _timer(device: str):
     """(start, stop) → elapsed seconds; CUDA events on a GPU, perf_counter on a CPU."""
     if device == "cuda":
+
         def run(fn, n):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -121,11 +132,13 @@ def _timer(device: str):
             end.synchronize()
             return start.elapsed_time(end) / 1000.0
     else:
+
         def run(fn, n):
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
             return time.perf_counter() - t0
+
     return run
 
 
@@ -140,7 +153,7 @@ def measure_ceilings(device: str, dtype: torch.dtype, quick: bool) -> dict:
     reps = 3 if quick else 20
     secs = timed(lambda: torch.matmul(a, b), reps) / reps
     matmul_tflops = 2 * n**3 / secs / 1e12
-    del a, b
+    a = b = None  # free the device memory before the copy test
     nbytes = (256 << 20) if quick else (4 << 30)
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
@@ -150,7 +163,7 @@ def measure_ceilings(device: str, dtype: torch.dtype, quick: bool) -> dict:
     reps = 3 if quick else 20
     secs = timed(lambda: dst.copy_(src), reps) / reps
     copy_gbs = 2 * nbytes / secs / 1e9  # bytes read plus written
-    del src, dst
+    src = dst = None
     return {"matmul": {"n": n, "dtype": str(dtype).split(".")[-1], "tflops": matmul_tflops, "reps": reps},
             "d2d_copy": {"bytes": nbytes, "gbs_read_plus_written": copy_gbs, "reps": reps}}  # fmt: skip
 
@@ -171,7 +184,9 @@ def _capture(runner: OnnxTorch, feeds: dict, device: str):
     return graph.replay
 
 
-def measure_model(name: str, batches: list[int], device: str, precision: str, quick: bool, catalog) -> list[dict]:
+def measure_model(
+    name: str, batches: list[int], device: str, precision: str, quick: bool, catalog
+) -> list[dict]:
     log(f"{name}: building the ONNX graph")
     model = build_builtin(name)
     card = load_card(f"builtin:{name}")
@@ -186,7 +201,7 @@ def measure_model(name: str, batches: list[int], device: str, precision: str, qu
             graph_mode = device == "cuda"
         except Exception as err:  # capture can fail on an op that syncs; eager still measures
             log(f"  {name} b{batch}: CUDA graph capture failed ({err}); eager")
-            step, graph_mode = (lambda: runner(feeds)), False
+            step, graph_mode = (lambda feeds=feeds: runner(feeds)), False
         for _ in range(5):
             step()
         _sync(device)
@@ -239,20 +254,39 @@ def result_documents(rows: list[dict], probe: dict, created_at: str, metrics_by_
         for index, row in enumerate(mine):
             lat = row["latency_median_us"]
             requests = row["repeats"] * row["iterations_per_repeat"] * row["batch"]
-            steps.append({
-                "index": index, "offered": {"concurrency": row["batch"]}, "started_at": created_at, "duration_s": None,
-                "requests": requests, "inferences": requests,
-                "errors": {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0}, "error_rate": 0.0,
-                "throughput_rps": row["measured_ips"], "throughput_ips": row["measured_ips"],
-                "latency_us": {"p50": lat, "p90": lat, "p95": lat, "p99": row["latency_p99_us"],
-                               "p99.9": row["latency_max_us"], "max": row["latency_max_us"], "mean": lat},
-                "histogram": None,
-                "server_stats": {"mean_batch_size": float(row["batch"])},
-                "metrics": {"gpu_power_w": row["power_w"], "energy_method": row["energy_method"],
-                            "cuda_graph": row["cuda_graph"]},
-                "energy_per_request_j": row["joules_per_inference"],
-                "verdict": "VALID", "reasons": [],
-            })
+            steps.append(
+                {
+                    "index": index,
+                    "offered": {"concurrency": row["batch"]},
+                    "started_at": created_at,
+                    "duration_s": None,
+                    "requests": requests,
+                    "inferences": requests,
+                    "errors": {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0},
+                    "error_rate": 0.0,
+                    "throughput_rps": row["measured_ips"],
+                    "throughput_ips": row["measured_ips"],
+                    "latency_us": {
+                        "p50": lat,
+                        "p90": lat,
+                        "p95": lat,
+                        "p99": row["latency_p99_us"],
+                        "p99.9": row["latency_max_us"],
+                        "max": row["latency_max_us"],
+                        "mean": lat,
+                    },
+                    "histogram": None,
+                    "server_stats": {"mean_batch_size": float(row["batch"])},
+                    "metrics": {
+                        "gpu_power_w": row["power_w"],
+                        "energy_method": row["energy_method"],
+                        "cuda_graph": row["cuda_graph"],
+                    },
+                    "energy_per_request_j": row["joules_per_inference"],
+                    "verdict": "VALID",
+                    "reasons": [],
+                }
+            )
         docs.append({
             "schema": "accelbench.result/1",
             "run_id": f"{name}__device-check",
@@ -335,7 +369,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     created_at = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     t0 = time.perf_counter()
-    log(f"device check on {platform.node()} device={args.device} dtype={args.dtype} torch {torch.__version__}")
+    log(
+        f"device check on {platform.node()} device={args.device} dtype={args.dtype} torch {torch.__version__}"
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     probe_run = subprocess.run([sys.executable, "-m", "accelbench.cli", "probe", "--json"], capture_output=True,
                                text=True, env=env, cwd=ROOT, timeout=120)  # fmt: skip
@@ -347,14 +383,20 @@ def main(argv=None) -> int:
     target = catalog.get(TARGET_ID)
     peaks = {"bf16": target.peak_tflops.get("bf16"), "bw": target.memory_bw_gbs}
     ceilings = measure_ceilings(args.device, DTYPES[args.dtype], args.quick)
-    ceilings["catalog"] = {"target": TARGET_ID, "dense_bf16_tflops": peaks["bf16"], "memory_bw_gbs": peaks["bw"]}
+    ceilings["catalog"] = {
+        "target": TARGET_ID,
+        "dense_bf16_tflops": peaks["bf16"],
+        "memory_bw_gbs": peaks["bw"],
+    }
     (out / "ceilings.json").write_text(json.dumps(ceilings, indent=2))
     log(f"ceilings: {json.dumps(ceilings)}")
     batches = [int(b) for b in args.batches.split(",")]
     rows = []
     for name in args.models.split(","):
         rows += measure_model(name, batches, args.device, args.dtype, args.quick, catalog)
-    (out / "summary.json").write_text(json.dumps({"created_at": created_at, "rows": rows, "ceilings": ceilings}, indent=2))
+    (out / "summary.json").write_text(
+        json.dumps({"created_at": created_at, "rows": rows, "ceilings": ceilings}, indent=2)
+    )
     (out / "summary.md").write_text(summary_markdown(rows, ceilings, peaks))
     metrics = {m: load_card(f"builtin:{m}").accuracy.metric for m in args.models.split(",")}
     write_results_tar(out / "results.tar.gz", result_documents(rows, probe, created_at, metrics))

@@ -62,6 +62,8 @@ def run_in_process(variant: Path, feeds: dict, threads: int, duration_s: float) 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # the same session settings as accelbench's python-backend model.py, so only serving differs
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(str(variant / "model.onnx"), options, providers=["CPUExecutionProvider"])
     batch = next(iter(feeds.values())).shape[0]
     session.run(None, feeds)  # warm-up outside the window

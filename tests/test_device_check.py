@@ -28,11 +28,13 @@ from accelbench.models.inputs import make_inputs  # noqa: E402
 def test_interpreter_matches_onnxruntime_in_fp32(name):
     model = build_builtin(name)
     feeds = make_inputs(load_card(f"builtin:{name}"), batch_size=2, count=1, seed=3)[0]
-    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
     runner = OnnxTorch(model, "cpu", torch.float32)
     got = runner(runner.feeds(feeds))
     assert len(got) == len(expected)
-    for want, have in zip(expected, got):
+    for want, have in zip(expected, got, strict=True):
         assert have.shape == want.shape
         np.testing.assert_allclose(have.numpy(), want, rtol=1e-4, atol=1e-4)
 
@@ -82,7 +84,10 @@ def test_device_check_flow_on_cpu_writes_result_documents(tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "device_check.py"), "--rebuild-results", str(rebuilt)],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
-    assert json.loads((rebuilt / "results" / "identity__h200-sxm__fp32.json").read_text())["steps"] == doc["steps"]
+    assert (
+        json.loads((rebuilt / "results" / "identity__h200-sxm__fp32.json").read_text())["steps"]
+        == doc["steps"]
+    )
 
 
 def test_committed_h200_results_report_a_measured_row(tmp_path):
@@ -92,7 +97,9 @@ def test_committed_h200_results_report_a_measured_row(tmp_path):
 
     results = sorted((ROOT / "bench" / "results" / "h200").glob("*/results"))
     assert results, "bench/results/h200/<date>/results is missing"
-    run = CliRunner().invoke(main, ["report", str(results[-1]), "--slo-p99-ms", "20", "--out", str(tmp_path), "--json"])
+    run = CliRunner().invoke(
+        main, ["report", str(results[-1]), "--slo-p99-ms", "20", "--out", str(tmp_path), "--json"]
+    )
     assert run.exit_code == 0, run.output
     rows = json.loads(run.output)
     rows = rows["rows"] if isinstance(rows, dict) else rows

@@ -214,3 +214,21 @@ def test_cli_bad_input_is_one_line(tmp_path, args, code, text):
     assert run.returncode == code, run.stderr
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and text in lines[0], run.stderr
+
+
+def test_a_hung_load_child_is_noticed_and_its_group_ended():
+    import subprocess
+    import sys
+
+    from accelbench.loadtests.sweep import _end_group, _events
+
+    code = "import json, time; print(json.dumps({'event': 'progress'}), flush=True); time.sleep(60)"
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        events = [e["event"] for e in _events(child, budget_s=3.0)]
+    finally:
+        _end_group(child)
+    assert events == ["progress", "timeout"]
+    assert child.poll() is not None

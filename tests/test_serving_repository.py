@@ -181,6 +181,8 @@ def test_overrides_replace_catalog_defaults(tmp_path):
         ({"max_batchsize": 4}, "unknown serving override"),
         ({"instance_kind": "GPU"}, "KIND_CPU"),
         ({"instance_count": -1}, "non-negative"),
+        ({"preferred_batch_sizes": 8}, "list of positive integers"),
+        ({"precision_mode": "int4"}, "precision_mode"),
     ],
 )
 def test_bad_overrides(tmp_path, overrides, message):
@@ -267,3 +269,35 @@ def test_not_batching_lists_the_batch_dimension(tmp_path):
     assert not config.HasField("dynamic_batching")
     assert [w.batch_size for w in config.model_warmup] == [1]
     assert list(config.model_warmup[0].inputs["input_ids"].dims) == [1, 128]
+
+
+NGC_CASES = [case for case in CASES if case[1] == "ngc"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("golden", "flavor", "target", "precision", "fmt", "plan"), NGC_CASES)
+def test_ngc_configs_pass_tritons_own_validation(tmp_path, golden, flavor, target, precision, fmt, plan):
+    """The embedded tritonserver checks a config fully (the poll step) before it looks for the backend, which
+    it lacks: reaching "unable to find backend library" means Triton 2.51 accepted the config itself."""
+    from accelbench.errors import ServerError
+    from accelbench.serving import LocalTriton
+
+    vdir = make_minilm_like_variant(tmp_path / "v", target, precision, fmt, plan)
+    [model] = write_repository([vdir], tmp_path / "repo", flavor, catalog=FakeCatalog())
+    with pytest.raises(ServerError) as info:
+        LocalTriton(tmp_path / "repo").start()
+    assert f"failed to load '{model.name}'" in str(info.value)
+    assert f"unable to find backend library for backend '{model.backend}'" in str(info.value)
+
+
+@pytest.mark.slow
+def test_an_invalid_config_names_tritons_reason(tmp_path):
+    from accelbench.errors import ServerError
+    from accelbench.serving import LocalTriton
+
+    vdir = make_minilm_like_variant(tmp_path / "v", "c7i.xlarge", "int8")
+    [model] = write_repository([vdir], tmp_path / "repo", "ngc", catalog=FakeCatalog())
+    config = model.path / "config.pbtxt"
+    config.write_text(config.read_text().replace("preferred_batch_size: 8", "preferred_batch_size: 64"))
+    with pytest.raises(ServerError, match="preferred size must be <= max batch size"):
+        LocalTriton(tmp_path / "repo").start()

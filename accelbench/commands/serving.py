@@ -98,7 +98,9 @@ def serve_cmd(
         click.echo(f"gRPC     {server.grpc_url}")
         click.echo(f"metrics  {server.metrics_url}")
         for model in server.models():
-            click.echo(f"{model.get('state') or 'UNLOADED':<8} {model['name']} (version {model.get('version', '?')})")
+            click.echo(
+                f"{model.get('state') or 'UNLOADED':<8} {model['name']} (version {model.get('version', '?')})"
+            )
         click.echo("serving; Ctrl-C stops", err=True)
         try:
             while not server.wait(1.0):

@@ -325,6 +325,7 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
     controller = Controller(runner, cfg, n, emit)
     try:
         controller.run()
+        emit({"event": "done"})
     finally:
         _finish(runner, workers)
 
@@ -358,4 +359,15 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        code = main(sys.argv[1:])
+    except BaseException:  # the parent reads the log's last line; exit without finalisation either way
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter finalisation: grpc channels closed again by garbage collection under gevent can
+    # block forever there, and everything worth keeping has been written and flushed.
+    os._exit(code)

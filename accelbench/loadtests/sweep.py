@@ -6,13 +6,17 @@ its own process group, which is ended afterwards so no worker outlives the sweep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,10 +191,14 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
         finished: set[int] = set()
         problem: Exception | None = None
         try:
-            for line in child.stdout:
-                event = _parse(line)
-                if event is None:
-                    continue
+            for event in _events(child, _budget_s(profile, len(todo))):
+                if event["event"] == "done":
+                    break
+                if event["event"] == "timeout":
+                    problem = MeasurementError(
+                        f"load generator did not finish within {event['after_s']:.0f} s"
+                    )
+                    break
                 if event["event"] == "step":
                     step = build_step(event["step"], profile.kind, profile.batch_size, limits)
                     results.put_step(doc, step, path)
@@ -205,7 +213,8 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
                     problem = MeasurementError(f"load generator failed: {event['message']}")
                 if on_event:
                     on_event(event)
-            child.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=15)
         finally:
             _end_group(child)
     missing = [s for s in todo if s["index"] not in finished]
@@ -218,6 +227,37 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
         aborted = _aborted_step(plan, str(problem))
         results.put_step(doc, build_step(aborted, profile.kind, profile.batch_size, limits), path)
     return problem
+
+
+def _budget_s(profile: LoadProfile, steps: int) -> float:
+    """The longest a healthy child can take: start-up, then per step spawn, warm-up, window, two drains."""
+    window = profile.duration_s if profile.duration_s is not None else profile.max_duration_s
+    return 90.0 + steps * (20.0 + profile.warmup_s + window + 2 * (profile.timeout_s + 15.0))
+
+
+def _events(child: subprocess.Popen, budget_s: float) -> Iterator[dict[str, Any]]:
+    """The child's JSON events; a ``timeout`` event when it runs past ``budget_s`` (it may hang, see runner)."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        with contextlib.suppress(OSError, ValueError):  # the pipe is closed when the group is ended
+            for line in child.stdout:
+                lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + budget_s
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            yield {"event": "timeout", "after_s": budget_s}
+            return
+        if line is None:
+            return
+        event = _parse(line)
+        if event is not None:
+            yield event
 
 
 def _aborted_step(plan: dict[str, Any], reason: str) -> dict[str, Any]:

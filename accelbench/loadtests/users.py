@@ -115,6 +115,16 @@ def make_client(protocol: str, url: str, concurrency: int, timeout_s: float):
     )
 
 
+def close_client(client) -> None:
+    """Close once. An open gRPC channel keeps Locust from exiting (FIELD-NOTES), and tritonclient's
+    ``__del__`` closes again: under gevent a second close at garbage collection or interpreter exit
+    blocked forever in grpc's Channel._close (seen with py-spy), so later closes become no-ops."""
+    try:
+        client.close()
+    finally:
+        client.close = lambda: None
+
+
 class Agent:
     """Per-process measurement state. ``config`` keys: protocol, url, model, batch_size, payloads,
     expected_outputs, timeout_s, window_s, max_in_flight, seed, rate_rps (open loop, per process)."""
@@ -283,8 +293,7 @@ class _TritonUser(User):
         return 1
 
     def on_stop(self) -> None:
-        # an open gRPC channel keeps Locust from exiting (FIELD-NOTES)
-        self.client.close()
+        close_client(self.client)
 
 
 class ClosedLoopUser(_TritonUser):

@@ -135,6 +135,16 @@ def check_overrides(overrides: dict | None) -> dict:
     kind = overrides.get("instance_kind")
     if kind is not None and kind not in ("KIND_CPU", "KIND_GPU", "KIND_AUTO", "KIND_MODEL"):
         raise BadInputError(f"instance_kind {kind!r}: expected KIND_CPU, KIND_GPU, KIND_AUTO or KIND_MODEL")
+    preferred = overrides.get("preferred_batch_sizes")
+    if preferred is not None and not (
+        isinstance(preferred, list | tuple) and all(isinstance(b, int) and b > 0 for b in preferred)
+    ):
+        raise BadInputError(
+            f"preferred_batch_sizes={preferred!r}: expected a list of positive integers, e.g. [4,8]"
+        )
+    mode = overrides.get("precision_mode")
+    if mode is not None and mode not in ("FP32", "FP16", "BF16", "INT8"):
+        raise BadInputError(f"precision_mode {mode!r}: expected FP32, FP16, BF16 or INT8")
     for key in ("max_batch_size", "instance_count", "max_queue_delay_us", "intra_op_threads"):
         value = overrides.get(key)
         if value is not None and (not isinstance(value, int) or value < 0):

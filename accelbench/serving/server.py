@@ -32,6 +32,8 @@ _GLOG = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
 # error lines every CPU-only start prints; never the reason a start failed
 _NOISE = ("CudaDriverHelper has not been initialized", "pinned memory", "CUDA driver")
 _FATAL_HINTS = ("failed to load", "failed to start", "error: creating server", "Address already in use")
+# lines that name the model or port at fault, preferred over "creating server: failed to load all models"
+_SPECIFIC = ("failed to load '", "Poll failed", "failed to start", "Address already in use")
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -227,7 +229,7 @@ class LocalTriton:
         assert self.process is not None
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
-            load_errors = [e for e in self._errors if "failed to load" in e or "failed to start" in e]
+            load_errors = [e for e in self._errors if any(k in e for k in _SPECIFIC)]
             if load_errors:
                 raise ServerError(f"tritonserver: {load_errors[0]}")
             if self.process.poll() is not None:
@@ -243,7 +245,7 @@ class LocalTriton:
 
     def _reason(self) -> str:
         for text in self._errors:
-            if "failed to load" in text or "Address" in text or "failed to start" in text:
+            if any(k in text for k in _SPECIFIC):
                 return text
         code = self.process.returncode if self.process else None
         if code is not None and code < 0:

@@ -194,7 +194,7 @@ def _slice(ctx, node, x, starts, ends, axes=None, steps=None):
     axes = _ints(axes) if axes is not None else list(range(len(starts)))
     steps = _ints(steps) if steps is not None else [1] * len(starts)
     index = [slice(None)] * x.dim()
-    for s, e, a, st in zip(starts, ends, axes, steps):
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=True):
         size = x.shape[a]
         e = min(e, size) if e >= 0 else max(e + size, 0)
         index[a] = slice(s if s >= 0 else s + size, e, st)
@@ -204,7 +204,12 @@ def _slice(ctx, node, x, starts, ends, axes=None, steps=None):
 @_op("Cast")
 def _cast(ctx, node, x):
     to = _attrs(node)["to"]
-    if to in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE):
+    if to in (
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.BFLOAT16,
+        onnx.TensorProto.DOUBLE,
+    ):
         return x.to(ctx.dtype)
     return x.to({onnx.TensorProto.INT64: torch.int64, onnx.TensorProto.INT32: torch.int32,
                  onnx.TensorProto.BOOL: torch.bool}[to])  # fmt: skip
@@ -219,13 +224,17 @@ def _constant(ctx, node):
 def _constant_of_shape(ctx, node, shape):
     at = _attrs(node)
     value = numpy_helper.to_array(at["value"]) if "value" in at else np.zeros(1, np.float32)
-    return torch.full(_ints(shape), value.reshape(-1)[0].item(), dtype=ctx.tensor(value).dtype, device=ctx.device)
+    return torch.full(
+        _ints(shape), value.reshape(-1)[0].item(), dtype=ctx.tensor(value).dtype, device=ctx.device
+    )
 
 
 @_op("Expand")
 def _expand(ctx, node, x, shape):
-    return x * torch.ones(_ints(shape), dtype=x.dtype, device=x.device) if x.dim() == 0 else x.expand(
-        *torch.broadcast_shapes(x.shape, tuple(_ints(shape)))
+    return (
+        x * torch.ones(_ints(shape), dtype=x.dtype, device=x.device)
+        if x.dim() == 0
+        else x.expand(*torch.broadcast_shapes(x.shape, tuple(_ints(shape))))
     )
 
 
@@ -309,7 +318,9 @@ class OnnxTorch:
         self.graph = model.graph
         missing = sorted({n.op_type for n in self.graph.node} - set(_OPS))
         if missing:
-            raise NotImplementedError(f"ONNX ops not supported by the torch interpreter: {', '.join(missing)}")
+            raise NotImplementedError(
+                f"ONNX ops not supported by the torch interpreter: {', '.join(missing)}"
+            )
         self.weights = {t.name: self.tensor(numpy_helper.to_array(t)) for t in self.graph.initializer}
         self.input_names = [i.name for i in self.graph.input if i.name not in self.weights]
         self.output_names = [o.name for o in self.graph.output]

@@ -1,6 +1,11 @@
 """Tokenize real English sentences (Python stdlib docstrings) with the all-MiniLM-L6-v2 tokenizer."""
 
-import inspect, re, sys, numpy as np, importlib
+import importlib
+import inspect
+import re
+import sys
+
+import numpy as np
 from tokenizers import Tokenizer
 
 tok = Tokenizer.from_file("/tmp/q/minilm_hf/tokenizer.json")
