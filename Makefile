@@ -32,4 +32,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/loadgen_ceiling.py
 
 clean:
-	rm -rf $(VENV) accelbench-out .pytest_cache
+	rm -rf $(VENV) accelbench-results .pytest_cache

@@ -16,5 +16,7 @@ RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.whi
 @pytest.mark.skipif(RUFF is None, reason="ruff is not installed (pip install accelbench[dev])")
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]])
 def test_ruff_is_clean(args):
-    run = subprocess.run([RUFF, *args, "accelbench", "tests", "bench"], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run(
+        [RUFF, *args, "accelbench", "tests", "bench"], cwd=ROOT, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-1000:]

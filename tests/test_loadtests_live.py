@@ -40,9 +40,9 @@ def triton(repo):
         yield server
 
 
-def sweep(triton, tmp_path, kind: str, levels, protocol: str = "http", processes: int = 2):
+def sweep(triton, tmp_path, kind: str, levels, protocol: str = "http", processes: int = 2, batch: int = 1):
     profile = LoadProfile(kind=kind, protocol=protocol, levels=levels, duration_s=2.0, warmup_s=0.5,
-                          processes=processes)  # fmt: skip
+                          processes=processes, batch_size=batch)  # fmt: skip
     return loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=triton.http_url, grpc_url=triton.grpc_url,
                     card_uri="builtin:identity")  # fmt: skip
 
@@ -84,11 +84,13 @@ def test_open_loop_sweep_two_processes(triton, tmp_path):
         assert 0.6 * rate * 2 < step["requests"] < 1.4 * rate * 2
 
 
-def test_grpc_closed_loop_one_process(triton, tmp_path):
-    doc, _ = sweep(triton, tmp_path, "closed", (2,), protocol="grpc", processes=1)
+def test_grpc_closed_loop_one_process_batch_4(triton, tmp_path):
+    doc, _ = sweep(triton, tmp_path, "closed", (2,), protocol="grpc", processes=1, batch=4)
     step = doc["steps"][0]
     assert step["requests"] == step["server_stats"]["success_count"] > 0
     assert sum(step["errors"].values()) == 0, step["last_error"]
+    assert step["inferences"] == 4 * step["requests"] == step["server_stats"]["inference_count"]
+    assert step["throughput_ips"] == pytest.approx(4 * step["throughput_rps"], rel=1e-3)
     assert 10 < step["latency_us"]["p50"] < 100_000
 
 
@@ -156,3 +158,25 @@ def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
     assert step["errors"]["wrong_output"] == step["requests"] > 0
     assert step["verdict"] == "INVALID" and any("error rate" in r for r in step["reasons"])
     assert "dtype float32, expected float16" in step["last_error"]
+
+
+def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
+    import psutil
+
+    out = tmp_path / "out"
+    cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
+           "--concurrency", "2,2", "--duration", "3", "--warmup", "0.5", "--processes", "2", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = out / f"{MODEL}__closed-http-b1.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _steps(result):
+        time.sleep(0.2)
+    time.sleep(1.5)
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "--worker" in p.cmdline()]
+    assert len(workers) == 2
+    workers[1].kill()
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 5, stderr  # MeasurementError: the load generator, not the server
+    assert len(stderr.strip().splitlines()) == 1 and "load process 1 exited" in stderr
+    steps = json.loads(result.read_text())["steps"]
+    assert steps[1]["verdict"] == "INVALID" and "load process 1 exited" in steps[1]["aborted"]

@@ -187,6 +187,23 @@ def test_build_script_branches_on_trt_version(tmp_path, tag, precision_flags):
     assert "--maxShapes=input_ids:16x128,attention_mask:16x128" in args
 
 
+@pytest.mark.parametrize(
+    ("gpu", "ok"), [("NVIDIA L4", True), ("NVIDIA L40S", False), ("NVIDIA H100 80GB HBM3", False)]
+)
+def test_build_script_matches_the_gpu_by_whole_word(tmp_path, gpu, ok):
+    card = SimpleNamespace(inputs=[SimpleNamespace(name="input", shape=(-1, 3, 224, 224))])
+    (tmp_path / "build_engine.sh").write_text(
+        trt_tc.build_script(L4, "int8", trt_tc.profile_shapes(card, L4))
+    )
+    _fake_tools(tmp_path / "bin", "100300", gpu)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", str(tmp_path / "build_engine.sh")], env=env, capture_output=True, text=True
+    )
+    assert (done.returncode == 0) == ok, done.stderr
+    assert (tmp_path / "bin" / "args").exists() == ok
+
+
 def test_build_script_refuses_other_gpu_and_supports_dla(tmp_path):
     card = SimpleNamespace(inputs=[SimpleNamespace(name="input", shape=(-1, 3, 224, 224))])
     orin = SimpleNamespace(

@@ -21,6 +21,8 @@ def _progress(json_mode: bool):
         def on_event(event: dict) -> None:
             if event["event"] == "progress":
                 live.update(_progress_line(event))
+            elif event["event"] in _NOTICES:
+                live.console.print(_NOTICES[event["event"]](event))
             elif event["event"] == "step":
                 live.console.print(_step_line(event["step"]))
 
@@ -32,8 +34,35 @@ def _progress(json_mode: bool):
             click.echo(_progress_line(event))
         elif event["event"] == "step":
             click.echo(_step_line(event["step"]))
+        elif event["event"] in _NOTICES:
+            click.echo(_NOTICES[event["event"]](event))
 
     return None, plain
+
+
+_NOTICES = {  # the master's own lines when workers come from other hosts
+    "waiting": lambda e: (
+        f"master on {e['master']}: waiting up to {e['timeout_s']:g} s for {e['expect_workers']} "
+        f"workers (accelbench loadtest-worker --master {e['master']})"
+    ),
+    "workers": lambda e: (
+        "workers: " + ", ".join(f"{w['index']}={w['host']}/{w['pid']}" for w in e["workers"])
+    ),
+}
+
+
+def _master_bind(master_bind: str | None, expect_workers: int | None, timeout_s: float, processes: int):
+    from accelbench.errors import BadInputError
+    from accelbench.loadtests.distributed import MasterBind, parse_host_port
+
+    if master_bind is None and expect_workers is None:
+        return None
+    if master_bind is None or expect_workers is None:
+        raise BadInputError("--master-bind HOST:PORT and --expect-workers N go together")
+    if processes != 1:
+        raise BadInputError("with --expect-workers the load processes are the workers; drop --processes")
+    host, port = parse_host_port(master_bind, "--master-bind")
+    return MasterBind(host, port, expect_workers, timeout_s)
 
 
 def _offered(offered: dict) -> str:
@@ -86,12 +115,23 @@ def register(group: click.Group) -> None:
         "--warmup", type=float, default=2.0, show_default=True, help="Seconds of unmeasured warm-up."
     )
     @click.option("--processes", type=int, default=1, show_default=True, help="Locust load processes.")
+    @click.option(
+        "--master-bind",
+        help="Listen for workers on other hosts at HOST:PORT (with --expect-workers); workers run "
+        "`accelbench loadtest-worker --master HOST:PORT`.",
+    )
+    @click.option("--expect-workers", type=int, help="With --master-bind: worker processes to wait for.")
+    @click.option(
+        "--worker-timeout", type=float, default=120.0, show_default=True,
+        help="With --master-bind: seconds to wait for the workers.",
+    )  # fmt: skip
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(file_okay=False))
     @click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO.")
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
     def loadtest(repo, url, grpc_url, model, manifest_path, card_uri, protocol, concurrency, rate, batch_size,
-                 duration, max_duration, warmup, processes, seed, out_dir, tritonserver, json_mode) -> None:  # fmt: skip
+                 duration, max_duration, warmup, processes, master_bind, expect_workers, worker_timeout, seed, out_dir,
+                 tritonserver, json_mode) -> None:  # fmt: skip
         """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
         from accelbench.errors import BadInputError
         from accelbench.loadtests.api import loadtest as run
@@ -99,6 +139,9 @@ def register(group: click.Group) -> None:
 
         if (concurrency is None) == (rate is None):
             raise BadInputError("give exactly one of --concurrency or --rate")
+        bind = _master_bind(master_bind, expect_workers, worker_timeout, processes)
+        if bind is not None:
+            processes = bind.expect_workers
         profile = LoadProfile(
             kind="closed" if concurrency else "open", protocol=protocol,
             levels=parse_levels(concurrency or rate), duration_s=duration, max_duration_s=max_duration, warmup_s=warmup,
@@ -111,7 +154,7 @@ def register(group: click.Group) -> None:
                 live.start()
             doc, path = run(model=model, profile=profile, out_dir=out_dir, repo=repo, url=url, grpc_url=grpc_url,
                             manifest_path=manifest_path, card_uri=card_uri, tritonserver=tritonserver,
-                            command=command, on_event=on_event)  # fmt: skip
+                            command=command, on_event=on_event, master_bind=bind)  # fmt: skip
         finally:
             if live is not None:
                 live.stop()
@@ -120,3 +163,26 @@ def register(group: click.Group) -> None:
         else:
             invalid = sum(1 for s in doc["steps"] if s["verdict"] != "VALID")
             click.echo(f"{path}: {len(doc['steps'])} steps, {invalid} INVALID")
+
+    @group.command("loadtest-worker")
+    @click.option("--master", required=True, help="The master's HOST:PORT (its --master-bind).")
+    @click.option(
+        "--processes", type=int, default=1, show_default=True, help="Worker processes on this host."
+    )
+    @click.option(
+        "--connect-timeout", type=float, default=120.0, show_default=True,
+        help="Seconds to keep trying to reach the master (in 5 s steps).",
+    )  # fmt: skip
+    def loadtest_worker(master, processes, connect_timeout) -> None:
+        """Send load for an `accelbench loadtest --master-bind` master: it sends model, target and payloads."""
+        from accelbench.loadtests.distributed import run_workers
+
+        def on_event(event: dict) -> None:
+            if event["event"] == "configured":
+                click.echo(f"worker {event['process']}: index {event['index']}, {event['kind']} loop, "
+                           f"{event['protocol']} {event['url']} model {event['model']}")  # fmt: skip
+            elif event["event"] == "connected":
+                click.echo(f"worker {event['process']}: connected to {event['master']}")
+
+        last = run_workers(master, processes, connect_timeout, on_event)
+        click.echo(f"{len(last)} worker process(es) finished; results are on the master")

@@ -28,7 +28,8 @@ import click
 @click.option(
     "--recipe",
     default=None,
-    help="Override the default recipe, e.g. ort-static-qdq-int8, ort-dynamic-int8-per-channel, qdq-int8-symmetric.",
+    help="Override the default recipe: ort-dynamic-int8-per-channel, ort-static-qdq-int8 (CPU); "
+    "qdq-int8-symmetric-smoothquant, qdq-int8-symmetric (TensorRT INT8). See docs/quantization.md.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the manifests as JSON.")
 @click.pass_context

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ServerError
+from accelbench.loadtests.distributed import MasterBind, check_reachable_target
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server, run_sweep
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
@@ -71,8 +72,11 @@ def loadtest(
     limits: Limits = DEFAULT_LIMITS,
     command: str = "",
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    master_bind: MasterBind | None = None,
 ) -> tuple[dict[str, Any], Path]:
-    """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``."""
+    """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
+
+    With ``master_bind`` the load comes from workers started by ``accelbench loadtest-worker``."""
     from accelbench.models.inputs import make_inputs
     from accelbench.serving import LocalTriton, RemoteTriton
 
@@ -93,6 +97,8 @@ def loadtest(
             metrics_url=triton.metrics_url,
             version=getattr(triton, "server_version", None) or "",
         )
+        if master_bind is not None:
+            check_reachable_target(master_bind, server.client_url(profile.protocol))
         if not _model_ready(server.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {server.http_url}")
         return run_sweep(
@@ -108,6 +114,7 @@ def loadtest(
             command=command,
             limits=limits,
             on_event=on_event,
+            master_bind=master_bind,
         )
 
 

@@ -30,7 +30,7 @@ users.init_grpc_gevent()
 from locust.env import Environment  # noqa: E402
 
 
-def load_payloads(path: str) -> list[dict[str, np.ndarray]]:
+def load_payloads(path) -> list[dict[str, np.ndarray]]:
     """Read every array now: a lazily opened .npz shared by several processes gave CRC errors."""
     with np.load(path) as data:
         arrays = {key: np.array(data[key]) for key in data.files}
@@ -41,10 +41,14 @@ def load_payloads(path: str) -> list[dict[str, np.ndarray]]:
     return [out[i] for i in sorted(out)]
 
 
-def _make_agent(cfg: dict[str, Any], process_index: int) -> users.Agent:
+def _make_agent(
+    cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]] | None = None
+) -> users.Agent:
     agent = users.Agent({**cfg, "process_index": process_index}, free_running=False)
     names = [o["name"] for o in cfg["expected_outputs"]]
-    agent.pool = users.RequestPool(cfg["protocol"], load_payloads(cfg["payloads_file"]), names)
+    if payloads is None:
+        payloads = load_payloads(cfg["payloads_file"])
+    agent.pool = users.RequestPool(cfg["protocol"], payloads, names)
     users.AGENT = agent
     return agent
 
@@ -89,8 +93,9 @@ class _ProcessSide:
 class Controller:
     """Runs the step plan from the master (or local) side and reports each step."""
 
-    def __init__(self, runner, cfg: dict[str, Any], n_procs: int, emit) -> None:
+    def __init__(self, runner, cfg: dict[str, Any], n_procs: int, emit, dead=None) -> None:
         self.runner, self.cfg, self.n_procs, self.emit = runner, cfg, n_procs, emit
+        self._dead = dead  # () -> why a load process is gone, or None
         self.token = 0
         self.drained: dict[int, list[dict]] = {}
         self.windows: dict[int, dict[int, list[dict]]] = {}
@@ -114,9 +119,15 @@ class Controller:
         token = self._send("pause")
         deadline = time.monotonic() + self.cfg["timeout_s"] + 15
         while len(self.drained.get(token, [])) < self.n_procs and time.monotonic() < deadline:
+            if self.dead_worker():
+                break
             gevent.sleep(0.01)
         gevent.sleep(0.05)  # the server updates its statistics just after it answers
         return self.drained.pop(token, [])
+
+    def dead_worker(self) -> str | None:
+        """Why a load process is gone, if one is: its counts would be missing from the merge."""
+        return self._dead() if self._dead is not None else None
 
     def _spawn_users(self, count: int) -> None:
         self.runner.start(count, spawn_rate=100 * self.n_procs)  # Locust warns above 100/s per process
@@ -150,8 +161,15 @@ class Controller:
         step["duration_s"] = round(time.monotonic() - t0, 3)
         totals = self._pause()
         after, failure = self.stats.snapshot()
+        if len(totals) < self.n_procs:
+            step["aborted_by"] = "loadgen"
+            failure = self.dead_worker() or f"only {len(totals)} of {self.n_procs} load processes reported"
         step["aborted"] = step["aborted"] or failure
-        step.update(_combine(totals, self.n_procs, step["aborted"]))
+        step.update(_combine(totals, self.n_procs))
+        if totals:
+            # each process counted the requests it started between its own measure and pause messages;
+            # their windows, not the master's, are what the counts divide by (messages can arrive late)
+            step["duration_s"] = round(sum(t["window_s"] for t in totals) / len(totals), 3)
         step["windows"] = windows
         step["stable"] = is_stable(windows, self.limits)
         step["server_stats"], step["metrics"] = self.stats.deltas(before, after)
@@ -184,13 +202,15 @@ class Controller:
                 if merged.get_total_count() == 0 and any(p["errors"]["connection"] for p in parts):
                     step["aborted"] = "the server stopped answering (connection errors, no successes)"
                     return seen
+            if self.dead_worker():
+                return seen
             if fixed is not None and elapsed >= fixed:
                 return seen
             if fixed is None and (elapsed >= self.cfg["max_duration_s"] or is_stable(seen, self.limits)):
                 return seen
 
 
-def _combine(totals: list[dict], n_procs: int, aborted: str | None) -> dict[str, Any]:
+def _combine(totals: list[dict], n_procs: int) -> dict[str, Any]:
     """Add the processes' counts and merge their histograms exactly."""
     merged = histogram.merge(t["histogram"] for t in totals)
     errors = dict.fromkeys(users.ERROR_KINDS, 0)
@@ -205,7 +225,17 @@ def _combine(totals: list[dict], n_procs: int, aborted: str | None) -> dict[str,
         "errors": errors,
         "drops": sum(t["drops"] for t in totals),
         "histogram": histogram.encode(merged) if merged.get_total_count() else None,
-        "loadgen": [{"cpu_s": round(t["cpu_s"], 4), "wall_s": round(t["wall_s"], 4)} for t in totals],
+        "loadgen": [
+            {
+                "cpu_s": round(t["cpu_s"], 4),
+                "wall_s": round(t["wall_s"], 4),
+                "requests": t["requests"],
+                "index": t.get("process_index"),
+                "host": t.get("host"),
+                "pid": t.get("pid"),
+            }
+            for t in sorted(totals, key=lambda t: t.get("process_index") or 0)
+        ],  # fmt: skip
         "processes_reported": len(totals),
         "processes_expected": n_procs,
         "last_error": last_errors[0] if last_errors else None,
@@ -294,12 +324,19 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
     emit = _events_writer()
     n = int(cfg["processes"])
     env = Environment(user_classes=[_user_class(cfg)], host=cfg["url"])
-    if n == 1:
+    workers: list[subprocess.Popen] = []
+    if cfg.get("expect_workers"):
+        from accelbench.loadtests import remote
+
+        runner, dead = remote.start_master(env, cfg, emit)
+        if runner is None:
+            return
+    elif n == 1:
         runner = env.create_local_runner()
         agent = _make_agent(cfg, 0)
         agent.environment = env
         _ProcessSide(runner, agent, cfg)
-        workers: list[subprocess.Popen] = []
+        dead = None
     else:
         runner = env.create_master_runner("127.0.0.1", int(cfg["master_port"]))
         workers = [
@@ -322,7 +359,14 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
             )
             _finish(runner, workers)
             return
-    controller = Controller(runner, cfg, n, emit)
+
+        def dead() -> str | None:
+            for i, worker in enumerate(workers):
+                if worker.poll() is not None:
+                    return f"load process {i} exited with code {worker.returncode}"
+            return None
+
+    controller = Controller(runner, cfg, n, emit, dead)
     try:
         controller.run()
         emit({"event": "done"})
@@ -349,6 +393,10 @@ def run_worker(cfg: dict[str, Any], index: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--connect":  # a worker for a master elsewhere: accelbench loadtest-worker
+        from accelbench.loadtests import remote
+
+        return remote.serve(argv[1], float(argv[2]))
     with open(argv[0]) as handle:
         cfg = json.load(handle)
     if len(argv) >= 3 and argv[1] == "--worker":

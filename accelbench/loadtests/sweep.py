@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.errors import MeasurementError, ServerError
+from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results
+from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, judge
 
@@ -93,6 +94,8 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
         "energy_per_request_j": _energy_per_request_j(raw.get("metrics"), successes),
         "loadgen": {
             "processes": len(loadgen),
+            # each process: its index, host, pid and request count (several hosts when distributed)
+            "per_process": [{k: p.get(k) for k in ("index", "host", "pid", "requests")} for p in loadgen],
             "cpu_fraction": [round(c, 3) for c in cpu],
             "cpu_us_per_request": round(total_cpu_s * 1e6 / requests, 1) if requests else None,
             "event_loop_lag_us": raw.get("loop_lag_us"),
@@ -129,12 +132,18 @@ def run_sweep(
     command: str = "",
     limits: Limits = DEFAULT_LIMITS,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    master_bind: MasterBind | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """Measure every step not already on disk; returns the result document and its path.
+
+    With ``master_bind`` the load comes from ``expect_workers`` worker processes started elsewhere
+    (``accelbench loadtest-worker``) instead of local ones; ``profile.processes`` must equal that count.
 
     Raises ServerError when the server stops answering mid-sweep (finished steps stay on disk, the
     running one is recorded INVALID) and MeasurementError when the load generator itself fails.
     """
+    if master_bind is not None and profile.processes != master_bind.expect_workers:
+        raise BadInputError("with --expect-workers N the load processes are the N workers (drop --processes)")
     load_profile = profile.to_dict()
     manifest_hash = (manifest or {}).get("manifest_hash", "")
     path = Path(out_dir) / f"{results.run_id(variant, profile.label())}.json"
@@ -150,13 +159,14 @@ def run_sweep(
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
     if todo:
-        _run_child(doc, path, todo, server, model, payloads, expected_outputs, profile, limits, on_event)
+        _run_child(doc, path, todo, server, model, payloads, expected_outputs, profile, limits, on_event,
+                   master_bind)  # fmt: skip
     doc["complete"] = True
     results.save(doc, path)
     return doc, path
 
 
-def _run_child(doc, path, todo, server, model, payloads, expected, profile, limits, on_event) -> None:
+def _run_child(doc, path, todo, server, model, payloads, expected, profile, limits, on_event, bind) -> None:
     with tempfile.TemporaryDirectory(prefix="accelbench-load-") as tmp:
         tmp_path = Path(tmp)
         write_payloads(payloads, tmp_path / "payloads.npz")
@@ -172,6 +182,7 @@ def _run_child(doc, path, todo, server, model, payloads, expected, profile, limi
             "master_port": _free_port(),
             "limits": {"stability_tolerance": limits.stability_tolerance,
                        "stability_windows": limits.stability_windows},
+            **(bind.config() if bind else {}),
         }  # fmt: skip
         (tmp_path / "config.json").write_text(json.dumps(cfg))
         log_path = tmp_path / "locust.log"
@@ -191,7 +202,8 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
         finished: set[int] = set()
         problem: Exception | None = None
         try:
-            for event in _events(child, _budget_s(profile, len(todo))):
+            budget_s = _budget_s(profile, len(todo)) + cfg_wait_s(config_path)
+            for event in _events(child, budget_s):
                 if event["event"] == "done":
                     break
                 if event["event"] == "timeout":
@@ -204,7 +216,10 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
                     results.put_step(doc, step, path)
                     finished.add(step["index"])
                     if step["aborted"]:
-                        problem = ServerError(
+                        error = (
+                            MeasurementError if event["step"].get("aborted_by") == "loadgen" else ServerError
+                        )
+                        problem = error(
                             f"step {step['index']} ({_offered(step['offered'])}) did not finish: "
                             f"{step['aborted']}; finished steps kept in {path}"
                         )
@@ -227,6 +242,11 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
         aborted = _aborted_step(plan, str(problem))
         results.put_step(doc, build_step(aborted, profile.kind, profile.batch_size, limits), path)
     return problem
+
+
+def cfg_wait_s(config_path: Path) -> float:
+    """How long the master may wait for workers elsewhere (none with local processes)."""
+    return float(json.loads(Path(config_path).read_text()).get("worker_timeout_s") or 0.0)
 
 
 def _budget_s(profile: LoadProfile, steps: int) -> float:

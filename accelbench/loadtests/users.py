@@ -183,6 +183,7 @@ class Agent:
 
     def pause(self, timeout_s: float) -> dict[str, Any]:
         """Stop starting requests, wait for those in flight, and return this process's totals."""
+        window_s = time.perf_counter() - self.wall0  # this process's own measured window, before the drain
         self.running.clear()
         if self._lag_watch is not None:
             self._lag_watch.kill()
@@ -194,6 +195,10 @@ class Agent:
         cpu_s = sum(self.process.cpu_times()[:2]) - self.cpu0
         return {
             "step": self.step,
+            # who measured: a merged step names every contributing process (several hosts when distributed)
+            "process_index": self.config.get("process_index", 0),
+            "host": socket.gethostname(),
+            "pid": self.process.pid,
             "histogram": histogram.encode(self.hist),
             "requests": self.requests,
             "inferences": self.inferences,
@@ -202,6 +207,7 @@ class Agent:
             "stuck_in_flight": self.in_flight,
             "cpu_s": cpu_s,
             "wall_s": wall_s,
+            "window_s": window_s,
             "last_error": self.last_error,
             "loop_lag": histogram.encode(self.lag_hist),
         }

@@ -6,10 +6,13 @@ Recipes (the ``recipe`` field of the manifest):
 - ``ort-dynamic-int8-per-channel``: MatMul weights INT8 per channel, activations quantized per run. The CPU
   default for transformers (FIELD-NOTES on MiniLM: cosine 0.993 where static QDQ of everything gave 0.39).
 - ``ort-static-qdq-int8``: static QDQ calibrated on card samples, U8 activations, S8 per-channel weights. The
-  CPU default for CNNs (Conv needs static). For transformers only the constant-weight MatMuls, minus the
-  FFN-output MatMuls fed by GELU (their input has outliers), are quantized.
+  CPU default for CNNs (Conv needs static). For transformers only the constant-weight MatMuls are quantized,
+  minus the FFN-output MatMuls fed by GELU (their input has outliers), plus attention's Q·Kᵀ; softmax·V
+  stays float (node selection by name in ``transformer_qdq``).
 - ``qdq-int8-symmetric``: what TensorRT consumes: S8 activations and weights, both symmetric (zero point 0),
-  per-channel weights, QDQ format; same node selection as above.
+  per-channel weights, QDQ format; same node selection as above. TensorRT's INT8 default for CNNs.
+- ``qdq-int8-symmetric-smoothquant``: the same plus SmoothQuant (α 0.5) on the FFN-input MatMuls, which
+  then stay quantized. TensorRT's INT8 default for transformers (real MiniLM: cosine 0.995, docs/quantization.md).
 - ``fp16``: float16 weights and compute, float32 inputs and outputs (keep_io_types).
 """
 
@@ -22,19 +25,19 @@ from typing import Any
 
 from accelbench.errors import BadInputError
 from accelbench.models.toolchains import VariantOptions, VariantResult
+from accelbench.models.toolchains import transformer_qdq as tq
+from accelbench.models.toolchains.transformer_qdq import gelu_fed_matmuls, weight_matmuls  # noqa: F401
 
 RECIPES = (
     "fp32-reference",
     "ort-dynamic-int8-per-channel",
     "ort-static-qdq-int8",
     "qdq-int8-symmetric",
+    "qdq-int8-symmetric-smoothquant",
     "fp16",
 )
+SYMMETRIC_RECIPES = ("qdq-int8-symmetric", "qdq-int8-symmetric-smoothquant")
 MODEL_FILE = "model.onnx"
-# ops a GELU (exact erf form, tanh approximation, or fused) is made of; walking back through these from a
-# MatMul's activation input finds the FFN-output MatMuls
-_GELU_MARKERS = {"Erf", "Tanh", "Gelu", "FastGelu", "BiasGelu", "QuickGelu"}
-_GELU_PATH_OPS = {"Mul", "Add", "Div", "Pow", "Cast", "Identity", "Sqrt"} | _GELU_MARKERS
 
 
 def available() -> str | None:
@@ -102,9 +105,44 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
     if recipe == "ort-dynamic-int8-per-channel":
         quantize_dynamic_per_channel(pre, dst)
         return None
-    method = options.calibration_method or ("MinMax" if model_kind(pre) == "cnn" else "Percentile")
-    quantize_qdq(pre, dst, options.calibration, symmetric=recipe == "qdq-int8-symmetric", method=method)
-    return {"method": method, "samples": len(options.calibration), "seed": options.calibration_seed}
+    kind = model_kind(pre)
+    # Percentile (99.999) edged out MinMax on real MiniLM in both symmetric recipes measured (docs/quantization.md)
+    method = options.calibration_method or ("MinMax" if kind == "cnn" else "Percentile")
+    record: dict[str, Any] = {
+        "method": method,
+        "samples": len(options.calibration),
+        "seed": options.calibration_seed,
+    }
+    excluded = None
+    if kind != "cnn":
+        model = _load(pre)
+        excluded = tq.exclusions(model)
+        if recipe == "qdq-int8-symmetric-smoothquant":
+            ffn_in = tq.ffn_in_matmuls(model)
+            smoothed_path = work / f"{src.stem}.smoothquant.onnx"
+            smoothed = tq.smooth_quant(pre, smoothed_path, ffn_in, options.calibration)
+            pre = smoothed_path
+            record["smoothquant"] = {"alpha": tq.SMOOTHQUANT_ALPHA, "nodes": smoothed}
+        matmuls = [n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm")]
+        record["matmuls"] = len(matmuls)
+        record["quantized_matmuls"] = len([n for n in matmuls if n not in excluded])
+        record["excluded_nodes"] = excluded
+    symmetric = recipe in SYMMETRIC_RECIPES
+    quantize_qdq(
+        pre,
+        dst,
+        options.calibration,
+        symmetric=symmetric,
+        method=method,
+        nodes_to_exclude=None if excluded is None else list(excluded),
+    )
+    return record
+
+
+def _load(path: Path) -> Any:
+    import onnx
+
+    return onnx.load(str(path), load_external_data=False)
 
 
 def model_kind(path: str | Path) -> str:
@@ -138,36 +176,6 @@ def preprocess(src: Path, dst: Path) -> Path:
     return dst
 
 
-def weight_matmuls(model: Any) -> list[str]:
-    """Names of MatMul/Gemm nodes whose second input is a constant (initializer): the layers with weights."""
-    constants = {init.name for init in model.graph.initializer}
-    return [n.name for n in model.graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1] in constants]
-
-
-def gelu_fed_matmuls(model: Any, max_depth: int = 6) -> list[str]:
-    """Weight MatMuls whose activation input comes (within a few ops) from a GELU: the FFN-output ones."""
-    producer = {out: node for node in model.graph.node for out in node.output}
-    wanted = set(weight_matmuls(model))
-    found = []
-    for node in model.graph.node:
-        if node.name not in wanted:
-            continue
-        frontier, seen = [node.input[0]], set()
-        for _ in range(max_depth):
-            nxt = []
-            for tensor in frontier:
-                parent = producer.get(tensor)
-                if parent is None or parent.name in seen or parent.op_type not in _GELU_PATH_OPS:
-                    continue
-                seen.add(parent.name)
-                nxt.extend(parent.input)
-            if any(producer[t].op_type in _GELU_MARKERS for t in frontier if t in producer):
-                found.append(node.name)
-                break
-            frontier = nxt
-    return found
-
-
 def quantize_dynamic_per_channel(pre: Path, dst: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -197,9 +205,8 @@ def quantize_qdq(
     ops = None
     if kind != "cnn":
         ops = ["MatMul", "Gemm"]
-        extra_options["MatMulConstBOnly"] = True  # attention's activation×activation MatMuls stay float
-        if nodes_to_exclude is None:
-            nodes_to_exclude = gelu_fed_matmuls(model)
+        if nodes_to_exclude is None:  # softmax·V and the FFN outputs stay float
+            nodes_to_exclude = list(tq.exclusions(model))
     extra_options.update(extra or {})
     print(
         f"accelbench: calibrating {pre.name} on {len(calibration)} samples ({method})",

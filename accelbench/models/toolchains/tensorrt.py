@@ -42,6 +42,13 @@ def default_precision(target: Any = None) -> str:
     return "int8"
 
 
+def default_recipe(precision: str, kind: str) -> str:
+    """The recipe a TensorRT target gets: transformers' INT8 adds SmoothQuant (docs/quantization.md)."""
+    if precision == "int8" and kind == "transformer":
+        return "qdq-int8-symmetric-smoothquant"
+    return _RECIPE_FOR[precision]
+
+
 def host_requirement(target: Any) -> str:
     cc = f" (compute capability {target.compute_capability})" if target.compute_capability else ""
     return f"an {target.name}{cc} with TensorRT 10 or 11 (engines are specific to the GPU model and TensorRT version)"
@@ -53,7 +60,7 @@ def make_variant(
     """Write model.onnx (QDQ INT8 / FP16 / FP32) and either model.plan or build_engine.sh."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    recipe = options.recipe or _RECIPE_FOR[precision]
+    recipe = options.recipe or default_recipe(precision, ort_tc.model_kind(resolved.onnx_path))
     onnx_path = out / ort_tc.MODEL_FILE
     calibration = ort_tc.run_recipe(recipe, Path(resolved.onnx_path), onnx_path, options)
     card = resolved.card
@@ -188,7 +195,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 TRTEXEC="${{TRTEXEC:-$(command -v trtexec || echo /usr/src/tensorrt/bin/trtexec)}}"
 GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)"
-if [[ "${{GPU^^}}" != *{shlex.quote(want)}* && -z "${{ACCELBENCH_FORCE:-}}" ]]; then
+# Whole words only: an "NVIDIA L40S" must not pass for an "NVIDIA L4"
+GPU_WORDS=" $(echo "${{GPU^^}}" | tr -- '-_(),' '     ') "
+if [[ "$GPU_WORDS" != *" "{shlex.quote(want)}" "* && -z "${{ACCELBENCH_FORCE:-}}" ]]; then
   echo "build_engine.sh: this host's GPU is '${{GPU:-none}}', not {target.name}; set ACCELBENCH_FORCE=1 to build anyway" >&2
   exit 1
 fi

@@ -1,0 +1,155 @@
+"""Locust master and workers on different hosts: the gevent side (imported only inside runner processes).
+
+The master (``accelbench loadtest --master-bind HOST:PORT --expect-workers N``) listens, waits for N worker
+processes, then sends each the load configuration (model, protocol, load target, expected outputs, the
+request payloads themselves) in an ``ab_config`` message; each worker builds its request pool locally and
+answers ``ab_ready``. From then on the master drives the workers exactly like its own local worker
+processes (runner.Controller), and merges their encoded histograms exactly. A worker's load target is only
+what the master sends, which is only what the user gave the master.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import socket
+import time
+from typing import Any
+
+import gevent
+from locust import runners as locust_runners
+from locust.exception import RPCError
+
+from accelbench.loadtests import runner as rn
+from accelbench.loadtests import users
+
+CONFIG_VERSION = 1  # bump when the ab_config message changes; a worker refuses another version
+CONFIG_KEYS = ("kind", "protocol", "url", "model", "batch_size", "expected_outputs", "timeout_s", "window_s",
+               "max_in_flight", "seed")  # fmt: skip
+CONFIGURE_TIMEOUT_S = 60.0
+# A worker whose master vanished (killed, host down) gives up after this long without its heartbeat,
+# instead of Locust's 60 s, so no worker lingers long after a failed run.
+MASTER_SILENCE_S = 20
+
+
+def start_master(env, cfg: dict[str, Any], emit) -> tuple[Any, Any]:
+    """Bind, wait for ``expect_workers`` workers, configure them; (runner, dead-check) or (None, None)."""
+    host, port, n = cfg["master_bind_host"], int(cfg["master_bind_port"]), int(cfg["expect_workers"])
+    where, timeout_s = f"{host}:{port}", float(cfg["worker_timeout_s"])
+    try:
+        runner = env.create_master_runner(host, port)
+    except (RPCError, OSError) as err:
+        emit({"event": "fatal", "message": f"cannot listen for workers on {where}: {rn._one_line(err)}"})
+        return None, None
+    emit({"event": "waiting", "master": where, "expect_workers": n, "timeout_s": timeout_s})
+    deadline = time.monotonic() + timeout_s
+    while len(runner.clients.ready) < n and time.monotonic() < deadline:
+        gevent.sleep(0.1)
+    gevent.sleep(0.3)  # a worker connecting in the same instant as the N-th would otherwise go unnoticed
+    ready = [c.id for c in runner.clients.ready]
+    if len(ready) != n:
+        got = f"only {len(ready)} of {n}" if len(ready) < n else f"{len(ready)} (expected {n})"
+        hint = "; start them with: accelbench loadtest-worker --master HOST:PORT" if len(ready) < n else ""
+        return _fail(runner, emit, f"{got} workers connected to {where} within {timeout_s:g} s{hint}")
+    infos = _configure(runner, cfg, ready)
+    if isinstance(infos, str):
+        return _fail(runner, emit, infos)
+    emit({"event": "workers", "master": where, "workers": list(infos.values())})
+    return runner, lambda: _dead(runner, infos, where)
+
+
+def _fail(runner, emit, message: str) -> tuple[None, None]:
+    emit({"event": "fatal", "message": message})
+    runner.quit()
+    return None, None
+
+
+def _configure(runner, cfg: dict[str, Any], client_ids: list[str]) -> dict[str, dict] | str:
+    """Send each worker the configuration; its ready answers by client id, or why one refused."""
+    answers: dict[str, dict] = {}
+    refusals: list[str] = []
+    runner.register_message(
+        "ab_ready", lambda environment, msg, **_kw: answers.__setitem__(msg.node_id, msg.data)
+    )
+    runner.register_message(
+        "ab_refused", lambda environment, msg, **_kw: refusals.append(msg.data["message"])
+    )
+    with open(cfg["payloads_file"], "rb") as handle:
+        payloads = handle.read()
+    base = {key: cfg[key] for key in CONFIG_KEYS}
+    for index, client_id in enumerate(client_ids):
+        data = {**base, "config_version": CONFIG_VERSION, "process_index": index, "payloads_npz": payloads}
+        runner.send_message("ab_config", data, client_id=client_id)
+    deadline = time.monotonic() + CONFIGURE_TIMEOUT_S
+    while len(answers) < len(client_ids) and not refusals and time.monotonic() < deadline:
+        gevent.sleep(0.05)
+    if refusals:
+        return f"a worker refused the configuration: {refusals[0]}"
+    if len(answers) < len(client_ids):
+        return f"only {len(answers)} of {len(client_ids)} workers confirmed the configuration"
+    return {cid: answers[cid] for cid in client_ids}
+
+
+def _dead(runner, infos: dict[str, dict], where: str) -> str | None:
+    """Why a worker of this run is gone (or an extra one joined): either breaks the merged counts."""
+    for client_id, info in infos.items():
+        node = runner.clients.get(client_id)
+        label = f"worker {info['index']} ({info['host']} pid {info['pid']})"
+        if node is None:
+            return f"{label} disconnected"
+        if node.state == locust_runners.STATE_MISSING:
+            return f"{label} stopped answering (no heartbeat)"
+    extra = [c.id for c in runner.clients.all if c.id not in infos]
+    if extra:
+        # Locust would hand it users, which it cannot run unconfigured: the offered load would be wrong
+        return f"{len(extra)} worker(s) not in this run connected to {where}"
+    return None
+
+
+def serve(master: str, connect_timeout_s: float) -> int:
+    """One worker process: connect, take the configuration, run the steps the master drives."""
+    emit = rn._events_writer()
+    host, port = master.rsplit(":", 1)
+    locust_runners.CONNECT_RETRY_COUNT = max(1, math.ceil(connect_timeout_s / locust_runners.CONNECT_TIMEOUT))
+    locust_runners.MASTER_HEARTBEAT_TIMEOUT = MASTER_SILENCE_S
+    env = rn.Environment(user_classes=[users.ClosedLoopUser, users.OpenLoopUser])
+    try:
+        runner = env.create_worker_runner(host, int(port))
+    except ConnectionError:
+        emit({"event": "fatal", "message": f"no accelbench master answered at {master} within "
+              f"{connect_timeout_s:g} s"})  # fmt: skip
+        return 4
+    emit({"event": "connected", "master": master})
+    configured: dict[str, Any] = {}
+
+    def on_config(environment, msg, **_kw) -> None:
+        data = msg.data
+        try:
+            if data.get("config_version") != CONFIG_VERSION:
+                raise ValueError(
+                    f"configuration version {data.get('config_version')}, this worker speaks "
+                    f"{CONFIG_VERSION} (install the same accelbench on master and workers)"
+                )
+            cfg = {key: data[key] for key in CONFIG_KEYS}
+            payloads = rn.load_payloads(io.BytesIO(data["payloads_npz"]))
+            agent = rn._make_agent(cfg, int(data["process_index"]), payloads)
+            agent.environment = env
+            rn._ProcessSide(runner, agent, agent.config)
+        except Exception as err:  # any bad configuration is refused with its reason, never half-run
+            runner.send_message("ab_refused", {"message": rn._one_line(err)})
+            emit({"event": "fatal", "message": f"refused the master's configuration: {rn._one_line(err)}"})
+            return
+        info = {"index": int(data["process_index"]), "host": socket.gethostname(), "pid": os.getpid()}
+        configured.update(info)
+        runner.send_message("ab_ready", info)
+        emit({"event": "configured", **info, "model": cfg["model"], "url": cfg["url"],
+              "protocol": cfg["protocol"], "kind": cfg["kind"]})  # fmt: skip
+
+    runner.register_message("ab_config", on_config)
+    runner.greenlet.join()  # ends when the master sends quit, or after MASTER_SILENCE_S without it
+    if not configured:
+        emit({"event": "fatal", "message": f"the master at {master} ended before configuring this worker"})
+        return 5
+    emit({"event": "done", **configured})
+    return 0

@@ -1,0 +1,116 @@
+"""Distributed Locust on loopback: a master (`accelbench loadtest --master-bind --expect-workers 2`) and two
+separate `accelbench loadtest-worker` processes against the real local Triton serving builtin:identity."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from accelbench.serving import LocalTriton
+from accelbench.serving.repository import write_repository
+
+pytestmark = pytest.mark.slow
+ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
+MODEL = "identity__cpu-local__fp32"
+
+
+@pytest.fixture(scope="module")
+def triton(tmp_path_factory):
+    variants = tmp_path_factory.mktemp("variants")
+    cmd = [ACCELBENCH, "quantize", "builtin:identity", "--target", "cpu-local", "--precision", "fp32",
+           "--out", str(variants)]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True)
+    repo = tmp_path_factory.mktemp("repo")
+    write_repository([variants / MODEL], repo, "local")
+    with LocalTriton(repo) as server:
+        yield server
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _descendants(procs: list[subprocess.Popen], seen: set[int]) -> None:
+    for proc in procs:
+        try:
+            seen.update(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_master_and_two_worker_processes_merge_exactly(triton, tmp_path):
+    port = _free_port()
+    out = tmp_path / "out"
+    master_cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
+                  "--concurrency", "2,4", "--duration", "2", "--warmup", "0.5", "--out", str(out),
+                  "--master-bind", f"127.0.0.1:{port}", "--expect-workers", "2", "--worker-timeout", "60"]  # fmt: skip
+    master = subprocess.Popen(master_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker_cmd = [ACCELBENCH, "loadtest-worker", "--master", f"127.0.0.1:{port}", "--connect-timeout", "60"]
+    workers = [subprocess.Popen(worker_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]  # fmt: skip
+    procs, seen = [master, *workers], set()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        _descendants(procs, seen)
+        time.sleep(0.2)
+    outs = [p.communicate(timeout=30) for p in procs]
+    assert master.returncode == 0, outs[0]
+    for worker, (stdout, stderr) in zip(workers, outs[1:], strict=True):
+        assert worker.returncode == 0, stderr[-2000:]
+        assert f"model {MODEL}" in stdout and triton.http_url in stdout  # the target came from the master
+    doc = json.loads((out / f"{MODEL}__closed-http-b1.json").read_text())
+    assert doc["complete"] and [s["offered"] for s in doc["steps"]] == [{"concurrency": 2}, {"concurrency": 4}]
+    for step in doc["steps"]:
+        per = step["loadgen"]["per_process"]
+        # both workers contributed (Locust hands each one user of two), each from its own process
+        assert step["loadgen"]["processes"] == 2 and len({p["pid"] for p in per}) == 2
+        assert [p["index"] for p in per] == [0, 1]
+        assert all(p["requests"] > 0 for p in per), per
+        assert sum(p["requests"] for p in per) == step["requests"]
+        # the merged histograms count exactly the requests Triton counted as successes in the step
+        assert step["requests"] == step["server_stats"]["success_count"] > 0
+        assert sum(step["errors"].values()) == 0, step["last_error"]
+        lat = step["latency_us"]
+        assert 10 < lat["p50"] < 100_000 and lat["p50"] <= lat["p99"] <= lat["max"]  # µs, not 0/1 ms
+        assert step["verdict"] in ("VALID", "INVALID") and isinstance(step["reasons"], list)
+    assert seen, "the workers' load processes were never seen"
+    assert not [pid for pid in seen | {p.pid for p in procs} if _alive(pid)]
+
+
+def test_master_without_workers_fails_in_its_timeout_with_one_line(triton, tmp_path):
+    port = _free_port()
+    cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
+           "--concurrency", "1", "--duration", "1", "--out", str(tmp_path),
+           "--master-bind", f"127.0.0.1:{port}", "--expect-workers", "2", "--worker-timeout", "3"]  # fmt: skip
+    t0 = time.monotonic()
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    assert run.returncode != 0
+    assert time.monotonic() - t0 < 60
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "only 0 of 2 workers connected" in lines[0] and f"127.0.0.1:{port}" in lines[0]
+
+
+def test_worker_without_master_fails_with_one_line(tmp_path):
+    port = _free_port()
+    cmd = [ACCELBENCH, "loadtest-worker", "--master", f"127.0.0.1:{port}", "--connect-timeout", "5"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    assert run.returncode != 0
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no accelbench master answered" in lines[0], run.stderr
