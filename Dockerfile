@@ -16,14 +16,17 @@ ENV PATH=/opt/accelbench/bin:${PATH}
 WORKDIR /tmp/accelbench-src
 COPY pyproject.toml README.md* ./
 COPY accelbench ./accelbench
-RUN pip install --no-cache-dir ".[gpu]" && cd / && rm -rf /tmp/accelbench-src
+# onnxruntime-gpu replaces the CPU wheel (both provide the `onnxruntime` module; keep only the GPU one)
+RUN pip install --no-cache-dir ".[gpu]" \
+    && pip uninstall -y onnxruntime && pip install --no-cache-dir --force-reinstall --no-deps onnxruntime-gpu \
+    && cd / && rm -rf /tmp/accelbench-src
 
 RUN useradd --create-home --shell /bin/bash accelbench \
     && mkdir -p /models /results \
     && chown accelbench:accelbench /models /results
 USER accelbench
 WORKDIR /home/accelbench
-ENV ACCELBENCH_CACHE=/home/accelbench/.cache/accelbench
+ENV ACCELBENCH_CACHE_DIR=/home/accelbench/.cache/accelbench
 
 # Inside the container Triton must listen on all interfaces so that `docker run -p` can reach it;
 # publish the ports on the host's loopback only (see docs/serving.md).

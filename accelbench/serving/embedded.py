@@ -42,7 +42,7 @@ class TritonInstall:
 
 def cache_dir() -> Path:
     """accelbench's private cache (the embedded server's backends copy lives here, never in site-packages)."""
-    root = os.environ.get("ACCELBENCH_CACHE") or os.path.join(
+    root = os.environ.get("ACCELBENCH_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "accelbench"
     )
     return Path(root)
