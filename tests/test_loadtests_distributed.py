@@ -3,6 +3,7 @@ separate `accelbench loadtest-worker` processes against the real local Triton se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -41,10 +42,8 @@ def _free_port() -> int:
 
 def _descendants(procs: list[subprocess.Popen], seen: set[int]) -> None:
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             seen.update(c.pid for c in psutil.Process(proc.pid).children(recursive=True))
-        except psutil.NoSuchProcess:
-            pass
 
 
 def _alive(pid: int) -> bool:
@@ -75,7 +74,10 @@ def test_master_and_two_worker_processes_merge_exactly(triton, tmp_path):
         assert worker.returncode == 0, stderr[-2000:]
         assert f"model {MODEL}" in stdout and triton.http_url in stdout  # the target came from the master
     doc = json.loads((out / f"{MODEL}__closed-http-b1.json").read_text())
-    assert doc["complete"] and [s["offered"] for s in doc["steps"]] == [{"concurrency": 2}, {"concurrency": 4}]
+    assert doc["complete"] and [s["offered"] for s in doc["steps"]] == [
+        {"concurrency": 2},
+        {"concurrency": 4},
+    ]
     for step in doc["steps"]:
         per = step["loadgen"]["per_process"]
         # both workers contributed (Locust hands each one user of two), each from its own process

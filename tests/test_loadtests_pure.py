@@ -232,3 +232,23 @@ def test_a_hung_load_child_is_noticed_and_its_group_ended():
         _end_group(child)
     assert events == ["progress", "timeout"]
     assert child.poll() is not None
+
+
+def test_master_bind_parsing_and_loopback_target_guard():
+    from accelbench.errors import BadInputError
+    from accelbench.loadtests.distributed import MasterBind, check_reachable_target, parse_host_port
+
+    assert parse_host_port("10.0.0.5:5557", "--master") == ("10.0.0.5", 5557)
+    assert parse_host_port("[::1]:5557", "--master") == ("::1", 5557)
+    for bad in ("10.0.0.5", ":5557", "host:0", "host:port", "host:70000"):
+        with pytest.raises(BadInputError, match="expected HOST:PORT"):
+            parse_host_port(bad, "--master")
+    with pytest.raises(BadInputError, match="expect-workers"):
+        MasterBind("127.0.0.1", 5557, 0)
+    # loopback master with a loopback target: fine; a master open to other hosts must not hand them loopback
+    check_reachable_target(MasterBind("127.0.0.1", 5557, 2), "http://127.0.0.1:8000")
+    check_reachable_target(MasterBind("10.0.0.5", 5557, 2), "http://10.0.0.9:8000")
+    with pytest.raises(BadInputError, match="loopback"):
+        check_reachable_target(MasterBind("0.0.0.0", 5557, 2), "http://localhost:8000")
+    with pytest.raises(BadInputError, match="loopback"):
+        check_reachable_target(MasterBind("10.0.0.5", 5557, 2), "127.0.0.1:8001")
