@@ -14,13 +14,36 @@ import click
 from accelbench import __version__
 from accelbench.errors import AccelbenchError
 
+# click >= 8.2 raises this (a UsageError) for a bare group, to print its help; click 8.1 has no such class.
+_NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _usage_line(err: click.UsageError, ctx: click.Context) -> None:
+    # click prints usage errors as Usage/Try/Error lines; accelbench's contract is one line on stderr.
+    where = (err.ctx or ctx).command_path
+    click.echo(f"accelbench: error: {err.format_message().rstrip('.')} (see '{where} --help')", err=True)
+
 
 class _Group(click.Group):
-    """Turns accelbench's own errors into one line on stderr and an exit code."""
+    """Turns accelbench's own errors and click's usage errors into one line on stderr and an exit code."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _NO_ARGS_HELP:
+            raise  # a bare group prints its help
+        except click.UsageError as err:  # a bad top-level option
+            _usage_line(err, ctx)
+            ctx.exit(err.exit_code)
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except _NO_ARGS_HELP:
+            raise
+        except click.UsageError as err:  # bad options/arguments of a subcommand, an unknown command
+            _usage_line(err, ctx)
+            ctx.exit(err.exit_code)
         except AccelbenchError as err:
             click.echo(f"accelbench: error: {err}", err=True)
             ctx.exit(err.exit_code)

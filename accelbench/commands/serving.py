@@ -56,11 +56,14 @@ def repository_cmd(
             click.echo(f"  note: {note}")
 
 
+_PORT = click.IntRange(1, 65535)  # out of range used to reach socket.bind and end in a traceback
+
+
 @click.command("serve")
 @click.argument("repo", type=click.Path(file_okay=False))
-@click.option("--http-port", type=int, default=None, help="HTTP port (default: a free one).")
-@click.option("--grpc-port", type=int, default=None, help="gRPC port (default: a free one).")
-@click.option("--metrics-port", type=int, default=None, help="Metrics port (default: a free one).")
+@click.option("--http-port", type=_PORT, default=None, help="HTTP port (default: a free one).")
+@click.option("--grpc-port", type=_PORT, default=None, help="gRPC port (default: a free one).")
+@click.option("--metrics-port", type=_PORT, default=None, help="Metrics port (default: a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(
     "--tritonserver", "binary", type=click.Path(dir_okay=False), default=None, help="tritonserver to run."

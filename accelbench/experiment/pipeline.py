@@ -275,6 +275,13 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
     return paths
 
 
+def step_note(step: dict[str, Any]) -> str:
+    """One progress line per load step; an INVALID step says why, so the user can act on it."""
+    p99 = (step.get("latency_us") or {}).get("p99")
+    text = f"  {step['offered']}: {step['throughput_rps']} req/s, p99 {p99} µs, {step['verdict']}"
+    return text + (f" ({'; '.join(step['reasons'])})" if step.get("reasons") else "")
+
+
 def _triton_name(variant: _Variant) -> str:
     from accelbench.serving.repository import model_name
 
@@ -297,10 +304,7 @@ def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo
 
             def on_event(event: dict[str, Any], notes: list[str] = notes) -> None:
                 if event.get("event") == "step":
-                    step = event["step"]
-                    p99 = (step.get("latency_us") or {}).get("p99")
-                    progress.note("load", f"  {step['offered']}: {step['throughput_rps']} req/s, "
-                                          f"p99 {p99} µs, {step['verdict']}")  # fmt: skip
+                    progress.note("load", step_note(event["step"]))
 
             doc, _ = run_sweep(
                 server=target, model=name, variant=v.name, payloads=payloads,

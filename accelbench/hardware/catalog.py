@@ -173,7 +173,11 @@ class Catalog:
         try:
             return self.targets[target_id]
         except KeyError:
-            close = difflib.get_close_matches(target_id, list(self.targets), n=3, cutoff=0.5)
+            # ids that start with what was typed first ("a100" → the A100s), then the nearest spellings
+            key = target_id.lower()
+            prefixed = [tid for tid in self.targets if tid.startswith(key)]
+            spelled = difflib.get_close_matches(key, list(self.targets), n=3, cutoff=0.5)
+            close = list(dict.fromkeys(prefixed + spelled))[:3]
             hint = f"did you mean {', '.join(close)}?" if close else "`accelbench targets` lists them"
             raise BadInputError(f"unknown target {target_id!r}; {hint}") from None
 

@@ -117,6 +117,8 @@ def build_report(
     baseline_id = options.baseline or catalog.baseline_id
     wanted = sorted({g.target_id for g in groups.values()} | set(options.project) | {baseline_id})
     targets = {tid: catalog.get(tid) for tid in wanted}
+    for tid in options.price_overrides:  # a misspelt --price id would otherwise be silently ignored
+        catalog.get(tid)
     graph_costs: dict[tuple[str, str], dict[str, Any]] = {}
     for (model, precision, _), g in groups.items():
         gc = g.first("graph_cost")

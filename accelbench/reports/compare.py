@@ -75,7 +75,9 @@ def compare_rows(old: Any, new: Any) -> list[dict[str, Any]]:
         lat_change = _change(o and o["latency_us"], n and n["latency_us"])
         cost_change = _change(o and o["cost_per_million_usd"], n and n["cost_per_million_usd"])
         flags = []
-        if o and n and o["meets_slo"] and not n["meets_slo"]:
+        # A projection that could not be made (no graph_cost on that side) is missing data, not a regression.
+        unprojected = n and str(n.get("reason") or "").startswith("not projected")
+        if o and n and o["meets_slo"] and not n["meets_slo"] and not unprojected:
             flags.append("no longer meets the SLO")
         if cap_change is not None and cap_change < -spread:
             flags.append(f"capacity down {-cap_change:.1%} > spread {spread:.1%}")
