@@ -264,3 +264,29 @@ def test_json_output_is_manifests(cpu_variants):
     )
     assert code == 0
     assert [m["precision"] for m in json.loads(stdout)] == ["fp32", "int8"]
+
+
+def test_int8_of_a_graph_with_nothing_to_quantize_is_one_clear_line(tmp_path):
+    from click.testing import CliRunner
+
+    from accelbench.cli import main
+
+    run = CliRunner().invoke(
+        main,
+        ["quantize", "builtin:identity", "--target", "l4", "--precision", "int8", "--out", str(tmp_path)],
+    )
+    assert run.exit_code == 2
+    assert "nothing to quantize" in run.output and "Traceback" not in run.output
+
+
+def test_engine_profile_takes_a_dynamic_sequence_from_the_tokens_generator():
+    import dataclasses
+
+    from accelbench.models.cards import load_card
+
+    card = load_card("builtin:minilm-l6")
+    dynamic = dataclasses.replace(
+        card, inputs=[dataclasses.replace(spec, shape=(-1, -1)) for spec in card.inputs]
+    )
+    shapes = trt_tc.profile_shapes(dynamic, L4)
+    assert shapes["input_ids"]["opt"][1] == card.generator.seq_len == 128

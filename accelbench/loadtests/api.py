@@ -90,7 +90,7 @@ def loadtest(
     )
     with server_cm as triton:
         if hasattr(triton, "check_model"):
-            triton.check_model(model)
+            triton.check_model(model, manifest)  # a served config that differs from the variant stops here
         server = Server(
             http_url=triton.http_url,
             grpc_url=triton.grpc_url,

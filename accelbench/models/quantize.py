@@ -59,6 +59,7 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
             f"choose one of {', '.join(toolchain.precisions(target))}"
         )
     card = resolved.card
+    progress(f"{card.name}: FP32 reference outputs on {request.held_out_samples} held-out samples …")
     held_out = _stack(_make_inputs(card, request.held_out_samples, HELD_OUT_SEED))
     reference_outputs = accuracy.run_onnx_cpu(resolved.onnx_path, held_out)
     options = VariantOptions(recipe=request.recipe, calibration_seed=CALIBRATION_SEED, **request.options)
@@ -99,6 +100,7 @@ class _Context:
         options.work_dir = options.work_dir or Path(self.request.out_dir) / ".work" / card.name
         # reference data first: scripts written for other hosts (compile_neuron.py) trace with its inputs
         accuracy.write_reference(out, self.held_out, self.reference_outputs)
+        progress(f"{name}: making the {precision} variant ({options.recipe or 'default recipe'}) …")
         result: VariantResult = toolchain.make_variant(self.resolved, self.target, precision, out, options)
         gate = self._gate(out, result)
         progress(
@@ -121,7 +123,7 @@ class _Context:
             "outputs": _output_specs(card, self.resolved.onnx_path),
             "calibration": result.calibration,
             "accuracy": gate,
-            "graph_cost": _graph_cost(self.resolved.onnx_path, precision),
+            "graph_cost": _graph_cost(card, self.resolved.onnx_path, precision),
             "engine": result.engine,
         }
         return write_manifest(out, manifest)
@@ -186,11 +188,10 @@ def _output_specs(card: Any, onnx_path: os.PathLike) -> list[dict[str, Any]]:
     return specs
 
 
-def _graph_cost(onnx_path: os.PathLike, precision: str) -> dict[str, Any] | None:
-    try:
-        from accelbench.models.graph_cost import graph_cost
-    except ImportError:  # graph cost is another module's job; the variant is still valid without it
-        return None
-    cost = graph_cost(onnx_path, 1, precision).to_dict()
+def _graph_cost(card: Any, onnx_path: os.PathLike, precision: str) -> dict[str, Any] | None:
+    from accelbench.models.roofline_report import model_graph_cost
+
+    # the card fixes dynamic non-batch dims (e.g. the sequence length of an hf: export)
+    cost = model_graph_cost(card, onnx_path, 1, precision).to_dict()
     keys = ("params", "flops_per_inference", "weight_bytes", "activation_bytes_per_inference", "precision")
     return {k: cost[k] for k in keys if k in cost}

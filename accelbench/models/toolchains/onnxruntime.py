@@ -200,6 +200,12 @@ def quantize_qdq(
     if not calibration:
         raise BadInputError("static INT8 needs calibration samples; the model card produced none")
     model = onnx.load(str(pre))
+    if not {"MatMul", "Gemm", "Conv"} & {node.op_type for node in model.graph.node}:
+        # ORT would fail deep inside calibration ("Histogram has not been collected")
+        raise BadInputError(
+            f"nothing to quantize in {pre.name}: it has no MatMul, Gemm or Conv node; "
+            "INT8 would equal FP32 (use --precision fp32 or fp16)"
+        )
     kind = model_kind(pre)
     extra_options = {"ActivationSymmetric": symmetric, "WeightSymmetric": True}
     ops = None

@@ -62,9 +62,10 @@ def make_variant(
     out.mkdir(parents=True, exist_ok=True)
     recipe = options.recipe or default_recipe(precision, ort_tc.model_kind(resolved.onnx_path))
     onnx_path = out / ort_tc.MODEL_FILE
-    calibration = ort_tc.run_recipe(recipe, Path(resolved.onnx_path), onnx_path, options)
     card = resolved.card
+    # shapes first: a card without fixed dims should fail before minutes of calibration, not after
     shapes = profile_shapes(card, target, static=options.dla_core is not None)
+    calibration = ort_tc.run_recipe(recipe, Path(resolved.onnx_path), onnx_path, options)
     script = build_script(target, precision, shapes, options.dla_core)
     (out / SCRIPT_FILE).write_text(script)
     (out / SCRIPT_FILE).chmod(0o755)
@@ -164,16 +165,27 @@ def profile_shapes(card: Any, target: Any, static: bool = False) -> dict[str, di
     max_b = max(1, getattr(triton, "max_batch_size", 8))
     opt_b = min(max_b, max(getattr(triton, "preferred_batch_sizes", (8,)) or (8,)))
     shapes = {}
+    fixed = _card_shapes(card)
     for spec in card.inputs:
-        rest = tuple(spec.shape[1:])
+        rest = tuple(fixed.get(spec.name, spec.shape)[1:])
         if any(d < 1 for d in rest):
             raise BadInputError(
-                f"input {spec.name!r}: TensorRT needs fixed non-batch dims in the card, got {rest}"
+                f"input {spec.name!r}: TensorRT needs fixed non-batch dims, got {rest}; "
+                "give them in a model card (e.g. shape = [-1, 128]) or a tokens generator's seq_len"
             )
         lo = opt_b if static else 1  # DLA has no dynamic shapes: min = opt = max
         hi = opt_b if static else max_b
         shapes[spec.name] = {"min": (lo, *rest), "opt": (opt_b, *rest), "max": (hi, *rest)}
     return shapes
+
+
+def _card_shapes(card: Any) -> dict[str, list[int]]:
+    """The card's shapes with a dynamic sequence dim filled from its tokens generator, when it has one."""
+    if getattr(card, "generator", None) is None:
+        return {}
+    from accelbench.models.roofline_report import card_input_shapes
+
+    return card_input_shapes(card)
 
 
 def _shape_flag(shapes: dict[str, dict[str, tuple[int, ...]]], which: str) -> str:
