@@ -59,7 +59,10 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
             f"choose one of {', '.join(toolchain.precisions(target))}"
         )
     card = resolved.card
-    progress(f"{card.name}: FP32 reference outputs on {request.held_out_samples} held-out samples …")
+    # Neuron without its SDK ends in the one line that says where to compile: no progress noise before it
+    quiet = target.toolchain == "neuron" and toolchain.available() is not None
+    if not quiet:
+        progress(f"{card.name}: FP32 reference outputs on {request.held_out_samples} held-out samples …")
     held_out = _stack(_make_inputs(card, request.held_out_samples, HELD_OUT_SEED))
     reference_outputs = accuracy.run_onnx_cpu(resolved.onnx_path, held_out)
     options = VariantOptions(recipe=request.recipe, calibration_seed=CALIBRATION_SEED, **request.options)
@@ -100,7 +103,8 @@ class _Context:
         options.work_dir = options.work_dir or Path(self.request.out_dir) / ".work" / card.name
         # reference data first: scripts written for other hosts (compile_neuron.py) trace with its inputs
         accuracy.write_reference(out, self.held_out, self.reference_outputs)
-        progress(f"{name}: making the {precision} variant ({options.recipe or 'default recipe'}) …")
+        if not (self.target.toolchain == "neuron" and toolchain.available() is not None):
+            progress(f"{name}: making the {precision} variant ({options.recipe or 'default recipe'}) …")
         result: VariantResult = toolchain.make_variant(self.resolved, self.target, precision, out, options)
         gate = self._gate(out, result)
         progress(
