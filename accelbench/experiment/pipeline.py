@@ -213,7 +213,8 @@ def _profile(spec: ExperimentSpec) -> Any:
 
     load = spec.load
     return LoadProfile(kind=load.kind, protocol=load.protocol, levels=tuple(load.levels), duration_s=load.duration_s,
-                       warmup_s=load.warmup_s, processes=load.processes, seed=load.seed, batch_size=load.batch_size)  # fmt: skip
+                       warmup_s=load.warmup_s, window_s=load.window_s, processes=load.processes, seed=load.seed,
+                       batch_size=load.batch_size)  # fmt: skip
 
 
 def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:

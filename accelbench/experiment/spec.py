@@ -111,6 +111,8 @@ class LoadSpec:
     levels: tuple[float, ...] = (1, 2, 4)
     duration_s: float = 5.0
     warmup_s: float = 2.0
+    # stability is judged on the last 3 windows; a window needs enough requests for its p99 to mean much
+    window_s: float = 1.0
     processes: int = 1
     protocol: str = "http"
     batch_size: int = 1
@@ -127,6 +129,7 @@ class LoadSpec:
                 raise SpecError("levels", f"closed-loop concurrency must be whole numbers (got {level!r})")
         _positive("duration_s", self.duration_s)
         _positive("warmup_s", self.warmup_s, allow_zero=True)
+        _positive("window_s", self.window_s)
         for key in ("processes", "batch_size"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -143,6 +146,7 @@ class LoadSpec:
             "levels": levels,
             "duration_s": self.duration_s,
             "warmup_s": self.warmup_s,
+            "window_s": self.window_s,
             "processes": self.processes,
             "seed": self.seed,
         }
