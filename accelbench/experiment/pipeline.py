@@ -212,7 +212,8 @@ def _profile(spec: ExperimentSpec) -> Any:
     from accelbench.loadtests.profiles import LoadProfile
 
     load = spec.load
-    return LoadProfile(kind=load.kind, protocol=load.protocol, levels=tuple(load.levels), duration_s=load.duration_s,
+    return LoadProfile(kind=load.kind, protocol=load.protocol, levels=tuple(load.levels),
+                       duration_s=load.duration_s or None, max_duration_s=load.max_duration_s,
                        warmup_s=load.warmup_s, window_s=load.window_s, processes=load.processes, seed=load.seed,
                        batch_size=load.batch_size)  # fmt: skip
 

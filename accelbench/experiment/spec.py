@@ -109,7 +109,8 @@ class LoadSpec:
 
     kind: str = "closed"
     levels: tuple[float, ...] = (1, 2, 4)
-    duration_s: float = 5.0
+    duration_s: float = 5.0  # 0: run each step until stable, at most max_duration_s
+    max_duration_s: float = 60.0
     warmup_s: float = 2.0
     # stability is judged on the last 3 windows; a window needs enough requests for its p99 to mean much
     window_s: float = 1.0
@@ -127,7 +128,8 @@ class LoadSpec:
             _positive("levels", level)
             if self.kind == "closed" and int(level) != level:
                 raise SpecError("levels", f"closed-loop concurrency must be whole numbers (got {level!r})")
-        _positive("duration_s", self.duration_s)
+        _positive("duration_s", self.duration_s, allow_zero=True)
+        _positive("max_duration_s", self.max_duration_s)
         _positive("warmup_s", self.warmup_s, allow_zero=True)
         _positive("window_s", self.window_s)
         for key in ("processes", "batch_size"):
@@ -144,7 +146,8 @@ class LoadSpec:
             "kind": self.kind,
             "protocol": self.protocol,
             "levels": levels,
-            "duration_s": self.duration_s,
+            "duration_s": self.duration_s or None,
+            "max_duration_s": self.max_duration_s,
             "warmup_s": self.warmup_s,
             "window_s": self.window_s,
             "processes": self.processes,
