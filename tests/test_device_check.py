@@ -105,3 +105,18 @@ def test_committed_h200_results_report_a_measured_row(tmp_path):
     rows = rows["rows"] if isinstance(rows, dict) else rows
     h200 = [r for r in rows if r.get("target") == "h200-sxm"]
     assert h200 and all(r.get("status") == "measured" for r in h200)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs an NVIDIA GPU with CUDA (torch sees none here)"
+)
+def test_device_check_on_a_gpu_uses_cuda_graphs_and_nvml(tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "bench" / "device_check.py"), "--out", str(out), "--quick",
+           "--models", "resnet50", "--batches", "1,8"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = json.loads((out / "summary.json").read_text())["rows"]
+    assert all(r["cuda_graph"] for r in rows)
+    assert all(r["power_w"] and r["joules_per_inference"] for r in rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -290,3 +291,31 @@ def test_engine_profile_takes_a_dynamic_sequence_from_the_tokens_generator():
     )
     shapes = trt_tc.profile_shapes(dynamic, L4)
     assert shapes["input_ids"]["opt"][1] == card.generator.seq_len == 128
+
+
+def _tensorrt_and_gpu() -> bool:
+    try:
+        import tensorrt  # noqa: F401
+    except ImportError:
+        return False
+    return shutil.which("nvidia-smi") is not None
+
+
+@pytest.mark.tensorrt
+@pytest.mark.skipif(
+    not _tensorrt_and_gpu(), reason="needs TensorRT (pip install accelbench[tensorrt]) and an NVIDIA GPU"
+)
+def test_tensorrt_api_builds_an_engine_from_the_qdq_onnx(tmp_path):
+    from accelbench.models.cards import load_card
+    from accelbench.models.loader import resolve_model
+    from accelbench.models.toolchains import VariantOptions
+    from accelbench.models.toolchains import onnxruntime as ort_tc
+
+    resolved = resolve_model("builtin:resnet50")
+    card = load_card("builtin:resnet50")
+    qdq = tmp_path / "model.onnx"
+    opts = VariantOptions(recipe="qdq-int8-symmetric", work_dir=tmp_path / "work")
+    opts.calibration = [{"input": np.random.default_rng(0).normal(size=(1, 3, 224, 224)).astype(np.float32)}]
+    ort_tc.run_recipe("qdq-int8-symmetric", resolved.onnx_path, qdq, opts)
+    version = trt_tc.build_engine(qdq, tmp_path / "model.plan", trt_tc.profile_shapes(card, L4), "int8")
+    assert (tmp_path / "model.plan").stat().st_size > 0 and version
