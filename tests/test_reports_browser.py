@@ -3,6 +3,7 @@ messages, every plot present in the DOM it built. Skips, saying why, only when c
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -16,6 +17,9 @@ from accelbench.cli import main
 DATA = Path(__file__).parent / "data" / "reports"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
+# CI installs chromium and sets ACCELBENCH_REQUIRE_BROWSER=1: there a missing browser is a failure, not a skip
+if CHROMIUM is None and os.environ.get("ACCELBENCH_REQUIRE_BROWSER"):
+    raise RuntimeError("ACCELBENCH_REQUIRE_BROWSER is set but chromium is not installed")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run installs it)"
 )
