@@ -112,7 +112,8 @@ def test_server_killed_mid_sweep(repo, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("accelbench: error:"), stderr
     assert "did not finish" in lines[0] and "Traceback" not in stderr
     steps = json.loads(result.read_text())["steps"]
-    assert steps[0]["verdict"] == "VALID" and steps[0]["requests"] > 0, steps[0]["reasons"]
+    # the finished step is kept whole (its verdict is whatever the measurement earned on a shared machine)
+    assert not steps[0].get("aborted") and steps[0]["requests"] > 0, steps[0]["reasons"]
     assert steps[1]["verdict"] == "INVALID" and steps[1]["aborted"]
     assert any("did not finish" in r for r in steps[1]["reasons"])
     assert len(steps) == 2
