@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ import psutil
 import pytest
 
 from accelbench.serving import LocalTriton
-from accelbench.serving.repository import write_repository
+from accelbench.serving.server import free_port
 
 pytestmark = pytest.mark.slow
 ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
@@ -23,21 +22,9 @@ MODEL = "identity__cpu-local__fp32"
 
 
 @pytest.fixture(scope="module")
-def triton(tmp_path_factory):
-    variants = tmp_path_factory.mktemp("variants")
-    cmd = [ACCELBENCH, "quantize", "builtin:identity", "--target", "cpu-local", "--precision", "fp32",
-           "--out", str(variants)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True)
-    repo = tmp_path_factory.mktemp("repo")
-    write_repository([variants / MODEL], repo, "local")
-    with LocalTriton(repo) as server:
+def triton(identity_repo):
+    with LocalTriton(identity_repo) as server:
         yield server
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _descendants(procs: list[subprocess.Popen], seen: set[int]) -> None:
@@ -54,7 +41,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_master_and_two_worker_processes_merge_exactly(triton, tmp_path):
-    port = _free_port()
+    port = free_port()
     out = tmp_path / "out"
     master_cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
                   "--concurrency", "2,4", "--duration", "2", "--warmup", "0.5", "--out", str(out),
@@ -96,7 +83,7 @@ def test_master_and_two_worker_processes_merge_exactly(triton, tmp_path):
 
 
 def test_master_without_workers_fails_in_its_timeout_with_one_line(triton, tmp_path):
-    port = _free_port()
+    port = free_port()
     cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
            "--concurrency", "1", "--duration", "1", "--out", str(tmp_path),
            "--master-bind", f"127.0.0.1:{port}", "--expect-workers", "2", "--worker-timeout", "3"]  # fmt: skip
@@ -110,7 +97,7 @@ def test_master_without_workers_fails_in_its_timeout_with_one_line(triton, tmp_p
 
 
 def test_worker_without_master_fails_with_one_line(tmp_path):
-    port = _free_port()
+    port = free_port()
     cmd = [ACCELBENCH, "loadtest-worker", "--master", f"127.0.0.1:{port}", "--connect-timeout", "5"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     assert run.returncode != 0

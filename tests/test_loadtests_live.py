@@ -16,7 +16,6 @@ import pytest
 from accelbench.loadtests.api import loadtest
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.serving import LocalTriton
-from accelbench.serving.repository import write_repository
 
 pytestmark = pytest.mark.slow
 ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
@@ -24,14 +23,8 @@ MODEL = "identity__cpu-local__fp32"
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    variants = tmp_path_factory.mktemp("variants")
-    cmd = [ACCELBENCH, "quantize", "builtin:identity", "--target", "cpu-local", "--precision", "fp32",
-           "--out", str(variants)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True)
-    out = tmp_path_factory.mktemp("repo")
-    write_repository([variants / MODEL], out, "local")
-    return out
+def repo(identity_repo) -> Path:
+    return identity_repo
 
 
 @pytest.fixture(scope="module")

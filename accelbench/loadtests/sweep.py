@@ -28,6 +28,7 @@ from accelbench.loadtests import histogram, results
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, judge
+from accelbench.serving.server import free_port
 
 PAYLOAD_COUNT = 64  # distinct pre-built requests rotated per process
 
@@ -179,7 +180,7 @@ def _run_child(doc, path, todo, server, model, payloads, expected, profile, limi
             "metrics_url": server.metrics_url,
             "payloads_file": str(tmp_path / "payloads.npz"),
             "expected_outputs": expected,
-            "master_port": _free_port(),
+            "master_port": free_port(),
             "limits": {"stability_tolerance": limits.stability_tolerance,
                        "stability_windows": limits.stability_windows},
             **(bind.config() if bind else {}),
@@ -316,11 +317,3 @@ def _end_group(child: subprocess.Popen) -> None:
 def _last_line(path: Path) -> str:
     lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     return lines[-1][:300] if lines else "no output"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
