@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,hf]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,hf,service]"
 	touch $(STAMP)
 
 demo: $(STAMP)
