@@ -319,7 +319,7 @@ def test_perf_analyzer_request_rate_and_malformed_csv(tmp_path):
     )
     doc = import_perf_analyzer(rate, "l4", "m", "int8")
     assert doc["load_profile"]["kind"] == "open"
-    assert [s["offered"]["request_rate"] for s in doc["steps"]] == [50.0, 100.0]
+    assert [s["offered"]["rate_rps"] for s in doc["steps"]] == [50.0, 100.0]
     bad = tmp_path / "bad.csv"
     bad.write_text("Concurrency,Inferences/Second\n1,not-a-number\n")
     with pytest.raises(BadInputError, match="Inferences/Second"):

@@ -68,7 +68,7 @@ def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int)
     if "Concurrency" in row:
         offered = {"concurrency": int(_num(row, "Concurrency", path))}
     elif "Request Rate" in row:
-        offered = {"request_rate": _num(row, "Request Rate", path)}
+        offered = {"rate_rps": _num(row, "Request Rate", path)}
     else:
         raise BadInputError(
             f"{path}: neither a Concurrency nor a Request Rate column; is this perf_analyzer -f output?"
