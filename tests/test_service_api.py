@@ -109,35 +109,37 @@ def test_a_revoked_token_is_refused(live_server):
     _one_line_error(httpx.get(url, headers=_auth(token)), 401)
 
 
-@pytest.mark.parametrize(
-    ("body", "status", "names"),
-    [
-        (b"{not json", 400, "not valid JSON"),
-        (b"[1, 2]", 422, "JSON object"),
-        (json.dumps({"schema": "accelbench.result/2"}).encode(), 422, "field schema"),
-        (
-            json.dumps(
-                {
-                    "schema": "accelbench.result/1",
-                    "run_id": "r",
-                    "model": "m",
-                    "target": "t",
-                    "precision": "fp32",
-                }
-            ).encode(),
-            422,
-            "steps",
-        ),  # fmt: skip
-        (json.dumps({"result": {"schema": "accelbench.result/1"}}).encode(), 422, "result.run_id"),
-        (json.dumps({"result": json.loads(RESULTS[0].read_text()), "extra": 1}).encode(), 422, "field extra"),
-        (
-            json.dumps({"result": json.loads(RESULTS[0].read_text()), "variant": {"schema": "x"}}).encode(),
-            422,
-            "variant.schema",
-        ),
-        (b"\xff\xfe", 400, "UTF-8"),
-    ],
-)
+def _doc(**changes) -> dict:
+    doc = json.loads(RESULTS[0].read_text())
+    for key, value in changes.items():
+        if value is None:
+            doc.pop(key)
+        else:
+            doc[key] = value
+    return doc
+
+
+def _bad_step() -> dict:
+    doc = _doc()
+    doc["steps"][1]["latency_us"]["p99"] = "slow"
+    return doc
+
+
+BAD_BODIES = [
+    (b"{not json", 400, "not valid JSON"),
+    (b"\xff\xfe", 400, "UTF-8"),
+    (b"[1, 2]", 422, "JSON object"),
+    (json.dumps(_doc(schema="accelbench.result/2")).encode(), 422, "field 'schema'"),
+    (json.dumps(_doc(steps=None)).encode(), 422, "field 'steps'"),
+    (json.dumps(_bad_step()).encode(), 422, "field 'steps[1].latency_us.p99'"),
+    (json.dumps({"result": {"schema": "accelbench.result/1"}}).encode(), 422, "result: field 'run_id'"),
+    (json.dumps({"result": _doc(), "extra": 1}).encode(), 422, "field 'extra'"),
+    (json.dumps({"result": _doc(), "variant": {"schema": "x"}}).encode(), 422, "variant: field 'schema'"),
+    (json.dumps({"result": _doc(), "source": "../../etc/passwd"}).encode(), 422, "field 'source'"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "names"), BAD_BODIES)
 def test_bad_documents_get_their_status_and_name_the_field(live_server, body, status, names):
     response = httpx.post(
         live_server.base_url + "/api/v1/results", content=body, headers=_auth(live_server.token)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -105,7 +105,8 @@ def require(scope: str) -> Any:
     bearer = HTTPBearer(auto_error=False, description="An accelbench API token: accelbench token create")
 
     def dependency(
-        request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+        request: Request,
+        creds: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008 (bearer is local: no Annotated)
     ) -> Principal:
         # a browser without JavaScript cannot send a header: the pages' login form sets this cookie instead
         token = creds.credentials if creds is not None else request.cookies.get(COOKIE, "")

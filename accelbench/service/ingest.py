@@ -40,9 +40,9 @@ async def read_body(request: Any, limit: int) -> bytes:
 
 @dataclass
 class Submission:
-    result: dict[str, Any]
+    result: Any  # accelbench.documents.ResultDocument
     result_text: str  # verbatim when the body was the bare document
-    variant: dict[str, Any] | None
+    variant: Any  # VariantManifest | None
     source: str
 
 
@@ -62,20 +62,24 @@ def parse_submission(body: bytes) -> Submission:
     if "result" in obj and "schema" not in obj:
         unknown = sorted(set(obj) - {"result", "variant", "source"})
         if unknown:
-            raise ApiError(422, f"field {unknown[0]}: not allowed (expected result, variant, source)")
+            raise ApiError(422, f"field '{unknown[0]}': not allowed (expected result, variant, source)")
         result, variant, source = obj.get("result"), obj.get("variant"), obj.get("source")
-        result_text = json.dumps(result, ensure_ascii=False, indent=2) + "\n"
+        result_text = ""  # filled from the validated document below
     else:
         result, variant, source, result_text = obj, None, None, text
-    result = check_result(result, "result" if variant is not None or "result" in obj else "")
+    result = check_result(result, "result" if "result" in obj and "schema" not in obj else "body")
     if variant is not None:
         variant = check_variant(variant, "variant")
-        expected = (result.get("provenance") or {}).get("manifest_hash")
-        if expected and variant["manifest_hash"] != expected:
-            raise ApiError(422, "field variant.manifest_hash: does not match result provenance.manifest_hash")
+        expected = result.provenance.manifest_hash
+        if expected and variant.manifest_hash != expected:
+            raise ApiError(
+                422, "variant: field 'manifest_hash': differs from the result's provenance.manifest_hash"
+            )
     if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()):
-        raise ApiError(422, "field source: a file name (no folders)")
-    return Submission(result, result_text, variant, source or f"{result['run_id']}.json")
+        raise ApiError(422, "field 'source': must be a file name (no folders)")
+    from accelbench.documents import dump_json
+
+    return Submission(result, result_text or dump_json(result), variant, source or f"{result.run_id}.json")
 
 
 def _created_at(value: Any) -> datetime | None:
@@ -86,22 +90,20 @@ def _created_at(value: Any) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def columns(doc: dict[str, Any]) -> dict[str, Any]:
-    """The indexed columns copied out of a result document."""
-    prov = doc.get("provenance") or {}
-    host = prov.get("host") or {}
-    packages = prov.get("packages") or {}
-    steps = doc.get("steps") or []
+def columns(doc: Any) -> dict[str, Any]:
+    """The indexed columns copied out of a ``ResultDocument``."""
+    prov = doc.provenance
+    host = prov.host or {}
     verdicts: dict[str, int] = {}
-    for s in steps:
-        verdicts[str(s.get("verdict"))] = verdicts.get(str(s.get("verdict")), 0) + 1
+    for s in doc.steps:
+        verdicts[str(s.verdict)] = verdicts.get(str(s.verdict), 0) + 1
     return {
-        "schema": doc["schema"], "run_id": doc["run_id"], "model": doc["model"], "variant": doc.get("variant"),
-        "target": doc["target"], "precision": doc["precision"], "manifest_hash": prov.get("manifest_hash"),
-        "host": str(host.get("hostname") or host.get("name") or host.get("cpu") or "") or None,
-        "accelbench_version": packages.get("accelbench"), "origin": doc.get("origin"),
-        "created_at": _created_at(prov.get("created_at")) if prov.get("created_at") else None,
-        "summary": {"steps": len(steps), "verdicts": verdicts, "complete": doc.get("complete")},
+        "schema": doc.schema_id, "run_id": doc.run_id, "model": doc.model, "variant": doc.variant,
+        "target": doc.target or "", "precision": doc.precision or "", "manifest_hash": prov.manifest_hash,
+        "host": str(host.get("hostname") or host.get("name") or host.get("cpu") or "")[:200] or None,
+        "accelbench_version": (prov.packages or {}).get("accelbench"), "origin": doc.origin,
+        "created_at": _created_at(prov.created_at) if prov.created_at else None,
+        "summary": {"steps": len(doc.steps), "verdicts": verdicts, "complete": doc.complete},
     }  # fmt: skip
 
 
@@ -111,9 +113,8 @@ def store(session: Any, sub: Submission) -> tuple[Any, bool]:
     from sqlalchemy.exc import IntegrityError
 
     from accelbench.service.models import Result
-    from accelbench.util import sha256_json
 
-    content_hash = sha256_json(sub.result)
+    content_hash = sub.result.content_hash()
     existing = session.execute(
         sa.select(Result).where(Result.content_hash == content_hash)
     ).scalar_one_or_none()
@@ -135,15 +136,16 @@ def store(session: Any, sub: Submission) -> tuple[Any, bool]:
     return row, True
 
 
-def _store_variant(session: Any, manifest: dict[str, Any]) -> int:
+def _store_variant(session: Any, manifest: Any) -> int:
     import sqlalchemy as sa
     from sqlalchemy.exc import IntegrityError
 
+    from accelbench.documents import dump_json
     from accelbench.service.models import Variant
 
     def find() -> Any:
         return session.execute(
-            sa.select(Variant.id).where(Variant.manifest_hash == manifest["manifest_hash"])
+            sa.select(Variant.id).where(Variant.manifest_hash == manifest.manifest_hash)
         ).scalar_one_or_none()
 
     found = find()
@@ -151,8 +153,9 @@ def _store_variant(session: Any, manifest: dict[str, Any]) -> int:
         return found
     try:
         with session.begin_nested():
-            row = Variant(manifest_hash=manifest["manifest_hash"], name=str(manifest.get("name") or ""),
-                          document=json.dumps(manifest, ensure_ascii=False, indent=2) + "\n")  # fmt: skip
+            row = Variant(
+                manifest_hash=manifest.manifest_hash, name=manifest.name, document=dump_json(manifest)
+            )
             session.add(row)
         return row.id
     except IntegrityError:
