@@ -33,7 +33,11 @@ def _manifests(paths: list[str]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def envelope(doc: dict[str, Any], source: str, manifests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def envelope(doc: Any, source: str, manifests: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    if hasattr(doc, "model_dump"):  # a ResultDocument rather than its dict
+        from accelbench.documents import to_dict
+
+        doc = to_dict(doc)
     body: dict[str, Any] = {"result": doc, "source": source}
     manifest = manifests.get((doc.get("provenance") or {}).get("manifest_hash") or "")
     if manifest is not None:
