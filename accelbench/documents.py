@@ -118,6 +118,10 @@ class LatencyUs(_Part):
     max: Number | None = None
     mean: Number | None = None
 
+    def at(self, key: str) -> int | float | None:
+        """The value under a document key ("p99", "p99.9", "max"; a key a stage added), None when absent."""
+        return getattr(self, "p99_9" if key == "p99.9" else key, None)
+
 
 class ServerStats(_Part):
     """Triton's per-step statistics (serving ``stats_delta``), µs per request."""
