@@ -108,8 +108,8 @@ def get_report(
     model: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     """The report table, byte for byte what ``accelbench report --json`` prints for the same documents."""
-    data = views.build(session, request.app.state.catalog, options, model)
-    return Response(views.report_json(data), media_type="application/json")
+    rendered = views.render(session, request.app.state.catalog, options, model)
+    return Response(rendered.json_text, media_type="application/json")
 
 
 @router.get("/history", tags=["reports"], responses=ERRORS)

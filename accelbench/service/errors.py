@@ -48,8 +48,10 @@ def install(app: Any) -> None:
     from starlette.exceptions import HTTPException
 
     @app.exception_handler(ApiError)
-    async def _api_error(_request, err: ApiError):
-        return error_response(err.status, err.message, err.headers)
+    async def _api_error(request, err: ApiError):
+        from accelbench.service.web import page_error
+
+        return page_error(request, err) or error_response(err.status, err.message, err.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request, err: RequestValidationError):

@@ -17,7 +17,7 @@ def history(
 ) -> dict[str, Any]:
     from accelbench.reports.build import build_report
     from accelbench.reports.compare import RULE, compare_rows
-    from accelbench.service.views import loaded_results
+    from accelbench.service.views import documents
 
     rows = queries.stored_rows(session, model=model, target=target, precision=precision)
     if not rows:
@@ -27,7 +27,7 @@ def history(
     previous = None
     for row in rows:
         try:
-            data = build_report(loaded_results([row]), catalog, options)
+            data = build_report(documents([row]), catalog, options)
         except BadInputError as err:
             raise ApiError(422, str(err)) from None
         measured = next(r for r in data.rows if r["target"] == target and r["status"] == "measured")

@@ -49,45 +49,37 @@ def report_options(
     )  # fmt: skip
 
 
-def loaded_results(rows: list[Any]) -> list[Any]:
-    """Stored rows → the report builder's input, in the order ``load_results`` gives a folder's files."""
-    from accelbench.reports.inputs import LoadedResult
-
-    found = [LoadedResult(json.loads(r.document), r.source, r.content_hash) for r in rows]
-    return sorted(found, key=lambda r: (r.doc["model"], r.doc["target"], r.doc["run_id"], r.sha256))
+_PARSED: dict[str, Any] = {}  # content hash → ResultDocument; stored documents never change
+_PARSED_MAX = 20000
 
 
-def build(session: Any, catalog: Any, options: Any, model: str | None = None) -> Any:
-    """ReportData over every stored result (or one model's); unknown model → 404, bad option → 422."""
-    from accelbench.reports.build import build_report
+def documents(rows: list[Any]) -> list[Any]:
+    """Stored rows → ResultDocuments, parsed once per process (a document never changes once stored)."""
+    from accelbench.documents import load_result
+
+    out = []
+    for row in rows:
+        doc = _PARSED.get(row.content_hash)
+        if doc is None:
+            doc = load_result(json.loads(row.document), name=row.source)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[row.content_hash] = doc
+        out.append(doc)
+    return out
+
+
+def render(
+    session: Any, catalog: Any, options: Any, model: str | None = None, formats: tuple[str, ...] = ()
+) -> Any:
+    """``render_report`` over every stored result (or one model's): the function ``accelbench report`` calls.
+    Unknown model → 404, a bad option (unknown target id, percentile) → 422."""
+    from accelbench.reports.report import render_report
 
     rows = queries.stored_rows(session, model=model)
     if not rows:
         raise ApiError(404, f"no results stored for model {model!r}" if model else "no results stored yet")
     try:
-        return build_report(loaded_results(rows), catalog, options)
+        return render_report(documents(rows), catalog, options, formats=formats)
     except BadInputError as err:
         raise ApiError(422, str(err)) from None
-
-
-def report_json(data: Any) -> str:
-    """Exactly what ``accelbench report --json`` prints for the same documents and options."""
-    from accelbench.reports.report import data_percentile
-    from accelbench.reports.table import flat_rows, to_json_text
-
-    return to_json_text(flat_rows(data.rows, data.options.slo_ms, data_percentile(data)))
-
-
-def report_html(data: Any) -> str:
-    """Exactly the report.html ``accelbench report`` writes for the same documents and options."""
-    from accelbench.reports.plan import plan_rows
-    from accelbench.reports.plots import all_plots
-    from accelbench.reports.render_html import render_html
-
-    opts = data.options
-    plan = (
-        plan_rows(data.rows, data.targets, opts.target_qps, opts.headroom, data.graph_costs)
-        if opts.target_qps
-        else None
-    )
-    return render_html(data, plan, all_plots(data))
