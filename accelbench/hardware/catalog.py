@@ -27,6 +27,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 PACKAGED_NAME = "catalog.toml"
+PUBLISHED_NAME = "published_results.toml"
 BASES = ("on-demand", "spot", "reserved")
 HOURS_PER_YEAR = 8760.0
 
@@ -163,10 +164,36 @@ class HardwareTarget:
 
 
 @dataclass(frozen=True)
+class PublishedPoint:
+    """One published throughput for a catalog target, with where and when it was read (published_results.toml)."""
+
+    target: str
+    model: str
+    precision: str
+    batch: int
+    throughput_ips: float
+    software: str
+    source: str
+    date: str
+    scenario: str = ""
+    engines: str = "gpu"
+    fit: bool = True
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Catalog:
     targets: Mapping[str, HardwareTarget]
     baseline_id: str
     files: tuple[str, ...]
+    published: tuple[PublishedPoint, ...] = ()
+    # model name -> precision -> graph cost (flops_per_inference, weight_bytes, activation_bytes_per_inference)
+    published_costs: Mapping[str, Mapping[str, Mapping[str, float]]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+    def published_for(self, target_id: str) -> tuple[PublishedPoint, ...]:
+        return tuple(p for p in self.published if p.target == target_id)
 
     def get(self, target_id: str) -> HardwareTarget:
         """The target with this id; BadInputError naming the closest ids when unknown."""
@@ -219,7 +246,29 @@ def load_catalog(user_path: str | os.PathLike | None = None) -> Catalog:
     if baseline_id not in targets:
         raise schema.fail(origin, ("baseline",), f"names unknown target {baseline_id!r}")
     files = (packaged_label, user_label) if user_label else (packaged_label,)
-    return Catalog(targets=MappingProxyType(targets), baseline_id=baseline_id, files=files)
+    published, costs = load_published(frozenset(targets))
+    return Catalog(
+        targets=MappingProxyType(targets), baseline_id=baseline_id, files=files, published=published,
+        published_costs=costs,
+    )  # fmt: skip
+
+
+def load_published(
+    target_ids: frozenset[str], text: str | None = None, label: str = f"{PUBLISHED_NAME} (packaged)"
+) -> tuple[tuple[PublishedPoint, ...], Mapping[str, Mapping[str, Mapping[str, float]]]]:
+    """The packaged published results (or ``text``), validated: points and per-precision graph costs."""
+    if text is None:
+        text = resources.files("accelbench.hardware").joinpath(PUBLISHED_NAME).read_text("utf-8")
+    raw = _parse(text, label)
+    schema.check_published(raw, lambda _path: label, target_ids)
+    points = tuple(
+        PublishedPoint(**{**p, "throughput_ips": float(p["throughput_ips"])}) for p in raw["points"]
+    )
+    costs = MappingProxyType({
+        name: MappingProxyType({prec: MappingProxyType(dict(c)) for prec, c in by_prec.items()})
+        for name, by_prec in raw.get("models", {}).items()
+    })  # fmt: skip
+    return points, costs
 
 
 def _read_user_file(path: str) -> str:
