@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 from importlib import resources
 from pathlib import Path
@@ -10,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from accelbench.errors import BadInputError
-from accelbench.hardware.catalog import load_catalog, load_published
+from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.published import load_published
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports import efficiency as ef
 from accelbench.reports import projection
 from accelbench.reports.build import ReportOptions, build_report
-from accelbench.reports.inputs import LoadedResult, load_results
+from accelbench.reports.inputs import load_documents
 from accelbench.reports.sections import efficiency_label
 
 # (samples as (intensity, efficiency), query intensity, expected efficiency): the fit in log space, clamped
@@ -152,16 +152,16 @@ def test_projection_with_a_model_carries_its_range():
 H200_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200" / "2026-11-30" / "results"
 
 
-def _doc(tmp_path, target="cpu-local", origin="accelbench"):
+def _doc(target="cpu-local", origin="accelbench"):
     """The committed H200 bert-base result, re-labelled as measured on ``target`` with ``origin``."""
-    loaded = [r for r in load_results([str(H200_RESULTS)]) if r.doc["model"] == "bert-base"]
-    doc = copy.deepcopy(loaded[0].doc)
-    doc.update(target=target, origin=origin, run_id=f"bert-base__{target}__bf16__test")
-    return [LoadedResult(doc, str(tmp_path / "doc.json"), "0" * 64)]
+    doc = next(d for d in load_documents([str(H200_RESULTS)]) if d.model == "bert-base")
+    return [
+        doc.model_copy(update={"target": target, "origin": origin, "run_id": f"bert-base__{target}__test"})
+    ]
 
 
-def test_projected_rows_name_their_efficiency_source_and_range_not_an_assumed_default(tmp_path):
-    results = _doc(tmp_path)
+def test_projected_rows_name_their_efficiency_source_and_range_not_an_assumed_default():
+    results = _doc()
     data = build_report(results, load_catalog(), ReportOptions(project=("l4", "l40s", "inf2-xlarge")))
     projected = {r["target"]: r for r in data.rows if r["status"] == "projected"}
     assert projected["l4"]["efficiency_kind"] == "published"
@@ -175,8 +175,8 @@ def test_projected_rows_name_their_efficiency_source_and_range_not_an_assumed_de
             assert "projected range" in label and "not a measurement" in label
 
 
-def test_a_measured_target_of_the_toolchain_calibrates_the_published_efficiency(tmp_path):
-    results = _doc(tmp_path, target="h200-sxm", origin="device-check")
+def test_a_measured_target_of_the_toolchain_calibrates_the_published_efficiency():
+    results = _doc(target="h200-sxm", origin="device-check")
     data = build_report(results, load_catalog(), ReportOptions(project=("l4",)))
     row = next(r for r in data.rows if r["target"] == "l4")
     assert row["calibration"].startswith("×") and "h200-sxm" in row["calibration"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from accelbench.errors import BadInputError
 from accelbench.hardware import catalog_schema as schema
+from accelbench.hardware.published import PublishedPoint, load_published
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,7 +28,6 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 PACKAGED_NAME = "catalog.toml"
-PUBLISHED_NAME = "published_results.toml"
 BASES = ("on-demand", "spot", "reserved")
 HOURS_PER_YEAR = 8760.0
 
@@ -164,24 +164,6 @@ class HardwareTarget:
 
 
 @dataclass(frozen=True)
-class PublishedPoint:
-    """One published throughput for a catalog target, with where and when it was read (published_results.toml)."""
-
-    target: str
-    model: str
-    precision: str
-    batch: int
-    throughput_ips: float
-    software: str
-    source: str
-    date: str
-    scenario: str = ""
-    engines: str = "gpu"
-    fit: bool = True
-    note: str = ""
-
-
-@dataclass(frozen=True)
 class Catalog:
     targets: Mapping[str, HardwareTarget]
     baseline_id: str
@@ -251,24 +233,6 @@ def load_catalog(user_path: str | os.PathLike | None = None) -> Catalog:
         targets=MappingProxyType(targets), baseline_id=baseline_id, files=files, published=published,
         published_costs=costs,
     )  # fmt: skip
-
-
-def load_published(
-    target_ids: frozenset[str], text: str | None = None, label: str = f"{PUBLISHED_NAME} (packaged)"
-) -> tuple[tuple[PublishedPoint, ...], Mapping[str, Mapping[str, Mapping[str, float]]]]:
-    """The packaged published results (or ``text``), validated: points and per-precision graph costs."""
-    if text is None:
-        text = resources.files("accelbench.hardware").joinpath(PUBLISHED_NAME).read_text("utf-8")
-    raw = _parse(text, label)
-    schema.check_published(raw, lambda _path: label, target_ids)
-    points = tuple(
-        PublishedPoint(**{**p, "throughput_ips": float(p["throughput_ips"])}) for p in raw["points"]
-    )
-    costs = MappingProxyType({
-        name: MappingProxyType({prec: MappingProxyType(dict(c)) for prec, c in by_prec.items()})
-        for name, by_prec in raw.get("models", {}).items()
-    })  # fmt: skip
-    return points, costs
 
 
 def _read_user_file(path: str) -> str:
