@@ -229,6 +229,9 @@ class LoadProfile(_Part):
     max_duration_s: Number | None = None
     max_in_flight: int | None = None
     timeout_s: Number | None = None
+    check_every: int | None = Field(
+        None, description="every Nth answer's outputs were fully decoded and checked (every answer leanly)"
+    )
 
 
 class ResultDocument(_Part):
