@@ -220,17 +220,17 @@ def test_a_hung_load_child_is_noticed_and_its_group_ended():
     import subprocess
     import sys
 
-    from accelbench.loadtests.sweep import _end_group, _events
+    from accelbench.loadtests.child import end_group, events
 
     code = "import json, time; print(json.dumps({'event': 'progress'}), flush=True); time.sleep(60)"
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
-        events = [e["event"] for e in _events(child, budget_s=3.0)]
+        seen = [e["event"] for e in events(child, budget_s=3.0)]
     finally:
-        _end_group(child)
-    assert events == ["progress", "timeout"]
+        end_group(child)
+    assert seen == ["progress", "timeout"]
     assert child.poll() is not None
 
 

@@ -66,7 +66,9 @@ def _master_bind(master_bind: str | None, expect_workers: int | None, timeout_s:
 
 
 def _offered(offered: dict) -> str:
-    return f"c={offered['concurrency']}" if "concurrency" in offered else f"rate={offered['rate_rps']:g}/s"
+    from accelbench.loadtests.profiles import offered_label
+
+    return offered_label(offered)
 
 
 def _progress_line(event: dict) -> str:
@@ -125,12 +127,16 @@ def register(group: click.Group) -> None:
         "--worker-timeout", type=float, default=120.0, show_default=True,
         help="With --master-bind: seconds to wait for the workers.",
     )  # fmt: skip
+    @click.option(
+        "--check-every", type=int, default=100, show_default=True,
+        help="Decode every output fully on every Nth answer (and on each failed lean check).",
+    )  # fmt: skip
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(file_okay=False))
     @click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO.")
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
     def loadtest(repo, url, grpc_url, model, manifest_path, card_uri, protocol, concurrency, rate, batch_size,
-                 duration, max_duration, warmup, processes, master_bind, expect_workers, worker_timeout, seed, out_dir,
+                 duration, max_duration, warmup, processes, master_bind, expect_workers, worker_timeout, check_every, seed, out_dir,
                  tritonserver, json_mode) -> None:  # fmt: skip
         """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
         from accelbench.errors import BadInputError
@@ -145,7 +151,7 @@ def register(group: click.Group) -> None:
         profile = LoadProfile(
             kind="closed" if concurrency else "open", protocol=protocol,
             levels=parse_levels(concurrency or rate), duration_s=duration, max_duration_s=max_duration, warmup_s=warmup,
-            processes=processes, seed=seed, batch_size=batch_size,
+            processes=processes, seed=seed, batch_size=batch_size, check_every=check_every,
         )  # fmt: skip
         live, on_event = _progress(json_mode)
         command = " ".join(["accelbench", *sys.argv[1:]])

@@ -31,7 +31,6 @@ from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
 
-PAYLOAD_COUNT = 64  # distinct pre-built requests per sweep, rotated by the load generator
 RUN_RECORD = "run.json"
 
 
@@ -219,21 +218,15 @@ def _profile(spec: ExperimentSpec) -> Any:
 
 
 def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:
-    from accelbench.loadtests import results
+    from accelbench.loadtests.sweep import result_path
 
-    return out / "results" / f"{results.run_id(variant.name, profile.label())}.json"
+    return result_path(out / "results", variant.name, profile)
 
 
 def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
-    from accelbench.loadtests import results
+    from accelbench.loadtests.sweep import is_complete
 
-    doc = results.load_document(path)
-    done = {s["index"] for s in (doc or {}).get("steps", [])}
-    return (
-        results.resumable(doc, variant.manifest["manifest_hash"], profile.to_dict())
-        and bool(doc.get("complete"))
-        and done >= {s["index"] for s in profile.steps()}
-    )
+    return is_complete(path, variant.manifest["manifest_hash"], profile)
 
 
 def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
@@ -279,8 +272,12 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
 
 def step_note(step: dict[str, Any]) -> str:
     """One progress line per load step; an INVALID step says why, so the user can act on it."""
+    from accelbench.loadtests.profiles import offered_label
+
     p99 = (step.get("latency_us") or {}).get("p99")
-    text = f"  {step['offered']}: {step['throughput_rps']} req/s, p99 {p99} µs, {step['verdict']}"
+    text = (
+        f"  {offered_label(step['offered'])}: {step['throughput_rps']} req/s, p99 {p99} µs, {step['verdict']}"
+    )
     return text + (f" ({'; '.join(step['reasons'])})" if step.get("reasons") else "")
 
 
@@ -292,26 +289,22 @@ def _triton_name(variant: _Variant) -> str:
 
 def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo_dir: Path | None,
             progress: Progress, command: str) -> None:  # fmt: skip
-    from accelbench.loadtests.sweep import Server, run_sweep
+    from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
-    from accelbench.models.inputs import make_inputs
 
-    target = Server(server.http_url, server.grpc_url, server.metrics_url, server.server_version or "")
     for v in variants:
-        card = card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json")
-        payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
         name = _triton_name(v)
         config = repo_dir / name / "config.pbtxt" if repo_dir else None
         with progress.step("load", f"{v.name}") as notes:
 
-            def on_event(event: dict[str, Any], notes: list[str] = notes) -> None:
+            def on_event(event: dict[str, Any]) -> None:
                 if event.get("event") == "step":
                     progress.note("load", step_note(event["step"]))
 
-            doc, _ = run_sweep(
-                server=target, model=name, variant=v.name, payloads=payloads,
-                expected_outputs=v.manifest["outputs"], profile=profile, out_dir=out / "results",
-                manifest=v.manifest, repository_config=config.read_text() if config and config.is_file() else "",
+            doc, _ = measure(
+                server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
+                card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
+                repository_config=config.read_text() if config and config.is_file() else "",
                 command=command, on_event=on_event,
             )  # fmt: skip
             notes.append(f"{len(doc['steps'])} steps")

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ServerError
+from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
 from accelbench.loadtests.profiles import LoadProfile
-from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server, run_sweep
+from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 
 
@@ -77,45 +78,70 @@ def loadtest(
     """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
 
     With ``master_bind`` the load comes from workers started by ``accelbench loadtest-worker``."""
-    from accelbench.models.inputs import make_inputs
     from accelbench.serving import LocalTriton, RemoteTriton
 
     if (repo is None) == (url is None):
         raise BadInputError("give a model repository or --url, not both and not neither")
     manifest = find_manifest(model, manifest_path, repo)
     card = model_card(manifest, card_uri)
-    payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
     server_cm = (
         LocalTriton(repo, tritonserver=tritonserver) if repo is not None else RemoteTriton(url, grpc_url)
     )
     with server_cm as triton:
         if hasattr(triton, "check_model"):
             triton.check_model(model, manifest)  # a served config that differs from the variant stops here
-        server = Server(
-            http_url=triton.http_url,
-            grpc_url=triton.grpc_url,
-            metrics_url=triton.metrics_url,
-            version=getattr(triton, "server_version", None) or "",
-        )
-        if master_bind is not None:
-            check_reachable_target(master_bind, server.client_url(profile.protocol))
-        if not _model_ready(server.http_url, model):
-            raise ServerError(f"model {model!r} is not loaded on {server.http_url}")
-        return run_sweep(
-            server=server,
-            model=model,
-            variant=(manifest or {}).get("name", model),
-            payloads=payloads,
-            expected_outputs=expected_outputs(manifest, card, server.http_url, model),
-            profile=profile,
-            out_dir=out_dir,
-            manifest=dict(manifest) if manifest else None,
-            repository_config=_repository_config(repo, model),
-            command=command,
-            limits=limits,
-            on_event=on_event,
-            master_bind=master_bind,
-        )
+        if not _model_ready(triton.http_url, model):
+            raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
+        return measure(
+            triton, model=model, profile=profile, out_dir=out_dir, manifest=dict(manifest) if manifest else None,
+            card=card, repository_config=_repository_config(repo, model), command=command, limits=limits,
+            on_event=on_event, master_bind=master_bind,
+        )  # fmt: skip
+
+
+def measure(
+    triton: Any,
+    *,
+    model: str,
+    profile: LoadProfile,
+    out_dir: str | os.PathLike,
+    manifest: dict[str, Any] | None = None,
+    card: Any = None,
+    repository_config: str = "",
+    command: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    master_bind: MasterBind | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """One sweep of ``model`` on a running ``triton`` (LocalTriton or RemoteTriton): payloads, expected
+    outputs, then :func:`sweep.run_sweep` with its resume. ``accelbench loadtest`` and ``accelbench run``
+    both measure through here."""
+    from accelbench.models.inputs import make_inputs
+
+    server = Server(
+        http_url=triton.http_url,
+        grpc_url=triton.grpc_url,
+        metrics_url=triton.metrics_url,
+        version=getattr(triton, "server_version", None) or "",
+    )
+    if master_bind is not None:
+        check_reachable_target(master_bind, server.client_url(profile.protocol))
+    payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
+    return sweep.run_sweep(  # through the module: tests interrupt a run by replacing run_sweep
+        server=server,
+        model=model,
+        variant=(manifest or {}).get("name", model),
+        payloads=payloads,
+        expected_outputs=expected_outputs(manifest, card, server.http_url, model),
+        profile=profile,
+        out_dir=out_dir,
+        manifest=manifest,
+        repository_config=repository_config,
+        command=command,
+        limits=limits,
+        on_event=on_event,
+        master_bind=master_bind,
+    )
 
 
 def _model_ready(http_url: str, model: str) -> bool:

@@ -31,6 +31,9 @@ class LoadProfile:
     max_duration_s: float = 60.0
     max_in_flight: int = 256  # open loop: arrivals beyond this many outstanding requests are dropped, counted
     timeout_s: float = 30.0
+    # every answer gets the lean check (status, names, dtypes, shapes, sizes); every Nth and every failed
+    # one also the full check (each tensor decoded)
+    check_every: int = 100
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -45,6 +48,8 @@ class LoadProfile:
             raise BadInputError(f"--duration must be positive, got {self.duration_s}")
         if self.warmup_s < 0 or self.processes < 1 or self.batch_size < 1:
             raise BadInputError("--warmup must be >= 0, --processes and --batch >= 1")
+        if self.check_every < 1:
+            raise BadInputError(f"--check-every must be >= 1, got {self.check_every}")
         if self.window_s <= 0 or self.max_duration_s <= 0 or self.max_in_flight < 1:
             raise BadInputError("window, max duration and max in-flight must be positive")
 
@@ -68,6 +73,13 @@ class LoadProfile:
 
     def label(self) -> str:
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"
+
+
+def offered_label(offered: dict[str, Any]) -> str:
+    """A step's offered load for people: ``concurrency 4`` or ``200 requests/s``."""
+    if "concurrency" in offered:
+        return f"concurrency {offered['concurrency']}"
+    return f"{offered['rate_rps']:g} requests/s"
 
 
 def parse_levels(text: str) -> tuple[float, ...]:
