@@ -215,7 +215,7 @@ def plan_model(
                 f"{variant_dir}: the local flavor serves ONNX and this {fmt} variant has no model.onnx"
             )
         config = pbconfig.local_config(name, io, defaults, overrides)
-        copies = ((onnx_file, "1/model.onnx"), (_template_path(), "1/model.py"))
+        copies = ((onnx_file, "1/model.onnx"), *_external_data(onnx_file), (_template_path(), "1/model.py"))
         return ModelPlan(name, config, copies, "python")
     is_gpu = getattr(target, "kind", "cpu") in GPU_KINDS
     if flavor == "torch-cuda":
@@ -236,7 +236,14 @@ def plan_model(
     mode = (overrides.get("precision_mode") or _PRECISION_MODE.get(precision)) if is_gpu else None
     root = str(overrides.get("model_root") or "/models")
     config = pbconfig.onnxruntime_config(name, io, defaults, overrides, trt_precision=mode, model_root=root)
-    return ModelPlan(name, config, ((onnx_file, "1/model.onnx"),), "onnxruntime", tuple(notes))
+    copies = ((onnx_file, "1/model.onnx"), *_external_data(onnx_file))
+    return ModelPlan(name, config, copies, "onnxruntime", tuple(notes))
+
+
+def _external_data(onnx_file: Path) -> tuple[tuple[Path, str], ...]:
+    """The external-data file a large variant keeps beside its model.onnx (accelbench.models.intake)."""
+    data = onnx_file.with_name(onnx_file.name + ".data")
+    return ((data, f"1/{data.name}"),) if data.is_file() else ()
 
 
 def _plan_torch(
