@@ -198,3 +198,18 @@ def test_a_measured_target_of_the_toolchain_calibrates_the_published_efficiency(
     if row["projected_batch"] == uncalibrated["projected_batch"]:
         assert row["efficiency"] == pytest.approx(uncalibrated["efficiency"] * factor, rel=5e-3)
     assert factor < 1  # an unfused interpreter reaches less than TensorRT's published efficiency
+
+
+def test_batch_slope_comes_from_one_model_at_several_batches_not_from_comparing_models():
+    from types import SimpleNamespace as NS
+
+    def fp(model, batch, fraction):  # a FittedPoint stand-in: within_model_slope reads these three
+        return NS(point=NS(model=model, batch=batch), peak_fraction=fraction)
+
+    # model a doubles from batch 1 to 4 (slope 0.5); model b sits at one batch, far higher: no batch effect
+    sxy, sxx, batches = ef.within_model_slope([fp("a", 1, 0.1), fp("a", 4, 0.2), fp("b", 64, 0.9)])
+    assert sxy / sxx == pytest.approx(0.5) and batches == (1, 4)
+    assert ef.within_model_slope([fp("a", 8, 0.3), fp("b", 16, 0.9)])[1] == 0  # no model at two batches
+    catalog = load_catalog()
+    h100 = ef.target_model(catalog, "h100-sxm", roofline_point)  # two models, one batch each
+    assert h100.slope > 0 and "tensorrt toolchain's models" in h100.label

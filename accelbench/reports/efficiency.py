@@ -81,21 +81,58 @@ def constant(y: float, kind: str, label: str, lo: float | None = None, hi: float
     )  # fmt: skip
 
 
-def fit(samples: Sequence[tuple[float, float]], kind: str, label: str) -> EfficiencyModel:
-    """Least squares of log y on log x over (x, y) samples (≥ 1 with both positive)."""
+def fit(
+    samples: Sequence[tuple[float, float]],
+    kind: str,
+    label: str,
+    slope: float | None = None,
+    x_range: tuple[float, float] | None = None,
+) -> EfficiencyModel:
+    """Least squares of log y on log x over (x, y) samples (≥ 1 with both positive).
+
+    ``slope`` fixes the slope (only the level is fitted); ``x_range`` widens the clamp range of x, and then y
+    is clamped only to the fitted y range stretched along the slope over that range.
+    """
     pts = [(math.log(x), math.log(y)) for x, y in samples if x > 0 and y > 0 and math.isfinite(x)]
     if not pts:
         raise ValueError("fit needs at least one sample with positive x and y")
     xs, ys = [x for x, _ in pts], [y for _, y in pts]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     var = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in pts) / var if var > 1e-12 else 0.0
+    if slope is None:
+        slope = sum((x - mx) * (y - my) for x, y in pts) / var if var > 1e-12 else 0.0
     intercept = my - slope * mx
     resid = [y - (intercept + slope * x) for x, y in pts]
+    lx_min, lx_max = min(xs), max(xs)
+    y_min, y_max = math.exp(min(ys)), math.exp(max(ys))
+    if x_range is not None:
+        lx_min, lx_max = min(lx_min, math.log(x_range[0])), max(lx_max, math.log(x_range[1]))
+        ends = [math.exp(intercept + slope * lx) for lx in (lx_min, lx_max)]
+        y_min, y_max = min(y_min, *ends), max(y_max, *ends)
     return EfficiencyModel(
-        kind, label, intercept, slope, min(xs), max(xs), math.exp(min(ys)), math.exp(max(ys)),
+        kind, label, intercept, slope, lx_min, lx_max, y_min, y_max,
         resid_lo=min(resid), resid_hi=max(resid), n_points=len(pts),
     )  # fmt: skip
+
+
+def within_model_slope(points: Iterable[FittedPoint]) -> tuple[float, float, tuple[float, float] | None]:
+    """Sums (Σ dx·dy, Σ dx²) of log fraction of peak on log batch within each model, and the batch range.
+
+    Only a model published at several batches says how the fraction grows with batch; comparing one model
+    at batch 2048 with another at 1280 would mistake the models' difference for a batch effect.
+    """
+    by_model: dict[str, list[tuple[float, float]]] = {}
+    for p in points:
+        by_model.setdefault(p.point.model, []).append((math.log(p.point.batch), math.log(p.peak_fraction)))
+    sxy = sxx = 0.0
+    batches: list[float] = []
+    for pts in by_model.values():
+        mx, my = statistics.fmean(x for x, _ in pts), statistics.fmean(y for _, y in pts)
+        sxy += sum((x - mx) * (y - my) for x, y in pts)
+        sxx += sum((x - mx) ** 2 for x, _ in pts)
+        if len({x for x, _ in pts}) > 1:
+            batches += [math.exp(x) for x, _ in pts]
+    return sxy, sxx, (min(batches), max(batches)) if batches else None
 
 
 @dataclass(frozen=True)
@@ -151,12 +188,33 @@ def _describe(points: Iterable[FittedPoint]) -> str:
 def target_model(
     catalog: Any, target_id: str, roofline: RooflineFn, exclude_model: str | None = None
 ) -> EfficiencyModel | None:
-    """Fit on the target's own published points; None when it has none."""
+    """Fit on the target's own published points; None when it has none.
+
+    The batch slope comes from the target's models published at several batches, else from those of the
+    other targets of its toolchain (the toolchain's shape, this target's level).
+    """
     pts = fitted_points(catalog, target_id, roofline, exclude_model)
     if not pts:
         return None
-    label = f"published: fraction of peak by batch fitted on {target_id}'s {_describe(pts)}"
-    return fit([(p.point.batch, p.peak_fraction) for p in pts], "published", label)
+    sxy, sxx, batch_range = within_model_slope(pts)
+    shape = f"{target_id}'s"
+    if sxx <= 1e-12:
+        toolchain = catalog.get(target_id).toolchain
+        others = [
+            fp
+            for tid, t in sorted(catalog.targets.items())
+            if t.toolchain == toolchain and tid != target_id
+            for fp in fitted_points(catalog, tid, roofline)
+        ]
+        sxy, sxx, batch_range = within_model_slope(others)
+        shape = f"the {toolchain} toolchain's"
+    slope = sxy / sxx if sxx > 1e-12 else 0.0
+    label = (
+        f"published: fraction of peak fitted on {target_id}'s {_describe(pts)}; batch slope {slope:.2f} "
+        f"from {shape} models published at several batches"
+    )
+    samples = [(p.point.batch, p.peak_fraction) for p in pts]
+    return fit(samples, "published", label, slope=slope, x_range=batch_range)
 
 
 def toolchain_model(catalog: Any, toolchain: str, roofline: RooflineFn) -> EfficiencyModel | None:
