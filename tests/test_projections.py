@@ -213,3 +213,15 @@ def test_batch_slope_comes_from_one_model_at_several_batches_not_from_comparing_
     catalog = load_catalog()
     h100 = ef.target_model(catalog, "h100-sxm", roofline_point)  # two models, one batch each
     assert h100.slope > 0 and "tensorrt toolchain's models" in h100.label
+
+
+def test_targets_show_lists_the_published_results_with_their_sources():
+    from click.testing import CliRunner
+
+    from accelbench.cli import main
+
+    shown = CliRunner().invoke(main, ["targets", "show", "l4"])
+    assert shown.exit_code == 0, shown.output
+    assert "published results: 4" in shown.output and "mlcommons/inference_results_v3.1" in shown.output
+    none = CliRunner().invoke(main, ["targets", "show", "l40s"])
+    assert "published results: none (projections use the toolchain median)" in none.output
