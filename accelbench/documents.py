@@ -295,6 +295,14 @@ class Engine(_Part):
     host_requirement: Any = None
 
 
+class Attempt(_Part):
+    """One quantization recipe tried for a variant (accelbench.models.toolchains.attempts)."""
+
+    recipe: str
+    outcome: Literal["ok", "failed"]
+    reason: str = Field(description="one line: why it failed, or what the working graph passed")
+
+
 class VariantManifest(_Part):
     """``accelbench.variant/1``: how one (model, target, precision) variant was made (``manifest.json``)."""
 
@@ -317,6 +325,9 @@ class VariantManifest(_Part):
     accuracy: Accuracy | None
     graph_cost: GraphCost | None
     engine: Engine | None
+    attempts: list[Attempt] | None = Field(
+        None, description="the recipes tried in order, the last one ok when the variant was made"
+    )
     files: dict[str, str]
     created_at: str
     manifest_hash: str

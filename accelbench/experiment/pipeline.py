@@ -21,6 +21,7 @@ LocalTriton stops in its context manager and the load generator's process group 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,13 @@ def run_experiment(
     catalog_path: str | None = None,
     progress: Progress | None = None,
     command: str = "accelbench run",
+    on_result: Callable[[Path, dict[str, Any]], None] | None = None,
 ) -> RunOutcome:
-    """Run every stage of ``spec``; finished work on disk is reused. Returns where the report is."""
+    """Run every stage of ``spec``; finished work on disk is reused. Returns where the report is.
+
+    ``on_result(path, document)`` is called with each result document as its sweep finishes (after the file is
+    written): ``accelbench run --push`` sends it to a results server there. It must not raise.
+    """
     from accelbench.hardware.catalog import load_catalog
 
     progress = progress or Progress(quiet=True)
@@ -84,7 +90,9 @@ def run_experiment(
         )
         for target in spec.measured_targets:
             mine = [v for v in served if v.manifest["target"] == target.id]
-            outcome.result_paths += _measure_target(spec, target, mine, out, catalog, progress, command)
+            outcome.result_paths += _measure_target(
+                spec, target, mine, out, catalog, progress, command, on_result
+            )
         progress.stage("report")
         _report(spec, out, catalog, progress, outcome)
     finally:
@@ -230,7 +238,7 @@ def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
 
 
 def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
-                    progress: Progress, command: str) -> list[Path]:  # fmt: skip
+                    progress: Progress, command: str, on_result: Any = None) -> list[Path]:  # fmt: skip
     profile = _profile(spec)
     paths = [_result_path(out, v, profile) for v in variants]
     todo = [v for v, p in zip(variants, paths, strict=True) if not _finished(p, v, profile)]
@@ -254,7 +262,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, profile, out, repo_dir, progress, command)
+            _sweeps(server, todo, profile, out, repo_dir, progress, command, on_result)
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -266,7 +274,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             for v in todo:
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, profile, out, None, progress, command)
+        _sweeps(server, todo, profile, out, None, progress, command, on_result)
     return paths
 
 
@@ -288,7 +296,7 @@ def _triton_name(variant: _Variant) -> str:
 
 
 def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo_dir: Path | None,
-            progress: Progress, command: str) -> None:  # fmt: skip
+            progress: Progress, command: str, on_result: Any = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
 
@@ -308,6 +316,8 @@ def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo
                 command=command, on_event=on_event,
             )  # fmt: skip
             notes.append(f"{len(doc['steps'])} steps")
+        if on_result is not None:  # the sink (e.g. a push to a results server) sees the finished document
+            on_result(_result_path(out, v, profile), doc)
 
 
 # ---- report -------------------------------------------------------------------------------------------
