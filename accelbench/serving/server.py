@@ -65,6 +65,22 @@ def _clean(line: str) -> str:
     return text.split("\\n")[0].strip().rstrip(";")
 
 
+def dlpack_only(repo: Path, models: list[str]) -> bool:
+    """True when every model's config declares ``tensor_transport: dlpack`` (the torch-cuda flavor)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    for name in models:
+        try:
+            text = (repo / name / "config.pbtxt").read_text()
+            config = text_format.Parse(text, model_config_pb2.ModelConfig())
+        except (OSError, text_format.ParseError):
+            return False  # Triton reports the broken config itself
+        if config.parameters["tensor_transport"].string_value != "dlpack":
+            return False
+    return bool(models)
+
+
 class LocalTriton:
     """Start ``tritonserver`` on ``repo``; attributes ``http_url``, ``grpc_url``, ``metrics_url``, ``pid``.
 
@@ -144,7 +160,8 @@ class LocalTriton:
         missing = sorted(set(self.load_models or ()) - present)
         if missing:
             raise BadInputError(f"{self.repo}: no model(s) {missing}; it has {sorted(present)}")
-        install = find_tritonserver(self._tritonserver)
+        chosen = self.load_models or sorted(present)
+        install = find_tritonserver(self._tritonserver, allow_numpy2=dlpack_only(self.repo, chosen))
         self._choose_ports()
         try:
             self._launch(install)
