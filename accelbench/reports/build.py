@@ -1,16 +1,19 @@
-"""Assemble the report table from loaded result documents and the hardware catalog.
+"""Assemble the report table from result documents (from any source) and the hardware catalog.
 
 One row per model × precision × target: measured when a result exists, else projected (roofline ×
-calibrated efficiency) for the targets asked for and for the baseline. Measured beats projected.
+calibrated efficiency) for the targets asked for and for the baseline. Measured beats projected. The table
+depends only on the documents' content, not on where they came from or in which order.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.documents import Accuracy, ResultDocument, Step, to_dict
+from accelbench.errors import BadInputError
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import (
     DEFAULT_MAX_ERROR_RATE,
@@ -24,7 +27,6 @@ from accelbench.reports.cost import (
     energy_per_request_j,
     quote_price,
 )
-from accelbench.reports.inputs import LoadedResult
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,23 @@ class ReportOptions:
         return self.slo_ms * 1000.0
 
 
+@dataclass(frozen=True)
+class Result:
+    """A result document and the hash of its content (tells apart two hosts' runs with the same run id)."""
+
+    doc: ResultDocument
+    sha256: str
+
+
+def unique_results(documents: Iterable[ResultDocument]) -> list[Result]:
+    """Each document once (by content), in a fixed order, whatever order the source gave them in."""
+    by_hash: dict[str, ResultDocument] = {}
+    for doc in documents:
+        by_hash.setdefault(doc.content_hash(), doc)
+    found = [Result(doc, sha) for sha, doc in by_hash.items()]
+    return sorted(found, key=lambda r: (r.doc.model, r.doc.target or "", r.doc.run_id, r.sha256))
+
+
 @dataclass
 class Group:
     """All result documents for one (model, precision, target)."""
@@ -54,21 +73,32 @@ class Group:
     model: str
     precision: str
     target_id: str
-    results: list[LoadedResult]
+    results: list[Result]
 
-    def label(self, result: LoadedResult) -> str:
-        """The run id, made unique with the file's hash when two hosts wrote the same run id."""
-        same = sum(1 for r in self.results if r.doc["run_id"] == result.doc["run_id"])
-        return result.doc["run_id"] if same == 1 else f"{result.doc['run_id']}@{result.sha256[:12]}"
+    def label(self, result: Result) -> str:
+        """The run id, made unique with the document's hash when two hosts wrote the same run id."""
+        same = sum(1 for r in self.results if r.doc.run_id == result.doc.run_id)
+        return result.doc.run_id if same == 1 else f"{result.doc.run_id}@{result.sha256[:12]}"
 
-    def steps(self) -> list[tuple[str, dict[str, Any]]]:
-        return [(self.label(r), s) for r in self.results for s in r.doc["steps"]]
+    def steps(self) -> list[tuple[str, Step]]:
+        return [(self.label(r), s) for r in self.results for s in r.doc.steps]
 
-    def steps_only(self) -> list[dict[str, Any]]:
-        return [s for r in self.results for s in r.doc["steps"]]
+    def steps_only(self) -> list[Step]:
+        return [s for r in self.results for s in r.doc.steps]
 
-    def first(self, key: str) -> Any:
-        return next((r.doc.get(key) for r in self.results if r.doc.get(key)), None)
+    def accuracy(self) -> Accuracy | None:
+        return next(
+            (r.doc.accuracy for r in self.results if r.doc.accuracy and to_dict(r.doc.accuracy)), None
+        )
+
+    def graph_cost(self) -> dict[str, Any] | None:
+        return next((to_dict(r.doc.graph_cost) for r in self.results if r.doc.graph_cost), None)
+
+    def variant(self) -> str | None:
+        return next((r.doc.variant for r in self.results if r.doc.variant), None)
+
+    def batch_size(self) -> int | None:
+        return next((r.doc.batch_size for r in self.results if r.doc.batch_size), None)
 
 
 @dataclass
@@ -82,10 +112,10 @@ class ReportData:
     graph_costs: dict[tuple[str, str], dict[str, Any]]
 
 
-def group_results(results: list[LoadedResult]) -> dict[tuple[str, str, str], Group]:
+def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
     groups: dict[tuple[str, str, str], Group] = {}
     for r in results:
-        key = (r.doc["model"], r.doc["precision"], r.doc["target"])
+        key = (r.doc.model, r.doc.precision, r.doc.target)
         groups.setdefault(key, Group(*key, results=[])).results.append(r)
     return dict(sorted(groups.items()))
 
@@ -98,10 +128,10 @@ def _calibrate(groups, targets, graph_costs, options, roofline) -> dict[str, pro
         if not proj.usable_graph_cost(gc):
             continue
         for res in group.results:
-            for step in res.doc["steps"]:
+            for step in res.doc.steps:
                 if not step_qualifies(step, options.slo_us, pct, options.max_error_rate):
                     continue
-                batch = proj.served_batch(step, int(res.doc.get("batch_size") or 1))
+                batch = proj.served_batch(step, int(res.doc.batch_size or 1))
                 eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
                 if eff:
                     samples[targets[tid].toolchain].append((tid, eff))
@@ -109,10 +139,13 @@ def _calibrate(groups, targets, graph_costs, options, roofline) -> dict[str, pro
 
 
 def build_report(
-    results: list[LoadedResult], catalog: Any, options: ReportOptions, roofline: Any = None
+    documents: Iterable[ResultDocument], catalog: Any, options: ReportOptions, roofline: Any = None
 ) -> ReportData:
     """The table every output is rendered from. Unknown target ids raise BadInputError (catalog.get)."""
     percentile_key(options.percentile)  # validate early: one clear line
+    results = unique_results(documents)
+    if not results:
+        raise BadInputError("no result documents to report on")
     groups = group_results(results)
     baseline_id = options.baseline or catalog.baseline_id
     wanted = sorted({g.target_id for g in groups.values()} | set(options.project) | {baseline_id})
@@ -121,7 +154,7 @@ def build_report(
         catalog.get(tid)
     graph_costs: dict[tuple[str, str], dict[str, Any]] = {}
     for (model, precision, _), g in groups.items():
-        gc = g.first("graph_cost")
+        gc = g.graph_cost()
         if proj.usable_graph_cost(gc):
             graph_costs.setdefault((model, precision), gc)
     if roofline is None and graph_costs:
@@ -171,11 +204,10 @@ def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str
     }  # fmt: skip
 
 
-def _accuracy(row: dict[str, Any], acc: Mapping[str, Any] | None, of: str) -> None:
+def _accuracy(row: dict[str, Any], acc: Accuracy | None, of: str) -> None:
     if acc:
         row.update(
-            accuracy_metric=acc.get("metric"), accuracy_value=acc.get("value"),
-            accuracy_verdict=acc.get("verdict"), accuracy_of=of,
+            accuracy_metric=acc.metric, accuracy_value=acc.value, accuracy_verdict=acc.verdict, accuracy_of=of,
         )  # fmt: skip
 
 
@@ -184,42 +216,42 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
     cap = capacity_at_slo(g.steps(), options.slo_us, options.percentile, options.max_error_rate)
     docs = [r.doc for r in g.results]
     row.update(
-        variant=docs[0].get("variant") or row["variant"],
-        origin=",".join(sorted({d.get("origin") or "" for d in docs})),
+        variant=docs[0].variant or row["variant"],
+        origin=",".join(sorted({d.origin or "" for d in docs})),
         meets_slo=cap.meets_slo, capacity_rps=cap.capacity_rps, capacity_ips=cap.capacity_ips,
         latency_us=cap.latency_us, reason=cap.reason,
-        sources=";".join(f"{r.path.rsplit('/', 1)[-1]}@{r.sha256[:12]}" for r in g.results),
+        # named by content, not by file: the same documents from a folder or a database give the same report
+        sources=";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in g.results),
     )  # fmt: skip
-    _accuracy(row, g.first("accuracy"), row["variant"])
+    _accuracy(row, g.accuracy(), row["variant"])
     _provenance(row, docs)
     if cap.step_key:
         run_id, index = cap.step_key
         doc = next(r.doc for r in g.results if g.label(r) == run_id)
-        step = next(s for s in doc["steps"] if int(s.get("index", 0)) == index)
-        row.update(chosen_run_id=run_id, chosen_step=index, batch_size=doc.get("batch_size"),
-                   served_batch=proj.served_batch(step, int(doc.get("batch_size") or 1)))  # fmt: skip
-        row["latency_resolution_us"] = step.get("latency_resolution_us")
-        row["offered"] = ",".join(f"{k}={v}" for k, v in sorted((step.get("offered") or {}).items()))
-        power = (step.get("metrics") or {}).get("gpu_power_w")
-        row["energy_per_request_j"] = step.get("energy_per_request_j") or energy_per_request_j(
+        step = next(s for s in doc.steps if s.index == index)
+        row.update(chosen_run_id=run_id, chosen_step=index, batch_size=doc.batch_size,
+                   served_batch=proj.served_batch(step, int(doc.batch_size or 1)))  # fmt: skip
+        row["latency_resolution_us"] = step.latency_resolution_us
+        row["offered"] = ",".join(f"{k}={v}" for k, v in sorted(to_dict(step.offered).items()))
+        power = step.metrics.gpu_power_w if step.metrics else None
+        row["energy_per_request_j"] = step.energy_per_request_j or energy_per_request_j(
             power, cap.capacity_rps
         )
     return row
 
 
-def _provenance(row: dict[str, Any], docs: list[dict[str, Any]]) -> None:
+def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:
     hosts, dates, versions = set(), set(), set()
     for d in docs:
-        prov = d.get("provenance") or {}
-        host = prov.get("host") or {}
+        prov = d.provenance
+        host = prov.host  # free-form: the load generator's host probe, or the device check's
         hosts.add(str(host.get("hostname") or host.get("name") or host.get("cpu") or "unknown host"))
-        if prov.get("created_at"):
-            dates.add(str(prov["created_at"]))
-        for name, ver in sorted((prov.get("packages") or {}).items()):
+        if prov.created_at:
+            dates.add(str(prov.created_at))
+        for name, ver in sorted(prov.packages.items()):
             versions.add(f"{name} {ver}")
-        server = prov.get("server") or {}
-        if server.get("version"):
-            versions.add(f"tritonserver {server['version']}")
+        if prov.server and prov.server.version:
+            versions.add(f"tritonserver {prov.server.version}")
     row["host"] = ", ".join(sorted(hosts))
     row["measured_at"] = " – ".join(sorted({min(dates), max(dates)})) if dates else None
     row["versions"] = ", ".join(sorted(versions)) or None
@@ -229,14 +261,14 @@ def _projected_row(model, precision, target, gc, groups, options, calibrations, 
     row = _blank_row(model, precision, target, "projected")
     donors = [g for (m, p, _), g in groups.items() if (m, p) == (model, precision)]
     if donors:
-        _accuracy(row, donors[0].first("accuracy"), donors[0].first("variant") or "")
+        _accuracy(row, donors[0].accuracy(), donors[0].variant() or "")
     row["origin"] = "roofline-projection"
     if not proj.usable_graph_cost(gc):
         row["reason"] = "not projected: the results carry no graph_cost (FLOPs/bytes) for this model"
         return row
     cal = proj.calibration_for(target.toolchain, calibrations)
     p = proj.project_capacity(gc, target, precision, options.slo_us / 1e6, cal.efficiency, roofline)
-    batch_size = int(donors[0].first("batch_size") or 1) if donors else 1
+    batch_size = int(donors[0].batch_size() or 1) if donors else 1
     row.update(
         efficiency=cal.efficiency, efficiency_source=cal.source, projected_batch=p.batch,
         roofline_bound=p.bound, precision_used=p.precision_used, batch_size=batch_size,

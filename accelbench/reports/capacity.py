@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from accelbench.documents import Step
 from accelbench.errors import BadInputError
 
 PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p99.9")
@@ -45,20 +45,26 @@ class Capacity:
         return self.capacity_rps is not None
 
 
+def latency_at(step: Step, pct_key: str) -> float | None:
+    """The step's latency in µs at a percentile key ("p99"), None when not recorded."""
+    value = step.latency_us.at(pct_key) if step.latency_us else None
+    return None if value is None else float(value)
+
+
 def step_qualifies(
-    step: Mapping[str, Any], slo_us: float, pct_key: str, max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    step: Step, slo_us: float, pct_key: str, max_error_rate: float = DEFAULT_MAX_ERROR_RATE
 ) -> bool:
     """A step counts when it is VALID, its error rate is within the limit and its percentile within the SLO."""
-    if step.get("verdict") != "VALID":
+    if step.verdict != "VALID":
         return False
-    latency = (step.get("latency_us") or {}).get(pct_key)
-    if latency is None or step.get("throughput_rps") is None:
+    latency = latency_at(step, pct_key)
+    if latency is None or step.throughput_rps is None:
         return False
-    return float(step.get("error_rate") or 0.0) <= max_error_rate and float(latency) <= slo_us
+    return float(step.error_rate or 0.0) <= max_error_rate and latency <= slo_us
 
 
 def capacity_at_slo(
-    steps: Iterable[tuple[str, Mapping[str, Any]]],
+    steps: Iterable[tuple[str, Step]],
     slo_us: float,
     percentile: float | str = 99,
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
@@ -69,21 +75,15 @@ def capacity_at_slo(
     independent of the order the files were read in.
     """
     key = percentile_key(percentile)
-    pairs: Sequence[tuple[str, Mapping[str, Any]]] = list(steps)
-    valid = [(rid, s) for rid, s in pairs if s.get("verdict") == "VALID"]
+    pairs: Sequence[tuple[str, Step]] = list(steps)
+    valid = [(rid, s) for rid, s in pairs if s.verdict == "VALID"]
     good = [(rid, s) for rid, s in valid if step_qualifies(s, slo_us, key, max_error_rate)]
     if not good:
         if not valid:
             why = "does not meet the SLO: no VALID step"
         else:
-            best_latency = min(
-                (
-                    float(s["latency_us"][key])
-                    for _, s in valid
-                    if (s.get("latency_us") or {}).get(key) is not None
-                ),
-                default=None,
-            )
+            recorded = (latency_at(s, key) for _, s in valid)
+            best_latency = min((v for v in recorded if v is not None), default=None)
             shown = "unknown" if best_latency is None else f"{best_latency / 1000:.3g} ms"
             why = (
                 f"does not meet the SLO: best {key} {shown} > {slo_us / 1000:g} ms (or error rate over limit)"
@@ -91,20 +91,15 @@ def capacity_at_slo(
         return Capacity(None, None, None, None, 0, len(valid), why)
     run_id, best = min(
         good,
-        key=lambda p: (
-            -float(p[1]["throughput_rps"]),
-            float(p[1]["latency_us"][key]),
-            p[0],
-            p[1].get("index", 0),
-        ),
+        key=lambda p: (-float(p[1].throughput_rps), latency_at(p[1], key), p[0], p[1].index),
     )
-    rps = float(best["throughput_rps"])
-    ips = best.get("throughput_ips")
+    rps = float(best.throughput_rps)
+    ips = best.throughput_ips
     return Capacity(
         capacity_rps=rps,
         capacity_ips=float(ips) if ips is not None else None,
-        latency_us=float(best["latency_us"][key]),
-        step_key=(run_id, int(best.get("index", 0))),
+        latency_us=latency_at(best, key),
+        step_key=(run_id, best.index),
         qualifying_steps=len(good),
         valid_steps=len(valid),
         reason=f"best of {len(good)} qualifying step(s) of {len(valid)} VALID",

@@ -11,10 +11,11 @@ capacity rises, by more than that spread.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from accelbench.reports.capacity import percentile_key
+from accelbench.documents import Step, to_dict
+from accelbench.reports.capacity import latency_at, percentile_key
 from accelbench.reports.sections import fmt
 
 # No repeated steps → no measured spread; 10 % is the load-test stage's stability tolerance
@@ -33,25 +34,25 @@ def relative_range(values: list[float]) -> float:
     return 0.0 if top <= 0 else (top - min(values)) / top
 
 
-def step_spread(steps: Iterable[Mapping[str, Any]], percentile: str = "p99") -> float | None:
+def step_spread(steps: Iterable[Step], percentile: str = "p99") -> float | None:
     """Largest relative range of throughput or latency among steps at the same offered load; None if no repeats."""
     key = percentile_key(percentile)
-    by_load: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    by_load: dict[str, list[Step]] = defaultdict(list)
     for s in steps:
-        if s.get("verdict") == "VALID":
-            by_load[repr(sorted((s.get("offered") or {}).items()))].append(s)
+        if s.verdict == "VALID":
+            by_load[repr(sorted(to_dict(s.offered).items()))].append(s)
     spreads = []
     for s in (s for group in by_load.values() for s in group):
-        windows = s.get("windows") or []  # the load test's stability windows within one step
-        for field in ("throughput_rps", "p99_us"):
-            values = [float(w[field]) for w in windows if w.get(field) is not None]
+        windows = s.windows or []  # the load test's stability windows within one step
+        for values in ([w.throughput_rps for w in windows], [w.p99_us for w in windows]):
+            values = [float(v) for v in values if v is not None]
             if len(values) >= 2:
                 spreads.append(relative_range(values))
     for group in by_load.values():
         if len(group) < 2:
             continue
-        thr = [float(s["throughput_rps"]) for s in group if s.get("throughput_rps") is not None]
-        lat = [float(s["latency_us"][key]) for s in group if (s.get("latency_us") or {}).get(key) is not None]
+        thr = [float(s.throughput_rps) for s in group if s.throughput_rps is not None]
+        lat = [v for v in (latency_at(s, key) for s in group) if v is not None]
         spreads += [relative_range(v) for v in (thr, lat) if len(v) >= 2]
     return max(spreads) if spreads else None
 

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from accelbench.reports import projection as proj
-from accelbench.reports.capacity import percentile_key
+from accelbench.reports.capacity import latency_at, percentile_key
 
 _STYLE = {
     "svg.hashsalt": "accelbench-report",
@@ -75,10 +75,10 @@ def latency_vs_throughput(data: Any) -> str:
     for ax, model in zip(axes, models, strict=True):
         for (m, precision, tid), group in data.groups.items():
             pts = sorted(
-                (float(s["throughput_rps"]), float(s["latency_us"][key]) / 1000.0)
+                (float(s.throughput_rps), latency_at(s, key) / 1000.0)
                 for _, s in group.steps()
-                if m == model and s.get("verdict") == "VALID" and s.get("throughput_rps") is not None
-                and (s.get("latency_us") or {}).get(key) is not None
+                if m == model and s.verdict == "VALID" and s.throughput_rps is not None
+                and latency_at(s, key) is not None
             )  # fmt: skip
             if pts:
                 ax.plot(*zip(*pts, strict=True), color=colors[tid], marker=_MARKERS.get(precision, "o"),

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.documents import Step
+
 # No measurement of the toolchain → this fraction of the roofline bound. A conservative placeholder,
 # not a measurement: serving stacks commonly reach well under half of peak on small batches (launch
 # overhead, HTTP, non-GEMM ops), and under-promising is the safer error in a cost report.
@@ -80,7 +82,7 @@ def usable_graph_cost(graph_cost: Mapping[str, Any] | None) -> bool:
 
 
 def step_efficiency(
-    step: Mapping[str, Any],
+    step: Step,
     batch: int,
     graph_cost: Mapping[str, Any],
     target: Any,
@@ -90,7 +92,7 @@ def step_efficiency(
     """Measured inferences/s ÷ the roofline's upper bound at the batch the server ran."""
     roofline = roofline or default_roofline()
     run_precision = precision_on(target, precision)
-    ips = step.get("throughput_ips")
+    ips = step.throughput_ips
     if run_precision is None or not ips:
         return None
     point = roofline_at(roofline, graph_cost, batch, target, run_precision)
@@ -98,9 +100,9 @@ def step_efficiency(
     return float(ips) / bound if bound > 0 else None
 
 
-def served_batch(step: Mapping[str, Any], doc_batch: int) -> int:
+def served_batch(step: Step, doc_batch: int) -> int:
     """The batch the server executed: Triton's mean batch size when recorded, else the client's."""
-    mean = ((step.get("server_stats") or {}).get("mean_batch_size")) or doc_batch or 1
+    mean = (step.server_stats.mean_batch_size if step.server_stats else None) or doc_batch or 1
     return max(1, round(float(mean)))
 
 
