@@ -40,7 +40,7 @@ def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str
               work_dir: str, name: str, token: str | None, quiet: bool) -> None:  # fmt: skip
     """Long-poll SERVER for jobs of --target and run each (quantize, serve, sweep), pushing results.
 
-    SIGTERM: the running step finishes, what it measured is pushed, and the job goes back to the queue.
+    SIGTERM or Ctrl-C: the running step finishes, what it measured is pushed, and the job goes back to the queue.
     """
     from accelbench.service.agent import AgentConfig, run_agent
 
@@ -48,7 +48,8 @@ def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str
                       work_dir=Path(work_dir), name=name, catalog_path=(ctx.obj or {}).get("catalog_path"),
                       quiet=quiet)  # fmt: skip
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for sig in (signal.SIGTERM, signal.SIGINT):  # both: finish the running step, push it, release the job
+        signal.signal(sig, lambda *_: stop.set())
     outcomes = run_agent(cfg, stop)
     click.echo(json.dumps(outcomes, sort_keys=True))
 
