@@ -31,8 +31,8 @@ def _on(hosts, name: str, cmd: list[str], timeout: float = 120) -> subprocess.Co
 
 def _get(hosts, name: str, url: str, token: str = "") -> str | None:
     """GET ``url`` from host ``name`` (an HTTP client in that namespace); None when it does not answer."""
-    code = ("import httpx,sys; r=httpx.get(sys.argv[1], headers={'Authorization': 'Bearer '+sys.argv[2]}, timeout=5);"
-            "print(r.text) if r.status_code == 200 else sys.exit(1)")  # fmt: skip
+    code = ("import httpx,sys; h={'Authorization': 'Bearer '+sys.argv[2]} if sys.argv[2] else {};"
+            "r=httpx.get(sys.argv[1], headers=h, timeout=5); print(r.text) if r.status_code == 200 else sys.exit(1)")  # fmt: skip
     done = hosts.run(name, [sys.executable, "-c", code, url, token], capture_output=True, text=True, timeout=60)
     return done.stdout if done.returncode == 0 else None
 

@@ -207,20 +207,41 @@ def prepare_work_dir(work: Path, documents: list[dict[str, Any]]) -> Path:
     return results
 
 
-def push_results(api: Api, job_id: int, call: dict[str, Any], work: Path) -> int:
-    """Push each finished sweep of the job, with its variant manifest; returns how many."""
-    pushed = 0
-    for path in sorted((work / "results").glob("*.json")):
-        doc = json.loads(path.read_text())
-        if not doc.get("complete"):
-            continue
-        body: dict[str, Any] = {**call, "result": doc, "source": path.name}
-        manifest = work / "variants" / str(doc.get("variant")) / "manifest.json"
+class ResultPusher:
+    """Pushes each finished sweep once (the pipeline's ``on_result``), and at the end whatever is left."""
+
+    def __init__(self, api: Api, job_id: int, call: dict[str, Any], work: Path, progress: AgentProgress) -> None:
+        self.api, self.job_id, self.call, self.work, self.progress = api, job_id, call, work, progress
+        self.pushed: set[str] = set()
+
+    def push(self, path: Path) -> None:
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in self.pushed:
+            return
+        doc = json.loads(data)
+        body: dict[str, Any] = {**self.call, "result": doc, "source": path.name}
+        manifest = self.work / "variants" / str(doc.get("variant")) / "manifest.json"
         if manifest.is_file():
             body["variant"] = json.loads(manifest.read_text())
-        api.call("POST", f"/jobs/{job_id}/results", body)
-        pushed += 1
-    return pushed
+        self.api.call("POST", f"/jobs/{self.job_id}/results", body)
+        self.pushed.add(digest)
+
+    def __call__(self, path: Path, _doc: dict[str, Any]) -> None:
+        # the pipeline's sink must not raise: a failed push is retried by ``rest`` when the job ends
+        try:
+            self.push(Path(path))
+        except JobLost:
+            self.progress.lost.set()
+        except (ServerError, OSError, ValueError):
+            pass
+
+    def rest(self) -> int:
+        """Push every finished sweep not pushed yet; returns how many sweeps the job has in all."""
+        done = [p for p in sorted((self.work / "results").glob("*.json")) if json.loads(p.read_text()).get("complete")]
+        for path in done:
+            self.push(path)
+        return len(done)
 
 
 def run_job(api: Api, cfg: AgentConfig, runner_id: int, job: dict[str, Any], stop: threading.Event,
@@ -233,16 +254,18 @@ def run_job(api: Api, cfg: AgentConfig, runner_id: int, job: dict[str, Any], sto
     work = cfg.work_dir / f"job-{job_id}"
     results = prepare_work_dir(work, job.get("documents") or [])
     progress = AgentProgress(quiet=cfg.quiet, stop=stop)
+    pusher = ResultPusher(api, job_id, call, work, progress)
     beat = Heartbeat(api, job_id, call, progress, results, max(0.5, float(job["lease_s"]) / 3))
     beat.start()
     say(f"job {job_id}: {job['campaign']} on {job['target']}, attempt {job['attempt']} "
         f"({sum(len(d.get('steps') or []) for d in job.get('documents') or [])} step(s) already pushed)")  # fmt: skip
     try:
         spec = parse_spec(job["spec"], f"campaign {job['campaign_id']}").only_target(job["target"])
-        run_experiment(spec, out_dir=work, catalog_path=cfg.catalog_path, progress=progress,
+        run_experiment(spec, out_dir=work, catalog_path=cfg.catalog_path, progress=progress, on_result=pusher,
                        command=f"accelbench agent --target {cfg.target} (campaign {job['campaign_id']}, job {job_id})")  # fmt: skip
+        progress.check()  # the job was lost while the last sweep ran
         beat.sync()
-        pushed = push_results(api, job_id, call, work)
+        pushed = pusher.rest()
         api.call("POST", f"/jobs/{job_id}/done", call)
         say(f"job {job_id}: done, {pushed} result(s) pushed")
         return "done"

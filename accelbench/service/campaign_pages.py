@@ -130,12 +130,14 @@ def campaign_page(
 
 def campaign_report(session: Any, catalog: Any, campaign_id: int) -> Any:
     """ReportData over the campaign's stored results with its spec's SLO, prices, baseline and projections."""
+    import json
+
+    from accelbench.documents import load_result
     from accelbench.errors import BadInputError
     from accelbench.experiment.pipeline import _report_options
     from accelbench.experiment.spec import parse_spec
     from accelbench.reports.build import build_report
     from accelbench.service.campaigns import _campaign
-    from accelbench.service.views import loaded_results
 
     campaign = _campaign(session, campaign_id)
     rows = queue.campaign_result_rows(session, campaign_id)
@@ -143,7 +145,8 @@ def campaign_report(session: Any, catalog: Any, campaign_id: int) -> Any:
         raise ApiError(404, f"campaign {campaign_id} has no results yet")
     try:
         options = _report_options(parse_spec(campaign.spec, f"campaign {campaign_id}"))
-        return build_report(loaded_results(rows), catalog, options)
+        documents = [load_result(json.loads(r.document), r.source) for r in rows]
+        return build_report(documents, catalog, options)
     except BadInputError as err:
         raise ApiError(422, str(err)) from None
 

@@ -316,7 +316,9 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
     from accelbench.service.validate import check_result
 
     call = _call(body)
-    return call, check_result(body.get("document"), "document")
+    doc = body.get("document")
+    check_result(doc, "document")  # 422 naming the field; the document is kept as the agent sent it
+    return call, doc
 
 
 @router.post("/jobs/{job_id}/results", tags=["jobs"], status_code=201)

@@ -20,6 +20,11 @@ from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobRe
 from accelbench.service.models import aware, utcnow
 
 
+# A lease that ran out while the server itself was down is not the agent's fault: after a (re)start every lease
+# gets one full period for the agent's next heartbeat to arrive before it can expire.
+STARTED_AT = utcnow()
+
+
 class JobLost(Exception):
     """The job is not this runner's any more (its lease expired and it was requeued, or it finished)."""
 
@@ -63,12 +68,13 @@ def reap_expired(session: Any, now: Any = None) -> int:
     """Requeue (or expire, after its last attempt) every running job whose lease ran out. Commits."""
     now = now or utcnow()
     rows = session.execute(
-        sa.select(Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history).where(
-            Job.status == jobs.RUNNING, Job.lease_until <= now
-        )
+        sa.select(Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history,
+                  Job.lease_s).where(Job.status == jobs.RUNNING, Job.lease_until <= now)  # fmt: skip
     ).all()
     changed = 0
-    for job_id, attempts, max_attempts, until, runner_id, history in rows:
+    for job_id, attempts, max_attempts, until, runner_id, history, lease_s in rows:
+        if now < jobs.lease_until(STARTED_AT, lease_s):
+            continue  # the server was down while this lease ran out: give the agent one period to check in
         after = jobs.after_expiry(attempts, max_attempts)
         reason = None if after == jobs.QUEUED else f"lease expired on each of {attempts} attempts"
         entry = {"attempt": attempts, "runner": runner_names(session, {runner_id}).get(runner_id),
@@ -208,14 +214,8 @@ def campaign_result_rows(session: Any, campaign_id: int) -> list[Any]:
     """The stored results of a campaign's jobs, each once."""
     from accelbench.service.models import Result
 
-    query = (
-        sa.select(Result)
-        .join(JobResult, JobResult.result_id == Result.id)
-        .join(Job, Job.id == JobResult.job_id)
-        .where(Job.campaign_id == campaign_id)
-        .distinct()
-        .order_by(Result.id)
-    )
+    ids = sa.select(JobResult.result_id).join(Job, Job.id == JobResult.job_id).where(Job.campaign_id == campaign_id)
+    query = sa.select(Result).where(Result.id.in_(ids)).order_by(Result.id)  # no DISTINCT: PostgreSQL's json
     return list(session.execute(query).scalars())
 
 
