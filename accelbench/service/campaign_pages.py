@@ -128,16 +128,15 @@ def campaign_page(
     return _render("campaign.html", campaign=data, finished=data["status"] not in (jobs.QUEUED, jobs.RUNNING))
 
 
-def campaign_report(session: Any, catalog: Any, campaign_id: int) -> Any:
-    """ReportData over the campaign's stored results with its spec's SLO, prices, baseline and projections."""
-    import json
-
-    from accelbench.documents import load_result
+def campaign_report(session: Any, catalog: Any, campaign_id: int, formats: tuple[str, ...] = ()) -> Any:
+    """The report over the campaign's stored results with its spec's SLO, prices, baseline and projections
+    (``render_report``, what ``accelbench report`` calls): ``.json_text``, ``.outputs["report.html"]``."""
     from accelbench.errors import BadInputError
     from accelbench.experiment.pipeline import _report_options
     from accelbench.experiment.spec import parse_spec
-    from accelbench.reports.build import build_report
+    from accelbench.reports.report import render_report
     from accelbench.service.campaigns import _campaign
+    from accelbench.service.views import documents
 
     campaign = _campaign(session, campaign_id)
     rows = queue.campaign_result_rows(session, campaign_id)
@@ -145,8 +144,7 @@ def campaign_report(session: Any, catalog: Any, campaign_id: int) -> Any:
         raise ApiError(404, f"campaign {campaign_id} has no results yet")
     try:
         options = _report_options(parse_spec(campaign.spec, f"campaign {campaign_id}"))
-        documents = [load_result(json.loads(r.document), r.source) for r in rows]
-        return build_report(documents, catalog, options)
+        return render_report(documents(rows), catalog, options, formats=formats)
     except BadInputError as err:
         raise ApiError(422, str(err)) from None
 
@@ -157,10 +155,9 @@ def campaign_report_page(
     request: Request,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
-) -> HTMLResponse:
-    from accelbench.service.views import report_html
-
-    return HTMLResponse(report_html(campaign_report(session, request.app.state.catalog, campaign_id)))
+) -> Response:
+    rendered = campaign_report(session, request.app.state.catalog, campaign_id, formats=("html",))
+    return Response(rendered.outputs["report.html"], media_type="text/html; charset=utf-8")
 
 
 @router.get("/runners", response_class=HTMLResponse, include_in_schema=False)

@@ -166,10 +166,9 @@ def get_campaign_report(
     from fastapi.responses import Response
 
     from accelbench.service.campaign_pages import campaign_report
-    from accelbench.service.views import report_json
 
-    data = campaign_report(session, request.app.state.catalog, campaign_id)
-    return Response(report_json(data), media_type="application/json")
+    rendered = campaign_report(session, request.app.state.catalog, campaign_id)
+    return Response(rendered.json_text, media_type="application/json")
 
 
 @router.post("/runners", tags=["runners"])
