@@ -102,7 +102,9 @@ def wait_campaign(api: httpx.Client, campaign_id: int, token: str, timeout_s: fl
     deadline = time.monotonic() + timeout_s
     while True:
         with contextlib.suppress(httpx.TransportError):
-            campaign = api.get(f"/api/v1/campaigns/{campaign_id}", headers={"Authorization": f"Bearer {token}"})
+            campaign = api.get(
+                f"/api/v1/campaigns/{campaign_id}", headers={"Authorization": f"Bearer {token}"}
+            )
             if campaign.status_code == 200 and until(campaign.json()):
                 return campaign.json()
         if time.monotonic() > deadline:

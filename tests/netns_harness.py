@@ -69,7 +69,20 @@ class Hosts:
         _ip("-n", hub, "link", "set", "br0", "up")
         for i, name in enumerate(self.names[1:], start=1):
             inner, outer = f"eth{i}", f"veth{i}"
-            _ip("link", "add", inner, "netns", self.ns(name), "type", "veth", "peer", "name", outer, "netns", hub)
+            _ip(
+                "link",
+                "add",
+                inner,
+                "netns",
+                self.ns(name),
+                "type",
+                "veth",
+                "peer",
+                "name",
+                outer,
+                "netns",
+                hub,
+            )
             _ip("-n", self.ns(name), "addr", "add", f"{self.address(name)}/24", "dev", inner)
             _ip("-n", self.ns(name), "link", "set", inner, "up")
             _ip("-n", hub, "link", "set", outer, "master", "br0")

@@ -14,7 +14,6 @@ import time
 
 import httpx
 import pytest
-from markupsafe import escape
 from campaign_helpers import (
     end_agents,
     job_documents,
@@ -26,6 +25,7 @@ from campaign_helpers import (
     wait_campaign,
     wait_healthy,
 )
+from markupsafe import escape
 from service_fixtures import create_token, running_server
 
 from accelbench.serving.server import free_port
@@ -85,8 +85,13 @@ def test_two_cpu_targets_two_agents_three_projected_one_report(tmp_path):
         assert rows == {("cpu-local", "measured"), ("c7i.large", "measured"), ("a100-sxm4-80gb", "projected"),
                         *((t, "projected") for t in PROJECTED)}, rows  # fmt: skip
         runners = api.get("/api/v1/runners").json()["runners"]
-        assert {r["name"]: r["catalog_match"] for r in runners} == {"host-a": "cpu-local", "host-b": "cpu-local"}
-        if CHROMIUM:  # the page a reviewer opens: every job done, and the report it links to ranks every target
+        assert {r["name"]: r["catalog_match"] for r in runners} == {
+            "host-a": "cpu-local",
+            "host-b": "cpu-local",
+        }
+        if (
+            CHROMIUM
+        ):  # the page a reviewer opens: every job done, and the report it links to ranks every target
             dom = _dump_dom(f"{server.base_url}/campaigns/{campaign['id']}", tmp_path / "chrome")
             assert dom.count('data-status="done"') == 2 and 'id="campaign-status">done<' in dom
             page = _dump_dom(f"{server.base_url}/campaigns/{campaign['id']}/report", tmp_path / "chrome")
@@ -127,7 +132,9 @@ def test_stop_kill_and_server_restart_lose_no_step_and_duplicate_none(tmp_path):
 
         # B: SIGKILL (with its tritonserver and Locust) after one more step → the lease expires, requeued
         agents.append(start_agent(url, runner, "cpu-local", tmp_path / "b", "b"))
-        wait_campaign(api, campaign["id"], admin, 300, until=lambda _c: len(steps()) > len(after_a), logs=logs)
+        wait_campaign(
+            api, campaign["id"], admin, 300, until=lambda _c: len(steps()) > len(after_a), logs=logs
+        )
         kill_tree(agents[1], signal.SIGKILL)
         after_b = steps()
         assert len(after_b) < 5, "B finished the sweep before it could be killed: make the steps longer"
@@ -149,7 +156,9 @@ def test_stop_kill_and_server_restart_lose_no_step_and_duplicate_none(tmp_path):
         doc = api.get(f"/api/v1/results/{result_id}", headers=_h(admin)).json()["document"]
         assert [s["index"] for s in doc["steps"]] == [0, 1, 2, 3, 4] and doc["complete"]
         kept = {s["index"]: s["started_at"] for s in doc["steps"]}
-        assert all(kept[s["index"]] == s["started_at"] for s in after_b)  # pushed steps were resumed, not redone
+        assert all(
+            kept[s["index"]] == s["started_at"] for s in after_b
+        )  # pushed steps were resumed, not redone
         assert api.get("/api/v1/results", headers=_h(admin)).json()["total"] == 1
         c_log = (tmp_path / "c" / "c.log").read_text()
         assert f"({len(after_b)} step(s) already pushed)" in c_log

@@ -12,10 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import netns_harness
 import pytest
 from campaign_helpers import ACCELBENCH, end_agents, spec_text, start_agent, start_server_on, stop_server
-
-import netns_harness
 
 pytestmark = pytest.mark.slow
 WHY_NOT = netns_harness.available()
@@ -33,7 +32,9 @@ def _get(hosts, name: str, url: str, token: str = "") -> str | None:
     """GET ``url`` from host ``name`` (an HTTP client in that namespace); None when it does not answer."""
     code = ("import httpx,sys; h={'Authorization': 'Bearer '+sys.argv[2]} if sys.argv[2] else {};"
             "r=httpx.get(sys.argv[1], headers=h, timeout=5); print(r.text) if r.status_code == 200 else sys.exit(1)")  # fmt: skip
-    done = hosts.run(name, [sys.executable, "-c", code, url, token], capture_output=True, text=True, timeout=60)
+    done = hosts.run(
+        name, [sys.executable, "-c", code, url, token], capture_output=True, text=True, timeout=60
+    )
     return done.stdout if done.returncode == 0 else None
 
 
@@ -71,14 +72,22 @@ def test_server_and_two_agents_on_three_hosts_complete_a_campaign(kind, tmp_path
         db = f"sqlite:///{base / 'results.db'}"
         if kind == "postgresql":
             db, stop_pg = _start_postgres(hosts, base)
-        admin = _on(hosts, "server", [ACCELBENCH, "token", "create", "--db", db, "--scope", "admin", "--name", "a"]).stdout.strip()
-        runner = _on(hosts, "server", [ACCELBENCH, "token", "create", "--db", db, "--scope", "runner", "--name", "r"]).stdout.strip()
+        admin = _on(
+            hosts, "server", [ACCELBENCH, "token", "create", "--db", db, "--scope", "admin", "--name", "a"]
+        ).stdout.strip()
+        runner = _on(
+            hosts, "server", [ACCELBENCH, "token", "create", "--db", db, "--scope", "runner", "--name", "r"]
+        ).stdout.strip()
         address = hosts.address("server")
         url = f"http://{address}:{PORT}"
-        server = start_server_on(db, PORT, base / "server.log", host=address, prefix=hosts.command("server", []))
+        server = start_server_on(
+            db, PORT, base / "server.log", host=address, prefix=hosts.command("server", [])
+        )
         deadline = time.monotonic() + 90
         while _get(hosts, "agent1", url + "/api/v1/health") is None:
-            assert server.poll() is None and time.monotonic() < deadline, (base / "server.log").read_text()[-2000:]
+            assert server.poll() is None and time.monotonic() < deadline, (base / "server.log").read_text()[
+                -2000:
+            ]
             time.sleep(0.5)
         assert _get(hosts, "agent2", url + "/api/v1/health") is not None  # the second host reaches it too
         assert hosts.address("agent1") != hosts.address("agent2")

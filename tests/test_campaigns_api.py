@@ -60,7 +60,9 @@ def _runner(client, tokens, name: str, target: str = "cpu-local", labels=None) -
 
 
 def _claim(client, tokens, runner_id: int, wait_s: float = 0.0):
-    r = client.post("/jobs/claim", json={"runner_id": runner_id, "wait_s": wait_s}, headers=_h(tokens["runner"]))
+    r = client.post(
+        "/jobs/claim", json={"runner_id": runner_id, "wait_s": wait_s}, headers=_h(tokens["runner"])
+    )
     assert r.status_code in (200, 204), r.text
     return r.json() if r.status_code == 200 else None
 
@@ -109,7 +111,9 @@ def test_a_bad_spec_is_422_with_one_line(api, spec, message):
 
 def test_scopes(api):
     client, tokens = api
-    assert "may not admin" in _error(client.post("/campaigns", json={"spec": SPEC}, headers=_h(tokens["runner"])), 403)
+    assert "may not admin" in _error(
+        client.post("/campaigns", json={"spec": SPEC}, headers=_h(tokens["runner"])), 403
+    )
     _error(client.post("/campaigns", json={"spec": SPEC}), 401)
     body = {"name": "x", "target": "cpu-local"}
     assert "may not runner" in _error(client.post("/runners", json=body, headers=_h(tokens["read"])), 403)
@@ -161,7 +165,10 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     doc = json.loads(sorted((DATA / "cpu-local").glob("*.json"))[0].read_text())
     partial = {**doc, "steps": doc["steps"][:1], "complete": False}
     body = {"runner_id": rid, "attempt": job["attempt"], "document": partial}
-    assert client.put(f"/jobs/{job['id']}/documents", json=body, headers=_h(tokens["runner"])).json()["steps"] == 1
+    assert (
+        client.put(f"/jobs/{job['id']}/documents", json=body, headers=_h(tokens["runner"])).json()["steps"]
+        == 1
+    )
     time.sleep(1.3)
     again = _claim(client, tokens, rid)
     assert again["id"] == job["id"] and again["documents"] == [partial]
@@ -208,7 +215,9 @@ def test_twenty_agents_racing_for_fifty_jobs_never_double_claim(api):
         t.join(timeout=300)
     assert not errors, errors[:3]
     job_ids = [j for j, _ in claims]
-    assert len(job_ids) == 50 and len(set(job_ids)) == 50, f"{len(job_ids)} claims of {len(set(job_ids))} jobs"
+    assert len(job_ids) == 50 and len(set(job_ids)) == 50, (
+        f"{len(job_ids)} claims of {len(set(job_ids))} jobs"
+    )
     assert len({r for _, r in claims}) > 1  # the race really was between several runners
 
 
@@ -222,6 +231,80 @@ def test_submit_cli(api, live_server, tmp_path):
     assert "1 job(s) (cpu-local)" in result.output and "/campaigns/" in result.output
     bad = CliRunner().invoke(main, [*args[:4], "--token", tokens["read"]])
     assert bad.exit_code == 2 and "may not admin" in bad.output and bad.output.count("\n") == 1
-    missing = CliRunner().invoke(main, ["submit", str(tmp_path / "no.toml"), "--server", live_server.base_url])
+    missing = CliRunner().invoke(
+        main, ["submit", str(tmp_path / "no.toml"), "--server", live_server.base_url]
+    )
     assert missing.exit_code == 2 and "spec file not found" in missing.output
     _drain(*api, "cpu-local")
+
+
+def test_runners_page_shows_labels_probe_version_and_marks_offline(api, live_server):
+    import sqlalchemy as sa
+
+    from accelbench.hardware.probe import probe_host
+    from accelbench.service.campaign_models import Runner
+    from accelbench.service.db import make_engine
+
+    client, tokens = api
+    probe = probe_host(known_ids=["cpu-local"])
+    body = {
+        "name": "desk-orin",
+        "target": "cpu-local",
+        "labels": {"site": "desk"},
+        "probe": probe,
+        "version": "9.9",
+    }
+    assert client.post("/runners", json=body, headers=_h(tokens["runner"])).status_code == 200
+    _runner(client, tokens, "gone-host")
+    engine = make_engine(live_server.db_url)
+    with engine.begin() as conn:  # a runner last heard from an hour ago
+        old = sa.func.now() - sa.text("interval '1 hour'") if engine.dialect.name == "postgresql" else None
+        when = old if old is not None else sa.text("datetime('now', '-1 hour')")
+        conn.execute(sa.update(Runner).where(Runner.name == "gone-host").values(last_seen=when))
+    engine.dispose()
+    listed = {r["name"]: r for r in client.get("/runners", headers=_h(tokens["read"])).json()["runners"]}
+    assert listed["desk-orin"]["online"] and not listed["gone-host"]["online"]
+    assert listed["desk-orin"]["catalog_match"] == "cpu-local" and listed["desk-orin"]["labels"] == {
+        "site": "desk"
+    }
+    page = httpx.get(live_server.base_url + "/runners", headers=_h(tokens["read"])).text
+    row = page[page.index("desk-orin") - 200 : page.index("desk-orin") + 800]
+    assert "online" in row and "site=desk" in row and "9.9" in row and "CPU: " in row
+    gone = page[page.index("gone-host") - 200 : page.index("gone-host") + 300]
+    assert 'class="offline"' in gone
+    unknown = {**body, "name": "x", "target": "h900"}
+    assert "field target" in _error(client.post("/runners", json=unknown, headers=_h(tokens["runner"])), 422)
+
+
+def test_the_web_form_submits_a_campaign_and_a_bad_spec_shows_its_line(api, live_server):
+    _, tokens = api
+    cookies = {"accelbench_token": tokens["admin"]}
+    form = {"spec": ONE_JOB, "lease_s": "60", "max_attempts": "2"}
+    with httpx.Client(base_url=live_server.base_url, cookies=cookies, timeout=60) as browser:
+        page = browser.get("/campaigns")
+        assert page.status_code == 200 and '<form method="post" action="/campaigns">' in page.text
+        made = browser.post("/campaigns", data=form)
+        assert made.status_code == 303 and made.headers["location"].startswith("/campaigns/")
+        shown = browser.get(made.headers["location"])
+        assert shown.status_code == 200 and 'data-status="queued"' in shown.text and "cpu-local" in shown.text
+        assert '<meta http-equiv="refresh"' in shown.text  # unfinished: the page refreshes itself
+        bad = browser.post("/campaigns", data={**form, "spec": "name = ["})
+        assert bad.status_code == 422 and 'role="alert"' in bad.text and "not valid TOML" in bad.text
+        assert "name = [" in bad.text  # the spec stays in the form to fix
+    reader = httpx.post(
+        live_server.base_url + "/campaigns", data=form, cookies={"accelbench_token": tokens["read"]}
+    )
+    assert reader.status_code == 403
+    _drain(*api, "cpu-local")
+
+
+@pytest.mark.parametrize(
+    "path,body,status",
+    [("/jobs/claim", {"runner_id": 2**40}, 422), ("/jobs/0/heartbeat", {"runner_id": 1, "attempt": 1}, 422),
+     ("/jobs/2147483647/done", {"runner_id": 1, "attempt": 1}, 404),
+     ("/runners", {"name": "a\x00b", "target": "cpu-local"}, 422), ("/jobs/1/documents", None, 405)],
+)  # fmt: skip
+def test_bad_ids_and_nul_are_one_line_errors_never_500(api, path, body, status):
+    client, tokens = api
+    r = client.post(path, json=body, headers=_h(tokens["runner"]))
+    _error(r, status)

@@ -28,7 +28,9 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.command("agent")
 @click.option("--server", required=True, help="The results server, e.g. https://bench.example.org")
 @click.option("--target", "target_id", required=True, help="The catalog id this host measures as.")
-@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label jobs may ask for (repeat).")
+@click.option(
+    "--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label jobs may ask for (repeat)."
+)
 @click.option("--once", is_flag=True, help="Take one job, run it, and exit (ephemeral cloud hosts).")
 @click.option("--work-dir", type=click.Path(file_okay=False), default="accelbench-agent", show_default=True,
               help="Where jobs run (variants, results, logs), one folder per job.")  # fmt: skip
@@ -87,7 +89,9 @@ def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, le
                 time.sleep(2.0)
                 campaign = api.call("GET", f"/campaigns/{campaign['id']}", None)
             for job in campaign["jobs"]:
-                click.echo(f"  {job['target']}: {job['status']}" + (f" ({job['reason']})" if job["reason"] else ""))
+                click.echo(
+                    f"  {job['target']}: {job['status']}" + (f" ({job['reason']})" if job["reason"] else "")
+                )
             ctx.exit(0 if campaign["status"] == "done" else 1)
     finally:
         api.close()

@@ -95,7 +95,9 @@ class Api:
             except httpx.TransportError as err:
                 why = f"{type(err).__name__}: {err}"
             if time.monotonic() + delay > deadline:
-                raise Unreachable(f"results server {self.url} did not answer for {self.retry_s:.0f} s ({why})")
+                raise Unreachable(
+                    f"results server {self.url} did not answer for {self.retry_s:.0f} s ({why})"
+                )
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -210,7 +212,9 @@ def prepare_work_dir(work: Path, documents: list[dict[str, Any]]) -> Path:
 class ResultPusher:
     """Pushes each finished sweep once (the pipeline's ``on_result``), and at the end whatever is left."""
 
-    def __init__(self, api: Api, job_id: int, call: dict[str, Any], work: Path, progress: AgentProgress) -> None:
+    def __init__(
+        self, api: Api, job_id: int, call: dict[str, Any], work: Path, progress: AgentProgress
+    ) -> None:
         self.api, self.job_id, self.call, self.work, self.progress = api, job_id, call, work, progress
         self.pushed: set[str] = set()
 
@@ -238,7 +242,11 @@ class ResultPusher:
 
     def rest(self) -> int:
         """Push every finished sweep not pushed yet; returns how many sweeps the job has in all."""
-        done = [p for p in sorted((self.work / "results").glob("*.json")) if json.loads(p.read_text()).get("complete")]
+        done = [
+            p
+            for p in sorted((self.work / "results").glob("*.json"))
+            if json.loads(p.read_text()).get("complete")
+        ]
         for path in done:
             self.push(path)
         return len(done)

@@ -1,9 +1,9 @@
 """Server-rendered pages of campaigns and runners (no JavaScript needed; a running campaign's page refreshes).
 
-    /campaigns              every campaign, and the form that submits a spec
-    /campaigns/{id}         every job (status, runner, attempts, last heartbeat, log tail) and the live report
-    /campaigns/{id}/report  the campaign's report.html, rendered from its stored results with the spec's options
-    /runners                every agent: labels, host probe, accelbench version, last seen; offline marked
+/campaigns              every campaign, and the form that submits a spec
+/campaigns/{id}         every job (status, runner, attempts, last heartbeat, log tail) and the live report
+/campaigns/{id}/report  the campaign's report.html, rendered from its stored results with the spec's options
+/runners                every agent: labels, host probe, accelbench version, last seen; offline marked
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from accelbench.service import jobs, queue
@@ -88,7 +89,7 @@ def _campaigns(session: Any, error: str | None = None, spec: str = "", status: i
 
 
 @router.post("/campaigns", include_in_schema=False)
-async def submit_form(request: Request, who: Principal = Depends(require("admin"))) -> Response:
+async def submit_form(request: Request, who: Annotated[Principal, Depends(require("admin"))]) -> Response:
     """The web form: a spec's TOML text, a lease and attempts; a bad spec re-renders the form with its line."""
     from fastapi.concurrency import run_in_threadpool
 
@@ -115,7 +116,7 @@ async def submit_form(request: Request, who: Principal = Depends(require("admin"
 
 @router.get("/campaigns/{campaign_id}", response_class=HTMLResponse, include_in_schema=False)
 def campaign_page(
-    campaign_id: int,
+    campaign_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> HTMLResponse:
@@ -151,7 +152,7 @@ def campaign_report(session: Any, catalog: Any, campaign_id: int, formats: tuple
 
 @router.get("/campaigns/{campaign_id}/report", response_class=HTMLResponse, include_in_schema=False)
 def campaign_report_page(
-    campaign_id: int,
+    campaign_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
     request: Request,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],

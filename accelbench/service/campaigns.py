@@ -20,10 +20,10 @@ import json
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from accelbench.service import jobs, queue
 from accelbench.service.auth import Principal, require
@@ -33,31 +33,47 @@ from accelbench.service.errors import ApiError
 router = APIRouter(prefix="/api/v1")
 MAX_WAIT_S = 60.0  # a long poll answers within this; GitHub's runners hold ~50 s
 POLL_S = 0.5
+MAX_ID = 2**31 - 1  # ids are 32-bit integer columns: a larger one is a 422, not a database error
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; refuse it in what is stored as text
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+Labels = dict[Annotated[Text, Field(min_length=1, max_length=100)], Annotated[Text, Field(max_length=200)]]
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+PathId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 class CampaignIn(BaseModel):
-    spec: str = Field(max_length=200_000, description="The experiment spec, TOML text (accelbench init)")
+    spec: Text = Field(max_length=200_000, description="The experiment spec, TOML text (accelbench init)")
     lease_s: float = Field(jobs.DEFAULT_LEASE_S, gt=0, le=86400, description="lease per heartbeat, seconds")
     max_attempts: int = Field(jobs.DEFAULT_MAX_ATTEMPTS, ge=1, le=100)
-    labels: dict[str, str] = Field(default_factory=dict, description="labels every job asks its runner for")
+    labels: Labels = Field(
+        default_factory=dict, max_length=50, description="labels every job asks its runner for"
+    )
 
 
 class RunnerIn(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    target: str = Field(min_length=1, max_length=100)
-    labels: dict[str, str] = Field(default_factory=dict)
-    probe: dict[str, Any] = Field(default_factory=dict)
-    version: str = Field("", max_length=40)
+    name: Text = Field(min_length=1, max_length=200)
+    target: Text = Field(min_length=1, max_length=100)
+    labels: Labels = Field(default_factory=dict, max_length=50)
+    probe: dict[str, Any] = Field(default_factory=dict, description="accelbench.hardware.probe.probe_host()")
+    version: Text = Field("", max_length=40)
 
 
 class ClaimIn(BaseModel):
-    runner_id: int
+    runner_id: Id
     wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)
 
 
 class JobCall(BaseModel):
-    runner_id: int
-    attempt: int
+    runner_id: Id
+    attempt: int = Field(ge=0, le=MAX_ID)
     log_tail: str = Field("", max_length=100_000)
     reason: str | None = Field(None, max_length=10_000)
 
@@ -145,7 +161,7 @@ def list_campaigns(
 
 @router.get("/campaigns/{campaign_id}", tags=["campaigns"])
 def get_campaign(
-    campaign_id: int,
+    campaign_id: PathId,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> dict[str, Any]:
@@ -156,7 +172,7 @@ def get_campaign(
 
 @router.get("/campaigns/{campaign_id}/report", tags=["campaigns"])
 def get_campaign_report(
-    campaign_id: int,
+    campaign_id: PathId,
     request: Request,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
@@ -174,10 +190,17 @@ def get_campaign_report(
 @router.post("/runners", tags=["runners"])
 def post_runner(
     body: RunnerIn,
+    request: Request,
     session: Annotated[Any, Depends(get_session)],
     who: Annotated[Principal, Depends(require("runner"))],
 ) -> dict[str, Any]:
     """Register (or refresh) an agent; the id it gets is what it claims jobs with."""
+    from accelbench.errors import BadInputError
+
+    try:
+        request.app.state.catalog.get(body.target)
+    except BadInputError as err:
+        raise ApiError(422, f"field target: {err}") from None
     try:
         runner = queue.register_runner(session, name=body.name, target=body.target, labels=body.labels,
                                        probe=body.probe, version=body.version, token_name=who.name)  # fmt: skip
@@ -205,7 +228,9 @@ def _runner(session: Any, runner_id: int) -> Any:
 
 
 @router.post("/jobs/claim", tags=["jobs"], responses={204: {"description": "no job within wait_s"}})
-async def claim_job(body: ClaimIn, request: Request, _who: Principal = Depends(require("runner"))) -> Any:
+async def claim_job(
+    body: ClaimIn, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+) -> Any:
     """Long-poll: the oldest queued job for the runner's target and labels, or 204 after ``wait_s``."""
     from fastapi.responses import Response
 
@@ -251,7 +276,7 @@ def _owned(session: Any, job_id: int, call: JobCall) -> Any:
 
 @router.post("/jobs/{job_id}/heartbeat", tags=["jobs"])
 def job_heartbeat(
-    job_id: int,
+    job_id: PathId,
     call: JobCall,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("runner"))],
@@ -264,7 +289,7 @@ def job_heartbeat(
 
 @router.get("/jobs/{job_id}/documents", tags=["jobs"])
 def get_job_documents(
-    job_id: int,
+    job_id: PathId,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> dict[str, Any]:
@@ -273,7 +298,9 @@ def get_job_documents(
 
 
 @router.put("/jobs/{job_id}/documents", tags=["jobs"])
-async def put_job_document(job_id: int, request: Request, _who: Principal = Depends(require("runner"))) -> Any:
+async def put_job_document(
+    job_id: int, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+) -> Any:
     """``{runner_id, attempt, document}``: the partial result document as it stands after a step."""
     body = await _json_body(request)
     call, doc = _call_and_document(body)
@@ -321,7 +348,9 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
 
 
 @router.post("/jobs/{job_id}/results", tags=["jobs"], status_code=201)
-async def post_job_result(job_id: int, request: Request, _who: Principal = Depends(require("runner"))) -> Any:
+async def post_job_result(
+    job_id: int, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+) -> Any:
     """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job."""
     from accelbench.service import ingest
 
@@ -343,7 +372,7 @@ async def post_job_result(job_id: int, request: Request, _who: Principal = Depen
 
 def _finish(event: str) -> Any:
     def endpoint(
-        job_id: int,
+        job_id: PathId,
         call: JobCall,
         session: Annotated[Any, Depends(get_session)],
         _who: Annotated[Principal, Depends(require("runner"))],

@@ -19,7 +19,6 @@ from accelbench.service import jobs
 from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobResult, Runner
 from accelbench.service.models import aware, utcnow
 
-
 # A lease that ran out while the server itself was down is not the agent's fault: after a (re)start every lease
 # gets one full period for the agent's next heartbeat to arrive before it can expire.
 STARTED_AT = utcnow()
@@ -68,8 +67,9 @@ def reap_expired(session: Any, now: Any = None) -> int:
     """Requeue (or expire, after its last attempt) every running job whose lease ran out. Commits."""
     now = now or utcnow()
     rows = session.execute(
-        sa.select(Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history,
-                  Job.lease_s).where(Job.status == jobs.RUNNING, Job.lease_until <= now)  # fmt: skip
+        sa.select(
+            Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history, Job.lease_s
+        ).where(Job.status == jobs.RUNNING, Job.lease_until <= now)  # fmt: skip
     ).all()
     changed = 0
     for job_id, attempts, max_attempts, until, runner_id, history, lease_s in rows:
@@ -82,8 +82,14 @@ def reap_expired(session: Any, now: Any = None) -> int:
         done = session.execute(
             sa.update(Job)
             .where(Job.id == job_id, Job.status == jobs.RUNNING, Job.lease_until == until)
-            .values(status=after, runner_id=None, lease_until=None, reason=reason, history=[*history, entry],
-                    finished_at=now if after == jobs.EXPIRED else None)  # fmt: skip
+            .values(
+                status=after,
+                runner_id=None,
+                lease_until=None,
+                reason=reason,
+                history=[*history, entry],
+                finished_at=now if after == jobs.EXPIRED else None,
+            )  # fmt: skip
         )
         changed += done.rowcount or 0
     session.commit()
@@ -112,8 +118,15 @@ def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str], now:
         done = conn.execute(
             sa.update(Job)
             .where(Job.id == picked.id, Job.status == jobs.QUEUED)
-            .values(status=jobs.RUNNING, runner_id=runner_id, attempts=Job.attempts + 1, claimed_at=now,
-                    heartbeat_at=now, lease_until=jobs.lease_until(now, picked.lease_s), reason=None)  # fmt: skip
+            .values(
+                status=jobs.RUNNING,
+                runner_id=runner_id,
+                attempts=Job.attempts + 1,
+                claimed_at=now,
+                heartbeat_at=now,
+                lease_until=jobs.lease_until(now, picked.lease_s),
+                reason=None,
+            )  # fmt: skip
         )
         if done.rowcount != 1:
             conn.rollback()
@@ -140,7 +153,7 @@ def heartbeat(session: Any, job: Job, log_tail: str) -> Any:
     """Extend the lease from now; returns the new lease end. Commits."""
     now = utcnow()
     job.heartbeat_at, job.lease_until = now, jobs.lease_until(now, job.lease_s)
-    job.log_tail = log_tail[-8000:]
+    job.log_tail = log_tail[-8000:].replace("\x00", "")  # PostgreSQL text holds no NUL
     _touch_runner(session, job.runner_id, now)
     session.commit()
     return job.lease_until
@@ -171,7 +184,9 @@ def put_document(session: Any, job: Job, doc: dict[str, Any], text: str) -> None
 
 def documents(session: Any, job_id: int) -> list[dict[str, Any]]:
     """The partial documents pushed for a job: what a requeued attempt resumes from."""
-    rows = session.execute(sa.select(JobDocument).where(JobDocument.job_id == job_id).order_by(JobDocument.run_id))
+    rows = session.execute(
+        sa.select(JobDocument).where(JobDocument.job_id == job_id).order_by(JobDocument.run_id)
+    )
     return [json.loads(r.document) for r in rows.scalars()]
 
 
@@ -196,7 +211,7 @@ def finish(session: Any, job: Job, event: str, reason: str | None = None) -> Non
     runner = session.get(Runner, job.runner_id) if job.runner_id else None
     job.history = [*job.history, {"attempt": job.attempts, "runner": runner.name if runner else None,
                                   "outcome": event, "reason": reason, "at": now.isoformat()}]  # fmt: skip
-    job.status, job.reason = after, (" ".join(reason.split())[:500] if reason else None)
+    job.status, job.reason = after, (" ".join(reason.replace("\x00", "").split())[:500] if reason else None)
     job.lease_until = None
     if event == "release":
         job.runner_id, job.attempts = None, max(0, job.attempts - 1)
@@ -207,14 +222,20 @@ def finish(session: Any, job: Job, event: str, reason: str | None = None) -> Non
 
 
 def campaign_jobs(session: Any, campaign_id: int) -> list[Job]:
-    return list(session.execute(sa.select(Job).where(Job.campaign_id == campaign_id).order_by(Job.id)).scalars())
+    return list(
+        session.execute(sa.select(Job).where(Job.campaign_id == campaign_id).order_by(Job.id)).scalars()
+    )
 
 
 def campaign_result_rows(session: Any, campaign_id: int) -> list[Any]:
     """The stored results of a campaign's jobs, each once."""
     from accelbench.service.models import Result
 
-    ids = sa.select(JobResult.result_id).join(Job, Job.id == JobResult.job_id).where(Job.campaign_id == campaign_id)
+    ids = (
+        sa.select(JobResult.result_id)
+        .join(Job, Job.id == JobResult.job_id)
+        .where(Job.campaign_id == campaign_id)
+    )
     query = sa.select(Result).where(Result.id.in_(ids)).order_by(Result.id)  # no DISTINCT: PostgreSQL's json
     return list(session.execute(query).scalars())
 
