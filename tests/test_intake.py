@@ -180,3 +180,11 @@ def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp
     # the FP32 copy keeps its tensors beside it, under the variant's own name, and loads from there
     assert "model.onnx.data" in fp32["files"]
     attempts.check_variant(out / fp32["name"] / "model.onnx", _feed(1)[0])
+
+
+def test_the_float_tail_is_what_follows_the_last_compute_op():
+    model = paddle_like()
+    for i, node in enumerate(model.graph.node):
+        node.name = f"{node.op_type}_{i}"
+    # Softmax follows the last MatMul; Reshape and Relu feed it, so they are quantized
+    assert ort_tc.float_tail(model) == ["Softmax_9"]

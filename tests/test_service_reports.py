@@ -14,6 +14,7 @@ import pytest
 from service_fixtures import ACCELBENCH
 
 DATA = Path(__file__).parent / "data" / "reports"
+HTTP = httpx.Client(timeout=300)  # a report renders plots: slow on a loaded 2-core machine
 OPTION_SETS = [
     [],
     ["--slo-p99-ms", "20", "--price-basis", "spot", "--baseline", "l4", "--price", "cpu-local=0.05"],
@@ -59,12 +60,12 @@ def test_two_hosts_pushed_give_the_cli_report_byte_for_byte(live_server, two_hos
     auth = {"Authorization": f"Bearer {live_server.token}"}
     for options in OPTION_SETS:
         expected = _cli("report", str(host_a), str(host_b), "--json", *options).stdout
-        got = httpx.get(live_server.base_url + "/api/v1/report", params=_to_query(options), headers=auth)
+        got = HTTP.get(live_server.base_url + "/api/v1/report", params=_to_query(options), headers=auth)
         assert got.status_code == 200, got.text
         assert got.content == expected, options
         out = tmp_path / f"report{len(options)}"
         _cli("report", str(host_a), str(host_b), "--out", str(out), *options)
-        page = httpx.get(live_server.base_url + "/report.html", params=_to_query(options), headers=auth)
+        page = HTTP.get(live_server.base_url + "/report.html", params=_to_query(options), headers=auth)
         assert page.status_code == 200 and page.content == (out / "report.html").read_bytes(), options
     rows = json.loads(expected)
     ranked = {
@@ -78,7 +79,7 @@ def test_one_model_report_equals_the_cli_over_that_models_files(live_server, two
     _cli("push", str(host_a), str(host_b), "--server", live_server.base_url, "--token", live_server.token)
     files = [str(p) for p in (*host_a.glob("resnet50*.json"), *host_b.glob("resnet50*.json"))]
     expected = _cli("report", *files, "--json").stdout
-    got = httpx.get(live_server.base_url + "/api/v1/report", params={"model": "resnet50"},
+    got = HTTP.get(live_server.base_url + "/api/v1/report", params={"model": "resnet50"},
                     headers={"Authorization": f"Bearer {live_server.token}"})  # fmt: skip
     assert got.content == expected
 
@@ -97,15 +98,15 @@ def test_history_flags_a_run_that_moved_beyond_the_spread(live_server, tmp_path)
             step["throughput_rps"] = round(step["throughput_rps"] * scale, 3)
         runs.append(doc)
     for doc in runs:
-        assert httpx.post(live_server.base_url + "/api/v1/results", json=doc, headers=auth).status_code in (
+        assert HTTP.post(live_server.base_url + "/api/v1/results", json=doc, headers=auth).status_code in (
             200,
             201,
         )
     params = {"model": "minilm-l6", "target": "cpu-local", "precision": "int8"}
-    history = httpx.get(live_server.base_url + "/api/v1/history", params=params, headers=auth).json()
+    history = HTTP.get(live_server.base_url + "/api/v1/history", params=params, headers=auth).json()
     by_day = {r["created_at"][:10]: r for r in history["runs"]}
     assert by_day["2026-12-01"]["change"]["regression"] is True
     assert any("capacity down" in f for f in by_day["2026-12-01"]["change"]["flags"])
     assert by_day["2026-11-30"]["change"] is None or not by_day["2026-11-30"]["change"]["regression"]
-    page = httpx.get(live_server.base_url + "/history", params=params, headers=auth)
+    page = HTTP.get(live_server.base_url + "/history", params=params, headers=auth)
     assert page.status_code == 200 and "<svg" in page.text and "moved:" in page.text
