@@ -174,3 +174,13 @@ def test_export_command_writes_the_schemas(tmp_path):
         [sys.executable, "-m", "accelbench.documents", "--export", str(tmp_path)], check=True, cwd=ROOT
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.schema.json", "variant.schema.json"]
+
+
+def test_the_device_check_rebuilds_the_committed_h200_results_byte_for_byte(tmp_path):
+    committed = ROOT / "bench" / "results" / "h200" / "2026-11-30"
+    for name in ("summary.json", "probe.json"):
+        (tmp_path / name).write_text((committed / name).read_text())
+    cmd = [sys.executable, str(ROOT / "bench" / "device_check.py"), "--rebuild-results", str(tmp_path)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    for path in sorted((committed / "results").glob("*.json")):
+        assert (tmp_path / "results" / path.name).read_bytes() == path.read_bytes(), path.name

@@ -228,10 +228,10 @@ def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
     from accelbench.loadtests import results
 
     doc = results.load_document(path)
-    done = {s["index"] for s in (doc or {}).get("steps", [])}
+    done = {s.index for s in doc.steps} if doc else set()
     return (
         results.resumable(doc, variant.manifest["manifest_hash"], profile.to_dict())
-        and bool(doc.get("complete"))
+        and doc.complete
         and done >= {s["index"] for s in profile.steps()}
     )
 
@@ -314,7 +314,7 @@ def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo
                 manifest=v.manifest, repository_config=config.read_text() if config and config.is_file() else "",
                 command=command, on_event=on_event,
             )  # fmt: skip
-            notes.append(f"{len(doc['steps'])} steps")
+            notes.append(f"{len(doc.steps)} steps")
 
 
 # ---- report -------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results
 from accelbench.loadtests.distributed import MasterBind
@@ -51,7 +52,8 @@ class Server:
 
 
 def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) -> dict[str, Any]:
-    """The result document's step record from the child's raw totals (pure)."""
+    """The result document's step record from the child's raw totals (pure); ``results.put_step`` types it
+    as a ``documents.Step``."""
     duration = raw.get("duration_s") or 0.0
     requests = int(raw.get("requests", 0))
     errors = raw.get("errors") or {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0}
@@ -134,7 +136,7 @@ def run_sweep(
     limits: Limits = DEFAULT_LIMITS,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     master_bind: MasterBind | None = None,
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[ResultDocument, Path]:
     """Measure every step not already on disk; returns the result document and its path.
 
     With ``master_bind`` the load comes from ``expect_workers`` worker processes started elsewhere
@@ -155,14 +157,14 @@ def run_sweep(
         repository_config=repository_config, command=command, profile_label=profile.label(),
     )  # fmt: skip
     if results.resumable(old, manifest_hash, load_profile):
-        doc["steps"] = results.finished_steps(old)
-    done = {s["index"] for s in doc["steps"]}
+        doc.steps = results.finished_steps(old)
+    done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
     if todo:
         _run_child(doc, path, todo, server, model, payloads, expected_outputs, profile, limits, on_event,
                    master_bind)  # fmt: skip
-    doc["complete"] = True
+    doc.complete = True
     results.save(doc, path)
     return doc, path
 
@@ -238,7 +240,7 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
         problem = MeasurementError(
             f"load generator exited with code {child.returncode}: {_last_line(log_path)}"
         )
-    if missing and not any(s.get("aborted") for s in doc["steps"]):
+    if missing and not any(s.aborted for s in doc.steps):
         plan = missing[0]
         aborted = _aborted_step(plan, str(problem))
         results.put_step(doc, build_step(aborted, profile.kind, profile.batch_size, limits), path)
