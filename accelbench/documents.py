@@ -229,6 +229,13 @@ class LoadProfile(_Part):
     max_duration_s: Number | None = None
     max_in_flight: int | None = None
     timeout_s: Number | None = None
+    check_every: int | None = Field(
+        None, description="every Nth answer's outputs were fully decoded and checked (every answer leanly)"
+    )
+    input_data: str | None = Field(
+        None, description="payloads from the server's metadata: zero | random | a perf_analyzer JSON file"
+    )
+    shapes: list[str] | None = Field(None, description="NAME:D1,D2 sizes given for dynamic input dimensions")
 
 
 class ResultDocument(_Part):
@@ -292,6 +299,14 @@ class Engine(_Part):
     host_requirement: Any = None
 
 
+class Attempt(_Part):
+    """One quantization recipe tried for a variant (accelbench.models.toolchains.attempts)."""
+
+    recipe: str
+    outcome: Literal["ok", "failed"]
+    reason: str = Field(description="one line: why it failed, or what the working graph passed")
+
+
 class VariantManifest(_Part):
     """``accelbench.variant/1``: how one (model, target, precision) variant was made (``manifest.json``)."""
 
@@ -314,6 +329,9 @@ class VariantManifest(_Part):
     accuracy: Accuracy | None
     graph_cost: GraphCost | None
     engine: Engine | None
+    attempts: list[Attempt] | None = Field(
+        None, description="the recipes tried in order, the last one ok when the variant was made"
+    )
     files: dict[str, str]
     created_at: str
     manifest_hash: str

@@ -1,12 +1,15 @@
 """Assemble the report table from result documents (from any source) and the hardware catalog.
 
 One row per model × precision × target: measured when a result exists, else projected (roofline ×
-calibrated efficiency) for the targets asked for and for the baseline. Measured beats projected. The table
-depends only on the documents' content, not on where they came from or in which order.
+efficiency from the target's published results, calibrated by measurements of the same toolchain) for the
+targets asked for and for the baseline. Measured beats projected; a projected row carries its efficiency
+model's range, labelled "projected", never as a measured interval. The table depends only on the documents'
+content, not on where they came from or in which order.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -14,6 +17,7 @@ from typing import Any
 
 from accelbench.documents import Accuracy, ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError
+from accelbench.reports import efficiency as ef
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import (
     DEFAULT_MAX_ERROR_RATE,
@@ -110,6 +114,7 @@ class ReportData:
     targets: dict[str, Any]
     calibrations: dict[str, proj.Calibration]
     graph_costs: dict[tuple[str, str], dict[str, Any]]
+    efficiency_models: dict[str, ef.EfficiencyModel | None] = field(default_factory=dict)
 
 
 def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
@@ -120,22 +125,64 @@ def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
     return dict(sorted(groups.items()))
 
 
-def _calibrate(groups, targets, graph_costs, options, roofline) -> dict[str, proj.Calibration]:
-    samples: dict[str, list[tuple[str, float]]] = defaultdict(list)
+def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[tuple[str, float, Any, float]]:
+    """(target id, measured ÷ roofline efficiency, roofline point, weight bytes) for every step in the SLO."""
+    samples = []
     pct = percentile_key(options.percentile)
     for (model, precision, tid), group in groups.items():
         gc = graph_costs.get((model, precision))
         if not proj.usable_graph_cost(gc):
             continue
+        run_precision = proj.precision_on(targets[tid], precision)
         for res in group.results:
             for step in res.doc.steps:
                 if not step_qualifies(step, options.slo_us, pct, options.max_error_rate):
                     continue
                 batch = proj.served_batch(step, int(res.doc.batch_size or 1))
                 eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
-                if eff:
-                    samples[targets[tid].toolchain].append((tid, eff))
-    return proj.calibrate(samples)
+                if eff and run_precision:
+                    point = proj.roofline_at(roofline, gc, batch, targets[tid], run_precision)
+                    samples.append((tid, eff, point, float(gc["weight_bytes"])))
+    return samples
+
+
+def _calibrate(samples, targets) -> dict[str, proj.Calibration]:
+    by_toolchain: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for tid, eff, *_ in samples:
+        by_toolchain[targets[tid].toolchain].append((tid, eff))
+    return proj.calibrate(by_toolchain)
+
+
+# What a measured result's origin means for calibrating a vendor stack's published efficiency.
+_ORIGIN_NOTES = {"device-check": "bench/device_check.py: a torch interpreter with CUDA graphs, not TensorRT"}
+
+
+def _efficiency_models(catalog, targets, samples, groups, roofline) -> dict[str, ef.EfficiencyModel | None]:
+    """target id → its published efficiency model, scaled by measured targets of the same toolchain."""
+    if not hasattr(catalog, "published_for"):  # a catalog without published results
+        return {}
+    published = {tid: ef.model_for(catalog, t, roofline) for tid, t in targets.items()}
+    ratios: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for tid, eff, point, weight_bytes in samples:
+        ref = published.get(tid)
+        if ref is not None:
+            ratios[targets[tid].toolchain].append((tid, eff / ref.at_point(point, weight_bytes)[0]))
+    origins = defaultdict(set)
+    for (_, _, tid), g in groups.items():
+        origins[targets[tid].toolchain] |= {r.doc.origin or "" for r in g.results}
+    out = {}
+    for tid, model in published.items():
+        pairs = ratios.get(targets[tid].toolchain)
+        if model is not None and pairs:
+            factor = statistics.median(r for _, r in pairs)
+            notes = sorted(_ORIGIN_NOTES.get(o, o) for o in origins[targets[tid].toolchain] if o)
+            where = ", ".join(sorted({t for t, _ in pairs}))
+            model = model.scaled(factor, (
+                f"×{factor:.3g} = median of {len(pairs)} step(s) measured on {where} ÷ that target's published "
+                f"efficiency" + (f" (measured with {'; '.join(notes)})" if notes else "")
+            ))  # fmt: skip
+        out[tid] = model
+    return out
 
 
 def build_report(
@@ -159,7 +206,9 @@ def build_report(
             graph_costs.setdefault((model, precision), gc)
     if roofline is None and graph_costs:
         roofline = proj.default_roofline()
-    calibrations = _calibrate(groups, targets, graph_costs, options, roofline) if graph_costs else {}
+    samples = _measured_samples(groups, targets, graph_costs, options, roofline) if graph_costs else []
+    calibrations = _calibrate(samples, targets)
+    models = _efficiency_models(catalog, targets, samples, groups, roofline) if graph_costs else {}
     rows: list[dict[str, Any]] = []
     for g in groups.values():
         rows.append(_measured_row(g, targets[g.target_id], options))
@@ -178,6 +227,7 @@ def build_report(
                     options,
                     calibrations,
                     roofline,
+                    models.get(tid),
                 )
             )
     for row in rows:
@@ -187,7 +237,7 @@ def build_report(
     rows.sort(
         key=lambda r: (r["model"], r["rank"] if r["rank"] is not None else 10**9, r["target"], r["precision"])
     )
-    return ReportData(options, baseline_id, rows, groups, targets, calibrations, graph_costs)
+    return ReportData(options, baseline_id, rows, groups, targets, calibrations, graph_costs, models)
 
 
 def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str, Any]:
@@ -198,6 +248,8 @@ def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str
         "chosen_run_id": None, "chosen_step": None, "offered": None, "batch_size": None,
         "energy_per_request_j": None, "accuracy_metric": None, "accuracy_value": None,
         "accuracy_verdict": None, "accuracy_of": None, "efficiency": None, "efficiency_source": None,
+        "efficiency_kind": None, "efficiency_low": None, "efficiency_high": None, "calibration": None,
+        "projected_capacity_rps_low": None, "projected_capacity_rps_high": None,
         "projected_batch": None, "served_batch": None, "latency_resolution_us": None, "roofline_bound": None,
         "precision_used": None,
         "host": None, "measured_at": None, "versions": None, "sources": None, "reason": "",
@@ -257,7 +309,16 @@ def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:
     row["versions"] = ", ".join(sorted(versions)) or None
 
 
-def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline) -> dict[str, Any]:
+def _efficiency_choice(target, calibrations, published) -> tuple[Any, str, str, str]:
+    """(efficiency or model, kind, source text, calibration text) for a projected row."""
+    if published is not None:
+        return published, published.kind, published.label, published.calibration
+    cal = proj.calibration_for(target.toolchain, calibrations)
+    kind = "measured" if cal.samples else "assumed"
+    return cal.efficiency, kind, cal.source, "none" if kind == "assumed" else cal.source
+
+
+def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline, published=None):
     row = _blank_row(model, precision, target, "projected")
     donors = [g for (m, p, _), g in groups.items() if (m, p) == (model, precision)]
     if donors:
@@ -266,15 +327,23 @@ def _projected_row(model, precision, target, gc, groups, options, calibrations, 
     if not proj.usable_graph_cost(gc):
         row["reason"] = "not projected: the results carry no graph_cost (FLOPs/bytes) for this model"
         return row
-    cal = proj.calibration_for(target.toolchain, calibrations)
-    p = proj.project_capacity(gc, target, precision, options.slo_us / 1e6, cal.efficiency, roofline)
+    efficiency, kind, source, calibration = _efficiency_choice(target, calibrations, published)
+    p = proj.project_capacity(gc, target, precision, options.slo_us / 1e6, efficiency, roofline)
     batch_size = int(donors[0].batch_size() or 1) if donors else 1
+
+    def per_request(ips: float | None) -> float | None:
+        return ips / batch_size if ips else None
+
     row.update(
-        efficiency=cal.efficiency, efficiency_source=cal.source, projected_batch=p.batch,
+        efficiency=p.efficiency if p.efficiency is not None else (None if kind == "published" else efficiency),
+        efficiency_source=source, efficiency_kind=kind, calibration=calibration,
+        efficiency_low=p.efficiency_low, efficiency_high=p.efficiency_high, projected_batch=p.batch,
         roofline_bound=p.bound, precision_used=p.precision_used, batch_size=batch_size,
         meets_slo=p.capacity_ips is not None, capacity_ips=p.capacity_ips,
         # clients send batch_size inferences per request; the server batches requests together
-        capacity_rps=(p.capacity_ips / batch_size) if p.capacity_ips else None,
+        capacity_rps=per_request(p.capacity_ips),
+        projected_capacity_rps_low=per_request(p.capacity_low_ips),
+        projected_capacity_rps_high=per_request(p.capacity_high_ips),
         latency_us=p.latency_s * 1e6 if p.latency_s is not None else None,
         reason=f"projected: {p.reason}" if p.capacity_ips else f"does not meet the SLO (projected): {p.reason}",
     )  # fmt: skip

@@ -185,3 +185,28 @@ def all_plots(data: Any) -> dict[str, str]:
         "cost_vs_baseline": cost_vs_baseline(data),
         "roofline": roofline_chart(data),
     }
+
+
+def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str) -> str:
+    """The history of one (model, target, precision): capacity and the percentile at capacity per run, in
+    order; runs flagged as moved beyond the run-to-run spread are drawn as red crosses.
+
+    ``runs``: dicts with ``label`` (x tick), ``capacity_rps``, ``latency_us`` (None allowed), ``flagged``.
+    """
+    fig, (cap_ax, lat_ax) = _figure(2, width=7.5, height=2.6)
+    xs = list(range(len(runs)))
+    for ax, key, scale, ylabel in ((cap_ax, "capacity_rps", 1.0, "capacity at SLO (req/s)"),
+                                   (lat_ax, "latency_us", 1000.0, f"{percentile} at capacity (ms)")):  # fmt: skip
+        pts = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get(key) is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="#1f77b4", markersize=4)
+        bad = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get("flagged") and r.get(key)]
+        if bad:
+            ax.plot([p[0] for p in bad], [p[1] for p in bad], "x", color="#d62728", markersize=9,
+                    markeredgewidth=2, label="moved more than the run-to-run spread")  # fmt: skip
+            _legend(ax)
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r["label"] for r in runs], rotation=30, ha="right", fontsize=7)
+    cap_ax.set_title(title, fontsize=9)
+    return _svg(fig)
