@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -177,10 +176,12 @@ def register(group: click.Group) -> None:
             if live is not None:
                 live.stop()
         if json_mode:
-            click.echo(json.dumps(doc, indent=2, sort_keys=True))
+            from accelbench.documents import dump_json
+
+            click.echo(dump_json(doc), nl=False)
         else:
-            invalid = sum(1 for s in doc["steps"] if s["verdict"] != "VALID")
-            click.echo(f"{path}: {len(doc['steps'])} steps, {invalid} INVALID")
+            invalid = sum(1 for s in doc.steps if s.verdict != "VALID")
+            click.echo(f"{path}: {len(doc.steps)} steps, {invalid} INVALID")
 
     @group.command("loadtest-worker")
     @click.option("--master", required=True, help="The master's HOST:PORT (its --master-bind).")
