@@ -229,11 +229,11 @@ def test_a_graph_onnxruntime_cannot_load_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     ("attempts_value", "message"),
     [
-        ("ok", "field 'attempts' must be list, got str"),
-        ([{"recipe": "r", "outcome": "ok"}], "field 'attempts[0]' must have recipe, outcome and reason"),
+        ("ok", "field 'attempts': Input should be a valid list"),
+        ([{"recipe": "r", "outcome": "ok"}], "field 'attempts[0].reason': Field required"),
         (
             [{"recipe": "r", "outcome": "maybe", "reason": ""}],
-            "field 'attempts[0].outcome' must be one of ok, failed",
+            "field 'attempts[0].outcome': Input should be 'ok' or 'failed'",
         ),
     ],
 )
