@@ -132,10 +132,18 @@ def logout() -> Response:
     return response
 
 
-def page_error(request: Request, err: ApiError) -> HTMLResponse | None:
-    """A browser asking for a page gets a readable page for an error; API clients keep the JSON line."""
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    return Response(status_code=204)  # browsers ask for it; there is none, and a 404 is console noise
+
+
+def page_error(request: Request, err: ApiError) -> Response | None:
+    """A browser asking for a page gets a readable page for an error (the login form for a missing token);
+    API clients keep the JSON line."""
     if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
         return None
+    if err.status == 401 and request.method == "GET":
+        return RedirectResponse("/login", status_code=303)
     page = _page(request, "error.html", status=err.status, message=err.message)
     page.status_code = err.status
     return page
