@@ -232,6 +232,10 @@ class LoadProfile(_Part):
     check_every: int | None = Field(
         None, description="every Nth answer's outputs were fully decoded and checked (every answer leanly)"
     )
+    input_data: str | None = Field(
+        None, description="payloads from the server's metadata: zero | random | a perf_analyzer JSON file"
+    )
+    shapes: list[str] | None = Field(None, description="NAME:D1,D2 sizes given for dynamic input dimensions")
 
 
 class ResultDocument(_Part):

@@ -193,7 +193,10 @@ def test_foreign_file_is_bad_input(tmp_path):
     [
         (["--concurrency", "1", "--rate", "10"], 2, "exactly one of --concurrency or --rate"),
         (["--concurrency", "1,x"], 2, "comma-separated"),
-        (["--concurrency", "1"], 2, "no model card"),
+        (["--concurrency", "1"], 2, "no models"),
+        (["--concurrency", "1", "--shape", "X"], 2, "expected NAME:D1,D2"),
+        (["--concurrency", "1", "--input-data", "missing.json"], 2, "no such file (or use zero / random)"),
+        (["--concurrency", "1", "--check-every", "0"], 2, "--check-every must be >= 1"),
         (
             ["--concurrency", "1", "--card", "builtin:identity", "--url", "http://127.0.0.1:9"],
             4,

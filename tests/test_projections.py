@@ -44,11 +44,19 @@ def test_fit_range_is_the_spread_of_the_points_around_it():
     assert ef.fit([(100.0, 0.4)], "published", "test").at(100.0) == (0.4, 0.4, 0.4)  # one point: no spread
 
 
-def test_scaled_model_multiplies_efficiency_and_range_and_keeps_its_label():
-    model = ef.fit([(100.0, 0.3), (100.0, 0.5)], "published", "fit").scaled(0.5, "×0.5 by h200")
-    e, lo, hi = model.at(100.0)
-    assert (lo, hi) == (pytest.approx(0.15), pytest.approx(0.25)) and model.calibration == "×0.5 by h200"
-    assert model.label == "fit" and e == pytest.approx(0.5 * math.sqrt(0.15))
+def test_efficiency_at_a_point_is_the_fraction_of_peak_capped_by_streaming_the_weights():
+    class Point:  # a RooflinePoint's fields that at_point reads
+        batch, flops_per_batch, peak_flops_per_s = 4, 4 * 1e9, 100e12
+        bandwidth_bytes_per_s, throughput_upper_bound_ips = 1e12, 50_000.0
+
+    model = ef.constant(0.5, "published", "test")
+    # compute side: 0.5 × 100e12 / 1e9 = 50,000 inf/s; the weights (1 MB) cap it at 4 × 1e12 / 1e6 = 4e6
+    assert model.at_point(Point, 1e6)[0] == pytest.approx(50_000 / 50_000)
+    # 100 MB of weights per batch of 4: at most 4 × 1e12 / 1e8 = 40,000 inf/s
+    assert model.at_point(Point, 1e8)[0] == pytest.approx(40_000 / 50_000)
+    scaled = model.scaled(0.5, "×0.5 by h200")
+    assert scaled.at_point(Point, 1e6)[0] == pytest.approx(0.5) and scaled.calibration == "×0.5 by h200"
+    assert scaled.at(4) == model.at(4)  # the fitted curve itself is unscaled
 
 
 def test_fit_without_usable_samples_is_an_error():
@@ -111,32 +119,39 @@ def test_targets_without_published_results_fall_back_to_their_toolchain_median()
     assert ef.target_model(catalog, "l40s", roofline_point) is None
     model = ef.model_for(catalog, catalog.get("l40s"), roofline_point)
     assert model.kind == "toolchain-median" and "no published results for this target" in model.label
-    effs = [
-        p.efficiency
+    fractions = [
+        p.peak_fraction
         for tid in ("l4", "a100-sxm4-80gb")
         for p in ef.fitted_points(catalog, tid, roofline_point)
     ]
-    lo, hi = model.at(100.0)[1:]
-    assert lo <= min(effs) and hi >= max(effs)
+    lo, hi = model.at(8)[1:]
+    assert lo <= min(fractions) and hi >= max(fractions)
     assert ef.model_for(catalog, catalog.get("cpu-local"), roofline_point) is None  # no onnxruntime points
 
 
 def test_leave_one_model_out_never_uses_the_left_out_model():
     catalog = load_catalog()
     rows = ef.leave_one_model_out(catalog, roofline_point, "a100-sxm4-80gb")
-    l4_resnet = [r for r in rows if (r["target"], r["model"]) == ("l4", "resnet50")]
-    # refit by hand on the L4's BERT points only
-    bert = ef.fitted_points(catalog, "l4", roofline_point, exclude_model="resnet50")
-    assert {p.point.model for p in bert} == {"bert-large-384"}
-    by_hand = ef.fit([(p.intensity, p.efficiency) for p in bert], "published", "")
-    for row in l4_resnet:
-        p = next(q for q in catalog.published_for("l4") if q.model == "resnet50" and q.batch == row["batch"])
+    inf2 = catalog.published_for("inf2-xlarge")
+    without = ef.target_model(catalog, "inf2-xlarge", roofline_point, exclude_model="resnet50")
+    assert without.n_points == len(inf2) - sum(1 for p in inf2 if p.model == "resnet50")
+    assert "resnet50;" not in without.label and "resnet50," not in without.label
+    for row in (r for r in rows if (r["target"], r["model"]) == ("inf2-xlarge", "resnet50")):
+        p = next(q for q in inf2 if q.model == "resnet50" and q.batch == row["batch"])
         fp = ef.point_roofline(
-            p, catalog.published_costs["resnet50"]["int8"], catalog.get("l4"), roofline_point
+            p, catalog.published_costs["resnet50"]["bf16"], catalog.get("inf2-xlarge"), roofline_point
         )
-        assert row["projected_ips"] == pytest.approx(fp.bound_ips * by_hand.at(fp.intensity)[0])
+        assert row["projected_ips"] == pytest.approx(
+            fp.bound_ips * without.at_point(fp.roofline, fp.weight_bytes)[0]
+        )
         assert row["factor"] == pytest.approx(row["projected_ips"] / p.throughput_ips)
-    single = [r for r in rows if r["target"] == "jetson-orin-nx-16gb" and r["model"] == "bert-large-384"]
+    # MLPerf BERT is not fitted (variable-length sequences) but is projected from the target's ResNet-50 fit
+    l4_bert = [r for r in rows if (r["target"], r["model"]) == ("l4", "bert-large-384")]
+    assert l4_bert and all(
+        r["projected_ips"] and "projected from the other models" in r["reason"] for r in l4_bert
+    )
+    assert all(r["ratio_factor"] is not None for r in l4_bert)  # the A100 has the same scenarios
+    single = [r for r in rows if r["target"] == "jetson-orin-nx-16gb"]
     assert single and all(r["factor"] is None and "no other published model" in r["reason"] for r in single)
 
 
@@ -146,7 +161,8 @@ def test_projection_with_a_model_carries_its_range():
     model = ef.model_for(catalog, catalog.get("l4"), roofline_point)
     p = projection.project_capacity(cost, catalog.get("l4"), "int8", 0.1, model, roofline_point)
     assert p.capacity_low_ips <= p.capacity_ips <= p.capacity_high_ips
-    assert p.efficiency == pytest.approx(model.at(p.intensity_flop_per_byte)[0])
+    point = roofline_point(8.2e9, 21.8e6, p.batch, catalog.get("l4"), "int8", weight_bytes=25.5e6)
+    assert p.efficiency == pytest.approx(model.at_point(point, 25.5e6)[0])
 
 
 H200_RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200" / "2026-11-30" / "results"
@@ -181,5 +197,36 @@ def test_a_measured_target_of_the_toolchain_calibrates_the_published_efficiency(
     row = next(r for r in data.rows if r["target"] == "l4")
     assert row["calibration"].startswith("×") and "h200-sxm" in row["calibration"]
     assert "torch interpreter" in row["calibration"] and "not TensorRT" in row["calibration"]
-    uncalibrated = ef.model_for(load_catalog(), load_catalog().get("l4"), roofline_point)
-    assert row["efficiency"] != pytest.approx(uncalibrated.at(1000.0)[0])
+    plain = build_report(_doc(), load_catalog(), ReportOptions(project=("l4",)))
+    uncalibrated = next(r for r in plain.rows if r["target"] == "l4")
+    factor = float(row["calibration"].split()[0].lstrip("×"))
+    if row["projected_batch"] == uncalibrated["projected_batch"]:
+        assert row["efficiency"] == pytest.approx(uncalibrated["efficiency"] * factor, rel=5e-3)
+    assert factor < 1  # an unfused interpreter reaches less than TensorRT's published efficiency
+
+
+def test_batch_slope_comes_from_one_model_at_several_batches_not_from_comparing_models():
+    from types import SimpleNamespace as NS
+
+    def fp(model, batch, fraction):  # a FittedPoint stand-in: within_model_slope reads these three
+        return NS(point=NS(model=model, batch=batch), peak_fraction=fraction)
+
+    # model a doubles from batch 1 to 4 (slope 0.5); model b sits at one batch, far higher: no batch effect
+    sxy, sxx, batches = ef.within_model_slope([fp("a", 1, 0.1), fp("a", 4, 0.2), fp("b", 64, 0.9)])
+    assert sxy / sxx == pytest.approx(0.5) and batches == (1, 4)
+    assert ef.within_model_slope([fp("a", 8, 0.3), fp("b", 16, 0.9)])[1] == 0  # no model at two batches
+    catalog = load_catalog()
+    h100 = ef.target_model(catalog, "h100-sxm", roofline_point)  # two models, one batch each
+    assert h100.slope > 0 and "tensorrt toolchain's models" in h100.label
+
+
+def test_targets_show_lists_the_published_results_with_their_sources():
+    from click.testing import CliRunner
+
+    from accelbench.cli import main
+
+    shown = CliRunner().invoke(main, ["targets", "show", "l4"])
+    assert shown.exit_code == 0, shown.output
+    assert "published results: 4" in shown.output and "mlcommons/inference_results_v3.1" in shown.output
+    none = CliRunner().invoke(main, ["targets", "show", "l40s"])
+    assert "published results: none (projections use the toolchain median)" in none.output

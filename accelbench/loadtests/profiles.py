@@ -34,6 +34,10 @@ class LoadProfile:
     # every answer gets the lean check (status, names, dtypes, shapes, sizes); every Nth and every failed
     # one also the full check (each tensor decoded)
     check_every: int = 100
+    # payloads from the server's model metadata (served.py): zero | random | a perf_analyzer JSON data file;
+    # None: from the model card when there is one. ``shapes``: NAME:D1,D2 for dynamic dimensions
+    input_data: str | None = None
+    shapes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -57,11 +61,12 @@ class LoadProfile:
         """The ``load_profile`` of the result document; equal dicts mean a rerun may resume."""
         out = asdict(self)
         out["levels"] = [int(v) if self.kind == "closed" else float(v) for v in self.levels]
+        out["shapes"] = list(self.shapes)  # as JSON reads it back, so a rerun compares equal
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadProfile:
-        return cls(**{**data, "levels": tuple(data["levels"])})
+        return cls(**{**data, "levels": tuple(data["levels"]), "shapes": tuple(data.get("shapes") or ())})
 
     def steps(self) -> list[dict[str, Any]]:
         """One plan per level: ``{"index", "offered": {"concurrency": n} | {"rate_rps": r}}``."""

@@ -125,8 +125,8 @@ def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
     return dict(sorted(groups.items()))
 
 
-def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[tuple[str, float, float]]:
-    """(target id, measured ÷ roofline efficiency, intensity) for every step that met the SLO."""
+def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[tuple[str, float, Any, float]]:
+    """(target id, measured ÷ roofline efficiency, roofline point, weight bytes) for every step in the SLO."""
     samples = []
     pct = percentile_key(options.percentile)
     for (model, precision, tid), group in groups.items():
@@ -142,13 +142,13 @@ def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[t
                 eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
                 if eff and run_precision:
                     point = proj.roofline_at(roofline, gc, batch, targets[tid], run_precision)
-                    samples.append((tid, eff, float(point.intensity)))
+                    samples.append((tid, eff, point, float(gc["weight_bytes"])))
     return samples
 
 
 def _calibrate(samples, targets) -> dict[str, proj.Calibration]:
     by_toolchain: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for tid, eff, _ in samples:
+    for tid, eff, *_ in samples:
         by_toolchain[targets[tid].toolchain].append((tid, eff))
     return proj.calibrate(by_toolchain)
 
@@ -163,10 +163,10 @@ def _efficiency_models(catalog, targets, samples, groups, roofline) -> dict[str,
         return {}
     published = {tid: ef.model_for(catalog, t, roofline) for tid, t in targets.items()}
     ratios: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for tid, eff, intensity in samples:
+    for tid, eff, point, weight_bytes in samples:
         ref = published.get(tid)
         if ref is not None:
-            ratios[targets[tid].toolchain].append((tid, eff / ref.at(intensity)[0]))
+            ratios[targets[tid].toolchain].append((tid, eff / ref.at_point(point, weight_bytes)[0]))
     origins = defaultdict(set)
     for (_, _, tid), g in groups.items():
         origins[targets[tid].toolchain] |= {r.doc.origin or "" for r in g.results}

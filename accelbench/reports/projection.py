@@ -153,11 +153,11 @@ class Projection:
     capacity_high_ips: float | None = None
 
 
-def _efficiency_at(efficiency: Any) -> Callable[[float], tuple[float, float, float]]:
-    """A number (one efficiency everywhere) or a model with ``at(intensity)`` → (e, low, high)."""
-    if hasattr(efficiency, "at"):
-        return efficiency.at
-    return lambda _intensity: (float(efficiency), float(efficiency), float(efficiency))
+def _efficiency_at(efficiency: Any, weight_bytes: float) -> Callable[[Any], tuple[float, float, float]]:
+    """A number (one efficiency everywhere) or a model with ``at_point(point, weight_bytes)`` → (e, low, high)."""
+    if hasattr(efficiency, "at_point"):
+        return lambda point: efficiency.at_point(point, weight_bytes)
+    return lambda _point: (float(efficiency), float(efficiency), float(efficiency))
 
 
 def project_capacity(
@@ -171,14 +171,14 @@ def project_capacity(
 ) -> Projection:
     """Largest batch whose latency (roofline bound ÷ efficiency) fits the SLO and the memory; its throughput.
 
-    ``efficiency`` is a number or an efficiency model (``at(intensity)``), evaluated at each batch's intensity.
+    ``efficiency`` is a number or an efficiency model (``at_point``), evaluated at each batch's roofline point.
     """
     roofline = roofline or default_roofline()
     run_precision = precision_on(target, precision)
     if run_precision is None:
         return Projection(None, None, None, None, None, None, f"{target.id} lists no peak for {precision}")
-    eff_at = _efficiency_at(efficiency)
-    if not hasattr(efficiency, "at") and efficiency <= 0:
+    eff_at = _efficiency_at(efficiency, float(graph_cost["weight_bytes"]))
+    if not hasattr(efficiency, "at_point") and efficiency <= 0:
         return Projection(None, None, None, None, None, run_precision, "efficiency must be positive")
     memory_bytes = float(getattr(target, "memory_gb", 0) or 0) * 1e9
     # the server batches no more than the target's Triton max_batch_size (catalog [triton] defaults)
@@ -189,7 +189,7 @@ def project_capacity(
         if memory_bytes and need > memory_bytes:
             break
         point = roofline_at(roofline, graph_cost, batch, target, run_precision)
-        eff = eff_at(float(point.intensity))
+        eff = eff_at(point)
         latency = float(point.latency_lower_bound_s) / eff[0]
         if latency > slo_s:
             break  # latency grows with batch on a roofline

@@ -68,10 +68,12 @@ def efficiency_label(row: dict[str, Any]) -> str:
     e = "—" if row["efficiency"] is None else f"{row['efficiency']:.3g}"
     text = f"efficiency {e} {_KIND_TEXT.get(row.get('efficiency_kind') or 'assumed', 'assumed')}"
     lo, hi = row.get("projected_capacity_rps_low"), row.get("projected_capacity_rps_high")
-    if lo is not None and hi is not None:
+    if lo is not None and hi is not None and hi > lo * 1.001:
         text += (
             f"; projected range {fmt(lo)}–{fmt(hi)} req/s (spread of the efficiency fit, not a measurement)"
         )
+    elif lo is not None:
+        text += "; projected range: none (the fit passes through every published point: no spread to show)"
     calibration = row.get("calibration") or "none"
     if row.get("efficiency_kind") in ("published", "toolchain-median"):
         text += f"; calibration {calibration}"
