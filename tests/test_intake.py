@@ -198,6 +198,14 @@ def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp
     # the FP32 copy keeps its tensors beside it, under the variant's own name, and loads from there
     assert "model.onnx.data" in fp32["files"]
     attempts.check_variant(out / fp32["name"] / "model.onnx", _feed(1)[0])
+    # and the Triton repository carries the data file beside the model it serves
+    from accelbench.serving.repository import write_repository
+
+    repo = tmp_path / "repo"
+    write_repository([out / fp32["name"]], repo, "local")
+    served = repo / fp32["name"] / "1" / "model.onnx"
+    assert (served.parent / "model.onnx.data").is_file()
+    attempts.check_variant(served, _feed(1)[0])
 
 
 def test_the_float_tail_is_what_follows_the_last_compute_op():
