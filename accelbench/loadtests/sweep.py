@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.documents import ResultDocument, Step
+from accelbench.documents import ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
@@ -237,18 +237,18 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
                     )
                     break
                 if event["event"] == "step":
-                    step = build_step(event["step"], profile.kind, profile.batch_size, limits)
-                    results.put_step(doc, step, path)
-                    finished.add(step["index"])
-                    if step["aborted"]:
-                        error = (
-                            MeasurementError if event["step"].get("aborted_by") == "loadgen" else ServerError
-                        )
+                    raw = event["step"]
+                    step = results.put_step(
+                        doc, build_step(raw, profile.kind, profile.batch_size, limits), path
+                    )
+                    finished.add(step.index)
+                    if step.aborted:
+                        error = MeasurementError if raw.get("aborted_by") == "loadgen" else ServerError
                         problem = error(
-                            f"step {step['index']} ({offered_label(step['offered'])}) did not finish: "
-                            f"{step['aborted']}; finished steps kept in {path}"
+                            f"step {step.index} ({offered_label(to_dict(step.offered))}) did not finish: "
+                            f"{step.aborted}; finished steps kept in {path}"
                         )
-                    event = {"event": "step", "step": step}
+                    event = {"event": "step", "step": step}  # the typed Step, as recorded
                 elif event["event"] == "fatal":
                     problem = MeasurementError(f"load generator failed: {event['message']}")
                 if on_event:
