@@ -45,8 +45,14 @@ def check_steps(doc: dict, n: int) -> None:
     assert [s["index"] for s in doc["steps"]] == list(range(n))
     for step in doc["steps"]:
         lat = step["latency_us"]
-        assert step["verdict"] in ("VALID", "INVALID")
-        assert isinstance(step["reasons"], list)
+        # a healthy server and an idle-enough load generator: usable, and identity is fast enough that the
+        # step reaches p99's sample floor of 662 requests after its warm-up cut
+        assert step["verdict"] in ("VALID", "LOW-PRECISION"), step["reasons"]
+        stats = step["statistics"]
+        assert stats["n"] >= 662 and stats["n"] + stats["truncated"]["requests"] == step["requests"]
+        assert all("below the 662" not in r for r in step["reasons"]), step["reasons"]
+        p99 = stats["latency_us"]["p99"]
+        assert p99["low"] <= p99["value"] == lat["p99"] <= p99["high"] <= stats["upper_99_us"]
         # identity answers in well under 100 ms: µs values, not Locust's whole milliseconds (0 or 1)
         assert lat["p50"] > 10 and lat["p50"] < 100_000
         assert lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p99.9"] <= lat["max"]
@@ -73,8 +79,10 @@ def test_open_loop_sweep_two_processes(triton, tmp_path):
     for step, rate in zip(doc["steps"], (100.0, 200.0), strict=True):
         assert step["offered"] == {"rate_rps": rate}
         assert step["latency_from"] == "intended send time"
-        # Poisson arrivals over 2 s: roughly rate × 2 requests (seeded, so not exact)
-        assert 0.6 * rate * 2 < step["requests"] < 1.4 * rate * 2
+        # Poisson arrivals: roughly rate × duration (seeded, so not exact); at 100/s the step ran past its 2 s
+        # minimum until it had p99's 662 requests
+        assert 0.6 * rate * step["duration_s"] < step["requests"] < 1.4 * rate * step["duration_s"]
+        assert step["duration_s"] >= 2.0 and (rate > 150 or step["duration_s"] > 6.0)
 
 
 def test_grpc_closed_loop_one_process_batch_4(triton, tmp_path):

@@ -261,7 +261,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, profile, out, repo_dir, progress, command)
+            _sweeps(server, todo, profile, out, repo_dir, progress, command, _limits(spec))
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -273,7 +273,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             for v in todo:
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, profile, out, None, progress, command)
+        _sweeps(server, todo, profile, out, None, progress, command, _limits(spec))
     return paths
 
 
@@ -290,8 +290,15 @@ def _triton_name(variant: _Variant) -> str:
     return model_name(variant.manifest)
 
 
+def _limits(spec: ExperimentSpec) -> Any:
+    """The step verdict's limits: the sample floor follows the SLO's percentile."""
+    from accelbench.loadtests.verdict import Limits
+
+    return Limits(judged_percentile=float(spec.slo.percentile))
+
+
 def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo_dir: Path | None,
-            progress: Progress, command: str) -> None:  # fmt: skip
+            progress: Progress, command: str, limits: Any = None) -> None:  # fmt: skip
     from accelbench.loadtests.sweep import Server, run_sweep
     from accelbench.models.cards import card_from_dict
     from accelbench.models.inputs import make_inputs
@@ -312,7 +319,7 @@ def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo
                 server=target, model=name, variant=v.name, payloads=payloads,
                 expected_outputs=v.manifest["outputs"], profile=profile, out_dir=out / "results",
                 manifest=v.manifest, repository_config=config.read_text() if config and config.is_file() else "",
-                command=command, on_event=on_event,
+                command=command, on_event=on_event, **({"limits": limits} if limits else {}),
             )  # fmt: skip
             notes.append(f"{len(doc['steps'])} steps")
 
