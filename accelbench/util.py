@@ -37,7 +37,12 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     """Stable JSON (sorted keys, 2-space indent, trailing newline) written atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    atomic_write_text(path, stable_json_text(obj))
+
+
+def stable_json_text(obj: Any) -> str:
+    """The JSON accelbench writes: sorted keys, 2-space indent, trailing newline (byte-identical reruns)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
 
 
 def _json_default(obj: Any) -> Any:

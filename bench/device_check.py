@@ -34,9 +34,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "device"))
-
-from onnx_torch import OnnxTorch  # noqa: E402
 
 from accelbench.hardware.catalog import load_catalog  # noqa: E402
 from accelbench.hardware.roofline import roofline_point  # noqa: E402
@@ -44,6 +41,7 @@ from accelbench.models.builtin import build_builtin  # noqa: E402
 from accelbench.models.cards import load_card  # noqa: E402
 from accelbench.models.graph_cost import graph_cost  # noqa: E402
 from accelbench.models.inputs import make_inputs  # noqa: E402
+from accelbench.serving.onnx_torch import OnnxTorch  # noqa: E402
 
 TARGET_ID = "h200-sxm"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -302,7 +300,7 @@ def result_documents(rows: list[dict], probe: dict, created_at: str, metrics_by_
             "provenance": {"host": probe, "packages": {"torch": torch.__version__}, "manifest_hash": None,
                            "repository_config": None, "server": None, "created_at": created_at,
                            "command": "python3 bench/device_check.py --out OUT",
-                           "method": "in-process torch interpreter of the built-in ONNX graph (bench/device/onnx_torch.py), "
+                           "method": "in-process torch interpreter of the built-in ONNX graph (accelbench/serving/onnx_torch.py), "
                                      "CUDA graph replay, timed with CUDA events; a step at batch b = b requests batched "
                                      "by the server; no server, no network, no TensorRT"},
             "load_profile": {"kind": "closed", "protocol": "in-process", "levels": [r["batch"] for r in mine],

@@ -1,64 +1,153 @@
-"""How much load can accelbench's Locust harness itself generate, and what does it cost?
+"""How much load can accelbench's harness generate, what does it cost, and how does it compare with perf_analyzer?
 
-Against builtin:identity (the null model) on the local Triton, for 1 and 2 load processes: a closed-loop
-concurrency sweep; the highest throughput it sustained (requests/s), the client CPU per request, and for
-every step the client p50 next to Triton's server-side mean request time from its statistics for the
-same measured window. Each request's client latency contains its server-side time, so the client mean
-can never be below Triton's mean for the same requests (the script exits 1 if it is: the accounting would
-be wrong). Triton only reports a mean, so a client p50 below it is possible when the server has a heavy
-tail (a busy host); such steps are flagged "p50<srv".
+One local Triton serves builtin:identity (the null model) and MiniLM-L6 INT8. The script measures
 
-    .venv/bin/python bench/loadgen_ceiling.py [--levels 1,2,4,8,16] [--duration 4] [--protocol http]
+1. identity, closed loop, 1 and 2 load processes: throughput per concurrency, client CPU per request (the
+   measured window of the load processes), client p50 next to Triton's server-side mean request time;
+2. MiniLM INT8 at concurrency 1: client CPU per request with MiniLM-sized answers (token_embeddings
+   128×384 float32 plus sentence_embedding, ~198 kB per answer);
+3. when perf_analyzer is found (``--perf-analyzer PATH``, default /tmp/pa-venv/bin/perf_analyzer: a venv with
+   ``tritonclient==2.41.1``, whose wheel ships the binary, plus Debian's libb64-0d), on the same server and
+   the same request data (one perf_analyzer JSON data file of real token ids, read by both tools: accelbench
+   through ``--input-data FILE``), interleaved perf_analyzer / accelbench / accelbench / perf_analyzer per
+   level: throughput and p50 ratios on MiniLM INT8 at concurrency 1, 2, 4, and the identity ceiling
+   (accelbench with 1 and 2 processes) against perf_analyzer's, at ``--ceiling-concurrency``.
+
+perf_analyzer measures ``--pa-interval-ms`` windows until 3 agree (``--stability-percentage``); accelbench
+measures ``3 × interval`` per step, so both report about the same span. perf_analyzer's CPU is its whole
+process (start-up and warm-up included) over the requests it counted.
+
+    .venv/bin/python bench/loadgen_ceiling.py [--levels 1,2,4,8,16] [--duration 4] [--pa-interval-ms 2000]
+        [--perf-analyzer PATH] [--skip-pa] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from accelbench.loadtests.api import loadtest
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
 from accelbench.serving import LocalTriton
-from accelbench.serving.repository import write_repository
+from accelbench.serving.repository import model_name, write_repository
 
-MODEL = "identity__cpu-local__fp32"
+PA_DEFAULT = "/tmp/pa-venv/bin/perf_analyzer"
+PYTRITON_LIBS = Path(np.__file__).resolve().parents[1] / "nvidia_pytriton.libs"
 
 
-def build_repo(work: Path) -> Path:
+def build_repo(work: Path, minilm: str) -> tuple[Path, dict[str, dict]]:
+    """Quantize both models through the real CLI, one local repository; {role: manifest}."""
+    from accelbench.models.manifest import read_manifest
+
     accelbench = str(Path(sys.executable).parent / "accelbench")
-    cmd = [accelbench, "quantize", "builtin:identity", "--target", "cpu-local", "--precision", "fp32",
-           "--out", str(work / "variants")]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True)
-    write_repository([work / "variants" / MODEL], work / "repo", "local")
-    return work / "repo"
+    manifests = {}
+    for role, uri, precision in (("identity", "builtin:identity", "fp32"), ("minilm", minilm, "int8")):
+        out = work / "variants" / role
+        cmd = [
+            accelbench,
+            "quantize",
+            uri,
+            "--target",
+            "cpu-local",
+            "--precision",
+            precision,
+            "--out",
+            str(out),
+        ]
+        subprocess.run(cmd, check=True, capture_output=True)
+        [vdir] = [p for p in out.iterdir() if p.name.endswith(f"__{precision}")]
+        manifests[role] = {"dir": vdir, **dict(read_manifest(vdir))}
+    write_repository([m["dir"] for m in manifests.values()], work / "repo", "local")
+    return work / "repo", manifests
 
 
-def sweep(triton, work: Path, kind: str, levels, processes: int, args) -> list[dict]:
-    profile = LoadProfile(kind=kind, protocol=args.protocol, levels=tuple(levels), duration_s=args.duration,
-                          warmup_s=args.warmup, processes=processes)  # fmt: skip
-    doc, _ = loadtest(model=MODEL, profile=profile, out_dir=work / f"{kind}-p{processes}", url=triton.http_url,
-                      grpc_url=triton.grpc_url, card_uri="builtin:identity")  # fmt: skip
+def write_data_file(manifest: dict, path: Path, count: int = 64) -> Path:
+    """perf_analyzer's JSON data format, one entry per request (batch 1), from the model card's generator."""
+    from accelbench.models.cards import card_from_dict
+    from accelbench.models.inputs import make_inputs
+
+    payloads = make_inputs(card_from_dict(manifest["card"], "manifest"), 1, count, seed=0)
+    entries = [{name: {"content": arr[0].reshape(-1).tolist(), "shape": list(arr.shape[1:])}
+                for name, arr in p.items()} for p in payloads]  # fmt: skip
+    path.write_text(json.dumps({"data": entries}))
+    return path
+
+
+def ab_run(triton, model: str, data: Path, levels, processes: int, duration_s: float, warmup_s: float,
+           out: Path) -> list[dict]:  # fmt: skip
+    profile = LoadProfile(kind="closed", protocol="http", levels=tuple(levels), duration_s=duration_s,
+                          warmup_s=warmup_s, processes=processes, input_data=str(data))  # fmt: skip
+    doc, _ = loadtest(
+        model=model, profile=profile, out_dir=out, url=triton.http_url, grpc_url=triton.grpc_url
+    )
     return doc["steps"]
 
 
-def print_row(processes: int, step: dict) -> None:
+def pa_run(pa: str, triton, model: str, data: Path, concurrency: int, args, out: Path) -> dict:
+    """One perf_analyzer run: throughput, p50 (µs) and its whole process's CPU per counted request."""
+    csv = out / f"pa-{model}-c{concurrency}-{len(list(out.glob('pa-*')))}.csv"
+    cmd = [pa, "-m", model, "-u", triton.http_address, "-i", "http", "--concurrency-range", str(concurrency),
+           "--input-data", str(data), "--measurement-interval", str(args.pa_interval_ms),
+           "--stability-percentage", str(args.pa_stability), "--max-trials", "10", "-f", str(csv)]  # fmt: skip
+    env = {"LD_LIBRARY_PATH": str(cuda_shim(out))}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if run.returncode != 0:
+        raise SystemExit(f"perf_analyzer failed ({run.returncode}): {(run.stderr or run.stdout)[-500:]}")
+    row = dict(zip(*[line.split(",") for line in csv.read_text().splitlines()[:2]], strict=True))
+    counts = [int(n) for n in re.findall(r"Request count: (\d+)", run.stdout)]
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"throughput_rps": float(row["Inferences/Second"]), "p50_us": int(row["p50 latency"]),
+            "cpu_us_per_request": round(cpu_s * 1e6 / counts[-1], 1) if counts else None}  # fmt: skip
+
+
+def cuda_shim(out: Path) -> Path:
+    """The 2.41.1 binary links libcudart.so.12 even for HTTP; the nvidia-pytriton wheel bundles one."""
+    shim = out / "pa-libs"
+    shim.mkdir(exist_ok=True)
+    link = shim / "libcudart.so.12"
+    found = sorted(PYTRITON_LIBS.glob("libcudart-*.so.12*"))
+    if found and not link.exists():
+        link.symlink_to(found[0])
+    return shim
+
+
+def interleaved(pa: str, triton, model: str, data: Path, concurrency: int, processes: int, args,
+                out: Path) -> dict:  # fmt: skip
+    """PA / AB / AB / PA at one level; means of each tool's two runs and their ratios."""
+    duration = 3 * args.pa_interval_ms / 1000
+    pas, abs_ = [], []
+    for tool in ("pa", "ab", "ab", "pa"):
+        if tool == "pa":
+            pas.append(pa_run(pa, triton, model, data, concurrency, args, out))
+        else:
+            step = ab_run(triton, model, data, [concurrency], processes, duration, args.warmup,
+                          out / f"ab-{model}-c{concurrency}-p{processes}-{len(abs_)}")[0]  # fmt: skip
+            abs_.append({"throughput_rps": step["throughput_rps"], "p50_us": step["latency_us"]["p50"],
+                         "cpu_us_per_request": step["loadgen"]["cpu_us_per_request"]})  # fmt: skip
+    mean = {k: {m: statistics.mean(r[m] for r in runs if r[m] is not None) for m in runs[0]}
+            for k, runs in (("pa", pas), ("ab", abs_))}  # fmt: skip
+    return {"model": model, "concurrency": concurrency, "processes": processes, "runs": {"pa": pas, "ab": abs_},
+            "mean": mean, "throughput_ratio": round(mean["ab"]["throughput_rps"] / mean["pa"]["throughput_rps"], 3),
+            "p50_ratio": round(mean["ab"]["p50_us"] / mean["pa"]["p50_us"], 3)}  # fmt: skip
+
+
+def print_sweep_row(processes: int, step: dict) -> None:
     lat, lg = step["latency_us"], step["loadgen"]
     server_us = (step["server_stats"] or {}).get("request_us")
-    ratio = f"{lat['p50'] / server_us:.2f}" if server_us and lat["p50"] else "-"
-    flag = " p50<srv" if server_us and lat["p50"] and lat["p50"] < server_us else ""
-    offered = step["offered"].get("concurrency") or f"{step['offered']['rate_rps']:.0f}/s"
-    print(f"{processes:>5} {offered:>7} {step['throughput_rps']:>8.0f} {lg['cpu_us_per_request']:>10} "
-          f"{','.join(f'{c:.2f}' for c in lg['cpu_fraction']):>10} {lat['p50']:>7} {lat['mean']:>7.0f} "
-          f"{lat['p99']:>7} {server_us or 0:>9.0f} {ratio:>10}{flag}  {step['verdict']} {'; '.join(step['reasons'])}")  # fmt: skip
-
-
-def mean_not_below_server(step: dict) -> bool:
-    server_us = (step["server_stats"] or {}).get("request_us")
-    return server_us is None or step["latency_us"]["mean"] is None or step["latency_us"]["mean"] >= server_us
+    print(f"{processes:>5} {step['offered']['concurrency']:>5} {step['throughput_rps']:>8.0f} "
+          f"{lg['cpu_us_per_request']:>10} {','.join(f'{c:.2f}' for c in lg['cpu_fraction']):>10} {lat['p50']:>7} "
+          f"{lat['p99']:>7} {server_us or 0:>9.0f}  {step['verdict']} {'; '.join(step['reasons'])}")  # fmt: skip
 
 
 def main() -> int:
@@ -66,36 +155,62 @@ def main() -> int:
     parser.add_argument("--levels", default="1,2,4,8,16")
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--protocol", default="http", choices=["http", "grpc"])
-    parser.add_argument("--processes", default="1,2")
-    parser.add_argument("--out", default=None, help="keep the result documents here")
+    parser.add_argument("--minilm", default="builtin:minilm-l6")
+    parser.add_argument("--perf-analyzer", default=PA_DEFAULT)
+    parser.add_argument("--skip-pa", action="store_true")
+    parser.add_argument("--pa-levels", default="1,2,4")
+    parser.add_argument("--ceiling-concurrency", type=int, default=8)
+    parser.add_argument("--pa-interval-ms", type=int, default=2000)
+    parser.add_argument("--pa-stability", type=int, default=10)
+    parser.add_argument("--out", default=None, help="keep the result documents and perf_analyzer CSVs here")
     args = parser.parse_args()
     work = Path(args.out or tempfile.mkdtemp(prefix="accelbench-loadgen-"))
-    repo = build_repo(work)
-    rows, summary = [], []
+    work.mkdir(parents=True, exist_ok=True)
+    repo, manifests = build_repo(work, args.minilm)
+    names = {role: model_name(m) for role, m in manifests.items()}
+    data = {role: write_data_file(m, work / f"{role}-data.json") for role, m in manifests.items()}
+    summary: dict = {"results_dir": str(work)}
     with LocalTriton(repo) as triton:
-        for processes in (int(p) for p in args.processes.split(",")):
-            closed = sweep(triton, work, "closed", parse_levels(args.levels), processes, args)
-            best = max(closed, key=lambda s: s["throughput_rps"])
-            # open loop at fractions of the closed-loop peak: the highest rate achieved (>= 90 % of offered)
-            rates = [round(best["throughput_rps"] * f) for f in (0.5, 0.8, 1.0, 1.2)]
-            opened = sweep(triton, work, "open", rates, processes, args)
-            achieved = [
-                s for s in opened if s["requests"] / s["duration_s"] >= 0.9 * s["offered"]["rate_rps"]
-            ]
-            top = max((s["offered"]["rate_rps"] for s in achieved), default=None)
-            rows += [(processes, s) for s in closed + opened]
-            summary.append(f"{processes} process(es): closed-loop peak {best['throughput_rps']:.0f} req/s at "
-                           f"concurrency {best['offered']['concurrency']} ({best['loadgen']['cpu_us_per_request']} "
-                           f"µs client CPU/request); highest open-loop rate achieved: {top} req/s")  # fmt: skip
-    print(f"{'procs':>5} {'offered':>7} {'req/s':>8} {'cpu µs/req':>10} {'cpu/core':>10} {'p50 µs':>7} "
-          f"{'mean µs':>7} {'p99 µs':>7} {'server µs':>9} {'p50/server':>10}  verdict")  # fmt: skip
-    for processes, step in rows:
-        print_row(processes, step)
-    print("\n".join(summary))
-    ok = all(mean_not_below_server(step) for _, step in rows)
-    print(json.dumps({"results_dir": str(work), "client_mean_never_below_server_mean": ok}))
-    return 0 if ok else 1
+        print(f"{'procs':>5} {'conc':>5} {'req/s':>8} {'cpu µs/req':>10} {'cpu/core':>10} {'p50 µs':>7} "
+              f"{'p99 µs':>7} {'server µs':>9}  verdict   (identity)")  # fmt: skip
+        for processes in (1, 2):
+            steps = ab_run(triton, names["identity"], data["identity"], parse_levels(args.levels), processes,
+                           args.duration, args.warmup, work / f"identity-p{processes}")  # fmt: skip
+            for step in steps:
+                print_sweep_row(processes, step)
+            best = max(steps, key=lambda s: s["throughput_rps"])
+            summary[f"identity_ceiling_p{processes}"] = {
+                "throughput_rps": best["throughput_rps"], "concurrency": best["offered"]["concurrency"],
+                "cpu_us_per_request": best["loadgen"]["cpu_us_per_request"]}  # fmt: skip
+        [mini] = ab_run(
+            triton, names["minilm"], data["minilm"], [1], 1, args.duration, args.warmup, work / "minilm"
+        )
+        summary["minilm_c1_cpu_us_per_request"] = mini["loadgen"]["cpu_us_per_request"]
+        print(f"MiniLM INT8 c=1: {mini['throughput_rps']} req/s, p50 {mini['latency_us']['p50']} µs, "
+              f"client CPU {mini['loadgen']['cpu_us_per_request']} µs/request")  # fmt: skip
+        pa = args.perf_analyzer
+        if not args.skip_pa and Path(pa).is_file():
+            summary["vs_perf_analyzer"] = compare(pa, triton, names, data, args, work)
+        elif not args.skip_pa:
+            print(f"perf_analyzer not found at {pa}: side-by-side figures skipped")
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def compare(pa: str, triton, names: dict, data: dict, args, work: Path) -> list[dict]:
+    rows = [interleaved(pa, triton, names["minilm"], data["minilm"], c, 1, args, work)
+            for c in parse_levels(args.pa_levels)]  # fmt: skip
+    rows += [interleaved(pa, triton, names["identity"], data["identity"], args.ceiling_concurrency, p, args, work)
+             for p in (1, 2)]  # fmt: skip
+    print(f"{'model':>36} {'conc':>4} {'procs':>5} {'PA req/s':>9} {'AB req/s':>9} {'ratio':>6} "
+          f"{'PA p50':>7} {'AB p50':>7} {'ratio':>6} {'PA cpu':>7} {'AB cpu':>7}")  # fmt: skip
+    for r in rows:
+        m = r["mean"]
+        print(f"{r['model']:>36} {r['concurrency']:>4} {r['processes']:>5} {m['pa']['throughput_rps']:>9.1f} "
+              f"{m['ab']['throughput_rps']:>9.1f} {r['throughput_ratio']:>6.3f} {m['pa']['p50_us']:>7.0f} "
+              f"{m['ab']['p50_us']:>7.0f} {r['p50_ratio']:>6.3f} {m['pa']['cpu_us_per_request']:>7.0f} "
+              f"{m['ab']['cpu_us_per_request']:>7.0f}")  # fmt: skip
+    return rows
 
 
 if __name__ == "__main__":

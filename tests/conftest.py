@@ -24,3 +24,6 @@ def identity_repo(tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("repo")
     write_repository([variants / IDENTITY_MODEL], repo, "local")
     return repo
+
+
+from service_fixtures import db_url, live_server, postgres_url  # noqa: E402,F401

@@ -15,13 +15,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench" / "device"))
-
-from onnx_torch import OnnxTorch  # noqa: E402
 
 from accelbench.models.builtin import build_builtin  # noqa: E402
 from accelbench.models.cards import load_card  # noqa: E402
 from accelbench.models.inputs import make_inputs  # noqa: E402
+from accelbench.serving.onnx_torch import OnnxTorch  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["identity", "minilm-l6", "resnet50"])

@@ -199,7 +199,10 @@ def test_foreign_file_is_bad_input(tmp_path):
     [
         (["--concurrency", "1", "--rate", "10"], 2, "exactly one of --concurrency or --rate"),
         (["--concurrency", "1,x"], 2, "comma-separated"),
-        (["--concurrency", "1"], 2, "no model card"),
+        (["--concurrency", "1"], 2, "no models"),
+        (["--concurrency", "1", "--shape", "X"], 2, "expected NAME:D1,D2"),
+        (["--concurrency", "1", "--input-data", "missing.json"], 2, "no such file (or use zero / random)"),
+        (["--concurrency", "1", "--check-every", "0"], 2, "--check-every must be >= 1"),
         (
             ["--concurrency", "1", "--card", "builtin:identity", "--url", "http://127.0.0.1:9"],
             4,
@@ -226,17 +229,17 @@ def test_a_hung_load_child_is_noticed_and_its_group_ended():
     import subprocess
     import sys
 
-    from accelbench.loadtests.sweep import _end_group, _events
+    from accelbench.loadtests.child import end_group, events
 
     code = "import json, time; print(json.dumps({'event': 'progress'}), flush=True); time.sleep(60)"
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
-        events = [e["event"] for e in _events(child, budget_s=3.0)]
+        seen = [e["event"] for e in events(child, budget_s=3.0)]
     finally:
-        _end_group(child)
-    assert events == ["progress", "timeout"]
+        end_group(child)
+    assert seen == ["progress", "timeout"]
     assert child.poll() is not None
 
 

@@ -69,7 +69,7 @@ def test_builtin_cards_load_and_round_trip(name: str) -> None:
         (
             'task = "other"',
             'task = "vision"',
-            "field 'task': unknown value 'vision'; allowed: embedding, classification, other",
+            "field 'task': unknown value 'vision'; allowed: embedding, classification, detection, segmentation, other",
         ),
     ],
 )

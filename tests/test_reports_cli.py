@@ -329,8 +329,8 @@ def test_perf_analyzer_request_rate_and_malformed_csv(tmp_path):
         "100,99.8,20,3,900,950,980,1200\n50,50.1,20,3,800,850,870,1000\n"
     )
     doc = import_perf_analyzer(rate, "l4", "m", "int8")
-    assert doc["load_profile"]["kind"] == "open"
-    assert [s["offered"]["request_rate"] for s in doc["steps"]] == [50.0, 100.0]
+    assert doc.load_profile.kind == "open" and doc.load_profile.levels == [50.0, 100.0]
+    assert [s.offered.rate_rps for s in doc.steps] == [50.0, 100.0]
     bad = tmp_path / "bad.csv"
     bad.write_text("Concurrency,Inferences/Second\n1,not-a-number\n")
     with pytest.raises(BadInputError, match="Inferences/Second"):

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from accelbench.documents import Step
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.roofline import roofline_point
@@ -16,8 +17,8 @@ from accelbench.reports.capacity import capacity_at_slo, percentile_key
 from accelbench.reports.compare import judge_change
 
 
-def step(rps, p99_us, verdict="VALID", error_rate=0.0, index=0, concurrency=1):
-    return {
+def step(rps, p99_us, verdict="VALID", error_rate=0.0, index=0, concurrency=1, **more):
+    return Step.model_validate({
         "index": index,
         "offered": {"concurrency": concurrency},
         "throughput_rps": rps,
@@ -25,7 +26,8 @@ def step(rps, p99_us, verdict="VALID", error_rate=0.0, index=0, concurrency=1):
         "latency_us": {"p50": p99_us / 2, "p99": p99_us},
         "error_rate": error_rate,
         "verdict": verdict,
-    }
+        **more,
+    })  # fmt: skip
 
 
 # ---------------------------------------------------------------- capacity at the SLO
@@ -96,9 +98,9 @@ def test_tighter_slo_never_raises_capacity(steps, slo_a, slo_b):
 def test_capacity_never_exceeds_best_qualifying_throughput(steps, slo):
     cap = capacity_at_slo([("r", s) for s in steps], slo)
     qualifying = [
-        s["throughput_rps"]
+        s.throughput_rps
         for s in steps
-        if s["verdict"] == "VALID" and s["error_rate"] <= 0.01 and s["latency_us"]["p99"] <= slo
+        if s.verdict == "VALID" and s.error_rate <= 0.01 and s.latency_us.p99 <= slo
     ]
     if qualifying:
         assert cap.capacity_rps == max(qualifying)
@@ -206,7 +208,7 @@ def test_calibration_is_the_median_and_default_is_labelled():
 
 def test_step_efficiency_against_roofline():
     target = load_catalog().get("cpu-local")
-    s = {"throughput_ips": 50.0}
+    s = Step(index=0, offered={"concurrency": 1}, verdict="VALID", throughput_ips=50.0)
     eff = projection.step_efficiency(s, 1, GC, target, "int8", roofline_point)
     bound = projection.roofline_at(roofline_point, GC, 1, target, "int8").throughput_upper_bound_ips
     assert eff == pytest.approx(50.0 / bound)

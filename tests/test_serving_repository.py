@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -115,6 +116,8 @@ CASES = [
     ("ngc_cpu_int8.pbtxt", "ngc", "c7i.xlarge", "int8", "onnx", False),
     ("ngc_gpu_int8_qdq.pbtxt", "ngc", "l4", "int8", "onnx", False),
     ("ngc_gpu_fp16_plan.pbtxt", "ngc", "l4", "fp16", "tensorrt-plan", True),
+    ("torch_gpu_fp16.pbtxt", "torch-cuda", "l4", "fp16", "onnx", False),
+    ("torch_cpu_fp32.pbtxt", "torch-cuda", "c7i.xlarge", "fp32", "onnx", False),
 ]
 
 
@@ -301,3 +304,71 @@ def test_an_invalid_config_names_tritons_reason(tmp_path):
     config.write_text(config.read_text().replace("preferred_batch_size: 8", "preferred_batch_size: 64"))
     with pytest.raises(ServerError, match="preferred size must be <= max batch size"):
         LocalTriton(tmp_path / "repo").start()
+
+
+def test_torch_flavor_files_parameters_and_kind(tmp_path):
+    vdir = make_minilm_like_variant(tmp_path / "v", "l4", "fp16")
+    [model] = write_repository([vdir], tmp_path / "repo", "torch-cuda", catalog=FakeCatalog())
+    version = model.path / "1"
+    assert sorted(p.name for p in version.iterdir()) == [
+        "model.onnx",
+        "model.py",
+        "onnx_torch.py",
+        "torch_runner.py",
+    ]
+    source = (version / "model.py").read_text()
+    # tensors cross the stub through DLPack only: no numpy array is handed to or taken from pb_utils
+    assert "to_dlpack()" in source and "Tensor.from_dlpack" in source
+    assert "as_numpy" not in source and "import numpy" not in source
+    assert "accelbench" not in (version / "onnx_torch.py").read_text().replace("accelbench/", "")
+    config = text_format.Parse(model.config_pbtxt, model_config_pb2.ModelConfig())
+    params = {k: v.string_value for k, v in config.parameters.items()}
+    assert (
+        params["batch_buckets"] == "1,2,4,8,16,32"
+    )  # powers of two up to max_batch_size 32, preferred in it
+    assert json.loads(params["static_dims"]) == {"attention_mask": [128], "input_ids": [128]}
+    # device=cpu alone moves the instances to KIND_CPU (KIND_GPU does not load without a GPU)
+    [cpu] = write_repository(
+        [vdir], tmp_path / "cpu", "torch-cuda", {"device": "cpu", "dtype": "float32"}, catalog=FakeCatalog()
+    )
+    config = text_format.Parse(cpu.config_pbtxt, model_config_pb2.ModelConfig())
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
+    assert config.parameters["dtype"].string_value == "float32"
+
+
+def test_torch_flavor_without_reference_shapes_runs_eager(tmp_path):
+    vdir = make_minilm_like_variant(tmp_path / "v", "l4", "fp16")
+    (vdir / "reference" / "inputs.npz").unlink()
+    [model] = write_repository([vdir], tmp_path / "repo", "torch-cuda", catalog=FakeCatalog())
+    config = text_format.Parse(model.config_pbtxt, model_config_pb2.ModelConfig())
+    assert config.parameters["static_dims"].string_value == ""
+    assert any("eager" in note for note in model.notes)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "precision", "message"),
+    [
+        ({"device": "gpu"}, "fp16", "device='gpu': expected one of cuda, cpu"),
+        ({"dtype": "int4"}, "fp16", "dtype='int4'"),
+        (
+            {"torch_mode": "graphs"},
+            "fp16",
+            "torch_mode='graphs': expected one of cuda_graphs, compile, eager",
+        ),
+        ({}, "int8", "torch-cuda flavor serves fp32, fp16 or bf16"),
+    ],
+)
+def test_torch_flavor_bad_input(tmp_path, overrides, precision, message):
+    vdir = make_minilm_like_variant(tmp_path / "v", "l4", precision)
+    with pytest.raises(BadInputError, match=message):
+        write_repository([vdir], tmp_path / "repo", "torch-cuda", overrides, catalog=FakeCatalog())
+
+
+def test_torch_flavor_bad_input_is_one_line_on_the_command_line(tmp_path):
+    vdir = make_minilm_like_variant(tmp_path / "v", "cpu-local", "fp32")
+    out = str(tmp_path / "repo")
+    result = CliRunner().invoke(
+        main, ["repository", str(vdir), "--out", out, "--flavor", "torch-cuda", "--set", "torch_mode=jit"]
+    )
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "torch_mode='jit'" in result.output and len(result.output.strip().splitlines()) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -80,10 +81,12 @@ def show_cmd(ctx: click.Context, target_id: str, as_json: bool) -> None:
     """Show one target with every figure and its source."""
     from accelbench.hardware.catalog import target_summary
 
-    target = _catalog(ctx).get(target_id)
+    catalog = _catalog(ctx)
+    target = catalog.get(target_id)
     data = target.to_dict()
+    published = [dataclasses.asdict(p) for p in catalog.published_for(target.id)]
     if as_json:
-        _echo_json({**data, "summary": target_summary(target)})
+        _echo_json({**data, "summary": target_summary(target), "published": published})
         return
     for key in (
         "id",
@@ -114,6 +117,10 @@ def show_cmd(ctx: click.Context, target_id: str, as_json: bool) -> None:
     click.echo("sources:")
     for key, value in data["sources"].items():
         click.echo(f"  {key:28} {value}")
+    click.echo(f"published results: {len(published) or 'none (projections use the toolchain median)'}")
+    for p in published:
+        click.echo(f"  {p['model']} {p['precision']} batch {p['batch']}: {p['throughput_ips']:g} inf/s "
+                   f"({p['software']}; {p['date']}) {p['source']}")  # fmt: skip
 
 
 @click.command("probe")

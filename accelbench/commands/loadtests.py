@@ -66,7 +66,9 @@ def _master_bind(master_bind: str | None, expect_workers: int | None, timeout_s:
 
 
 def _offered(offered: dict) -> str:
-    return f"c={offered['concurrency']}" if "concurrency" in offered else f"rate={offered['rate_rps']:g}/s"
+    from accelbench.loadtests.profiles import offered_label
+
+    return offered_label(offered)
 
 
 def _progress_line(event: dict) -> str:
@@ -95,6 +97,15 @@ def register(group: click.Group) -> None:
     @click.option("--model", required=True, help="The Triton model name (the variant name).")
     @click.option("--manifest", "manifest_path", type=click.Path(), help="Variant folder or manifest.json.")
     @click.option("--card", "card_uri", help="Model card for request payloads when no manifest is found.")
+    @click.option(
+        "--input-data",
+        help="Payloads from the server's model metadata: zero, random, or a perf_analyzer JSON data file "
+        "(default without a card or manifest: random).",
+    )
+    @click.option(
+        "--shape", "shapes", multiple=True,
+        help="NAME:D1,D2 size of an input's dynamic dimensions, batch excluded (repeatable).",
+    )  # fmt: skip
     @click.option("--protocol", type=click.Choice(["http", "grpc"]), default="http", show_default=True)
     @click.option("--concurrency", help="Closed loop: comma-separated concurrencies, e.g. 1,2,4,8.")
     @click.option("--rate", help="Open loop: comma-separated Poisson rates in requests/s, e.g. 100,200,400.")
@@ -125,13 +136,17 @@ def register(group: click.Group) -> None:
         "--worker-timeout", type=float, default=120.0, show_default=True,
         help="With --master-bind: seconds to wait for the workers.",
     )  # fmt: skip
+    @click.option(
+        "--check-every", type=int, default=100, show_default=True,
+        help="Decode every output fully on every Nth answer (and on each failed lean check).",
+    )  # fmt: skip
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(file_okay=False))
     @click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO.")
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
-    def loadtest(repo, url, grpc_url, model, manifest_path, card_uri, protocol, concurrency, rate, batch_size,
-                 duration, max_duration, warmup, processes, master_bind, expect_workers, worker_timeout, seed, out_dir,
-                 tritonserver, json_mode) -> None:  # fmt: skip
+    def loadtest(repo, url, grpc_url, model, manifest_path, card_uri, input_data, shapes, protocol, concurrency,
+                 rate, batch_size, duration, max_duration, warmup, processes, master_bind, expect_workers,
+                 worker_timeout, check_every, seed, out_dir, tritonserver, json_mode) -> None:  # fmt: skip
         """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
         from accelbench.errors import BadInputError
         from accelbench.loadtests.api import loadtest as run
@@ -145,7 +160,8 @@ def register(group: click.Group) -> None:
         profile = LoadProfile(
             kind="closed" if concurrency else "open", protocol=protocol,
             levels=parse_levels(concurrency or rate), duration_s=duration, max_duration_s=max_duration, warmup_s=warmup,
-            processes=processes, seed=seed, batch_size=batch_size,
+            processes=processes, seed=seed, batch_size=batch_size, check_every=check_every,
+            input_data=input_data, shapes=tuple(shapes),
         )  # fmt: skip
         live, on_event = _progress(json_mode)
         command = " ".join(["accelbench", *sys.argv[1:]])

@@ -7,6 +7,8 @@ import json
 import click
 
 PRECISIONS = ["fp32", "fp16", "bf16", "int8", "fp8", "tf32"]
+# the card module is light (stdlib only); its task list is the one source for --task
+TASKS = ["embedding", "classification", "detection", "segmentation", "other"]
 
 
 def _echo_json(obj: object) -> None:
@@ -70,6 +72,34 @@ def inspect_cmd(model: str, batch: int, precision: str, as_json: bool, top: int)
         )
     if cost.uncounted_op_types:
         click.echo(f"not counted (0 FLOPs assumed): {', '.join(cost.uncounted_op_types)}")
+
+
+@models_group.command("card")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    metavar="NAME:D1,D2,…",
+    help="Fix a dynamic input size, e.g. x:1,3,640,640 (repeatable; the first size is the batch).",
+)
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="Write the card here.")
+@click.option("--name", default=None, help="Model name (default: the file name).")
+@click.option("--task", type=click.Choice(TASKS), default=None, help="Override the guessed task.")
+def card_cmd(
+    model: str, shapes: tuple[str, ...], out: str | None, name: str | None, task: str | None
+) -> None:
+    """Write a model card (TOML) for MODEL.onnx from its graph: tensors, generator, accuracy metric."""
+    from pathlib import Path
+
+    from accelbench.models.card_writer import card_from_graph, write_card
+
+    card_dir = Path(out).parent if out else None
+    text = write_card(card_from_graph(model, shapes, name=name, task=task, card_dir=card_dir), out)
+    if out:
+        click.echo(f"card: {out}")
+    else:
+        click.echo(text, nl=False)
 
 
 @click.command("roofline")

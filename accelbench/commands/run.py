@@ -26,10 +26,14 @@ def init_cmd(path: str, force: bool) -> None:
 )
 @click.option("--target", "target_id", help="Run only this target of the spec, measured on this host.")
 @click.option("--quiet", is_flag=True, help="No progress lines; print only where the report is.")
+@click.option("--push", "push_url", default=None, metavar="URL",
+              help="Also send each result to this results server as its sweep finishes (accelbench server).")  # fmt: skip
+@click.option("--token", default=None, help="API token for --push [default: $ACCELBENCH_TOKEN].")
 @click.pass_context
 def run_cmd(
-    ctx: click.Context, spec: str | None, out_dir: str | None, target_id: str | None, quiet: bool
-) -> None:
+    ctx: click.Context, spec: str | None, out_dir: str | None, target_id: str | None, quiet: bool,
+    push_url: str | None, token: str | None,
+) -> None:  # fmt: skip
     """Quantize, accuracy-gate, serve, load-test and report, resuming what finished.
 
     Without SPEC, runs the built-in default: minilm-l6 and resnet50 (FP32, INT8) measured on this CPU
@@ -43,13 +47,27 @@ def run_cmd(
     if target_id:
         experiment = experiment.only_target(target_id)
     progress = make_progress(quiet=quiet)
-    outcome = run_experiment(
-        experiment,
-        out_dir=out_dir,
-        catalog_path=(ctx.obj or {}).get("catalog_path"),
-        progress=progress,
-        command=" ".join(["accelbench", *sys.argv[1:]]),
-    )
+    sink = None
+    if push_url:
+        import os
+
+        from accelbench.service.client import PushSink
+
+        results_dir = os.path.join(out_dir or str(experiment.out), "results")
+        sink = PushSink(push_url, token or os.environ.get("ACCELBENCH_TOKEN"), results_dir,
+                        lambda line: click.echo(line, err=True))  # fmt: skip
+    try:
+        outcome = run_experiment(
+            experiment,
+            out_dir=out_dir,
+            catalog_path=(ctx.obj or {}).get("catalog_path"),
+            progress=progress,
+            command=" ".join(["accelbench", *sys.argv[1:]]),
+            on_result=sink,
+        )
+    finally:
+        if sink is not None:
+            sink.close()
     click.echo(f"report: {outcome.report_path}")
 
 

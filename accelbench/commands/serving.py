@@ -31,10 +31,11 @@ def _parse_set(values: tuple[str, ...]) -> dict:
 )
 @click.option(
     "--flavor",
-    type=click.Choice(["local", "ngc"]),
+    type=click.Choice(["local", "ngc", "torch-cuda"]),
     default="local",
     show_default=True,
-    help="local: python backend for the embedded tritonserver; ngc: native backends for the NGC container.",
+    help="local: python backend (onnxruntime) for the embedded tritonserver; ngc: native backends for the NGC "
+    "container; torch-cuda: python backend running the graph with PyTorch on the GPU (CUDA graphs, DLPack).",
 )
 @click.option(
     "--set",
@@ -42,7 +43,8 @@ def _parse_set(values: tuple[str, ...]) -> dict:
     multiple=True,
     metavar="KEY=VALUE",
     help="Override a per-target default, e.g. max_batch_size=16, instance_count=2, "
-    "preferred_batch_sizes=[4,8], max_queue_delay_us=500, intra_op_threads=2, warmup=false.",
+    "preferred_batch_sizes=[4,8], max_queue_delay_us=500, intra_op_threads=2, warmup=false; torch-cuda: "
+    "device=cpu, dtype=bfloat16, torch_mode=compile.",
 )
 def repository_cmd(
     variant_dirs: tuple[str, ...], out_dir: str, flavor: str, settings: tuple[str, ...]

@@ -21,6 +21,7 @@ LocalTriton stops in its context manager and the load generator's process group 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,6 @@ from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
 
-PAYLOAD_COUNT = 64  # distinct pre-built requests per sweep, rotated by the load generator
 RUN_RECORD = "run.json"
 
 
@@ -60,8 +60,13 @@ def run_experiment(
     catalog_path: str | None = None,
     progress: Progress | None = None,
     command: str = "accelbench run",
+    on_result: Callable[[Path, dict[str, Any]], None] | None = None,
 ) -> RunOutcome:
-    """Run every stage of ``spec``; finished work on disk is reused. Returns where the report is."""
+    """Run every stage of ``spec``; finished work on disk is reused. Returns where the report is.
+
+    ``on_result(path, document)`` is called with each result document as its sweep finishes (after the file is
+    written): ``accelbench run --push`` sends it to a results server there. It must not raise.
+    """
     from accelbench.hardware.catalog import load_catalog
 
     progress = progress or Progress(quiet=True)
@@ -85,7 +90,9 @@ def run_experiment(
         )
         for target in spec.measured_targets:
             mine = [v for v in served if v.manifest["target"] == target.id]
-            outcome.result_paths += _measure_target(spec, target, mine, out, catalog, progress, command)
+            outcome.result_paths += _measure_target(
+                spec, target, mine, out, catalog, progress, command, on_result
+            )
         progress.stage("report")
         _report(spec, out, catalog, progress, outcome)
     finally:
@@ -219,25 +226,19 @@ def _profile(spec: ExperimentSpec) -> Any:
 
 
 def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:
-    from accelbench.loadtests import results
+    from accelbench.loadtests.sweep import result_path
 
-    return out / "results" / f"{results.run_id(variant.name, profile.label())}.json"
+    return result_path(out / "results", variant.name, profile)
 
 
 def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
-    from accelbench.loadtests import results
+    from accelbench.loadtests.sweep import is_complete
 
-    doc = results.load_document(path)
-    done = {s["index"] for s in (doc or {}).get("steps", [])}
-    return (
-        results.resumable(doc, variant.manifest["manifest_hash"], profile.to_dict())
-        and bool(doc.get("complete"))
-        and done >= {s["index"] for s in profile.steps()}
-    )
+    return is_complete(path, variant.manifest["manifest_hash"], profile)
 
 
 def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
-                    progress: Progress, command: str) -> list[Path]:  # fmt: skip
+                    progress: Progress, command: str, on_result: Any = None) -> list[Path]:  # fmt: skip
     profile = _profile(spec)
     paths = [_result_path(out, v, profile) for v in variants]
     todo = [v for v, p in zip(variants, paths, strict=True) if not _finished(p, v, profile)]
@@ -261,7 +262,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, profile, out, repo_dir, progress, command, _limits(spec))
+            _sweeps(server, todo, profile, out, repo_dir, progress, command, on_result, _limits(spec))
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -273,14 +274,18 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             for v in todo:
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, profile, out, None, progress, command, _limits(spec))
+        _sweeps(server, todo, profile, out, None, progress, command, on_result, _limits(spec))
     return paths
 
 
 def step_note(step: dict[str, Any]) -> str:
     """One progress line per load step; an INVALID step says why, so the user can act on it."""
+    from accelbench.loadtests.profiles import offered_label
+
     p99 = (step.get("latency_us") or {}).get("p99")
-    text = f"  {step['offered']}: {step['throughput_rps']} req/s, p99 {p99} µs, {step['verdict']}"
+    text = (
+        f"  {offered_label(step['offered'])}: {step['throughput_rps']} req/s, p99 {p99} µs, {step['verdict']}"
+    )
     return text + (f" ({'; '.join(step['reasons'])})" if step.get("reasons") else "")
 
 
@@ -298,30 +303,28 @@ def _limits(spec: ExperimentSpec) -> Any:
 
 
 def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo_dir: Path | None,
-            progress: Progress, command: str, limits: Any = None) -> None:  # fmt: skip
-    from accelbench.loadtests.sweep import Server, run_sweep
+            progress: Progress, command: str, on_result: Any = None, limits: Any = None) -> None:  # fmt: skip
+    from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
-    from accelbench.models.inputs import make_inputs
 
-    target = Server(server.http_url, server.grpc_url, server.metrics_url, server.server_version or "")
     for v in variants:
-        card = card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json")
-        payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
         name = _triton_name(v)
         config = repo_dir / name / "config.pbtxt" if repo_dir else None
         with progress.step("load", f"{v.name}") as notes:
 
-            def on_event(event: dict[str, Any], notes: list[str] = notes) -> None:
+            def on_event(event: dict[str, Any]) -> None:
                 if event.get("event") == "step":
                     progress.note("load", step_note(event["step"]))
 
-            doc, _ = run_sweep(
-                server=target, model=name, variant=v.name, payloads=payloads,
-                expected_outputs=v.manifest["outputs"], profile=profile, out_dir=out / "results",
-                manifest=v.manifest, repository_config=config.read_text() if config and config.is_file() else "",
+            doc, _ = measure(
+                server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
+                card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
+                repository_config=config.read_text() if config and config.is_file() else "",
                 command=command, on_event=on_event, **({"limits": limits} if limits else {}),
             )  # fmt: skip
             notes.append(f"{len(doc['steps'])} steps")
+        if on_result is not None:  # the sink (e.g. a push to a results server) sees the finished document
+            on_result(_result_path(out, v, profile), doc)
 
 
 # ---- report -------------------------------------------------------------------------------------------

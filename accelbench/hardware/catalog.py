@@ -20,6 +20,7 @@ from typing import Any
 
 from accelbench.errors import BadInputError
 from accelbench.hardware import catalog_schema as schema
+from accelbench.hardware.published import PublishedPoint, load_published
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -167,6 +168,14 @@ class Catalog:
     targets: Mapping[str, HardwareTarget]
     baseline_id: str
     files: tuple[str, ...]
+    published: tuple[PublishedPoint, ...] = ()
+    # model name -> precision -> graph cost (flops_per_inference, weight_bytes, activation_bytes_per_inference)
+    published_costs: Mapping[str, Mapping[str, Mapping[str, float]]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+    def published_for(self, target_id: str) -> tuple[PublishedPoint, ...]:
+        return tuple(p for p in self.published if p.target == target_id)
 
     def get(self, target_id: str) -> HardwareTarget:
         """The target with this id; BadInputError naming the closest ids when unknown."""
@@ -219,7 +228,11 @@ def load_catalog(user_path: str | os.PathLike | None = None) -> Catalog:
     if baseline_id not in targets:
         raise schema.fail(origin, ("baseline",), f"names unknown target {baseline_id!r}")
     files = (packaged_label, user_label) if user_label else (packaged_label,)
-    return Catalog(targets=MappingProxyType(targets), baseline_id=baseline_id, files=files)
+    published, costs = load_published(frozenset(targets))
+    return Catalog(
+        targets=MappingProxyType(targets), baseline_id=baseline_id, files=files, published=published,
+        published_costs=costs,
+    )  # fmt: skip
 
 
 def _read_user_file(path: str) -> str:

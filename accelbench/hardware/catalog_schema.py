@@ -184,3 +184,60 @@ def _check_peaks(peaks: Any, path: tuple[str, ...], origin: Origin, partial: boo
     check_table(peaks, spec, path, origin, partial=True)
     if not partial and not peaks:
         raise fail(origin, path, f"needs at least one of {', '.join(PRECISIONS)}")
+
+
+# published_results.toml: one [[points]] table per published throughput, [models.<name>.<precision>] graph costs
+PUBLISHED_POINT_KEYS: dict[str, tuple[str, bool]] = {
+    "target": ("str", True),
+    "model": ("str", True),
+    "precision": ("str", True),
+    "batch": ("int", True),
+    "throughput_ips": ("pos", True),
+    "software": ("str", True),
+    "source": ("str", True),
+    "date": ("str", True),
+    "scenario": ("str", False),
+    "engines": ("str", False),
+    "fit": ("bool", False),
+    "note": ("str", False),
+}
+MODEL_COST_KEYS: dict[str, tuple[str, bool]] = {
+    "params": ("int", False),
+    "flops_per_inference": ("num", True),
+    "weight_bytes": ("num", True),
+    "activation_bytes_per_inference": ("num", True),
+}
+_DATE_LEN = 10  # YYYY-MM-DD
+
+
+def check_published(raw: Any, origin: Origin, target_ids: set[str] | frozenset[str]) -> None:
+    """Validate published_results.toml: every point sourced and dated, its target and model known."""
+    if not isinstance(raw, dict):
+        raise fail(origin, (), "must be a TOML document")
+    models = raw.get("models", {})
+    if not isinstance(models, dict):
+        raise fail(origin, ("models",), "must be a table of [models.<name>.<precision>] tables")
+    for name, by_precision in models.items():
+        if not isinstance(by_precision, dict) or not by_precision:
+            raise fail(origin, ("models", name), "must hold one table per precision")
+        for precision, cost in by_precision.items():
+            if precision not in PRECISIONS:
+                raise fail(
+                    origin, ("models", name, precision), f"unknown precision; use {', '.join(PRECISIONS)}"
+                )
+            check_table(cost, MODEL_COST_KEYS, ("models", name, precision), origin, partial=False)
+    points = raw.get("points", [])
+    _check_array_of_tables(points, PUBLISHED_POINT_KEYS, ("points",), origin, partial=False)
+    for index, point in enumerate(points):
+        path = (f"points[{index}]",)
+        if point["target"] not in target_ids:
+            raise fail(origin, (*path, "target"), f"names unknown target {point['target']!r}")
+        if point["precision"] not in models.get(point["model"], {}):
+            raise fail(
+                origin, (*path, "model"), f"no [models.{point['model']!r}.{point['precision']}] graph cost"
+            )
+        if not point["source"].strip() or "://" not in point["source"]:
+            raise fail(origin, (*path, "source"), "must be the URL the figure was read from")
+        date = point["date"]
+        if len(date) < 7 or not date[:4].isdigit() or date[4] != "-" or len(date) > _DATE_LEN:
+            raise fail(origin, (*path, "date"), f"must be the source's date as YYYY-MM[-DD], got {date!r}")

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ServerError
+from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
 from accelbench.loadtests.profiles import LoadProfile
-from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server, run_sweep
+from accelbench.loadtests.served import DATA_MODES, make_payloads, parse_shapes, read_served
+from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 
 
@@ -29,33 +30,35 @@ def find_manifest(model: str, manifest_path: str | os.PathLike | None, repo: str
 
 
 def model_card(manifest: dict | None, card_uri: str | None):
-    """The card that generates request payloads: ``--card`` wins, else the manifest's own card."""
+    """The card that generates request payloads: ``--card`` wins, else the manifest's own card, else None
+    (payloads then come from the server's model metadata, see served.py)."""
     from accelbench.models.cards import card_from_dict, load_card
 
     if card_uri:
         return load_card(card_uri)
     if manifest and manifest.get("card"):
         return card_from_dict(manifest["card"], origin="manifest card")
-    raise BadInputError(
-        "no model card for the request payloads: pass --manifest VARIANT_DIR or --card CARD (e.g. builtin:identity)"
-    )
+    return None
 
 
-def expected_outputs(manifest: dict | None, card, http_url: str, model: str) -> list[dict[str, Any]]:
-    """Outputs every answer must carry (name, numpy dtype, shape): manifest, card, else the server's metadata."""
+def expected_outputs(manifest: dict | None, card, served: Callable[[], Any]) -> list[dict[str, Any]]:
+    """Outputs every answer must carry (name, numpy dtype, shape): manifest, card, else the server's metadata
+    (``served()`` reads it)."""
     if manifest and manifest.get("outputs"):
         return [dict(o) for o in manifest["outputs"]]
     if card is not None and card.outputs:
         return [o.to_dict() for o in card.outputs]
-    from tritonclient.utils import triton_to_np_dtype
+    return served().expected_outputs()
 
-    from accelbench.serving.stats import get_json
 
-    meta = get_json(f"{http_url}/v2/models/{urllib.parse.quote(model, safe='')}", timeout_s=10)
-    return [
-        {"name": o["name"], "dtype": triton_to_np_dtype(o["datatype"]).__name__, "shape": o["shape"]}
-        for o in meta.get("outputs", [])
-    ]
+def _payloads(card, served: Callable[[], Any], profile: LoadProfile) -> list:
+    """From the card's generator, or (no card, or --input-data / --shape given) from the served model."""
+    if card is not None and profile.input_data is None and not profile.shapes:
+        from accelbench.models.inputs import make_inputs
+
+        return make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
+    return make_payloads(served(), profile.batch_size, PAYLOAD_COUNT, profile.seed,
+                         profile.input_data or "random", parse_shapes(profile.shapes))  # fmt: skip
 
 
 def loadtest(
@@ -77,45 +80,76 @@ def loadtest(
     """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
 
     With ``master_bind`` the load comes from workers started by ``accelbench loadtest-worker``."""
-    from accelbench.models.inputs import make_inputs
     from accelbench.serving import LocalTriton, RemoteTriton
 
     if (repo is None) == (url is None):
         raise BadInputError("give a model repository or --url, not both and not neither")
+    parse_shapes(profile.shapes)  # bad input stops here, before a server starts
+    if profile.input_data not in (None, *DATA_MODES) and not Path(profile.input_data).is_file():
+        raise BadInputError(f"--input-data {profile.input_data}: no such file (or use zero / random)")
     manifest = find_manifest(model, manifest_path, repo)
     card = model_card(manifest, card_uri)
-    payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
     server_cm = (
         LocalTriton(repo, tritonserver=tritonserver) if repo is not None else RemoteTriton(url, grpc_url)
     )
     with server_cm as triton:
         if hasattr(triton, "check_model"):
             triton.check_model(model, manifest)  # a served config that differs from the variant stops here
-        server = Server(
-            http_url=triton.http_url,
-            grpc_url=triton.grpc_url,
-            metrics_url=triton.metrics_url,
-            version=getattr(triton, "server_version", None) or "",
-        )
-        if master_bind is not None:
-            check_reachable_target(master_bind, server.client_url(profile.protocol))
-        if not _model_ready(server.http_url, model):
-            raise ServerError(f"model {model!r} is not loaded on {server.http_url}")
-        return run_sweep(
-            server=server,
-            model=model,
-            variant=(manifest or {}).get("name", model),
-            payloads=payloads,
-            expected_outputs=expected_outputs(manifest, card, server.http_url, model),
-            profile=profile,
-            out_dir=out_dir,
-            manifest=dict(manifest) if manifest else None,
-            repository_config=_repository_config(repo, model),
-            command=command,
-            limits=limits,
-            on_event=on_event,
-            master_bind=master_bind,
-        )
+        if not _model_ready(triton.http_url, model):
+            raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
+        return measure(
+            triton, model=model, profile=profile, out_dir=out_dir, manifest=dict(manifest) if manifest else None,
+            card=card, repository_config=_repository_config(repo, model), command=command, limits=limits,
+            on_event=on_event, master_bind=master_bind,
+        )  # fmt: skip
+
+
+def measure(
+    triton: Any,
+    *,
+    model: str,
+    profile: LoadProfile,
+    out_dir: str | os.PathLike,
+    manifest: dict[str, Any] | None = None,
+    card: Any = None,
+    repository_config: str = "",
+    command: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    master_bind: MasterBind | None = None,
+) -> tuple[dict[str, Any], Path]:
+    """One sweep of ``model`` on a running ``triton`` (LocalTriton or RemoteTriton): payloads, expected
+    outputs, then :func:`sweep.run_sweep` with its resume. ``accelbench loadtest`` and ``accelbench run``
+    both measure through here. Without a card (a model accelbench did not build), or with the profile's
+    ``input_data`` (zero, random or a perf_analyzer JSON file) or ``shapes`` (``NAME:D1,D2``), payloads come
+    from the server's model metadata and config."""
+    import functools
+
+    server = Server(
+        http_url=triton.http_url,
+        grpc_url=triton.grpc_url,
+        metrics_url=triton.metrics_url,
+        version=getattr(triton, "server_version", None) or "",
+    )
+    if master_bind is not None:
+        check_reachable_target(master_bind, server.client_url(profile.protocol))
+    served = functools.cache(lambda: read_served(server.http_url, model))
+    payloads = _payloads(card, served, profile)
+    return sweep.run_sweep(  # through the module: tests interrupt a run by replacing run_sweep
+        server=server,
+        model=model,
+        variant=(manifest or {}).get("name", model),
+        payloads=payloads,
+        expected_outputs=expected_outputs(manifest, card, served),
+        profile=profile,
+        out_dir=out_dir,
+        manifest=manifest,
+        repository_config=repository_config,
+        command=command,
+        limits=limits,
+        on_event=on_event,
+        master_bind=master_bind,
+    )
 
 
 def _model_ready(http_url: str, model: str) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -80,25 +79,23 @@ def run_workers(master: str, processes: int, connect_timeout_s: float,
     host, port = parse_host_port(master, "--master")
     if processes < 1:
         raise BadInputError(f"--processes must be >= 1, got {processes}")
-    from accelbench.loadtests.sweep import _end_group, _last_line, _parse
+    from accelbench.loadtests.child import end_group, last_line, parse_event, start_runner
 
     with tempfile.TemporaryDirectory(prefix="accelbench-worker-") as tmp:
         logs = [Path(tmp) / f"worker-{i}.log" for i in range(processes)]
-        cmd = [sys.executable, "-m", "accelbench.loadtests.runner", "--connect", f"{host}:{port}",
-               str(connect_timeout_s)]  # fmt: skip
+        args = ["--connect", f"{host}:{port}", str(connect_timeout_s)]
         children = []
         last: list[dict[str, Any]] = [{} for _ in range(processes)]
         try:
             for log in logs:
                 with open(log, "w") as err:
-                    children.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
-                                                     start_new_session=True))  # fmt: skip
+                    children.append(start_runner(args, err))
             lock = threading.Lock()
 
             def pump(i: int, child: subprocess.Popen) -> None:
                 with contextlib.suppress(OSError, ValueError):
                     for line in child.stdout:
-                        event = _parse(line)
+                        event = parse_event(line)
                         if event is None:
                             continue
                         last[i] = event
@@ -116,9 +113,9 @@ def run_workers(master: str, processes: int, connect_timeout_s: float,
                 thread.join(timeout=5)
         finally:
             for child in children:
-                _end_group(child)
+                end_group(child)
         for i, child in enumerate(children):
             if child.returncode != 0:
-                why = last[i].get("message") if last[i].get("event") == "fatal" else _last_line(logs[i])
+                why = last[i].get("message") if last[i].get("event") == "fatal" else last_line(logs[i])
                 raise MeasurementError(f"worker process {i} (exit {child.returncode}): {why}")
     return last

@@ -61,8 +61,9 @@ def _init(environment, **_kw) -> None:
         "seed": opts.triton_seed,
     }
     agent = users.Agent(cfg, free_running=True)
+    payloads = make_inputs(card, cfg["batch_size"], 64, cfg["seed"])
     agent.pool = users.RequestPool(
-        cfg["protocol"], make_inputs(card, cfg["batch_size"], 64, cfg["seed"]), [o.name for o in card.outputs]
+        cfg["protocol"], payloads, [o.name for o in card.outputs], cfg["model"], cfg["url"]
     )
     agent.environment = environment
     users.AGENT = agent

@@ -31,6 +31,13 @@ class LoadProfile:
     max_duration_s: float = 60.0
     max_in_flight: int = 256  # open loop: arrivals beyond this many outstanding requests are dropped, counted
     timeout_s: float = 30.0
+    # every answer gets the lean check (status, names, dtypes, shapes, sizes); every Nth and every failed
+    # one also the full check (each tensor decoded)
+    check_every: int = 100
+    # payloads from the server's model metadata (served.py): zero | random | a perf_analyzer JSON data file;
+    # None: from the model card when there is one. ``shapes``: NAME:D1,D2 for dynamic dimensions
+    input_data: str | None = None
+    shapes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -45,6 +52,8 @@ class LoadProfile:
             raise BadInputError(f"--duration must be positive, got {self.duration_s}")
         if self.warmup_s < 0 or self.processes < 1 or self.batch_size < 1:
             raise BadInputError("--warmup must be >= 0, --processes and --batch >= 1")
+        if self.check_every < 1:
+            raise BadInputError(f"--check-every must be >= 1, got {self.check_every}")
         if self.window_s <= 0 or self.max_duration_s <= 0 or self.max_in_flight < 1:
             raise BadInputError("window, max duration and max in-flight must be positive")
 
@@ -52,11 +61,12 @@ class LoadProfile:
         """The ``load_profile`` of the result document; equal dicts mean a rerun may resume."""
         out = asdict(self)
         out["levels"] = [int(v) if self.kind == "closed" else float(v) for v in self.levels]
+        out["shapes"] = list(self.shapes)  # as JSON reads it back, so a rerun compares equal
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoadProfile:
-        return cls(**{**data, "levels": tuple(data["levels"])})
+        return cls(**{**data, "levels": tuple(data["levels"]), "shapes": tuple(data.get("shapes") or ())})
 
     def steps(self) -> list[dict[str, Any]]:
         """One plan per level: ``{"index", "offered": {"concurrency": n} | {"rate_rps": r}}``."""
@@ -68,6 +78,13 @@ class LoadProfile:
 
     def label(self) -> str:
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"
+
+
+def offered_label(offered: dict[str, Any]) -> str:
+    """A step's offered load for people: ``concurrency 4`` or ``200 requests/s``."""
+    if "concurrency" in offered:
+        return f"concurrency {offered['concurrency']}"
+    return f"{offered['rate_rps']:g} requests/s"
 
 
 def parse_levels(text: str) -> tuple[float, ...]:

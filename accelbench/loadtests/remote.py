@@ -19,14 +19,15 @@ from typing import Any
 
 import gevent
 from locust import runners as locust_runners
+from locust.env import Environment
 from locust.exception import RPCError
 
-from accelbench.loadtests import runner as rn
+from accelbench.loadtests import process_side as side
 from accelbench.loadtests import users
 
-CONFIG_VERSION = 1  # bump when the ab_config message changes; a worker refuses another version
+CONFIG_VERSION = 2  # bump when the ab_config message changes; a worker refuses another version
 CONFIG_KEYS = ("kind", "protocol", "url", "model", "batch_size", "expected_outputs", "timeout_s", "window_s",
-               "max_in_flight", "seed")  # fmt: skip
+               "max_in_flight", "seed", "check_every")  # fmt: skip
 CONFIGURE_TIMEOUT_S = 60.0
 # A worker whose master vanished (killed, host down) gives up after this long without its heartbeat,
 # instead of Locust's 60 s, so no worker lingers long after a failed run.
@@ -40,7 +41,7 @@ def start_master(env, cfg: dict[str, Any], emit) -> tuple[Any, Any]:
     try:
         runner = env.create_master_runner(host, port)
     except (RPCError, OSError) as err:
-        emit({"event": "fatal", "message": f"cannot listen for workers on {where}: {rn._one_line(err)}"})
+        emit({"event": "fatal", "message": f"cannot listen for workers on {where}: {side.one_line(err)}"})
         return None, None
     emit({"event": "waiting", "master": where, "expect_workers": n, "timeout_s": timeout_s})
     deadline = time.monotonic() + timeout_s
@@ -109,11 +110,11 @@ def _dead(runner, infos: dict[str, dict], where: str) -> str | None:
 
 def serve(master: str, connect_timeout_s: float) -> int:
     """One worker process: connect, take the configuration, run the steps the master drives."""
-    emit = rn._events_writer()
+    emit = side.events_writer()
     host, port = master.rsplit(":", 1)
     locust_runners.CONNECT_RETRY_COUNT = max(1, math.ceil(connect_timeout_s / locust_runners.CONNECT_TIMEOUT))
     locust_runners.MASTER_HEARTBEAT_TIMEOUT = MASTER_SILENCE_S
-    env = rn.Environment(user_classes=[users.ClosedLoopUser, users.OpenLoopUser])
+    env = Environment(user_classes=[users.ClosedLoopUser, users.OpenLoopUser])
     try:
         runner = env.create_worker_runner(host, int(port))
     except ConnectionError:
@@ -132,13 +133,13 @@ def serve(master: str, connect_timeout_s: float) -> int:
                     f"{CONFIG_VERSION} (install the same accelbench on master and workers)"
                 )
             cfg = {key: data[key] for key in CONFIG_KEYS}
-            payloads = rn.load_payloads(io.BytesIO(data["payloads_npz"]))
-            agent = rn._make_agent(cfg, int(data["process_index"]), payloads)
+            payloads = side.load_payloads(io.BytesIO(data["payloads_npz"]))
+            agent = side.make_agent(cfg, int(data["process_index"]), payloads)
             agent.environment = env
-            rn._ProcessSide(runner, agent, agent.config)
+            side.ProcessSide(runner, agent, agent.config)
         except Exception as err:  # any bad configuration is refused with its reason, never half-run
-            runner.send_message("ab_refused", {"message": rn._one_line(err)})
-            emit({"event": "fatal", "message": f"refused the master's configuration: {rn._one_line(err)}"})
+            runner.send_message("ab_refused", {"message": side.one_line(err)})
+            emit({"event": "fatal", "message": f"refused the master's configuration: {side.one_line(err)}"})
             return
         info = {"index": int(data["process_index"]), "host": socket.gethostname(), "pid": os.getpid()}
         configured.update(info)

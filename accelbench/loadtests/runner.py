@@ -23,72 +23,19 @@ import gevent  # noqa: E402
 import numpy as np  # noqa: E402
 
 from accelbench.loadtests import histogram, samples, users  # noqa: E402
+from accelbench.loadtests.process_side import (  # noqa: E402
+    ProcessSide,
+    events_writer,
+    make_agent,
+    one_line,
+    user_class,
+)
 from accelbench.loadtests.statistics import warmup_cut  # noqa: E402
 
 users.init_grpc_gevent()
 SAMPLE_MARGIN = 1.05  # no point judging before the floor plus a typical warm-up cut
 
 from locust.env import Environment  # noqa: E402
-
-
-def load_payloads(path) -> list[dict[str, np.ndarray]]:
-    """Read every array now: a lazily opened .npz shared by several processes gave CRC errors."""
-    with np.load(path) as data:
-        arrays = {key: np.array(data[key]) for key in data.files}
-    out: dict[int, dict[str, np.ndarray]] = {}
-    for key, arr in arrays.items():
-        index, name = key.split("/", 1)
-        out.setdefault(int(index), {})[name] = arr
-    return [out[i] for i in sorted(out)]
-
-
-def _make_agent(
-    cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]] | None = None
-) -> users.Agent:
-    agent = users.Agent({**cfg, "process_index": process_index}, free_running=False)
-    names = [o["name"] for o in cfg["expected_outputs"]]
-    if payloads is None:
-        payloads = load_payloads(cfg["payloads_file"])
-    agent.pool = users.RequestPool(cfg["protocol"], payloads, names)
-    users.AGENT = agent
-    return agent
-
-
-def _user_class(cfg: dict[str, Any]) -> type:
-    return users.ClosedLoopUser if cfg["kind"] == "closed" else users.OpenLoopUser
-
-
-class _ProcessSide:
-    """Answers the controller's phase messages in one load process (local runner or worker)."""
-
-    def __init__(self, runner, agent: users.Agent, cfg: dict[str, Any]) -> None:
-        self.runner, self.agent, self.cfg = runner, agent, cfg
-        self.windows: gevent.Greenlet | None = None
-        runner.register_message("ab_phase", self.on_phase)
-
-    def on_phase(self, environment, msg, **_kw) -> None:
-        data = msg.data
-        if data["phase"] == "warmup":
-            self.agent.warmup(data["step"], data.get("rate_rps"))
-        elif data["phase"] == "measure":
-            self.agent.measure()
-            self.windows = gevent.spawn(self._report_windows, data["token"])
-        elif data["phase"] == "pause":
-            if self.windows is not None:
-                self.windows.kill()
-                self.windows = None
-            gevent.spawn(self._drain, data["token"])
-
-    def _drain(self, token: int) -> None:
-        totals = self.agent.pause(self.cfg["timeout_s"] + 5)
-        self.runner.send_message("ab_drained", {**totals, "token": token})
-
-    def _report_windows(self, token: int) -> None:
-        start, k = time.monotonic(), 0
-        while True:
-            k += 1
-            gevent.sleep(max(0.0, start + k * self.cfg["window_s"] - time.monotonic()))
-            self.runner.send_message("ab_window", {**self.agent.take_window(), "k": k, "token": token})
 
 
 class Controller:
@@ -280,7 +227,7 @@ class _StatsProbe:
         try:
             snap = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
         except Exception as err:  # any failure here means the server is gone or broken
-            return None, f"the server stopped answering ({_one_line(err)})"
+            return None, f"the server stopped answering ({one_line(err)})"
         if self.metrics_url:
             try:
                 snap["metrics"] = scrape_metrics(self.metrics_url)
@@ -306,38 +253,16 @@ def _serving(*names: str) -> list:
     return [getattr(serving, n, None) or getattr(stats, n, None) or getattr(metrics, n) for n in names]
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0][:200] if text else type(err).__name__
-
-
 def _utc_now() -> str:
     from accelbench.util import utc_now_iso
 
     return utc_now_iso()
 
 
-def _events_writer():
-    """Our JSON lines own the real stdout; anything else printed goes to stderr."""
-    out = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    def emit(event: dict[str, Any]) -> None:
-        out.write(json.dumps(event, default=_default) + "\n")
-        out.flush()
-
-    return emit
-
-
-def _default(obj: Any) -> Any:
-    return obj.item() if hasattr(obj, "item") else str(obj)
-
-
 def run_master(cfg: dict[str, Any], config_path: str) -> None:
-    emit = _events_writer()
+    emit = events_writer()
     n = int(cfg["processes"])
-    env = Environment(user_classes=[_user_class(cfg)], host=cfg["url"])
+    env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
     workers: list[subprocess.Popen] = []
     if cfg.get("expect_workers"):
         from accelbench.loadtests import remote
@@ -347,9 +272,9 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
             return
     elif n == 1:
         runner = env.create_local_runner()
-        agent = _make_agent(cfg, 0)
+        agent = make_agent(cfg, 0)
         agent.environment = env
-        _ProcessSide(runner, agent, cfg)
+        ProcessSide(runner, agent, cfg)
         dead = None
     else:
         runner = env.create_master_runner("127.0.0.1", int(cfg["master_port"]))
@@ -389,20 +314,19 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
 
 
 def _finish(runner, workers: list) -> None:
-    runner.quit()
+    from accelbench.processes import end_member
+
+    runner.quit()  # the workers exit on the quit message; one that does not is killed
     for w in workers:
-        try:
-            w.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            w.kill()
+        end_member(w, grace_s=10)
 
 
 def run_worker(cfg: dict[str, Any], index: int) -> None:
-    env = Environment(user_classes=[_user_class(cfg)], host=cfg["url"])
+    env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
     runner = env.create_worker_runner("127.0.0.1", int(cfg["master_port"]))
-    agent = _make_agent(cfg, index)
+    agent = make_agent(cfg, index)
     agent.environment = env
-    _ProcessSide(runner, agent, cfg)
+    ProcessSide(runner, agent, cfg)
     runner.greenlet.join()
 
 

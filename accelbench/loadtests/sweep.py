@@ -9,14 +9,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
-import signal
 import subprocess
-import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +20,9 @@ import numpy as np
 
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
+from accelbench.loadtests.child import end_group, events, last_line, start_runner
 from accelbench.loadtests.distributed import MasterBind
-from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.profiles import LoadProfile, offered_label
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, analyse, judge
 from accelbench.serving.server import free_port
 
@@ -130,7 +126,40 @@ def _energy_per_request_j(metrics: dict | None, successes: int) -> float | None:
 
 
 def write_payloads(payloads: list[dict[str, np.ndarray]], path: Path) -> None:
-    np.savez(path, **{f"{i}/{name}": arr for i, p in enumerate(payloads) for name, arr in p.items()})
+    """An .npz the load processes read back (runner's load_payloads); BYTES tensors as their Triton
+    serialization plus their shape, so no process ever unpickles what it was sent."""
+    from accelbench.loadtests.wire import serialize_bytes
+
+    arrays = {}
+    for i, payload in enumerate(payloads):
+        for name, arr in payload.items():
+            if arr.dtype == object:
+                arrays[f"{i}/{name}"] = np.frombuffer(serialize_bytes(arr), dtype=np.uint8)
+                arrays[f"{i}#shape/{name}"] = np.array(arr.shape, dtype=np.int64)
+            else:
+                arrays[f"{i}/{name}"] = arr
+    np.savez(path, **arrays)
+
+
+def result_path(out_dir: str | os.PathLike, variant: str, profile: LoadProfile) -> Path:
+    """Where the sweep of ``variant`` under ``profile`` keeps its result document."""
+    return Path(out_dir) / f"{results.run_id(variant, profile.label())}.json"
+
+
+def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[list[dict[str, Any]], bool]:
+    """Resume: the finished steps a rerun keeps (same variant hash and load profile), and whether that
+    document was complete. A changed variant or profile keeps nothing."""
+    old = results.load_document(path)
+    if not results.resumable(old, manifest_hash, profile.to_dict()):
+        return [], False
+    return results.finished_steps(old), bool(old.get("complete"))
+
+
+def is_complete(path: str | os.PathLike, manifest_hash: str, profile: LoadProfile) -> bool:
+    """True when a sweep to ``path`` would measure nothing: every step kept and the document complete
+    (the pipeline then need not even start a server)."""
+    kept, complete = _kept_steps(Path(path), manifest_hash, profile)
+    return complete and {s["index"] for s in kept} >= {s["index"] for s in profile.steps()}
 
 
 def run_sweep(
@@ -160,16 +189,13 @@ def run_sweep(
     if master_bind is not None and profile.processes != master_bind.expect_workers:
         raise BadInputError("with --expect-workers N the load processes are the N workers (drop --processes)")
     load_profile = profile.to_dict()
-    manifest_hash = (manifest or {}).get("manifest_hash", "")
-    path = Path(out_dir) / f"{results.run_id(variant, profile.label())}.json"
-    old = results.load_document(path)
+    path = result_path(out_dir, variant, profile)
     doc = results.new_document(
         model=model, variant=variant, manifest=manifest, load_profile=load_profile,
         server={"url": server.client_url(profile.protocol), "version": server.version},
         repository_config=repository_config, command=command, profile_label=profile.label(),
     )  # fmt: skip
-    if results.resumable(old, manifest_hash, load_profile):
-        doc["steps"] = results.finished_steps(old)
+    doc["steps"], _ = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
     done = {s["index"] for s in doc["steps"]}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
@@ -207,17 +233,13 @@ def _run_child(doc, path, todo, server, model, payloads, expected, profile, limi
 
 def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) -> Exception | None:
     """Run the child, recording each step as it arrives; the first problem, if any, is returned."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "accelbench.loadtests.runner", str(config_path)],
-            stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True,
-        )  # fmt: skip
+        child = start_runner([str(config_path)], log)
         finished: set[int] = set()
         problem: Exception | None = None
         try:
             budget_s = _budget_s(profile, len(todo)) + cfg_wait_s(config_path)
-            for event in _events(child, budget_s):
+            for event in events(child, budget_s):
                 if event["event"] == "done":
                     break
                 if event["event"] == "timeout":
@@ -234,7 +256,7 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
                             MeasurementError if event["step"].get("aborted_by") == "loadgen" else ServerError
                         )
                         problem = error(
-                            f"step {step['index']} ({_offered(step['offered'])}) did not finish: "
+                            f"step {step['index']} ({offered_label(step['offered'])}) did not finish: "
                             f"{step['aborted']}; finished steps kept in {path}"
                         )
                     event = {"event": "step", "step": step}
@@ -245,11 +267,11 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=15)
         finally:
-            _end_group(child)
+            end_group(child)
     missing = [s for s in todo if s["index"] not in finished]
     if problem is None and missing:
         problem = MeasurementError(
-            f"load generator exited with code {child.returncode}: {_last_line(log_path)}"
+            f"load generator exited with code {child.returncode}: {last_line(log_path)}"
         )
     if missing and not any(s.get("aborted") for s in doc["steps"]):
         plan = missing[0]
@@ -269,31 +291,6 @@ def _budget_s(profile: LoadProfile, steps: int) -> float:
     return 90.0 + steps * (20.0 + profile.warmup_s + window + 2 * (profile.timeout_s + 15.0))
 
 
-def _events(child: subprocess.Popen, budget_s: float) -> Iterator[dict[str, Any]]:
-    """The child's JSON events; a ``timeout`` event when it runs past ``budget_s`` (it may hang, see runner)."""
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        with contextlib.suppress(OSError, ValueError):  # the pipe is closed when the group is ended
-            for line in child.stdout:
-                lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + budget_s
-    while True:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            yield {"event": "timeout", "after_s": budget_s}
-            return
-        if line is None:
-            return
-        event = _parse(line)
-        if event is not None:
-            yield event
-
-
 def _aborted_step(plan: dict[str, Any], reason: str) -> dict[str, Any]:
     return {"index": plan["index"], "offered": plan["offered"], "aborted": reason, "duration_s": 0.0}
 
@@ -302,31 +299,3 @@ def _offered(offered: dict[str, Any]) -> str:
     if "concurrency" in offered:
         return f"concurrency {offered['concurrency']}"
     return f"{offered['rate_rps']:g} requests/s"
-
-
-def _parse(line: str) -> dict[str, Any] | None:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) and "event" in event else None
-
-
-def _end_group(child: subprocess.Popen) -> None:
-    """End the child's whole process group (master and workers), politely first."""
-    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(child.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            break
-        try:
-            child.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            continue
-    if child.stdout:
-        child.stdout.close()
-
-
-def _last_line(path: Path) -> str:
-    lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "no output"

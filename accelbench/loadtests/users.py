@@ -21,7 +21,8 @@ import numpy as np
 import psutil
 from locust import User, constant, task
 
-from accelbench.loadtests import histogram, samples
+from accelbench.loadtests import histogram, samples, wire
+from accelbench.loadtests.wire import WrongOutput
 
 
 def init_grpc_gevent() -> None:
@@ -32,12 +33,9 @@ def init_grpc_gevent() -> None:
     grpc_gevent.init_gevent()
 
 
-class WrongOutput(Exception):
-    """The server answered, but not with the outputs the model's manifest promises."""
-
-
 LAG_PERIOD_S = 0.005
 ERROR_KINDS = ("connection", "timeout", "server", "wrong_output")
+CHECK_EVERY = 100  # default: a full output check on every 100th answer (and on every failed lean check)
 
 
 def classify(exc: BaseException) -> str:
@@ -46,7 +44,8 @@ def classify(exc: BaseException) -> str:
         return "wrong_output"
     if isinstance(exc, (TimeoutError, socket.timeout, gevent.Timeout)):
         return "timeout"
-    status = str(getattr(exc, "status", lambda: "")() or "")
+    code = getattr(exc, "code", None)
+    status = str(code() if callable(code) else getattr(exc, "status_code", "") or "")
     text = f"{status} {exc}".lower()
     if "deadline" in text or "timed out" in text or "timeout" in text:
         return "timeout"
@@ -55,71 +54,37 @@ def classify(exc: BaseException) -> str:
     return "server"
 
 
-def check_outputs(result: Any, expected: list[dict[str, Any]], batch_size: int) -> None:
-    """Raise WrongOutput unless every expected output is present with its dtype and shape."""
-    for spec in expected:
-        arr = result.as_numpy(spec["name"])
-        if arr is None:
-            raise WrongOutput(f"output {spec['name']} missing")
-        if np.dtype(spec["dtype"]) != arr.dtype:
-            raise WrongOutput(f"output {spec['name']}: dtype {arr.dtype}, expected {spec['dtype']}")
-        want = [batch_size, *spec["shape"][1:]]
-        if len(want) != arr.ndim or any(w not in (-1, got) for w, got in zip(want, arr.shape, strict=True)):
-            raise WrongOutput(f"output {spec['name']}: shape {list(arr.shape)}, expected {want}")
-
-
 class RequestPool:
-    """Pre-built Triton inputs, one set per payload, rotated: nothing is encoded twice per payload."""
+    """Requests encoded once per payload (whole HTTP requests, or serialized gRPC messages), rotated."""
 
-    def __init__(self, protocol: str, payloads: list[dict[str, np.ndarray]], output_names: list[str]) -> None:
-        from tritonclient.utils import np_to_triton_dtype
-
-        mod = _client_module(protocol)
-        self.requests = []
-        for payload in payloads:
-            inputs = []
-            for name, arr in payload.items():
-                inp = mod.InferInput(name, list(arr.shape), np_to_triton_dtype(arr.dtype))
-                if protocol == "http":
-                    inp.set_data_from_numpy(arr, binary_data=True)
-                else:
-                    inp.set_data_from_numpy(arr)
-                inputs.append(inp)
-            if protocol == "http":
-                outputs = [mod.InferRequestedOutput(n, binary_data=True) for n in output_names]
-            else:
-                outputs = [mod.InferRequestedOutput(n) for n in output_names]
-            self.requests.append((inputs, outputs))
+    def __init__(self, protocol: str, payloads: list[dict[str, np.ndarray]], output_names: list[str],
+                 model: str, url: str) -> None:  # fmt: skip
+        host = url.split("://", 1)[-1].rstrip("/")
+        if protocol == "http":
+            self.requests = [wire.http_request(host, model, p, output_names) for p in payloads]
+        else:
+            self.requests = [wire.grpc_request(model, p, output_names) for p in payloads]
         self.position = 0
 
-    def next(self) -> tuple[list, list]:
+    def next(self) -> bytes:
         req = self.requests[self.position]
         self.position = (self.position + 1) % len(self.requests)
         return req
 
 
-def _client_module(protocol: str):
-    if protocol == "grpc":
-        import tritonclient.grpc as mod
-    else:
-        import tritonclient.http as mod
-    return mod
-
-
 def make_client(protocol: str, url: str, concurrency: int, timeout_s: float):
+    from accelbench.loadtests.clients import GrpcClient, HttpClient
+
     host = url.split("://", 1)[-1].rstrip("/")
-    mod = _client_module(protocol)
     if protocol == "grpc":
-        return mod.InferenceServerClient(host)
-    return mod.InferenceServerClient(
-        host, concurrency=concurrency, connection_timeout=timeout_s, network_timeout=timeout_s
-    )
+        return GrpcClient(host, timeout_s)
+    return HttpClient(host, timeout_s)
 
 
 def close_client(client) -> None:
-    """Close once. An open gRPC channel keeps Locust from exiting (FIELD-NOTES), and tritonclient's
-    ``__del__`` closes again: under gevent a second close at garbage collection or interpreter exit
-    blocked forever in grpc's Channel._close (seen with py-spy), so later closes become no-ops."""
+    """Close once. An open gRPC channel keeps Locust from exiting (FIELD-NOTES), and a second close at
+    garbage collection or interpreter exit blocked forever in grpc's Channel._close under gevent (seen
+    with py-spy), so later closes become no-ops."""
     try:
         client.close()
     finally:
@@ -128,7 +93,8 @@ def close_client(client) -> None:
 
 class Agent:
     """Per-process measurement state. ``config`` keys: protocol, url, model, batch_size, payloads,
-    expected_outputs, timeout_s, window_s, max_in_flight, seed, rate_rps (open loop, per process)."""
+    expected_outputs, timeout_s, window_s, max_in_flight, seed, rate_rps (open loop, per process),
+    check_every (a full output check on every Nth answer)."""
 
     def __init__(self, config: dict[str, Any], free_running: bool = True) -> None:
         self.config = config
@@ -140,6 +106,10 @@ class Agent:
         self.environment = None
         self.process = psutil.Process()
         self._lag_watch: gevent.Greenlet | None = None
+        self.specs = wire.output_specs(config["expected_outputs"], int(config["batch_size"]))
+        self.check_every = max(1, int(config.get("check_every") or CHECK_EVERY))
+        self._check = wire.check_http if config["protocol"] == "http" else wire.check_grpc
+        self.answers = 0
         self._reset()
         if free_running:
             self.running.set()
@@ -154,6 +124,7 @@ class Agent:
         self.window_errors = dict.fromkeys(ERROR_KINDS, 0)
         self.window_requests = 0
         self.drops = 0
+        self.full_checks = 0
         self.last_error = ""
         # completion time (µs since the window opened) and latency of each success, in completion order
         self.done_us, self.latency_us = array("q"), array("q")
@@ -208,6 +179,7 @@ class Agent:
             "inferences": self.inferences,
             "errors": dict(self.errors),
             "drops": self.drops,
+            "full_checks": self.full_checks,
             "stuck_in_flight": self.in_flight,
             "cpu_s": cpu_s,
             "wall_s": wall_s,
@@ -233,37 +205,58 @@ class Agent:
         return out
 
     # -- one request ----------------------------------------------------------------------------
-    def issue(self, client, request: tuple[list, list], start_ns: int | None = None) -> BaseException | None:
-        """Send one request; latency counts from ``start_ns`` (the intended send time in open loop).
+    def issue(self, client, request: bytes, start_ns: int | None = None) -> BaseException | None:
+        """Send one request; latency counts from ``start_ns`` (the intended send time in open loop) to the
+        end of the exchange; the answer is checked after it.
 
         Returns the exception of a failed call (already counted and reported), else None."""
-        cfg = self.config
         epoch, counted = self.epoch, self.measuring
         self.in_flight += 1
         t0 = time.perf_counter_ns()
         # a request sent early (see OpenLoopUser) counts from its actual send, never less
         start_ns = t0 if start_ns is None else min(start_ns, t0)
         exc: BaseException | None = None
+        answer = None
         try:
-            result = client.infer(cfg["model"], request[0], outputs=request[1], **_timeout_kw(cfg))
-            check_outputs(result, cfg["expected_outputs"], cfg["batch_size"])
+            answer = client.exchange(request)
         except Exception as err:  # every failure is classified and counted, never raised into Locust
             exc = err
         latency_us = (time.perf_counter_ns() - start_ns) // 1000
         self.in_flight -= 1
+        if exc is None:
+            exc = self.check(answer)
         if counted and epoch == self.epoch:
             self._count(latency_us, exc)
         if self.environment is not None:
             self.environment.events.request.fire(
-                request_type=f"triton-{cfg['protocol']}",
-                name=cfg["model"],
+                request_type=f"triton-{self.config['protocol']}",
+                name=self.config["model"],
                 response_time=latency_us / 1000.0,
-                response_length=0,
+                response_length=len(answer.body if hasattr(answer, "body") else answer or b""),
                 response=None,
                 context={},
                 exception=exc,
             )
         return exc
+
+    def check(self, answer: Any) -> BaseException | None:
+        """The lean check on every answer, the full one on every ``check_every``-th and on every failure."""
+        self.answers += 1
+        full = self.answers % self.check_every == 0
+        try:
+            self._check(answer, self.specs, full)
+        except (WrongOutput, wire.ServerAnswer) as lean:
+            if full or isinstance(lean, wire.ServerAnswer):
+                self.full_checks += full
+                return lean
+            self.full_checks += 1
+            try:
+                self._check(answer, self.specs, True)
+            except (WrongOutput, wire.ServerAnswer) as detailed:
+                return detailed
+            return lean
+        self.full_checks += full
+        return None
 
     def _count(self, latency_us: int, exc: BaseException | None) -> None:
         self.requests += 1
@@ -279,11 +272,6 @@ class Agent:
         self.errors[kind] += 1
         self.window_errors[kind] += 1
         self.last_error = f"{kind}: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
-
-
-def _timeout_kw(cfg: dict[str, Any]) -> dict[str, Any]:
-    # the HTTP client's network_timeout bounds its calls; gRPC takes a per-call deadline
-    return {"client_timeout": cfg["timeout_s"]} if cfg["protocol"] == "grpc" else {}
 
 
 # gevent's timers wake up to ~1 ms late (epoll waits in whole ms); waking this much early and counting

@@ -116,16 +116,30 @@ def run_onnx_cpu(
     if threads:
         opts.intra_op_num_threads = threads
     opts.log_severity_level = 3  # quantized graphs log harmless per-node warnings
-    session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    except Exception as err:  # ORT raises its own types (Fail, InvalidGraph, NotImplemented) with long text
+        from accelbench.models.intake import one_line
+
+        raise BadInputError(f"ONNX Runtime cannot load {model_path}: {one_line(err)}") from None
     names = output_names or [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
     n = len(next(iter(inputs.values())))
     chunks: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for start in range(0, n, batch_size):
         feed = {k: v[start : start + batch_size] for k, v in inputs.items() if k in wanted}
-        for name, value in zip(names, session.run(names, feed), strict=True):
+        for name, value in zip(names, _run(session, names, feed, model_path), strict=True):
             chunks[name].append(value)
     return {name: np.concatenate(parts) for name, parts in chunks.items()}
+
+
+def _run(session: Any, names: list[str], feed: dict[str, np.ndarray], model_path: Any) -> list[np.ndarray]:
+    try:
+        return session.run(names, feed)
+    except Exception as err:  # a shape the card got wrong, an op that fails at run time
+        from accelbench.models.intake import one_line
+
+        raise BadInputError(f"ONNX Runtime failed to run {model_path}: {one_line(err)}") from None
 
 
 def gate(

@@ -1,10 +1,10 @@
 """Model cards: one TOML file per model saying where it comes from, its tensors, inputs and accuracy metric.
 
-Format (see accelbench/models/cards/*.toml for complete examples)::
+Format (every field with an example: docs/models.md; ``accelbench models card MODEL.onnx`` writes one)::
 
     name = "minilm-l6"
     source = "builtin:minilm-l6"      # or "onnx:model.onnx" (relative to the card's folder) or "hf:ID_OR_DIR"
-    task = "embedding"                # embedding | classification | other
+    task = "embedding"                # embedding | classification | detection | segmentation | other
     [[inputs]]                        # first dim is the batch: -1
     name = "input_ids"
     dtype = "int64"
@@ -38,7 +38,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SOURCE_SCHEMES = ("onnx", "hf", "builtin")
-TASKS = ("embedding", "classification", "other")
+TASKS = ("embedding", "classification", "detection", "segmentation", "other")
 METRICS = ("cosine", "top1", "max_abs")
 GENERATOR_KINDS = ("tokens", "image", "uniform", "dataset")
 DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")

@@ -36,8 +36,8 @@ import numpy as np
 import onnx
 
 from accelbench.errors import BadInputError
-from accelbench.models.graph_shapes import INDEX_TYPES as _INDEX_TYPES
 from accelbench.models.graph_shapes import static_shapes
+from accelbench.models.intake import INDEX_TYPES as _INDEX_TYPES
 
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
 COMPUTE_OPS = {

@@ -14,23 +14,27 @@ import numpy as np
 import onnx
 
 from accelbench.errors import BadInputError
+from accelbench.models.intake import one_line, promote_constants
 
-INDEX_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
 Shapes = dict[str, tuple[tuple[int, ...], int]]  # tensor name -> (shape, ONNX elem_type)
 
 
 def load_model(model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of the graph (external data not loaded: dims suffice), Constant-node weights promoted to
+    initializers so that they count as weights (paddle2onnx stores every weight that way)."""
     if isinstance(model, onnx.ModelProto):
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
-        return copy
-    path = Path(model)
-    if not path.is_file():
-        raise BadInputError(f"file not found: {path}")
-    try:
-        return onnx.load(str(path), load_external_data=False)
-    except Exception as err:
-        raise BadInputError(f"not a valid ONNX model: {path} ({str(err).splitlines()[0][:200]})") from None
+    else:
+        path = Path(model)
+        if not path.is_file():
+            raise BadInputError(f"file not found: {path}")
+        try:
+            copy = onnx.load(str(path), load_external_data=False)
+        except Exception as err:
+            raise BadInputError(f"not a valid ONNX model: {path} ({one_line(err)})") from None
+    promote_constants(copy)
+    return copy
 
 
 def _strip_weights(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
@@ -38,12 +42,13 @@ def _strip_weights(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     kept, weights = [], {}
     for init in model.graph.initializer:
         weights[init.name] = init
-        if math.prod(init.dims) > 64 or init.data_type not in INDEX_TYPES:
+        # small tensors (Reshape shapes, Resize scales, Gather indices) stay: they drive shape inference
+        if math.prod(init.dims) > 64 or init.data_location == onnx.TensorProto.EXTERNAL:
             model.graph.input.append(
                 onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
             )
         else:
-            kept.append(init)  # small index tensors (Reshape shapes, Gather indices) drive shape inference
+            kept.append(init)
     stripped = [onnx.TensorProto() for _ in kept]
     for dst, src in zip(stripped, kept, strict=True):
         dst.CopyFrom(src)

@@ -52,6 +52,7 @@ _FIELDS: dict[str, tuple] = {
     "manifest_hash": (str,),
 }
 _UNHASHED = ("created_at", "manifest_hash")
+ATTEMPT_OUTCOMES = ("ok", "failed")
 
 
 class Manifest(dict):
@@ -135,6 +136,7 @@ def validate_manifest(data: Any, path: str | os.PathLike = MANIFEST_FILE) -> Non
         if not isinstance(data[field], types):
             names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
             raise bad(field, f"must be {names}, got {type(data[field]).__name__}")
+    _check_attempts(data, path)
     _check_choice(data["precision"], PRECISIONS, path, "precision")
     _check_choice(data["format"], FORMATS, path, "format")
     for side in ("inputs", "outputs"):
@@ -147,6 +149,17 @@ def validate_manifest(data: Any, path: str | os.PathLike = MANIFEST_FILE) -> Non
         _check_choice(data["engine"].get("status"), ENGINE_STATUSES, path, "engine.status")
     if "sha256" not in data["source"] or "uri" not in data["source"]:
         raise bad("source", "must have uri and sha256")
+
+
+def _check_attempts(data: dict[str, Any], path: str | os.PathLike) -> None:
+    """``attempts`` (optional): the recipes tried, each with recipe, outcome (ok | failed) and reason."""
+    attempts = data.get("attempts", [])
+    if not isinstance(attempts, list):
+        raise BadInputError(f"{path}: field 'attempts' must be list, got {type(attempts).__name__}")
+    for i, attempt in enumerate(attempts):
+        if not (isinstance(attempt, dict) and {"recipe", "outcome", "reason"} <= attempt.keys()):
+            raise BadInputError(f"{path}: field 'attempts[{i}]' must have recipe, outcome and reason")
+        _check_choice(attempt["outcome"], ATTEMPT_OUTCOMES, path, f"attempts[{i}].outcome")
 
 
 def _check_choice(value: Any, allowed: tuple[str, ...], path: str | os.PathLike, field: str) -> None:

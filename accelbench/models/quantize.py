@@ -65,7 +65,14 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
         progress(f"{card.name}: FP32 reference outputs on {request.held_out_samples} held-out samples …")
     held_out = _stack(_make_inputs(card, request.held_out_samples, HELD_OUT_SEED))
     reference_outputs = accuracy.run_onnx_cpu(resolved.onnx_path, held_out)
-    options = VariantOptions(recipe=request.recipe, calibration_seed=CALIBRATION_SEED, **request.options)
+    from accelbench.models.roofline_report import card_input_shapes
+
+    options = VariantOptions(
+        recipe=request.recipe,
+        calibration_seed=CALIBRATION_SEED,
+        input_shapes=card_input_shapes(card),
+        **request.options,
+    )
     ctx = _Context(request, resolved, target, held_out, reference_outputs)
 
     manifests = []
@@ -129,6 +136,7 @@ class _Context:
             "accuracy": gate,
             "graph_cost": _graph_cost(card, self.resolved.onnx_path, precision),
             "engine": result.engine,
+            "attempts": result.attempts,
         }
         return write_manifest(out, manifest)
 
@@ -158,8 +166,9 @@ def _reusable(out: Path, source: dict[str, str], recipe: str | None) -> Manifest
 
 
 def _needs_calibration(toolchain: Any, precision: str, recipe: str | None) -> bool:
-    # static INT8 (CPU static QDQ, TensorRT's QDQ) needs samples; dynamic and float recipes do not
-    return precision == "int8" and recipe != "ort-dynamic-int8-per-channel"
+    # static INT8 (CPU static QDQ, TensorRT's QDQ) needs samples; a dynamic default may fall back to static,
+    # and every recipe's result is test-run on a sample
+    return precision == "int8"
 
 
 def _make_inputs(card: Any, count: int, seed: int) -> list[dict[str, np.ndarray]]:

@@ -1,16 +1,23 @@
-"""Assemble the report table from loaded result documents and the hardware catalog.
+"""Assemble the report table from result documents (from any source) and the hardware catalog.
 
 One row per model × precision × target: measured when a result exists, else projected (roofline ×
-calibrated efficiency) for the targets asked for and for the baseline. Measured beats projected.
+efficiency from the target's published results, calibrated by measurements of the same toolchain) for the
+targets asked for and for the baseline. Measured beats projected; a projected row carries its efficiency
+model's range, labelled "projected", never as a measured interval. The table depends only on the documents'
+content, not on where they came from or in which order.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from accelbench.documents import Accuracy, ResultDocument, Step, to_dict
+from accelbench.errors import BadInputError
+from accelbench.reports import efficiency as ef
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import (
     DEFAULT_MAX_ERROR_RATE,
@@ -24,7 +31,6 @@ from accelbench.reports.cost import (
     energy_per_request_j,
     quote_price,
 )
-from accelbench.reports.inputs import LoadedResult
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,23 @@ class ReportOptions:
         return self.slo_ms * 1000.0
 
 
+@dataclass(frozen=True)
+class Result:
+    """A result document and the hash of its content (tells apart two hosts' runs with the same run id)."""
+
+    doc: ResultDocument
+    sha256: str
+
+
+def unique_results(documents: Iterable[ResultDocument]) -> list[Result]:
+    """Each document once (by content), in a fixed order, whatever order the source gave them in."""
+    by_hash: dict[str, ResultDocument] = {}
+    for doc in documents:
+        by_hash.setdefault(doc.content_hash(), doc)
+    found = [Result(doc, sha) for sha, doc in by_hash.items()]
+    return sorted(found, key=lambda r: (r.doc.model, r.doc.target or "", r.doc.run_id, r.sha256))
+
+
 @dataclass
 class Group:
     """All result documents for one (model, precision, target)."""
@@ -54,21 +77,32 @@ class Group:
     model: str
     precision: str
     target_id: str
-    results: list[LoadedResult]
+    results: list[Result]
 
-    def label(self, result: LoadedResult) -> str:
-        """The run id, made unique with the file's hash when two hosts wrote the same run id."""
-        same = sum(1 for r in self.results if r.doc["run_id"] == result.doc["run_id"])
-        return result.doc["run_id"] if same == 1 else f"{result.doc['run_id']}@{result.sha256[:12]}"
+    def label(self, result: Result) -> str:
+        """The run id, made unique with the document's hash when two hosts wrote the same run id."""
+        same = sum(1 for r in self.results if r.doc.run_id == result.doc.run_id)
+        return result.doc.run_id if same == 1 else f"{result.doc.run_id}@{result.sha256[:12]}"
 
-    def steps(self) -> list[tuple[str, dict[str, Any]]]:
-        return [(self.label(r), s) for r in self.results for s in r.doc["steps"]]
+    def steps(self) -> list[tuple[str, Step]]:
+        return [(self.label(r), s) for r in self.results for s in r.doc.steps]
 
-    def steps_only(self) -> list[dict[str, Any]]:
-        return [s for r in self.results for s in r.doc["steps"]]
+    def steps_only(self) -> list[Step]:
+        return [s for r in self.results for s in r.doc.steps]
 
-    def first(self, key: str) -> Any:
-        return next((r.doc.get(key) for r in self.results if r.doc.get(key)), None)
+    def accuracy(self) -> Accuracy | None:
+        return next(
+            (r.doc.accuracy for r in self.results if r.doc.accuracy and to_dict(r.doc.accuracy)), None
+        )
+
+    def graph_cost(self) -> dict[str, Any] | None:
+        return next((to_dict(r.doc.graph_cost) for r in self.results if r.doc.graph_cost), None)
+
+    def variant(self) -> str | None:
+        return next((r.doc.variant for r in self.results if r.doc.variant), None)
+
+    def batch_size(self) -> int | None:
+        return next((r.doc.batch_size for r in self.results if r.doc.batch_size), None)
 
 
 @dataclass
@@ -80,39 +114,85 @@ class ReportData:
     targets: dict[str, Any]
     calibrations: dict[str, proj.Calibration]
     graph_costs: dict[tuple[str, str], dict[str, Any]]
+    efficiency_models: dict[str, ef.EfficiencyModel | None] = field(default_factory=dict)
 
 
-def group_results(results: list[LoadedResult]) -> dict[tuple[str, str, str], Group]:
+def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
     groups: dict[tuple[str, str, str], Group] = {}
     for r in results:
-        key = (r.doc["model"], r.doc["precision"], r.doc["target"])
+        key = (r.doc.model, r.doc.precision, r.doc.target)
         groups.setdefault(key, Group(*key, results=[])).results.append(r)
     return dict(sorted(groups.items()))
 
 
-def _calibrate(groups, targets, graph_costs, options, roofline) -> dict[str, proj.Calibration]:
-    samples: dict[str, list[tuple[str, float]]] = defaultdict(list)
+def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[tuple[str, float, Any, float]]:
+    """(target id, measured ÷ roofline efficiency, roofline point, weight bytes) for every step in the SLO."""
+    samples = []
     pct = percentile_key(options.percentile)
     for (model, precision, tid), group in groups.items():
         gc = graph_costs.get((model, precision))
         if not proj.usable_graph_cost(gc):
             continue
+        run_precision = proj.precision_on(targets[tid], precision)
         for res in group.results:
-            for step in res.doc["steps"]:
+            for step in res.doc.steps:
                 if not step_qualifies(step, options.slo_us, pct, options.max_error_rate):
                     continue
-                batch = proj.served_batch(step, int(res.doc.get("batch_size") or 1))
+                batch = proj.served_batch(step, int(res.doc.batch_size or 1))
                 eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
-                if eff:
-                    samples[targets[tid].toolchain].append((tid, eff))
-    return proj.calibrate(samples)
+                if eff and run_precision:
+                    point = proj.roofline_at(roofline, gc, batch, targets[tid], run_precision)
+                    samples.append((tid, eff, point, float(gc["weight_bytes"])))
+    return samples
+
+
+def _calibrate(samples, targets) -> dict[str, proj.Calibration]:
+    by_toolchain: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for tid, eff, *_ in samples:
+        by_toolchain[targets[tid].toolchain].append((tid, eff))
+    return proj.calibrate(by_toolchain)
+
+
+# What a measured result's origin means for calibrating a vendor stack's published efficiency.
+_ORIGIN_NOTES = {"device-check": "bench/device_check.py: a torch interpreter with CUDA graphs, not TensorRT"}
+
+
+def _efficiency_models(catalog, targets, samples, groups, roofline) -> dict[str, ef.EfficiencyModel | None]:
+    """target id → its published efficiency model, scaled by measured targets of the same toolchain."""
+    if not hasattr(catalog, "published_for"):  # a catalog without published results
+        return {}
+    published = {tid: ef.model_for(catalog, t, roofline) for tid, t in targets.items()}
+    ratios: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for tid, eff, point, weight_bytes in samples:
+        ref = published.get(tid)
+        if ref is not None:
+            ratios[targets[tid].toolchain].append((tid, eff / ref.at_point(point, weight_bytes)[0]))
+    origins = defaultdict(set)
+    for (_, _, tid), g in groups.items():
+        origins[targets[tid].toolchain] |= {r.doc.origin or "" for r in g.results}
+    out = {}
+    for tid, model in published.items():
+        pairs = ratios.get(targets[tid].toolchain)
+        if model is not None and pairs:
+            factor = statistics.median(r for _, r in pairs)
+            notes = sorted(_ORIGIN_NOTES.get(o, o) for o in origins[targets[tid].toolchain] if o)
+            where = ", ".join(sorted({t for t, _ in pairs}))
+            model = model.scaled(factor, (
+                f"×{factor:.3g} = median of {len(pairs)} step(s) measured on {where} ÷ that target's published "
+                f"efficiency" + (f" (measured with {'; '.join(notes)})" if notes else "")
+            ))  # fmt: skip
+        out[tid] = model
+    return out
 
 
 def build_report(
-    results: list[LoadedResult], catalog: Any, options: ReportOptions, roofline: Any = None
+    documents: Iterable[ResultDocument], catalog: Any, options: ReportOptions, roofline: Any = None
 ) -> ReportData:
     """The table every output is rendered from. Unknown target ids raise BadInputError (catalog.get)."""
     percentile_key(options.percentile)  # validate early: one clear line
+    results = unique_results(documents)
+    if not results:
+        raise BadInputError("no result documents to report on")
     groups = group_results(results)
     baseline_id = options.baseline or catalog.baseline_id
     wanted = sorted({g.target_id for g in groups.values()} | set(options.project) | {baseline_id})
@@ -121,12 +201,14 @@ def build_report(
         catalog.get(tid)
     graph_costs: dict[tuple[str, str], dict[str, Any]] = {}
     for (model, precision, _), g in groups.items():
-        gc = g.first("graph_cost")
+        gc = g.graph_cost()
         if proj.usable_graph_cost(gc):
             graph_costs.setdefault((model, precision), gc)
     if roofline is None and graph_costs:
         roofline = proj.default_roofline()
-    calibrations = _calibrate(groups, targets, graph_costs, options, roofline) if graph_costs else {}
+    samples = _measured_samples(groups, targets, graph_costs, options, roofline) if graph_costs else []
+    calibrations = _calibrate(samples, targets)
+    models = _efficiency_models(catalog, targets, samples, groups, roofline) if graph_costs else {}
     rows: list[dict[str, Any]] = []
     for g in groups.values():
         rows.append(_measured_row(g, targets[g.target_id], options))
@@ -145,6 +227,7 @@ def build_report(
                     options,
                     calibrations,
                     roofline,
+                    models.get(tid),
                 )
             )
     for row in rows:
@@ -154,7 +237,7 @@ def build_report(
     rows.sort(
         key=lambda r: (r["model"], r["rank"] if r["rank"] is not None else 10**9, r["target"], r["precision"])
     )
-    return ReportData(options, baseline_id, rows, groups, targets, calibrations, graph_costs)
+    return ReportData(options, baseline_id, rows, groups, targets, calibrations, graph_costs, models)
 
 
 def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str, Any]:
@@ -165,6 +248,8 @@ def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str
         "chosen_run_id": None, "chosen_step": None, "offered": None, "batch_size": None,
         "energy_per_request_j": None, "accuracy_metric": None, "accuracy_value": None,
         "accuracy_verdict": None, "accuracy_of": None, "efficiency": None, "efficiency_source": None,
+        "efficiency_kind": None, "efficiency_low": None, "efficiency_high": None, "calibration": None,
+        "projected_capacity_rps_low": None, "projected_capacity_rps_high": None,
         "projected_batch": None, "served_batch": None, "latency_resolution_us": None, "roofline_bound": None,
         "precision_used": None,
         "host": None, "measured_at": None, "versions": None, "sources": None, "reason": "",
@@ -174,11 +259,10 @@ def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str
     }  # fmt: skip
 
 
-def _accuracy(row: dict[str, Any], acc: Mapping[str, Any] | None, of: str) -> None:
+def _accuracy(row: dict[str, Any], acc: Accuracy | None, of: str) -> None:
     if acc:
         row.update(
-            accuracy_metric=acc.get("metric"), accuracy_value=acc.get("value"),
-            accuracy_verdict=acc.get("verdict"), accuracy_of=of,
+            accuracy_metric=acc.metric, accuracy_value=acc.value, accuracy_verdict=acc.verdict, accuracy_of=of,
         )  # fmt: skip
 
 
@@ -187,69 +271,86 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
     cap = capacity_at_slo(g.steps(), options.slo_us, options.percentile, options.max_error_rate)
     docs = [r.doc for r in g.results]
     row.update(
-        variant=docs[0].get("variant") or row["variant"],
-        origin=",".join(sorted({d.get("origin") or "" for d in docs})),
+        variant=docs[0].variant or row["variant"],
+        origin=",".join(sorted({d.origin or "" for d in docs})),
         meets_slo=cap.meets_slo, capacity_rps=cap.capacity_rps, capacity_ips=cap.capacity_ips,
         latency_us=cap.latency_us, reason=cap.reason, capacity_low=cap.capacity_low,
         capacity_high=cap.capacity_high, capacity_se=cap.capacity_se, capacity_df=cap.capacity_df,
         latency_low_us=cap.latency_low, latency_high_us=cap.latency_high, slo_verdict=cap.slo_verdict,
         step_verdict=cap.step_verdict,
-        sources=";".join(f"{r.path.rsplit('/', 1)[-1]}@{r.sha256[:12]}" for r in g.results),
+        # named by content, not by file: the same documents from a folder or a database give the same report
+        sources=";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in g.results),
     )  # fmt: skip
-    _accuracy(row, g.first("accuracy"), row["variant"])
+    _accuracy(row, g.accuracy(), row["variant"])
     _provenance(row, docs)
     if cap.step_key:
         run_id, index = cap.step_key
         doc = next(r.doc for r in g.results if g.label(r) == run_id)
-        step = next(s for s in doc["steps"] if int(s.get("index", 0)) == index)
-        row.update(chosen_run_id=run_id, chosen_step=index, batch_size=doc.get("batch_size"),
-                   served_batch=proj.served_batch(step, int(doc.get("batch_size") or 1)))  # fmt: skip
-        row["latency_resolution_us"] = step.get("latency_resolution_us")
-        row["step_reasons"] = "; ".join(step.get("reasons") or []) or None
-        row["offered"] = ",".join(f"{k}={v}" for k, v in sorted((step.get("offered") or {}).items()))
-        power = (step.get("metrics") or {}).get("gpu_power_w")
-        row["energy_per_request_j"] = step.get("energy_per_request_j") or energy_per_request_j(
+        step = next(s for s in doc.steps if s.index == index)
+        row.update(chosen_run_id=run_id, chosen_step=index, batch_size=doc.batch_size,
+                   served_batch=proj.served_batch(step, int(doc.batch_size or 1)))  # fmt: skip
+        row["latency_resolution_us"] = step.latency_resolution_us
+        row["step_reasons"] = "; ".join(step.reasons or []) or None
+        row["offered"] = ",".join(f"{k}={v}" for k, v in sorted(to_dict(step.offered).items()))
+        power = step.metrics.gpu_power_w if step.metrics else None
+        row["energy_per_request_j"] = step.energy_per_request_j or energy_per_request_j(
             power, cap.capacity_rps
         )
     return row
 
 
-def _provenance(row: dict[str, Any], docs: list[dict[str, Any]]) -> None:
+def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:
     hosts, dates, versions = set(), set(), set()
     for d in docs:
-        prov = d.get("provenance") or {}
-        host = prov.get("host") or {}
+        prov = d.provenance
+        host = prov.host  # free-form: the load generator's host probe, or the device check's
         hosts.add(str(host.get("hostname") or host.get("name") or host.get("cpu") or "unknown host"))
-        if prov.get("created_at"):
-            dates.add(str(prov["created_at"]))
-        for name, ver in sorted((prov.get("packages") or {}).items()):
+        if prov.created_at:
+            dates.add(str(prov.created_at))
+        for name, ver in sorted(prov.packages.items()):
             versions.add(f"{name} {ver}")
-        server = prov.get("server") or {}
-        if server.get("version"):
-            versions.add(f"tritonserver {server['version']}")
+        if prov.server and prov.server.version:
+            versions.add(f"tritonserver {prov.server.version}")
     row["host"] = ", ".join(sorted(hosts))
     row["measured_at"] = " – ".join(sorted({min(dates), max(dates)})) if dates else None
     row["versions"] = ", ".join(sorted(versions)) or None
 
 
-def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline) -> dict[str, Any]:
+def _efficiency_choice(target, calibrations, published) -> tuple[Any, str, str, str]:
+    """(efficiency or model, kind, source text, calibration text) for a projected row."""
+    if published is not None:
+        return published, published.kind, published.label, published.calibration
+    cal = proj.calibration_for(target.toolchain, calibrations)
+    kind = "measured" if cal.samples else "assumed"
+    return cal.efficiency, kind, cal.source, "none" if kind == "assumed" else cal.source
+
+
+def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline, published=None):
     row = _blank_row(model, precision, target, "projected")
     donors = [g for (m, p, _), g in groups.items() if (m, p) == (model, precision)]
     if donors:
-        _accuracy(row, donors[0].first("accuracy"), donors[0].first("variant") or "")
+        _accuracy(row, donors[0].accuracy(), donors[0].variant() or "")
     row["origin"] = "roofline-projection"
     if not proj.usable_graph_cost(gc):
         row["reason"] = "not projected: the results carry no graph_cost (FLOPs/bytes) for this model"
         return row
-    cal = proj.calibration_for(target.toolchain, calibrations)
-    p = proj.project_capacity(gc, target, precision, options.slo_us / 1e6, cal.efficiency, roofline)
-    batch_size = int(donors[0].first("batch_size") or 1) if donors else 1
+    efficiency, kind, source, calibration = _efficiency_choice(target, calibrations, published)
+    p = proj.project_capacity(gc, target, precision, options.slo_us / 1e6, efficiency, roofline)
+    batch_size = int(donors[0].batch_size() or 1) if donors else 1
+
+    def per_request(ips: float | None) -> float | None:
+        return ips / batch_size if ips else None
+
     row.update(
-        efficiency=cal.efficiency, efficiency_source=cal.source, projected_batch=p.batch,
+        efficiency=p.efficiency if p.efficiency is not None else (None if kind == "published" else efficiency),
+        efficiency_source=source, efficiency_kind=kind, calibration=calibration,
+        efficiency_low=p.efficiency_low, efficiency_high=p.efficiency_high, projected_batch=p.batch,
         roofline_bound=p.bound, precision_used=p.precision_used, batch_size=batch_size,
         meets_slo=p.capacity_ips is not None, capacity_ips=p.capacity_ips,
         # clients send batch_size inferences per request; the server batches requests together
-        capacity_rps=(p.capacity_ips / batch_size) if p.capacity_ips else None,
+        capacity_rps=per_request(p.capacity_ips),
+        projected_capacity_rps_low=per_request(p.capacity_low_ips),
+        projected_capacity_rps_high=per_request(p.capacity_high_ips),
         latency_us=p.latency_s * 1e6 if p.latency_s is not None else None,
         reason=f"projected: {p.reason}" if p.capacity_ips else f"does not meet the SLO (projected): {p.reason}",
     )  # fmt: skip

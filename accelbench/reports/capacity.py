@@ -6,10 +6,10 @@ INCONCLUSIVE). Imported steps carry no per-request samples: their point estimate
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from accelbench.documents import Step
 from accelbench.errors import BadInputError
 from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdict
 from accelbench.loadtests.verdict import USABLE
@@ -59,29 +59,40 @@ class Capacity:
         return self.capacity_rps is not None
 
 
-def step_usable(step: Mapping[str, Any]) -> bool:
+def latency_at(step: Step, pct_key: str) -> float | None:
+    """The step's latency in µs at a percentile key ("p99"), None when not recorded."""
+    value = step.latency_us.at(pct_key) if step.latency_us else None
+    return None if value is None else float(value)
+
+
+def step_usable(step: Step) -> bool:
     """VALID and LOW-PRECISION steps are shown and used; INVALID ones never count."""
-    return step.get("verdict") in USABLE
+    return step.verdict in USABLE
 
 
-def step_latency_interval(
-    step: Mapping[str, Any], pct_key: str
-) -> tuple[float | None, float | None, float | None]:
+def _f(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def step_latency_interval(step: Step, pct_key: str) -> tuple[float | None, float | None, float | None]:
     """(value, low, high) of a percentile in µs: the exact 95 % interval when the step has one; an imported
     step (no per-request samples) gives its point as both bounds, so its point decides."""
-    stat = ((step.get("statistics") or {}).get("latency_us") or {}).get(pct_key)
-    value = (step.get("latency_us") or {}).get(pct_key)
-    if stat:
-        return stat.get("value", value), stat.get("low"), stat.get("high")
+    value = latency_at(step, pct_key)
+    stat = ((step.statistics.latency_us or {}) if step.statistics else {}).get(pct_key)
+    if stat is not None:
+        return (value if stat.value is None else float(stat.value)), _f(stat.low), _f(stat.high)
     return value, value, value
 
 
-def step_throughput_interval(step: Mapping[str, Any]) -> dict[str, Any] | None:
+def step_throughput_interval(step: Step) -> dict[str, float | None] | None:
     """The step's throughput {value, low, high, se, df} from batch means; None for imported steps."""
-    return (step.get("statistics") or {}).get("throughput_rps")
+    thr = step.statistics.throughput_rps if step.statistics else None
+    if thr is None:
+        return None
+    return {k: _f(getattr(thr, k)) for k in ("value", "low", "high", "se", "df")}
 
 
-def step_slo(step: Mapping[str, Any], slo_us: float, pct_key: str) -> str:
+def step_slo(step: Step, slo_us: float, pct_key: str) -> str:
     """PASS / FAIL / INCONCLUSIVE for one step from its percentile's interval (statistics.slo_verdict)."""
     value, low, high = step_latency_interval(step, pct_key)
     if value is None:
@@ -90,18 +101,18 @@ def step_slo(step: Mapping[str, Any], slo_us: float, pct_key: str) -> str:
 
 
 def step_qualifies(
-    step: Mapping[str, Any], slo_us: float, pct_key: str, max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    step: Step, slo_us: float, pct_key: str, max_error_rate: float = DEFAULT_MAX_ERROR_RATE
 ) -> bool:
     """A step counts when it is usable, its error rate is within the limit and its SLO verdict is PASS."""
-    if not step_usable(step) or step.get("throughput_rps") is None:
+    if not step_usable(step) or step.throughput_rps is None:
         return False
-    if float(step.get("error_rate") or 0.0) > max_error_rate:
+    if float(step.error_rate or 0.0) > max_error_rate:
         return False
     return step_slo(step, slo_us, pct_key) == PASS
 
 
 def capacity_at_slo(
-    steps: Iterable[tuple[str, Mapping[str, Any]]],
+    steps: Iterable[tuple[str, Step]],
     slo_us: float,
     percentile: float | str = 99,
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
@@ -112,7 +123,7 @@ def capacity_at_slo(
     independent of the order the files were read in.
     """
     key = percentile_key(percentile)
-    pairs: Sequence[tuple[str, Mapping[str, Any]]] = list(steps)
+    pairs: Sequence[tuple[str, Step]] = list(steps)
     usable = [(rid, s) for rid, s in pairs if step_usable(s)]
     good = [(rid, s) for rid, s in usable if step_qualifies(s, slo_us, key, max_error_rate)]
     if not good:
@@ -121,31 +132,31 @@ def capacity_at_slo(
     run_id, best = min(
         good,
         key=lambda p: (
-            -float(p[1]["throughput_rps"]),
-            float(p[1]["latency_us"][key]),
+            -float(p[1].throughput_rps),
+            latency_at(p[1], key),
             p[0],
-            p[1].get("index", 0),
+            p[1].index,
         ),
     )
-    rps = float(best["throughput_rps"])
-    ips = best.get("throughput_ips")
+    rps = float(best.throughput_rps)
+    ips = best.throughput_ips
     thr = step_throughput_interval(best) or {}
     _, lat_low, lat_high = step_latency_interval(best, key)
     inconclusive = sum(
         1
         for _, s in usable
-        if step_slo(s, slo_us, key) == INCONCLUSIVE and float(s.get("throughput_rps") or 0) > rps
+        if step_slo(s, slo_us, key) == INCONCLUSIVE and float(s.throughput_rps or 0) > rps
     )
     reason = f"highest of {len(good)} PASS step(s) of {len(usable)} usable"
     if inconclusive:
         reason += f"; {inconclusive} faster step(s) INCONCLUSIVE (interval straddles the SLO)"
     return Capacity(
         capacity_rps=rps, capacity_ips=float(ips) if ips is not None else None,
-        latency_us=float(best["latency_us"][key]), step_key=(run_id, int(best.get("index", 0))),
+        latency_us=latency_at(best, key), step_key=(run_id, best.index),
         qualifying_steps=len(good), valid_steps=len(usable), reason=reason,
         capacity_low=thr.get("low"), capacity_high=thr.get("high"), capacity_se=thr.get("se"),
         capacity_df=thr.get("df"), latency_low=lat_low if thr else None, latency_high=lat_high if thr else None,
-        step_verdict=best.get("verdict"), slo_verdict=PASS,
+        step_verdict=best.verdict, slo_verdict=PASS,
     )  # fmt: skip
 
 

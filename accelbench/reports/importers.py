@@ -12,10 +12,23 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Any
 
+from accelbench.documents import (
+    Errors,
+    ImportedFrom,
+    LatencyUs,
+    LoadProfile,
+    Metrics,
+    Offered,
+    Provenance,
+    ResultDocument,
+    ServerInfo,
+    ServerStats,
+    Step,
+    dump_json,
+    to_dict,
+)
 from accelbench.errors import BadInputError
-from accelbench.reports.inputs import RESULT_SCHEMA
 
 _PA_LATENCY = {"p50 latency": "p50", "p90 latency": "p90", "p95 latency": "p95", "p99 latency": "p99"}
 _PA_SERVER = {
@@ -64,11 +77,15 @@ def _gpu_power_w(cell: str | None) -> float | None:
     return total or None
 
 
-def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int) -> dict[str, Any]:
+def _no_errors() -> Errors:
+    return Errors(connection=0, timeout=0, server=0, wrong_output=0)
+
+
+def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int) -> Step:
     if "Concurrency" in row:
-        offered = {"concurrency": int(_num(row, "Concurrency", path))}
+        offered = Offered(concurrency=int(_num(row, "Concurrency", path)))
     elif "Request Rate" in row:
-        offered = {"request_rate": _num(row, "Request Rate", path)}
+        offered = Offered(rate_rps=_num(row, "Request Rate", path))
     else:
         raise BadInputError(
             f"{path}: neither a Concurrency nor a Request Rate column; is this perf_analyzer -f output?"
@@ -82,72 +99,52 @@ def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int)
     latency["mean"] = _num(row, "Avg latency", path) if row.get("Avg latency") else None
     server = {key: _num(row, col, path) for col, key in _PA_SERVER.items() if row.get(col) not in (None, "")}
     power_w = _gpu_power_w(row.get("Avg GPU Power Usage"))
-    return {
-        "index": index,
-        "offered": offered,
-        "started_at": None,
-        "duration_s": None,
-        "requests": None,
-        "inferences": None,
-        # perf_analyzer stops at the first failed request, so a row it wrote had none
-        "errors": {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0},
-        "error_rate": 0.0,
-        "throughput_rps": ips / batch_size,
-        "throughput_ips": ips,
-        "latency_us": latency,
-        "latency_resolution_us": 1.0,
-        "histogram": None,
-        "server_stats": server or None,
-        "metrics": {"cpu_utilization": None, "gpu_power_w": power_w, "energy_j": None},
-        "energy_per_request_j": (power_w / (ips / batch_size)) if power_w and ips else None,
-        "verdict": "VALID",
-        "reasons": [],
-    }
+    return Step(
+        index=index, offered=offered, started_at=None, duration_s=None, requests=None, inferences=None,
+        errors=_no_errors(),  # perf_analyzer stops at the first failed request, so a row it wrote had none
+        error_rate=0.0, throughput_rps=ips / batch_size, throughput_ips=ips,
+        latency_us=LatencyUs.model_validate(latency), latency_resolution_us=1.0, histogram=None,
+        server_stats=ServerStats.model_validate(server) if server else None,
+        metrics=Metrics(cpu_utilization=None, gpu_power_w=power_w, energy_j=None),
+        energy_per_request_j=(power_w / (ips / batch_size)) if power_w and ips else None,
+        verdict="VALID", reasons=[],
+    )  # fmt: skip
 
 
-def _base_doc(origin: str, model: str, target: str, precision: str, batch: int, src: Path, kind: str) -> dict:
+def _base_doc(
+    origin: str, model: str, target: str, precision: str, batch: int, src: Path, kind: str
+) -> ResultDocument:
     from accelbench.util import sha256_file, utc_now_iso
 
-    return {
-        "schema": RESULT_SCHEMA,
-        "run_id": f"{model}__{target}__{precision}__{origin}-b{batch}",
-        "origin": origin,
-        "model": model,
-        "variant": f"{model}__{target}__{precision}",
-        "target": target,
-        "precision": precision,
-        "batch_size": batch,
-        "accuracy": None,
-        "graph_cost": None,
-        "provenance": {
-            "host": {},
-            "packages": {},
-            "manifest_hash": "",
-            "repository_config": "",
-            "server": {"url": "", "version": ""},
-            "created_at": utc_now_iso(),
-            "command": f"accelbench import {origin.removesuffix('-import').replace('_', '-')} {src.name}",
-            "imported_from": {"file": src.name, "sha256": sha256_file(src)},
-        },
-        "load_profile": {"kind": kind, "protocol": None, "levels": [], "duration_s": None},
-        "steps": [],
-        "complete": True,
-    }
+    command = f"accelbench import {origin.removesuffix('-import').replace('_', '-')} {src.name}"
+    return ResultDocument(
+        run_id=f"{model}__{target}__{precision}__{origin}-b{batch}", origin=origin, model=model,
+        variant=f"{model}__{target}__{precision}", target=target, precision=precision, batch_size=batch,
+        accuracy=None, graph_cost=None,
+        provenance=Provenance(
+            host={}, packages={}, manifest_hash="", repository_config="", server=ServerInfo(url="", version=""),
+            created_at=utc_now_iso(), command=command,
+            imported_from=ImportedFrom(file=src.name, sha256=sha256_file(src)),
+        ),
+        load_profile=LoadProfile(kind=kind, protocol=None, levels=[], duration_s=None),
+        steps=[], complete=True,
+    )  # fmt: skip
 
 
 def import_perf_analyzer(
     csv_path: str | Path, target: str, model: str, precision: str = "fp32", batch_size: int = 1
-) -> dict[str, Any]:
+) -> ResultDocument:
     """One result document from a perf_analyzer ``-f`` CSV; one step per row, ordered by offered load."""
     rows = _read_csv(csv_path, "perf_analyzer")
     steps = [_pa_step(0, row, csv_path, batch_size) for row in rows]
-    steps.sort(key=lambda s: sorted(s["offered"].items()))
+    steps.sort(key=lambda s: sorted(to_dict(s.offered).items()))
     for i, step in enumerate(steps):
-        step["index"] = i
-    kind = "closed" if "concurrency" in steps[0]["offered"] else "open"
-    doc = _base_doc("perf_analyzer-import", model, target, precision, batch_size, Path(csv_path), kind)
-    doc["load_profile"]["levels"] = [next(iter(s["offered"].values())) for s in steps]
-    doc["steps"] = steps
+        step.index = i
+    closed = steps[0].offered.concurrency is not None
+    doc = _base_doc("perf_analyzer-import", model, target, precision, batch_size, Path(csv_path),
+                    "closed" if closed else "open")  # fmt: skip
+    doc.load_profile.levels = [s.offered.concurrency if closed else s.offered.rate_rps for s in steps]
+    doc.steps = steps
     return doc
 
 
@@ -169,7 +166,7 @@ def import_locust(
     precision: str = "fp32",
     batch_size: int = 1,
     users: int | None = None,
-) -> dict[str, Any]:
+) -> ResultDocument:
     """One single-step result document from a Locust ``*_stats.csv`` (its Aggregated row)."""
     rows = _read_csv(csv_path, "Locust stats")
     agg = [r for r in rows if r.get("Name") == "Aggregated"]
@@ -182,39 +179,28 @@ def import_locust(
     latency = {key: _num(row, col, csv_path) * 1000.0 for col, key in _LOCUST_PCT.items() if row.get(col)}
     latency["max"] = _num(row, "Max Response Time", csv_path) * 1000.0  # raw, not bucketed
     latency["mean"] = _num(row, "Average Response Time", csv_path) * 1000.0  # raw, not bucketed
-    step = {
-        "index": 0,
-        "offered": {"users": users},
-        "started_at": None,
-        "duration_s": (n_req / rps) if rps else None,
-        "requests": int(n_req),
-        "inferences": int(n_req) * batch_size,
-        "errors": {"connection": 0, "timeout": 0, "server": int(n_fail), "wrong_output": 0},
-        "error_rate": (n_fail / n_req) if n_req else 0.0,
-        "throughput_rps": rps,
-        "throughput_ips": rps * batch_size,
-        "latency_us": latency,
-        "latency_resolution_us": locust_resolution_us(latency.get("p99", 0.0) / 1000.0),
-        "histogram": None,
-        "server_stats": None,
-        "metrics": {"cpu_utilization": None, "gpu_power_w": None, "energy_j": None},
-        "energy_per_request_j": None,
-        "verdict": "VALID" if n_req > 0 else "INVALID",
-        "reasons": [] if n_req > 0 else ["no requests recorded"],
-    }
+    step = Step(
+        index=0, offered=Offered(users=users), started_at=None, duration_s=(n_req / rps) if rps else None,
+        requests=int(n_req), inferences=int(n_req) * batch_size,
+        errors=Errors(connection=0, timeout=0, server=int(n_fail), wrong_output=0),
+        error_rate=(n_fail / n_req) if n_req else 0.0, throughput_rps=rps, throughput_ips=rps * batch_size,
+        latency_us=LatencyUs.model_validate(latency),
+        latency_resolution_us=locust_resolution_us(latency.get("p99", 0.0) / 1000.0),
+        histogram=None, server_stats=None, metrics=Metrics(cpu_utilization=None, gpu_power_w=None, energy_j=None),
+        energy_per_request_j=None,
+        verdict="VALID" if n_req > 0 else "INVALID", reasons=[] if n_req > 0 else ["no requests recorded"],
+    )  # fmt: skip
     doc = _base_doc("locust-import", model, target, precision, batch_size, Path(csv_path), "closed")
-    doc["load_profile"]["levels"] = [users] if users else []
-    doc["provenance"]["note"] = (
-        "percentiles from Locust's bucketed histogram (whole ms below 100 ms); failures counted as server errors"
-    )
-    doc["steps"] = [step]
+    doc.load_profile.levels = [users] if users else []
+    doc.provenance.note = "percentiles from Locust's bucketed histogram (whole ms below 100 ms); failures counted as server errors"
+    doc.steps = [step]
     return doc
 
 
-def write_imported(doc: dict[str, Any], out_dir: str | Path) -> Path:
+def write_imported(doc: ResultDocument, out_dir: str | Path) -> Path:
     """Write an imported document as ``<out>/<run_id>.json`` (atomically)."""
-    from accelbench.util import atomic_write_json
+    from accelbench.util import atomic_write_text
 
-    path = Path(out_dir) / f"{doc['run_id']}.json"
-    atomic_write_json(path, doc)
+    path = Path(out_dir) / f"{doc.run_id}.json"
+    atomic_write_text(path, dump_json(doc))
     return path

@@ -12,7 +12,13 @@ import re
 from typing import Any
 
 from accelbench.reports import projection as proj
-from accelbench.reports.capacity import percentile_key
+from accelbench.reports.capacity import (
+    latency_at,
+    percentile_key,
+    step_latency_interval,
+    step_throughput_interval,
+    step_usable,
+)
 
 _STYLE = {
     "svg.hashsalt": "accelbench-report",
@@ -65,8 +71,24 @@ def _legend(ax: Any) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
+def _point(step: Any, key: str) -> tuple[float, float, tuple, tuple]:
+    """(throughput, latency ms, throughput interval, latency interval): the error bars of one measured step;
+    an open upper end is drawn to the point itself (no bar where nothing bounds it)."""
+    thr = step_throughput_interval(step) or {}
+    value, low, high = step_latency_interval(step, key)
+    rps = float(step.throughput_rps)
+    return (rps, value / 1000.0, (thr.get("low") or rps, thr.get("high") or rps),
+            ((low or value) / 1000.0, (high or value) / 1000.0))  # fmt: skip
+
+
+def _err(values: list[float], bounds: list[tuple]) -> list[list[float]]:
+    return [[max(0.0, v - lo) for v, (lo, _) in zip(values, bounds, strict=True)],
+            [max(0.0, hi - v) for v, (_, hi) in zip(values, bounds, strict=True)]]  # fmt: skip
+
+
 def latency_vs_throughput(data: Any) -> str:
-    """Per model: measured steps per target (percentile vs requests/s), projected points, and the SLO line."""
+    """Per model: usable measured steps per target (percentile vs requests/s) with their 95 % intervals as
+    error bars, projected points, and the SLO line."""
     opts = data.options
     key = percentile_key(opts.percentile)
     colors = _colors(data)
@@ -75,14 +97,14 @@ def latency_vs_throughput(data: Any) -> str:
     for ax, model in zip(axes, models, strict=True):
         for (m, precision, tid), group in data.groups.items():
             pts = sorted(
-                (float(s["throughput_rps"]), float(s["latency_us"][key]) / 1000.0)
-                for _, s in group.steps()
-                if m == model and s.get("verdict") == "VALID" and s.get("throughput_rps") is not None
-                and (s.get("latency_us") or {}).get(key) is not None
+                _point(s, key) for _, s in group.steps()
+                if m == model and step_usable(s) and s.throughput_rps is not None and latency_at(s, key) is not None
             )  # fmt: skip
             if pts:
-                ax.plot(*zip(*pts, strict=True), color=colors[tid], marker=_MARKERS.get(precision, "o"),
-                        linestyle=_LINES.get(precision, "-"), label=f"{tid} {precision} (measured)")  # fmt: skip
+                x, y, xerr, yerr = (list(v) for v in zip(*pts, strict=True))
+                ax.errorbar(x, y, xerr=_err(x, xerr), yerr=_err(y, yerr), color=colors[tid], capsize=2,
+                            elinewidth=0.8, marker=_MARKERS.get(precision, "o"), linestyle=_LINES.get(precision, "-"),
+                            label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
         for row in data.rows:
             if row["model"] == model and row["status"] == "projected" and row["capacity_rps"]:
                 ax.plot([row["capacity_rps"]], [row["latency_us"] / 1000.0], color=colors[row["target"]],
@@ -185,3 +207,28 @@ def all_plots(data: Any) -> dict[str, str]:
         "cost_vs_baseline": cost_vs_baseline(data),
         "roofline": roofline_chart(data),
     }
+
+
+def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str) -> str:
+    """The history of one (model, target, precision): capacity and the percentile at capacity per run, in
+    order; runs flagged as moved beyond the run-to-run spread are drawn as red crosses.
+
+    ``runs``: dicts with ``label`` (x tick), ``capacity_rps``, ``latency_us`` (None allowed), ``flagged``.
+    """
+    fig, (cap_ax, lat_ax) = _figure(2, width=7.5, height=2.6)
+    xs = list(range(len(runs)))
+    for ax, key, scale, ylabel in ((cap_ax, "capacity_rps", 1.0, "capacity at SLO (req/s)"),
+                                   (lat_ax, "latency_us", 1000.0, f"{percentile} at capacity (ms)")):  # fmt: skip
+        pts = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get(key) is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="#1f77b4", markersize=4)
+        bad = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get("flagged") and r.get(key)]
+        if bad:
+            ax.plot([p[0] for p in bad], [p[1] for p in bad], "x", color="#d62728", markersize=9,
+                    markeredgewidth=2, label="moved more than the run-to-run spread")  # fmt: skip
+            _legend(ax)
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r["label"] for r in runs], rotation=30, ha="right", fontsize=7)
+    cap_ax.set_title(title, fontsize=9)
+    return _svg(fig)

@@ -1,9 +1,11 @@
 """Projected capacity for hardware that was not measured: roofline bound × calibrated efficiency.
 
 The roofline gives a latency lower bound and a throughput upper bound for a batch; real serving reaches
-a fraction of it (the efficiency). That fraction is calibrated from measured targets of the same
-toolchain (measured inferences/s ÷ roofline bound at the batch the server ran, median over the steps
-that met the SLO), or else an assumed default that the report labels as such.
+a fraction of it (the efficiency). That fraction comes, in order of preference, from the
+target's published results (``accelbench.reports.efficiency``: a fit of achieved ÷ roofline on intensity,
+scaled by a measured target of the same toolchain when the report has one), from its toolchain's published
+median, from measured targets of the same toolchain (measured inferences/s ÷ roofline bound at the batch the
+server ran, median over the steps that met the SLO), or else an assumed default that the report labels as such.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from accelbench.documents import Step
 
 # No measurement of the toolchain → this fraction of the roofline bound. A conservative placeholder,
 # not a measurement: serving stacks commonly reach well under half of peak on small batches (launch
@@ -80,7 +84,7 @@ def usable_graph_cost(graph_cost: Mapping[str, Any] | None) -> bool:
 
 
 def step_efficiency(
-    step: Mapping[str, Any],
+    step: Step,
     batch: int,
     graph_cost: Mapping[str, Any],
     target: Any,
@@ -90,7 +94,7 @@ def step_efficiency(
     """Measured inferences/s ÷ the roofline's upper bound at the batch the server ran."""
     roofline = roofline or default_roofline()
     run_precision = precision_on(target, precision)
-    ips = step.get("throughput_ips")
+    ips = step.throughput_ips
     if run_precision is None or not ips:
         return None
     point = roofline_at(roofline, graph_cost, batch, target, run_precision)
@@ -98,9 +102,9 @@ def step_efficiency(
     return float(ips) / bound if bound > 0 else None
 
 
-def served_batch(step: Mapping[str, Any], doc_batch: int) -> int:
+def served_batch(step: Step, doc_batch: int) -> int:
     """The batch the server executed: Triton's mean batch size when recorded, else the client's."""
-    mean = ((step.get("server_stats") or {}).get("mean_batch_size")) or doc_batch or 1
+    mean = (step.server_stats.mean_batch_size if step.server_stats else None) or doc_batch or 1
     return max(1, round(float(mean)))
 
 
@@ -142,6 +146,18 @@ class Projection:
     intensity_flop_per_byte: float | None
     precision_used: str | None
     reason: str
+    efficiency: float | None = None  # at the chosen batch's intensity
+    efficiency_low: float | None = None  # the efficiency model's spread: a projected range, not a measurement
+    efficiency_high: float | None = None
+    capacity_low_ips: float | None = None
+    capacity_high_ips: float | None = None
+
+
+def _efficiency_at(efficiency: Any, weight_bytes: float) -> Callable[[Any], tuple[float, float, float]]:
+    """A number (one efficiency everywhere) or a model with ``at_point(point, weight_bytes)`` → (e, low, high)."""
+    if hasattr(efficiency, "at_point"):
+        return lambda point: efficiency.at_point(point, weight_bytes)
+    return lambda _point: (float(efficiency), float(efficiency), float(efficiency))
 
 
 def project_capacity(
@@ -149,16 +165,20 @@ def project_capacity(
     target: Any,
     precision: str,
     slo_s: float,
-    efficiency: float,
+    efficiency: Any,
     roofline: RooflineFn | None = None,
     batches: Iterable[int] = BATCH_SIZES,
 ) -> Projection:
-    """Largest batch whose latency (roofline bound ÷ efficiency) fits the SLO and the memory; its throughput."""
+    """Largest batch whose latency (roofline bound ÷ efficiency) fits the SLO and the memory; its throughput.
+
+    ``efficiency`` is a number or an efficiency model (``at_point``), evaluated at each batch's roofline point.
+    """
     roofline = roofline or default_roofline()
     run_precision = precision_on(target, precision)
     if run_precision is None:
         return Projection(None, None, None, None, None, None, f"{target.id} lists no peak for {precision}")
-    if efficiency <= 0:
+    eff_at = _efficiency_at(efficiency, float(graph_cost["weight_bytes"]))
+    if not hasattr(efficiency, "at_point") and efficiency <= 0:
         return Projection(None, None, None, None, None, run_precision, "efficiency must be positive")
     memory_bytes = float(getattr(target, "memory_gb", 0) or 0) * 1e9
     # the server batches no more than the target's Triton max_batch_size (catalog [triton] defaults)
@@ -169,21 +189,28 @@ def project_capacity(
         if memory_bytes and need > memory_bytes:
             break
         point = roofline_at(roofline, graph_cost, batch, target, run_precision)
-        latency = float(point.latency_lower_bound_s) / efficiency
+        eff = eff_at(point)
+        latency = float(point.latency_lower_bound_s) / eff[0]
         if latency > slo_s:
             break  # latency grows with batch on a roofline
-        best = (batch, point, latency)
+        best = (batch, point, latency, eff)
     if best is None:
         return Projection(
             None, None, None, None, None, run_precision, "even batch 1 exceeds the SLO on the roofline"
         )
-    batch, point, latency = best
+    batch, point, latency, (e, lo, hi) = best
+    bound_ips = float(point.throughput_upper_bound_ips)
     return Projection(
-        capacity_ips=float(point.throughput_upper_bound_ips) * efficiency,
+        capacity_ips=bound_ips * e,
         batch=batch,
         latency_s=latency,
         bound=str(point.bound),
         intensity_flop_per_byte=float(point.intensity),
         precision_used=run_precision,
         reason=f"batch {batch} (max {max_batch}) fits the SLO; {point.bound}-bound",
+        efficiency=e,
+        efficiency_low=lo,
+        efficiency_high=hi,
+        capacity_low_ips=bound_ips * lo,
+        capacity_high_ips=bound_ips * hi,
     )

@@ -1,16 +1,37 @@
-"""The reports stage's entry point: results folders + catalog + options → report files and the table."""
+"""The reports stage's entry points: documents + catalog + options → the report, in every format.
+
+``render_report`` takes result documents from any source (folders, the service's database) and no paths, so
+the CLI and the server render the same bytes from the same documents; ``make_report`` is the CLI's
+folder-to-folder wrapper around it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import ResultDocument
 from accelbench.reports.build import ReportData, ReportOptions, build_report
-from accelbench.reports.inputs import load_results
+from accelbench.reports.inputs import load_documents
 from accelbench.reports.plan import plan_rows
-from accelbench.reports.table import flat_rows, write_tables
-from accelbench.util import atomic_write_text
+from accelbench.reports.table import flat_rows, table_files, to_json_text
+from accelbench.util import atomic_write_bytes
+
+FORMATS = ("md", "html", "csv", "parquet")  # the table as JSON is always there (RenderedReport.json_text)
+
+
+@dataclass
+class RenderedReport:
+    data: ReportData
+    table: list[dict[str, Any]]  # the flat rows (what --json prints)
+    outputs: dict[str, bytes]  # path relative to the report folder → content (report.md, plots/x.svg, …)
+
+    @property
+    def json_text(self) -> str:
+        """The table as JSON: what ``accelbench report --json`` prints and the service's report API returns."""
+        return to_json_text(self.table)
 
 
 @dataclass
@@ -20,29 +41,33 @@ class ReportOutput:
     files: list[Path]
 
 
-def make_report(
-    result_paths: list[str] | tuple[str, ...],
+def render_report(
+    documents: Iterable[ResultDocument],
     catalog: Any,
     options: ReportOptions,
-    out_dir: str | Path | None,
     roofline: Any = None,
-) -> ReportOutput:
-    """Build the table; when ``out_dir`` is given write report.md, report.html, plots/, results.csv/.parquet."""
-    data = build_report(load_results(result_paths), catalog, options, roofline)
+    formats: Iterable[str] = FORMATS,
+) -> RenderedReport:
+    """The report over ``documents`` in ``formats`` (a subset of FORMATS); the same documents in any order
+    give the same bytes."""
+    formats = tuple(formats)
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        raise ValueError(f"unknown report formats {unknown}; known: {FORMATS}")
+    data = build_report(documents, catalog, options, roofline)
     table = flat_rows(data.rows, options.slo_ms, data_percentile(data))
-    files: list[Path] = []
-    if out_dir is not None:
-        files = write_report_files(data, table, Path(out_dir))
-    return ReportOutput(data, table, files)
+    outputs: dict[str, bytes] = {}
+    if "md" in formats or "html" in formats:
+        outputs.update(_pages(data, formats))
+    if "csv" in formats or "parquet" in formats:
+        files = table_files(table)
+        outputs.update(
+            {name: files[name] for name in ("results.csv", "results.parquet") if name[8:] in formats}
+        )
+    return RenderedReport(data, table, outputs)
 
 
-def data_percentile(data: ReportData) -> str:
-    from accelbench.reports.capacity import percentile_key
-
-    return percentile_key(data.options.percentile)
-
-
-def write_report_files(data: ReportData, table: list[dict[str, Any]], out: Path) -> list[Path]:
+def _pages(data: ReportData, formats: tuple[str, ...]) -> dict[str, bytes]:
     from accelbench.reports.plots import all_plots
     from accelbench.reports.render_html import render_html
     from accelbench.reports.render_md import render_markdown
@@ -54,15 +79,41 @@ def write_report_files(data: ReportData, table: list[dict[str, Any]], out: Path)
         else None
     )
     plots = all_plots(data)
-    files: list[Path] = []
-    plot_files: dict[str, str] = {}
-    for name, svg in plots.items():
-        path = out / "plots" / f"{name}.svg"
-        atomic_write_text(path, svg)
-        files.append(path)
-        plot_files[name] = f"plots/{name}.svg"
-    md, page = out / "report.md", out / "report.html"
-    atomic_write_text(md, render_markdown(data, plan, plot_files))
-    atomic_write_text(page, render_html(data, plan, plots))
-    files += [md, page] + write_tables(table, out)
+    out: dict[str, bytes] = {}
+    if "md" in formats:
+        out.update({f"plots/{name}.svg": svg.encode("utf-8") for name, svg in plots.items()})
+        plot_files = {name: f"plots/{name}.svg" for name in plots}
+        out["report.md"] = render_markdown(data, plan, plot_files).encode("utf-8")
+    if "html" in formats:
+        out["report.html"] = render_html(data, plan, plots).encode("utf-8")
+    return out
+
+
+def make_report(
+    result_paths: list[str] | tuple[str, ...],
+    catalog: Any,
+    options: ReportOptions,
+    out_dir: str | Path | None,
+    roofline: Any = None,
+) -> ReportOutput:
+    """Load the documents under ``result_paths``; when ``out_dir`` is given write report.md, report.html,
+    plots/, results.csv/.parquet there."""
+    formats = FORMATS if out_dir is not None else ()
+    rendered = render_report(load_documents(result_paths), catalog, options, roofline, formats)
+    files = write_outputs(rendered.outputs, Path(out_dir)) if out_dir is not None else []
+    return ReportOutput(rendered.data, rendered.table, files)
+
+
+def write_outputs(outputs: dict[str, bytes], out: Path) -> list[Path]:
+    """Write each rendered file atomically under ``out``; returns their paths in render order."""
+    files = []
+    for name, data in outputs.items():
+        atomic_write_bytes(out / name, data)
+        files.append(out / name)
     return files
+
+
+def data_percentile(data: ReportData) -> str:
+    from accelbench.reports.capacity import percentile_key
+
+    return percentile_key(data.options.percentile)

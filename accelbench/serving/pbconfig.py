@@ -102,7 +102,7 @@ def _add_warmup(config: Any, io: IoSpec) -> None:
             data.zero_data = True
 
 
-def _threads(defaults: Any, overrides: dict) -> int:
+def threads(defaults: Any, overrides: dict) -> int:
     threads = int(overrides.get("intra_op_threads", defaults.intra_op_threads))
     if threads > 0:
         return threads
@@ -119,8 +119,18 @@ def local_config(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
     config = _base(name, io, defaults, overrides)
     config.backend = "python"
     _param(config, "onnx_file", "model.onnx")
-    _param(config, "intra_op_num_threads", str(_threads(defaults, overrides)))
+    _param(config, "intra_op_num_threads", str(threads(defaults, overrides)))
     _param(config, "device", "auto")
+    return config
+
+
+def torch_config(name: str, io: IoSpec, defaults: Any, overrides: dict, torch_params: dict[str, str]) -> Any:
+    """Python backend running ``model.onnx`` with PyTorch (the torch-cuda flavor's ``model.py``)."""
+    config = _base(name, io, defaults, overrides)
+    config.backend = "python"
+    _param(config, "onnx_file", "model.onnx")
+    for key, value in torch_params.items():
+        _param(config, key, value)
     return config
 
 

@@ -3,7 +3,9 @@
 
 Flavours: ``local`` wraps the ONNX in a python-backend ``model.py`` for the embedded tritonserver (python
 backend only); ``ngc`` uses the native backends of the NGC container on the target (onnxruntime with the
-TensorRT accelerator for GPU targets shipping QDQ ONNX, tensorrt for a built plan, onnxruntime on CPU).
+TensorRT accelerator for GPU targets shipping QDQ ONNX, tensorrt for a built plan, onnxruntime on CPU);
+``torch-cuda`` is a python-backend ``model.py`` that runs the ONNX graph with PyTorch on the GPU (bf16/fp16,
+CUDA graphs), for the embedded server on a GPU host without TensorRT (accelbench.serving.torch_flavor).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from accelbench.errors import BadInputError
 from accelbench.util import atomic_write_text, sha256_file
 
-FLAVORS = ("local", "ngc")
+FLAVORS = ("local", "ngc", "torch-cuda")
 GPU_KINDS = ("datacenter-gpu", "edge-gpu")
 OVERRIDE_KEYS = (
     "max_batch_size",
@@ -31,6 +33,9 @@ OVERRIDE_KEYS = (
     "warmup",
     "precision_mode",
     "model_root",
+    "device",  # torch-cuda: cuda | cpu
+    "dtype",  # torch-cuda: bfloat16 | float16 | float32
+    "torch_mode",  # torch-cuda: cuda_graphs | compile | eager
 )
 _NUMPY_TO_TRITON = {
     "bool": "TYPE_BOOL",
@@ -145,6 +150,9 @@ def check_overrides(overrides: dict | None) -> dict:
     mode = overrides.get("precision_mode")
     if mode is not None and mode not in ("FP32", "FP16", "BF16", "INT8"):
         raise BadInputError(f"precision_mode {mode!r}: expected FP32, FP16, BF16 or INT8")
+    from accelbench.serving.torch_flavor import check_torch_overrides
+
+    check_torch_overrides(overrides)
     for key in ("max_batch_size", "instance_count", "max_queue_delay_us", "intra_op_threads"):
         value = overrides.get(key)
         if value is not None and (not isinstance(value, int) or value < 0):
@@ -207,9 +215,11 @@ def plan_model(
                 f"{variant_dir}: the local flavor serves ONNX and this {fmt} variant has no model.onnx"
             )
         config = pbconfig.local_config(name, io, defaults, overrides)
-        copies = ((onnx_file, "1/model.onnx"), (_template_path(), "1/model.py"))
+        copies = ((onnx_file, "1/model.onnx"), *_external_data(onnx_file), (_template_path(), "1/model.py"))
         return ModelPlan(name, config, copies, "python")
     is_gpu = getattr(target, "kind", "cpu") in GPU_KINDS
+    if flavor == "torch-cuda":
+        return _plan_torch(name, variant_dir, manifest, onnx_file, io, shapes, defaults, overrides, is_gpu)
     if fmt == "tensorrt-plan" and model_file.is_file():
         config = pbconfig.tensorrt_config(name, io, defaults, overrides)
         return ModelPlan(name, config, ((model_file, "1/model.plan"),), "tensorrt")
@@ -226,7 +236,41 @@ def plan_model(
     mode = (overrides.get("precision_mode") or _PRECISION_MODE.get(precision)) if is_gpu else None
     root = str(overrides.get("model_root") or "/models")
     config = pbconfig.onnxruntime_config(name, io, defaults, overrides, trt_precision=mode, model_root=root)
-    return ModelPlan(name, config, ((onnx_file, "1/model.onnx"),), "onnxruntime", tuple(notes))
+    copies = ((onnx_file, "1/model.onnx"), *_external_data(onnx_file))
+    return ModelPlan(name, config, copies, "onnxruntime", tuple(notes))
+
+
+def _external_data(onnx_file: Path) -> tuple[tuple[Path, str], ...]:
+    """The external-data file a large variant keeps beside its model.onnx (accelbench.models.intake)."""
+    data = onnx_file.with_name(onnx_file.name + ".data")
+    return ((data, f"1/{data.name}"),) if data.is_file() else ()
+
+
+def _plan_torch(
+    name: str,
+    variant_dir: Path,
+    manifest: dict,
+    onnx_file: Path,
+    io: Any,
+    shapes: dict,
+    defaults: ServingDefaults,
+    overrides: dict,
+    is_gpu: bool,
+) -> ModelPlan:
+    from accelbench.serving import pbconfig, torch_flavor
+
+    if not onnx_file.is_file():
+        raise BadInputError(
+            f"{variant_dir}: the torch-cuda flavor runs ONNX and this variant has no model.onnx"
+        )
+    overrides = dict(overrides, instance_kind=torch_flavor.instance_kind(overrides, defaults))
+    threads = pbconfig.threads(defaults, overrides)
+    params = torch_flavor.torch_params(
+        manifest, io, shapes, defaults, overrides, "cuda" if is_gpu else "cpu", threads
+    )
+    config = pbconfig.torch_config(name, io, defaults, overrides, params)
+    notes = () if params["static_dims"] else ("input shapes not fixed by the reference inputs: runs eager",)
+    return ModelPlan(name, config, torch_flavor.copies(onnx_file), "python", notes)
 
 
 def _reference_shapes(variant_dir: Path) -> dict[str, tuple[int, ...]]:

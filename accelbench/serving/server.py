@@ -8,7 +8,6 @@ at once with Triton's own reason. The server runs in its own process group and i
 from __future__ import annotations
 
 import collections
-import contextlib
 import errno
 import json
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ServerError
+from accelbench.processes import close_streams_of, end_group, start_group
 from accelbench.serving.embedded import TritonInstall, find_tritonserver
 
 # glog prefix "E1129 23:59:01.123456 1234 model_lifecycle.cc:654] "
@@ -63,6 +63,22 @@ def _clean(line: str) -> str:
         text = text[1:-1]
     # a python-backend traceback follows after an escaped newline ("\\n\\nAt:\\n ..."): keep the reason
     return text.split("\\n")[0].strip().rstrip(";")
+
+
+def dlpack_only(repo: Path, models: list[str]) -> bool:
+    """True when every model's config declares ``tensor_transport: dlpack`` (the torch-cuda flavor)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    for name in models:
+        try:
+            text = (repo / name / "config.pbtxt").read_text()
+            config = text_format.Parse(text, model_config_pb2.ModelConfig())
+        except (OSError, text_format.ParseError):
+            return False  # Triton reports the broken config itself
+        if config.parameters["tensor_transport"].string_value != "dlpack":
+            return False
+    return bool(models)
 
 
 class LocalTriton:
@@ -144,7 +160,8 @@ class LocalTriton:
         missing = sorted(set(self.load_models or ()) - present)
         if missing:
             raise BadInputError(f"{self.repo}: no model(s) {missing}; it has {sorted(present)}")
-        install = find_tritonserver(self._tritonserver)
+        chosen = self.load_models or sorted(present)
+        install = find_tritonserver(self._tritonserver, allow_numpy2=dlpack_only(self.repo, chosen))
         self._choose_ports()
         try:
             self._launch(install)
@@ -197,14 +214,13 @@ class LocalTriton:
         return args + list(self.extra_args)
 
     def _launch(self, install: TritonInstall) -> None:
-        self.process = subprocess.Popen(
+        self.process = start_group(  # own process group: Ctrl-C in a terminal is ours to forward
             self.command(install),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=install.environment(),
             cwd=str(self.repo.resolve()),
-            start_new_session=True,  # own process group: Ctrl-C in a terminal is ours to forward
         )
         self._reader = threading.Thread(target=self._read_log, name="tritonserver-log", daemon=True)
         self._reader.start()
@@ -316,23 +332,11 @@ class LocalTriton:
         """
         proc = self.process
         if proc is None or self._stopped:
-            return  # a second killpg could hit a process group that reused the number
+            return  # ending the group again could hit a process group that reused the number
         self._stopped = True
         try:
-            if proc.poll() is None:
-                _signal_group(proc.pid, signal.SIGINT)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=self.exit_timeout_s + 10)
+            end_group(proc, first=signal.SIGINT, grace_s=self.exit_timeout_s + 10, close_streams=False)
         finally:
-            _signal_group(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
             if self._reader:
                 self._reader.join(timeout=5)
-            if proc.stdout:
-                proc.stdout.close()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+            close_streams_of(proc)

@@ -38,6 +38,9 @@ class VariantOptions:
     build_engine: bool = True  # try to build the engine when the host is the target
     require_engine: bool = False  # fail (instead of writing the script) when the engine cannot be built here
     dla_core: int | None = None  # Jetson Orin: build for this DLA core with GPU fallback
+    input_shapes: dict[str, list[int]] | None = (
+        None  # the card's input shapes (-1 dynamic): fixes exporters' dims
+    )
 
 
 @dataclass
@@ -53,6 +56,7 @@ class VariantResult:
     engine: dict[str, Any] | None = None
     runs_on_ort_cpu: bool = True  # the accuracy gate can run model_file with ORT CPU here
     notes: list[str] = field(default_factory=list)  # lines for the user (e.g. "build on an L4")
+    attempts: list[dict[str, str]] = field(default_factory=list)  # recipes tried: recipe, outcome, reason
 
 
 def toolchain_for(target: Any) -> ModuleType:

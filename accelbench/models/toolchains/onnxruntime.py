@@ -6,25 +6,30 @@ Recipes (the ``recipe`` field of the manifest):
 - ``ort-dynamic-int8-per-channel``: MatMul weights INT8 per channel, activations quantized per run. The CPU
   default for transformers (FIELD-NOTES on MiniLM: cosine 0.993 where static QDQ of everything gave 0.39).
 - ``ort-static-qdq-int8``: static QDQ calibrated on card samples, U8 activations, S8 per-channel weights. The
-  CPU default for CNNs (Conv needs static). For transformers only the constant-weight MatMuls are quantized,
+  CPU default for CNNs (Conv needs static). Per-channel Q/DQ needs opset 13: older graphs are upgraded first. For transformers only the constant-weight MatMuls are quantized,
   minus the FFN-output MatMuls fed by GELU (their input has outliers), plus attention's Q·Kᵀ; softmax·V
   stays float (node selection by name in ``transformer_qdq``).
 - ``qdq-int8-symmetric``: what TensorRT consumes: S8 activations and weights, both symmetric (zero point 0),
   per-channel weights, QDQ format; same node selection as above. TensorRT's INT8 default for CNNs.
 - ``qdq-int8-symmetric-smoothquant``: the same plus SmoothQuant (α 0.5) on the FFN-input MatMuls, which
   then stay quantized. TensorRT's INT8 default for transformers (real MiniLM: cosine 0.995, docs/quantization.md).
+- ``ort-static-qdq-int8-per-tensor``: the same with one scale per weight tensor (any opset ≥ 10).
+- ``ort-dynamic-int8``: MatMul, Gemm and Conv weights INT8 per tensor, activations quantized per run.
 - ``fp16``: float16 weights and compute, float32 inputs and outputs (keep_io_types).
+
+Without ``--recipe`` an INT8 variant tries the default recipe, then its fallbacks (``attempts.FALLBACKS``)
+until one gives a graph that passes the ONNX checker and runs; every attempt goes into the manifest.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
-from accelbench.models.toolchains import VariantOptions, VariantResult
+from accelbench.models import intake
+from accelbench.models.toolchains import VariantOptions, VariantResult, attempts
 from accelbench.models.toolchains import transformer_qdq as tq
 from accelbench.models.toolchains.transformer_qdq import gelu_fed_matmuls, weight_matmuls  # noqa: F401
 
@@ -32,6 +37,8 @@ RECIPES = (
     "fp32-reference",
     "ort-dynamic-int8-per-channel",
     "ort-static-qdq-int8",
+    "ort-static-qdq-int8-per-tensor",
+    "ort-dynamic-int8",
     "qdq-int8-symmetric",
     "qdq-int8-symmetric-smoothquant",
     "fp16",
@@ -78,8 +85,12 @@ def make_variant(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     src = Path(resolved.onnx_path)
-    recipe = options.recipe or default_recipe(precision, model_kind(src))
-    calibration = run_recipe(recipe, src, out / MODEL_FILE, options)
+    recipes = attempts.chain(default_recipe(precision, model_kind(src)), options.recipe)
+    sample = options.calibration[0] if options.calibration else None
+    label = f"{precision} variant of {Path(out).name}"
+    recipe, calibration, tried = attempts.try_in_order(
+        recipes, lambda r: run_recipe(r, src, out / MODEL_FILE, options), out / MODEL_FILE, sample, label
+    )
     return VariantResult(
         precision=precision,
         recipe=recipe,
@@ -87,6 +98,7 @@ def make_variant(
         model_file=MODEL_FILE,
         toolchain={"name": "onnxruntime", "version": version()},
         calibration=calibration,
+        attempts=tried,
     )
 
 
@@ -95,15 +107,16 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
     if recipe not in RECIPES:
         raise BadInputError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     if recipe == "fp32-reference":
-        shutil.copyfile(src, dst)
+        intake.copy_model(src, dst)  # external data travels with it
         return None
     if recipe == "fp16":
         to_fp16(src, dst)
         return None
     work = Path(options.work_dir or dst.parent)
-    pre = preprocess(src, work / f"{src.stem}.pre.onnx")
-    if recipe == "ort-dynamic-int8-per-channel":
-        quantize_dynamic_per_channel(pre, dst)
+    src = with_fixed_dims(src, options.input_shapes, work / f"{src.stem}.fixed.onnx")
+    pre = preprocess(src, work / f"{src.stem}.pre.onnx", symbolic=model_kind(src) != "cnn")
+    if recipe in ("ort-dynamic-int8-per-channel", "ort-dynamic-int8"):
+        quantize_dynamic_int8(pre, dst, per_channel=recipe == "ort-dynamic-int8-per-channel")
         return None
     kind = model_kind(pre)
     # Percentile (99.999) edged out MinMax on real MiniLM in both symmetric recipes measured (docs/quantization.md)
@@ -128,6 +141,10 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
         record["quantized_matmuls"] = len([n for n in matmuls if n not in excluded])
         record["excluded_nodes"] = excluded
     symmetric = recipe in SYMMETRIC_RECIPES
+    per_channel = recipe != "ort-static-qdq-int8-per-tensor"
+    record["per_channel"] = per_channel
+    if per_channel:
+        pre = ensure_opset(pre, intake.PER_CHANNEL_MIN_OPSET, work / f"{src.stem}.opset13.onnx")
     quantize_qdq(
         pre,
         dst,
@@ -135,8 +152,18 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
         symmetric=symmetric,
         method=method,
         nodes_to_exclude=None if excluded is None else list(excluded),
+        per_channel=per_channel,
     )
     return record
+
+
+def ensure_opset(path: Path, version: int, dst: Path) -> Path:
+    """``path`` when its opset is at least ``version``, else its upgrade saved at ``dst``."""
+    model = _load(path)
+    if intake.opset(model) >= version:
+        return path
+    intake.save_model(intake.upgrade_opset(intake.load_full(path), version), dst)
+    return dst
 
 
 def _load(path: Path) -> Any:
@@ -156,32 +183,57 @@ def model_kind(path: str | Path) -> str:
     return "transformer" if ops & {"MatMul", "Gemm"} else "other"
 
 
-def preprocess(src: Path, dst: Path) -> Path:
-    """ORT's quantization pre-processing (shape inference + basic optimisation), with node names filled in."""
-    import onnx
+def with_fixed_dims(src: Path, shapes: dict[str, list[int]] | None, dst: Path) -> Path:
+    """``src``, or a copy at ``dst`` whose dynamic non-batch input sizes are the card's fixed ones."""
+    if not shapes:
+        return src
+    model = _load(src)
+    if intake.has_external_data(model) or not intake.fix_input_dims(model, shapes):
+        return src  # nothing to fix (or too big to copy for it)
+    return intake.save_model(model, dst)
+
+
+def preprocess(src: Path, dst: Path, symbolic: bool = True) -> Path:
+    """ORT's quantization pre-processing (shape inference + basic optimisation), with node names filled in.
+
+    ``symbolic``: ORT's symbolic shape inference, which transformers need; CNNs with fixed sizes do not."""
     from onnxruntime.quantization import quant_pre_process
 
     dst.parent.mkdir(parents=True, exist_ok=True)
+    external = intake.has_external_data(_load(src))  # a >2 GB model must stay in external data
+
+    def run(**kwargs: Any) -> None:
+        quant_pre_process(str(src), str(dst), save_as_external_data=external, **kwargs)
+
     try:
         # symbolic shape inference suits transformers; optimum exports need it skipped (FIELD-NOTES)
-        quant_pre_process(str(src), str(dst), auto_merge=True)
+        run(auto_merge=True) if symbolic else run(skip_symbolic_shape=True)
     except Exception:  # symbolic shape inference fails on some exporters' graphs; the rest still helps
-        quant_pre_process(str(src), str(dst), skip_symbolic_shape=True)
-    model = onnx.load(str(dst))
+        if not symbolic:
+            raise
+        run(skip_symbolic_shape=True)
+    model = intake.load_full(dst)
+    # ORT quantizes initializer weights only: Constant-node weights (paddle2onnx) must become initializers
+    intake.promote_constants(model)
     # nodes_to_exclude works by name; unnamed nodes could not be excluded
     for i, node in enumerate(model.graph.node):
         if not node.name:
             node.name = f"{node.op_type}_{i}"
-    onnx.save(model, str(dst))
+    intake.save_model(model, dst, external=external or None)
     return dst
 
 
-def quantize_dynamic_per_channel(pre: Path, dst: Path) -> None:
+def quantize_dynamic_int8(pre: Path, dst: Path, per_channel: bool = True) -> None:
+    """Per channel: MatMul only (the transformer recipe); per tensor: MatMul, Gemm and Conv."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    ops = ["MatMul"] if per_channel else ["MatMul", "Gemm", "Conv"]
     quantize_dynamic(
-        str(pre), str(dst), op_types_to_quantize=["MatMul"], per_channel=True, weight_type=QuantType.QInt8
+        str(pre), str(dst), op_types_to_quantize=ops, per_channel=per_channel, weight_type=QuantType.QInt8
     )
+
+
+quantize_dynamic_per_channel = quantize_dynamic_int8  # the name tests and bench scripts know
 
 
 def quantize_qdq(
@@ -192,6 +244,7 @@ def quantize_qdq(
     method: str = "MinMax",
     nodes_to_exclude: list[str] | None = None,
     extra: dict[str, Any] | None = None,
+    per_channel: bool = True,
 ) -> None:
     """Static QDQ INT8. ``symmetric``: S8 activations and weights, zero point 0 (what TensorRT needs)."""
     import onnx
@@ -224,7 +277,7 @@ def quantize_qdq(
         FeedReader(calibration),
         quant_format=QuantFormat.QDQ,
         op_types_to_quantize=ops,
-        per_channel=True,
+        per_channel=per_channel,
         activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
         weight_type=QuantType.QInt8,
         nodes_to_exclude=nodes_to_exclude or [],

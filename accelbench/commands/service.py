@@ -1,0 +1,119 @@
+"""CLI commands for the results service: server, token create/revoke, push. Thin, and lazy: the service
+extra (FastAPI, SQLAlchemy) is imported inside the commands, and its absence is one line."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from accelbench.errors import ToolchainMissingError
+
+_DB_HELP = "Database URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB [default: results.db in the user data dir]."
+
+
+def _need_service_extra() -> None:
+    try:
+        import alembic  # noqa: F401
+        import fastapi  # noqa: F401
+        import sqlalchemy  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as err:
+        raise ToolchainMissingError(
+            f"the results service needs the 'service' extra ({err.name} is missing): pip install 'accelbench[service]'"
+        ) from None
+
+
+def _db_url(db: str | None) -> str:
+    from accelbench.service.db import default_db_url
+
+    return db or default_db_url()
+
+
+@click.command("server")
+@click.option("--db", default=None, envvar="ACCELBENCH_DB", help=_DB_HELP + " Also ACCELBENCH_DB.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 to share it).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
+@click.option("--public-read", is_flag=True, help="Let anyone read results and reports without a token.")
+@click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
+              help="Refuse (413) a pushed document larger than this.")  # fmt: skip
+@click.pass_context
+def server_cmd(
+    ctx: click.Context, db: str | None, host: str, port: int, public_read: bool, max_body_mb: float
+) -> None:
+    """Collect result documents from every host and serve the comparison reports (API and web pages)."""
+    _need_service_extra()
+    from accelbench.service.app import Settings
+    from accelbench.service.server import serve
+
+    settings = Settings(db_url=_db_url(db), public_read=public_read, max_body_bytes=int(max_body_mb * 1024 * 1024),
+                        catalog_path=(ctx.obj or {}).get("catalog_path"))  # fmt: skip
+    serve(settings, host=host, port=port)
+
+
+@click.group("token")
+def token_group() -> None:
+    """Create and revoke API tokens of the results service."""
+
+
+@token_group.command("create")
+@click.option("--db", default=None, envvar="ACCELBENCH_DB", help=_DB_HELP)
+@click.option("--scope", type=click.Choice(["push", "read", "runner", "admin"]), required=True)
+@click.option("--name", required=True, help="Who or what uses the token (a host, a person, an agent).")
+def token_create_cmd(db: str | None, scope: str, name: str) -> None:
+    """Print a new token (only the token, on stdout); it is stored hashed and cannot be shown again."""
+    _need_service_extra()
+    from accelbench.service.auth import create_token
+    from accelbench.service.db import open_database, session_scope
+
+    engine = open_database(_db_url(db))
+    try:
+        with session_scope(engine) as session:
+            token = create_token(session, name, scope)
+    finally:
+        engine.dispose()
+    click.echo(token)
+
+
+@token_group.command("revoke")
+@click.option("--db", default=None, envvar="ACCELBENCH_DB", help=_DB_HELP)
+@click.option("--name", default=None, help="Revoke every active token of this name.")
+@click.option("--token", "token", default=None, help="Revoke this token.")
+def token_revoke_cmd(db: str | None, name: str | None, token: str | None) -> None:
+    """Revoke tokens by name or by value; a revoked token is refused (401) from the next request on."""
+    _need_service_extra()
+    from accelbench.errors import BadInputError
+    from accelbench.service.auth import revoke_tokens
+    from accelbench.service.db import open_database, session_scope
+
+    engine = open_database(_db_url(db))
+    try:
+        with session_scope(engine) as session:
+            count = revoke_tokens(session, name=name, token=token)
+    finally:
+        engine.dispose()
+    if count == 0:
+        raise BadInputError(f"no active token {'named ' + repr(name) if name else 'with that value'}")
+    click.echo(f"revoked {count} token(s)", err=True)
+
+
+@click.command("push")
+@click.argument("results", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--server", "server_url", required=True, envvar="ACCELBENCH_SERVER", help="e.g. http://127.0.0.1:8080"
+)
+@click.option("--token", default=None, help="API token with the push scope [default: $ACCELBENCH_TOKEN].")
+def push_cmd(results: tuple[str, ...], server_url: str, token: str | None) -> None:
+    """Send result documents (files or folders) to a results server; already-stored ones are skipped."""
+    from accelbench.service.client import push_paths
+
+    token = token or os.environ.get("ACCELBENCH_TOKEN")
+    counts = push_paths(list(results), server_url, token)
+    click.echo(f"pushed {counts['created']} new, {counts['existing']} already stored, to {server_url}")
+
+
+def register(group: click.Group) -> None:
+    """Add the service's commands to the top-level group."""
+    group.add_command(server_cmd)
+    group.add_command(token_group)
+    group.add_command(push_cmd)

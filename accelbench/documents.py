@@ -1,0 +1,490 @@
+"""The two versioned documents, typed once: ``accelbench.result/1`` and ``accelbench.variant/1``.
+
+Every writer builds these models and every reader parses them (docs/architecture.md §3 and §5; the JSON
+Schemas in docs/schema/ are exported from here: ``python -m accelbench.documents --export docs/schema``).
+
+Faithful round trip: a document read from disk and dumped again is the same JSON, byte for byte. So
+``to_dict`` keeps exactly the keys that were given (``exclude_unset``; a writer states every field it
+writes, ``None`` included), numbers keep their int/float spelling, and ``dump_json`` writes sorted keys with a
+2-space indent like every other accelbench JSON file. Open parts (``extra="allow"``) keep keys a stage adds
+before they are typed here. The one spelling that changes on read: ``offered.request_rate`` (written by
+perf_analyzer imports before this schema) becomes ``offered.rate_rps``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+
+from accelbench.errors import BadInputError
+from accelbench.util import sha256_json, stable_json_text
+
+RESULT_SCHEMA = "accelbench.result/1"
+VARIANT_SCHEMA = "accelbench.variant/1"
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+FORMATS = ("onnx", "tensorrt-plan", "neuron")
+ORIGINS = ("accelbench-loadtest", "perf_analyzer-import", "locust-import", "device-check")
+
+
+def _number(value: Any) -> int | float:
+    # numpy scalars arrive from measurements; bools are not numbers; ints stay ints so files round-trip
+    if type(value) not in (int, float) and hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"must be a number, got {value!r}")
+    return value
+
+
+Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]
+Verdict = Literal["VALID", "LOW-PRECISION", "INVALID"]
+AccuracyVerdict = Literal["PASS", "FAIL", "NOT_RUN"]
+
+
+class _Part(BaseModel):
+    """A part of a document: open to keys a stage adds (kept on dump), names by alias or by field name."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+# ---------------------------------------------------------------- shared by both documents
+class Accuracy(_Part):
+    """The accuracy gate's verdict (the manifest adds worst/tolerance/samples; a result copies a subset)."""
+
+    metric: str | None = None
+    value: Number | None = None
+    verdict: AccuracyVerdict | None = None
+    worst: Number | None = None
+    tolerance: Number | None = None
+    samples: int | None = None
+    reason: str | None = None
+
+
+class GraphCost(_Part):
+    """Bytes moved by a batch of b ≈ ``weight_bytes + b × activation_bytes_per_inference``."""
+
+    params: Number | None = None
+    flops_per_inference: Number | None = None
+    weight_bytes: Number | None = None
+    activation_bytes_per_inference: Number | None = None
+    precision: str | None = None
+
+
+# ---------------------------------------------------------------- accelbench.result/1
+class Offered(_Part):
+    """The load a step offered: closed loop ``concurrency``, open loop ``rate_rps``, Locust ``users``."""
+
+    concurrency: int | None = None
+    rate_rps: Number | None = None
+    users: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_rate_spelling(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "request_rate" in data:
+            data = dict(data)
+            rate = data.pop("request_rate")
+            data.setdefault("rate_rps", rate)
+        return data
+
+
+class Errors(_Part):
+    connection: int = 0
+    timeout: int = 0
+    server: int = 0
+    wrong_output: int = 0
+
+
+class LatencyUs(_Part):
+    """Latency percentiles in µs (``None`` when nothing was recorded)."""
+
+    p50: Number | None = None
+    p90: Number | None = None
+    p95: Number | None = None
+    p99: Number | None = None
+    p99_9: Number | None = Field(None, alias="p99.9")
+    max: Number | None = None
+    mean: Number | None = None
+
+    def at(self, key: str) -> int | float | None:
+        """The value under a document key ("p99", "p99.9", "max"; a key a stage added), None when absent."""
+        return getattr(self, "p99_9" if key == "p99.9" else key, None)
+
+
+class ServerStats(_Part):
+    """Triton's per-step statistics (serving ``stats_delta``), µs per request."""
+
+    queue_us: Number | None = None
+    compute_input_us: Number | None = None
+    compute_infer_us: Number | None = None
+    compute_output_us: Number | None = None
+    request_us: Number | None = None
+    success_count: int | None = None
+    fail_count: int | None = None
+    inference_count: int | None = None
+    execution_count: int | None = None
+    mean_batch_size: Number | None = None
+
+
+class Metrics(_Part):
+    cpu_utilization: Number | None = None
+    gpu_power_w: Number | None = None
+    energy_j: Number | None = None
+
+
+class Loadgen(_Part):
+    """The load generator's own health during a step (docs/loadtests.md)."""
+
+    processes: int | None = None
+    per_process: list[dict[str, Any]] | None = None
+    cpu_fraction: list[Number] | None = None
+    cpu_us_per_request: Number | None = None
+    event_loop_lag_us: Any = None
+
+
+class Window(_Part):
+    throughput_rps: Number | None = None
+    p99_us: Number | None = None
+
+
+class Interval(_Part):
+    """A measured figure and its interval (``high``/``low`` None where no order statistic bounds it)."""
+
+    value: Number | None = None
+    low: Number | None = None
+    high: Number | None = None
+    confidence: Number | None = None
+
+
+class ThroughputInterval(Interval):
+    """Throughput from equal-time batch means: the Student-t interval, its standard error and df."""
+
+    se: Number | None = None
+    df: Number | None = None
+
+
+class Trend(_Part):
+    """Mann–Kendall p and Kendall tau over batch means; ``change`` = Sen line end ÷ start − 1."""
+
+    p: Number | None = None
+    tau: Number | None = None
+    change: Number | None = None
+    drift: bool | None = None
+
+
+class Drift(_Part):
+    batches: int | None = None
+    latency: Trend | None = None
+    throughput: Trend | None = None
+
+
+class Truncated(_Part):
+    """What MSER-5 cut from the start of the measured window as warm-up."""
+
+    requests: int | None = None
+    seconds: Number | None = None
+
+
+class StepStatistics(_Part):
+    """A step's statistics from its completion-ordered latencies (docs/statistics.md); summaries only."""
+
+    requests: int | None = None
+    truncated: Truncated | None = None
+    n: int | None = None
+    sample_floor: int | None = None
+    judged: str | None = None
+    throughput_rps: ThroughputInterval | None = None
+    latency_us: dict[str, Interval] | None = None  # "p50" … "p99.9": exact order-statistic 95 % intervals
+    upper_99_us: Number | None = None  # one-sided 99 % upper bound of the judged percentile
+    early_stopping_us: Number | None = None  # MLPerf LoadGen's early-stopping estimate of it
+    drift: Drift | None = None
+
+
+class Step(_Part):
+    """One offered load level, measured to its end (or ``aborted`` with the reason)."""
+
+    index: int
+    offered: Offered
+    started_at: str | None = None
+    duration_s: Number | None = None
+    requests: int | None = None
+    inferences: int | None = None
+    errors: Errors | None = None
+    error_rate: Number | None = None
+    dropped: int | None = None
+    throughput_rps: Number | None = None
+    throughput_ips: Number | None = None
+    latency_us: LatencyUs | None = None
+    latency_from: str | None = None
+    latency_resolution_us: Number | None = None
+    histogram: str | None = None
+    server_stats: ServerStats | None = None
+    metrics: Metrics | None = None
+    energy_per_request_j: Number | None = None
+    loadgen: Loadgen | None = None
+    windows: list[Window] | None = None
+    stable: bool | None = None  # written before step statistics replaced the window-agreement rule
+    statistics: StepStatistics | None = None
+    aborted: str | None = None
+    last_error: str | None = None
+    verdict: Verdict
+    reasons: list[str] = Field(default_factory=list)
+
+
+class ServerInfo(_Part):
+    url: str | None = None
+    version: str | None = None
+
+
+class ImportedFrom(_Part):
+    file: str
+    sha256: str
+
+
+class Provenance(_Part):
+    """Where and how the document was made."""
+
+    host: dict[str, Any] = Field(default_factory=dict)
+    packages: dict[str, str] = Field(default_factory=dict)
+    manifest_hash: str | None = None
+    repository_config: str | None = None
+    server: ServerInfo | None = None
+    created_at: str | None = None
+    command: str | None = None
+    imported_from: ImportedFrom | None = None
+    method: str | None = None
+    note: str | None = None
+
+
+class LoadProfile(_Part):
+    """The sweep's plan (loadtests ``LoadProfile.to_dict()``); equal profiles mean a rerun may resume."""
+
+    kind: Literal["closed", "open"]
+    protocol: str | None = None
+    levels: list[Number] = Field(default_factory=list)
+    duration_s: Number | None = None
+    warmup_s: Number | None = None
+    processes: int | None = None
+    seed: int | None = None
+    batch_size: int | None = None
+    window_s: Number | None = None
+    max_duration_s: Number | None = None
+    max_in_flight: int | None = None
+    timeout_s: Number | None = None
+    check_every: int | None = Field(
+        None, description="every Nth answer's outputs were fully decoded and checked (every answer leanly)"
+    )
+    input_data: str | None = Field(
+        None, description="payloads from the server's metadata: zero | random | a perf_analyzer JSON file"
+    )
+    shapes: list[str] | None = Field(None, description="NAME:D1,D2 sizes given for dynamic input dimensions")
+
+
+class ResultDocument(_Part):
+    """``accelbench.result/1``: one (variant, target, load profile) run and its steps."""
+
+    model_config = ConfigDict(title="accelbench.result/1")
+
+    schema_id: Literal["accelbench.result/1"] = Field(RESULT_SCHEMA, alias="schema")
+    run_id: str
+    origin: str = Field(
+        description="accelbench-loadtest | perf_analyzer-import | locust-import | device-check"
+    )
+    model: str
+    variant: str
+    target: str | None
+    precision: str | None
+    batch_size: int
+    accuracy: Accuracy | None = None
+    graph_cost: GraphCost | None = None
+    provenance: Provenance
+    load_profile: LoadProfile
+    steps: list[Step]
+    complete: bool = False
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.add("schema_id")  # always written, even when a writer leaves it implied
+
+    def content_hash(self) -> str:
+        """sha256 of the document's content (sorted keys): identifies it across hosts and the database."""
+        return sha256_json(to_dict(self))
+
+
+# ---------------------------------------------------------------- accelbench.variant/1
+class Source(_Part):
+    uri: str
+    sha256: str
+
+
+class Toolchain(_Part):
+    name: str
+    version: str | None = None
+
+
+class TensorSpec(_Part):
+    name: str
+    dtype: str = Field(description="numpy dtype name")
+    shape: list[int] = Field(description="-1 = dynamic; the first dimension is the batch")
+
+
+class Calibration(_Part):
+    """How a quantized variant was calibrated; QDQ recipes add smoothquant, matmuls, excluded_nodes."""
+
+    method: str | None = None
+    samples: int | None = None
+    seed: int | None = None
+
+
+class Engine(_Part):
+    status: Literal["built", "must-build-on-target"]
+    script: str | None = None
+    host_requirement: Any = None
+
+
+class Attempt(_Part):
+    """One quantization recipe tried for a variant (accelbench.models.toolchains.attempts)."""
+
+    recipe: str
+    outcome: Literal["ok", "failed"]
+    reason: str = Field(description="one line: why it failed, or what the working graph passed")
+
+
+class VariantManifest(_Part):
+    """``accelbench.variant/1``: how one (model, target, precision) variant was made (``manifest.json``)."""
+
+    model_config = ConfigDict(title="accelbench.variant/1")
+
+    schema_id: Literal["accelbench.variant/1"] = Field(VARIANT_SCHEMA, alias="schema")
+    name: str
+    model: str
+    card: dict[str, Any]
+    source: Source
+    target: str
+    precision: Literal["fp32", "fp16", "bf16", "int8"]
+    recipe: str
+    format: Literal["onnx", "tensorrt-plan", "neuron"]
+    model_file: str
+    toolchain: Toolchain
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    calibration: Calibration | None
+    accuracy: Accuracy | None
+    graph_cost: GraphCost | None
+    engine: Engine | None
+    attempts: list[Attempt] | None = Field(
+        None, description="the recipes tried in order, the last one ok when the variant was made"
+    )
+    files: dict[str, str]
+    created_at: str
+    manifest_hash: str
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.add("schema_id")
+
+    @property
+    def verdict(self) -> str:
+        """The accuracy verdict, NOT_RUN when no accuracy block was written."""
+        return (self.accuracy.verdict if self.accuracy else None) or "NOT_RUN"
+
+
+# ---------------------------------------------------------------- load and dump
+def to_dict(doc: BaseModel) -> dict[str, Any]:
+    """The document as JSON-ready data with exactly the keys it was given (see the module docstring)."""
+    return doc.model_dump(mode="python", by_alias=True, exclude_unset=True)
+
+
+def dump_json(doc: BaseModel) -> str:
+    """The document as accelbench writes it: sorted keys, 2-space indent, trailing newline."""
+    return stable_json_text(to_dict(doc))
+
+
+def load_result(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> ResultDocument:
+    """A result document from a file or a parsed mapping; BadInputError naming the file and the field."""
+    return _load(ResultDocument, RESULT_SCHEMA, source, name)
+
+
+def load_manifest(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> VariantManifest:
+    """A variant manifest from a file or a parsed mapping; BadInputError naming the file and the field."""
+    return _load(VariantManifest, VARIANT_SCHEMA, source, name)
+
+
+def _load(cls: type[BaseModel], schema: str, source: Any, name: str | None) -> Any:
+    if isinstance(source, Mapping):
+        where, data = name or "document", source
+    else:
+        where = name or os.fspath(source)
+        data = read_json(source, where)
+    if not isinstance(data, Mapping):
+        raise BadInputError(f"{where}: not an {schema} document (not a JSON object)")
+    if data.get("schema") != schema:
+        raise BadInputError(f"{where}: field 'schema' must be '{schema}', got {data.get('schema')!r}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as err:
+        raise BadInputError(f"{where}: {describe_error(err)}") from None
+
+
+def read_json(path: str | os.PathLike, where: str | None = None) -> Any:
+    """Parsed JSON of a file, BadInputError with one line when it is missing or not JSON."""
+    where = where or os.fspath(path)
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInputError(f"{where}: file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInputError(f"{where}: cannot read ({err})") from None
+    except json.JSONDecodeError as err:
+        raise BadInputError(f"{where}: not valid JSON: {err.msg} at line {err.lineno}") from None
+
+
+def describe_error(err: ValidationError) -> str:
+    """The first problem as ``field 'steps[3].latency_us.p99': <why>`` (one line)."""
+    first = err.errors(include_url=False)[0]
+    loc = ""
+    for part in first["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    why = first["msg"].removeprefix("Value error, ")
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"field '{loc or 'document'}': {why}{more}".replace("\n", " ")
+
+
+# ---------------------------------------------------------------- JSON Schema export
+SCHEMA_FILES = {"result.schema.json": ResultDocument, "variant.schema.json": VariantManifest}
+
+
+def json_schemas() -> dict[str, str]:
+    """File name → JSON Schema text of each document (what docs/schema/ holds)."""
+    return {
+        name: stable_json_text(cls.model_json_schema(by_alias=True)) for name, cls in SCHEMA_FILES.items()
+    }
+
+
+def export_schemas(out_dir: str | os.PathLike) -> list[Path]:
+    from accelbench.util import atomic_write_text
+
+    paths = []
+    for name, text in json_schemas().items():
+        atomic_write_text(Path(out_dir) / name, text)
+        paths.append(Path(out_dir) / name)
+    return paths
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--export", metavar="DIR", required=True, help="write the JSON Schemas here")
+    for written in export_schemas(parser.parse_args().export):
+        print(written)

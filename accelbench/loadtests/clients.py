@@ -1,0 +1,139 @@
+"""The load generator's Triton clients: requests already encoded (wire.py) go out as bytes.
+
+HTTP: keep-alive HTTP/1.1 over plain sockets (gevent-patched in Locust processes). A request is one
+``sendall``; the answer is read as status line, headers and ``Content-Length`` bytes, nothing more. This
+was cheaper per request than geventhttpclient (bench/loadgen_ceiling.py measures both). gRPC: a raw unary
+call on a grpcio channel without serializers, so the pre-serialized ``ModelInferRequest`` bytes are sent
+as they are and the answer comes back as bytes for wire.check_grpc.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from accelbench.loadtests.wire import GRPC_INFER_METHOD, HttpAnswer
+
+_RECV = 65536
+_MAX_GRPC_MESSAGE = 2**31 - 1  # Triton's own limit (tritonclient sets the same)
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.used = False
+        self.keep = True
+
+    def exchange(self, request: bytes) -> HttpAnswer:
+        self.sock.sendall(request)
+        answer = self._read()
+        self.used = True
+        return answer
+
+    def _read(self) -> HttpAnswer:
+        buf = b""
+        end = -1
+        while end < 0:
+            chunk = self.sock.recv(_RECV)
+            if not chunk:
+                raise _Closed("the server closed the connection" if not buf else "truncated answer")
+            buf += chunk
+            end = buf.find(b"\r\n\r\n")
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        headers = {}
+        for line in lines[1:]:
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+        rest = buf[end + 4 :]
+        if "content-length" not in headers:
+            raise ConnectionError(f"answer without Content-Length (headers {sorted(headers)})")
+        body = self._body(rest, int(headers["content-length"]))
+        self.keep = headers.get("connection", "").lower() != "close"
+        length = headers.get("inference-header-content-length")
+        return HttpAnswer(status, int(length) if length is not None else None, body)
+
+    def _body(self, rest: bytes, need: int) -> bytes | bytearray:
+        if len(rest) >= need:
+            return rest[:need]
+        body = bytearray(need)
+        body[: len(rest)] = rest
+        view, got = memoryview(body), len(rest)
+        while got < need:
+            n = self.sock.recv_into(view[got:], need - got)
+            if not n:
+                raise ConnectionError("truncated answer")
+            got += n
+        return body
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class _Closed(ConnectionError):
+    """The server closed a connection before answering (a kept-alive one may be closed when idle)."""
+
+
+class HttpClient:
+    """A small pool of keep-alive connections to one Triton; one per request in flight."""
+
+    def __init__(self, address: str, timeout_s: float) -> None:
+        host, _, port = address.rpartition(":")
+        self.host, self.port = host.strip("[]") or "127.0.0.1", int(port or 80)
+        self.timeout_s = timeout_s
+        self.idle: list[_Connection] = []
+
+    def exchange(self, request: bytes) -> HttpAnswer:
+        conn = self.idle.pop() if self.idle else _Connection(self.host, self.port, self.timeout_s)
+        try:
+            answer = conn.exchange(request)
+        except _Closed:
+            conn.close()
+            if not conn.used:
+                raise
+            # a kept-alive connection the server had closed: send again once, on a new one
+            conn = _Connection(self.host, self.port, self.timeout_s)
+            answer = self._once(conn, request)
+        except BaseException:
+            conn.close()
+            raise
+        if conn.keep:
+            self.idle.append(conn)
+        else:
+            conn.close()
+        return answer
+
+    @staticmethod
+    def _once(conn: _Connection, request: bytes) -> HttpAnswer:
+        try:
+            return conn.exchange(request)
+        except BaseException:
+            conn.close()
+            raise
+
+    def close(self) -> None:
+        for conn in self.idle:
+            conn.close()
+        self.idle = []
+
+
+class GrpcClient:
+    """One channel (HTTP/2 multiplexes the requests in flight) and a raw ModelInfer call."""
+
+    def __init__(self, target: str, timeout_s: float) -> None:
+        import grpc
+
+        self.channel = grpc.insecure_channel(
+            target,
+            options=[("grpc.max_send_message_length", _MAX_GRPC_MESSAGE),
+                     ("grpc.max_receive_message_length", _MAX_GRPC_MESSAGE)],
+        )  # fmt: skip
+        # no serializers: the request is already bytes and the answer stays bytes
+        self.call = self.channel.unary_unary(GRPC_INFER_METHOD)
+        self.timeout_s = timeout_s
+
+    def exchange(self, request: bytes) -> bytes:
+        return self.call(request, timeout=self.timeout_s)
+
+    def close(self) -> None:
+        self.channel.close()

@@ -1,0 +1,112 @@
+"""One load process's side of a sweep (a local runner, a worker of a master on this host or elsewhere):
+its request payloads, its Agent, and its answers to the controller's phase messages.
+
+Imported only inside Locust processes, after ``accelbench.loadtests.runner`` has monkey-patched the
+standard library; runner.py (the controller) and remote.py (workers on other hosts) both build on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import gevent
+import numpy as np
+
+from accelbench.loadtests import users
+
+
+def load_payloads(path) -> list[dict[str, np.ndarray]]:
+    """Read every array now: a lazily opened .npz shared by several processes gave CRC errors.
+
+    Keys are ``INDEX/NAME``; a BYTES tensor is stored as its Triton serialization under ``INDEX/NAME`` with
+    its shape under ``INDEX#shape/NAME`` (see sweep.write_payloads), so no pickle is ever loaded."""
+    from accelbench.loadtests.wire import deserialize_bytes
+
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {key: np.array(data[key]) for key in data.files}
+    out: dict[int, dict[str, np.ndarray]] = {}
+    for key, arr in arrays.items():
+        index, name = key.split("/", 1)
+        if index.endswith("#shape"):
+            continue
+        shape = arrays.get(f"{index}#shape/{name}")
+        if shape is not None:
+            items = deserialize_bytes(arr.tobytes(), int(np.prod(shape)))
+            arr = np.array(items, dtype=object).reshape(tuple(int(d) for d in shape))
+        out.setdefault(int(index), {})[name] = arr
+    return [out[i] for i in sorted(out)]
+
+
+def make_agent(
+    cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]] | None = None
+) -> users.Agent:
+    agent = users.Agent({**cfg, "process_index": process_index}, free_running=False)
+    names = [o["name"] for o in cfg["expected_outputs"]]
+    if payloads is None:
+        payloads = load_payloads(cfg["payloads_file"])
+    agent.pool = users.RequestPool(cfg["protocol"], payloads, names, cfg["model"], cfg["url"])
+    users.AGENT = agent
+    return agent
+
+
+def user_class(cfg: dict[str, Any]) -> type:
+    return users.ClosedLoopUser if cfg["kind"] == "closed" else users.OpenLoopUser
+
+
+class ProcessSide:
+    """Answers the controller's phase messages in one load process (local runner or worker)."""
+
+    def __init__(self, runner, agent: users.Agent, cfg: dict[str, Any]) -> None:
+        self.runner, self.agent, self.cfg = runner, agent, cfg
+        self.windows: gevent.Greenlet | None = None
+        runner.register_message("ab_phase", self.on_phase)
+
+    def on_phase(self, environment, msg, **_kw) -> None:
+        data = msg.data
+        if data["phase"] == "warmup":
+            self.agent.warmup(data["step"], data.get("rate_rps"))
+        elif data["phase"] == "measure":
+            self.agent.measure()
+            self.windows = gevent.spawn(self._report_windows, data["token"])
+        elif data["phase"] == "pause":
+            if self.windows is not None:
+                self.windows.kill()
+                self.windows = None
+            gevent.spawn(self._drain, data["token"])
+
+    def _drain(self, token: int) -> None:
+        totals = self.agent.pause(self.cfg["timeout_s"] + 5)
+        self.runner.send_message("ab_drained", {**totals, "token": token})
+
+    def _report_windows(self, token: int) -> None:
+        start, k = time.monotonic(), 0
+        while True:
+            k += 1
+            gevent.sleep(max(0.0, start + k * self.cfg["window_s"] - time.monotonic()))
+            self.runner.send_message("ab_window", {**self.agent.take_window(), "k": k, "token": token})
+
+
+def one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:200] if text else type(err).__name__
+
+
+def events_writer():
+    """Our JSON lines own the real stdout; anything else printed goes to stderr."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def emit(event: dict[str, Any]) -> None:
+        out.write(json.dumps(event, default=_default) + "\n")
+        out.flush()
+
+    return emit
+
+
+def _default(obj: Any) -> Any:
+    return obj.item() if hasattr(obj, "item") else str(obj)

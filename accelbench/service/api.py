@@ -1,0 +1,127 @@
+"""The JSON API under /api/v1: health, ingest, results, report, history. OpenAPI at /openapi.json."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+
+from accelbench import __version__
+from accelbench.service import history, ingest, queries, views
+from accelbench.service.auth import Principal, require
+from accelbench.service.deps import get_session
+from accelbench.service.errors import ApiError
+
+router = APIRouter(prefix="/api/v1")
+ERRORS = {
+    code: {"description": why, "content": {"application/json": {"example": {"error": why}}}}
+    for code, why in ((400, "malformed JSON"), (401, "no or invalid token"), (403, "token lacks the scope"),
+                      (404, "no such result or model"), (413, "body over the size limit"),
+                      (422, "invalid document or parameter, naming the field"))
+}  # fmt: skip
+
+
+@router.get("/health", tags=["service"])
+def health(request: Request) -> dict[str, Any]:
+    """200 when the database answers a query; 503 otherwise."""
+    engine = request.app.state.engine
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except sa.exc.SQLAlchemyError:
+        raise ApiError(503, f"database {engine.url.get_backend_name()} is not reachable") from None
+    return {"status": "ok", "database": engine.url.get_backend_name(), "version": __version__}
+
+
+_RESULT_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "description": "A result document (schema accelbench.result/1), or {result, variant, source}.",
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/results",
+    tags=["results"],
+    status_code=201,
+    openapi_extra={"requestBody": _RESULT_BODY},
+    responses={200: {"description": "already stored (same content hash)"}, **ERRORS},
+)
+async def post_result(request: Request, _who: Annotated[Principal, Depends(require("push"))]) -> Response:
+    """Store a result document once by content hash: 201 when new, 200 when it was already stored."""
+    body = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
+    sub = ingest.parse_submission(body)
+
+    def write() -> tuple[str, bool]:
+        with request.app.state.sessions() as session:
+            row, created = ingest.store(session, sub)
+            return row.content_hash, created
+
+    content_hash, created = await run_in_threadpool(write)
+    payload = {"id": content_hash, "created": created, "url": f"/api/v1/results/{content_hash}"}
+    return JSONResponse(payload, status_code=201 if created else 200)
+
+
+@router.get("/results", tags=["results"], responses=ERRORS)
+def list_results(
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
+    model: str | None = None,
+    target: str | None = None,
+    precision: str | None = None,
+    variant: str | None = None,
+    host: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+) -> dict[str, Any]:
+    """Stored results, newest first, filtered by the indexed columns."""
+    filters = {"model": model, "target": target, "precision": precision, "variant": variant, "host": host}
+    rows, total = queries.list_results(session, filters, limit, offset)
+    return {"total": total, "results": [queries.summary(r) for r in rows]}
+
+
+@router.get("/results/{content_hash}", tags=["results"], responses=ERRORS)
+def get_result(
+    content_hash: str,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
+) -> dict[str, Any]:
+    """One result: its indexed columns, the document as pushed, and the variant manifest when known."""
+    return queries.detail(queries.get_result(session, content_hash), session)
+
+
+@router.get("/report", tags=["reports"], responses=ERRORS)
+def get_report(
+    request: Request,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
+    options: Annotated[Any, Depends(views.report_options)],
+    model: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    """The report table, byte for byte what ``accelbench report --json`` prints for the same documents."""
+    rendered = views.render(session, request.app.state.catalog, options, model)
+    return Response(rendered.json_text, media_type="application/json")
+
+
+@router.get("/history", tags=["reports"], responses=ERRORS)
+def get_history(
+    request: Request,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
+    options: Annotated[Any, Depends(views.report_options)],
+    model: Annotated[str, Query(max_length=200)],
+    target: Annotated[str, Query(max_length=100)],
+    precision: Annotated[str, Query(max_length=20)],
+) -> dict[str, Any]:
+    """Every stored run of one (model, target, precision), oldest first, flagged when it moved more than
+    the run-to-run spread from the run before."""
+    return history.history(session, request.app.state.catalog, options, model, target, precision)

@@ -1,0 +1,57 @@
+"""The app factory: ``create_app(Settings(...))`` → a FastAPI app bound to one migrated database."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench import __version__
+from accelbench.service.ingest import DEFAULT_MAX_BODY_BYTES
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_url: str
+    public_read: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    catalog_path: str | None = None
+
+
+def create_app(settings: Settings, engine: Any = None) -> Any:
+    """Open (and migrate) the database, load the catalog, mount the API and the pages.
+
+    Routers of other service modules (campaigns) are added by ``include_router`` on the returned app, or
+    listed in ``ROUTERS`` below so that ``accelbench server`` serves them.
+    """
+    from fastapi import FastAPI
+
+    from accelbench.hardware.catalog import load_catalog
+    from accelbench.service import api, db, errors, web
+
+    engine = engine or db.open_database(settings.db_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: Any):
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="accelbench results service",
+        version=__version__,
+        description="Collects accelbench result documents from every host and serves the comparison reports.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = db.sessionmaker_for(engine)
+    app.state.catalog = load_catalog(settings.catalog_path)
+    errors.install(app)
+    for router in (api.router, web.router, *extra_routers()):
+        app.include_router(router)
+    return app
+
+
+def extra_routers() -> list[Any]:
+    """Routers of later service modules; each is imported here so the server composes them in one place."""
+    return []

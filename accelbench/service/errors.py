@@ -1,0 +1,68 @@
+"""Every error the API returns is one line of JSON, ``{"error": "..."}``, with the status that says why.
+
+FastAPI's own errors (request validation, unknown routes, wrong methods) are rewritten into the same shape,
+and anything unexpected becomes a logged 500 with one line, never a traceback in the response.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+log = logging.getLogger("accelbench.service")
+
+
+class ApiError(Exception):
+    """Raised by routes and dependencies; ``message`` is one line the client can act on."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = " ".join(str(message).split())
+        self.headers = headers or {}
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
+    from fastapi.responses import Response
+
+    body = json.dumps({"error": " ".join(str(message).split())}, ensure_ascii=False) + "\n"
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _field(loc: Any) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "request"
+
+
+def validation_message(errors: list[dict[str, Any]]) -> str:
+    """Pydantic/FastAPI errors → 'field steps.0.offered: Field required' (the first few, on one line)."""
+    parts = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:3]]
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "invalid " + "; ".join(parts) + more
+
+
+def install(app: Any) -> None:
+    """Register the handlers that keep every error response in the one-line shape."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request, err: ApiError):
+        from accelbench.service.web import page_error
+
+        return page_error(request, err) or error_response(err.status, err.message, err.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request, err: RequestValidationError):
+        return error_response(422, validation_message(list(err.errors())))
+
+    @app.exception_handler(HTTPException)
+    async def _http(_request, err: HTTPException):
+        text = err.detail if isinstance(err.detail, str) else json.dumps(err.detail)
+        return error_response(err.status_code, text, getattr(err, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request, err: Exception):
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error ({type(err).__name__}); the server log has the details")

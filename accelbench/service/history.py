@@ -1,0 +1,47 @@
+"""The history of one (model, target, precision): each stored run at the report's SLO, oldest first, and
+whether it moved more than the run-to-run spread from the run before (``accelbench report --compare``'s rule,
+called, not copied: ``accelbench.reports.compare.compare_rows``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.errors import BadInputError
+from accelbench.service import queries
+from accelbench.service.errors import ApiError
+from accelbench.service.models import aware
+
+
+def history(
+    session: Any, catalog: Any, options: Any, model: str, target: str, precision: str
+) -> dict[str, Any]:
+    from accelbench.reports.build import build_report
+    from accelbench.reports.compare import RULE, compare_rows
+    from accelbench.service.views import documents
+
+    rows = queries.stored_rows(session, model=model, target=target, precision=precision)
+    if not rows:
+        raise ApiError(404, f"no results stored for {model} on {target} at {precision}")
+    rows.sort(key=lambda r: (aware(r.created_at) or aware(r.received_at), r.id))
+    points: list[dict[str, Any]] = []
+    previous = None
+    for row in rows:
+        try:
+            data = build_report(documents([row]), catalog, options)
+        except BadInputError as err:
+            raise ApiError(422, str(err)) from None
+        measured = next(r for r in data.rows if r["target"] == target and r["status"] == "measured")
+        point = {
+            **queries.summary(row),
+            "capacity_rps": measured["capacity_rps"], "latency_us": measured["latency_us"],
+            "meets_slo": measured["meets_slo"], "cost_per_million_usd": measured["cost_per_million_usd"],
+            "reason": measured["reason"], "change": None,
+        }  # fmt: skip
+        if previous is not None:
+            change = next(c for c in compare_rows(previous, data) if c["target"] == target)
+            point["change"] = {k: change.get(k) for k in ("capacity_change", "latency_change", "spread",
+                                                           "spread_measured", "regression", "flags")}  # fmt: skip
+        points.append(point)
+        previous = data
+    return {"model": model, "target": target, "precision": precision, "rule": RULE,
+            "slo_ms": options.slo_ms, "percentile": options.percentile, "runs": points}  # fmt: skip

@@ -1,0 +1,162 @@
+"""POST /api/v1/results: read the body under a size limit, validate it, store it once (by content hash).
+
+The body is a result document, or ``{"result": RESULT, "variant": MANIFEST, "source": FILE_NAME}`` when the
+variant manifest it references (``provenance.manifest_hash``) comes along. The content hash is the sha256 of
+the canonical JSON (sorted keys), the same hash ``accelbench report`` prints as a result's source, so the same
+measurement pushed twice, however it was formatted, is stored once: 201 the first time, 200 after.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from accelbench.service.errors import ApiError
+from accelbench.service.validate import check_result, check_variant
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # a long sweep with stability windows is ~1 MB
+
+
+async def read_body(request: Any, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is (or says it will be) larger than ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise ApiError(400, f"Content-Length {declared!r} is not a number") from None
+        if size > limit:
+            raise ApiError(413, f"body of {size} bytes is over the limit of {limit} bytes")
+    chunks, total = [], 0
+    async for chunk in request.stream():  # a chunked body has no Content-Length: count what arrives
+        total += len(chunk)
+        if total > limit:
+            raise ApiError(413, f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@dataclass
+class Submission:
+    result: Any  # accelbench.documents.ResultDocument
+    result_text: str  # verbatim when the body was the bare document
+    variant: Any  # VariantManifest | None
+    source: str
+
+
+def parse_submission(body: bytes) -> Submission:
+    """Bytes → the documents, or ApiError 400 (not JSON) / 422 (wrong shape, naming the field)."""
+    try:
+        text = body.decode("utf-8")
+        obj = json.loads(text)
+    except UnicodeDecodeError:
+        raise ApiError(400, "body is not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise ApiError(
+            400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+        ) from None
+    if not isinstance(obj, dict):
+        raise ApiError(422, "body must be a JSON object: a result document or {result, variant, source}")
+    if "result" in obj and "schema" not in obj:
+        unknown = sorted(set(obj) - {"result", "variant", "source"})
+        if unknown:
+            raise ApiError(422, f"field '{unknown[0]}': not allowed (expected result, variant, source)")
+        result, variant, source = obj.get("result"), obj.get("variant"), obj.get("source")
+        result_text = ""  # filled from the validated document below
+    else:
+        result, variant, source, result_text = obj, None, None, text
+    result = check_result(result, "result" if "result" in obj and "schema" not in obj else "body")
+    if variant is not None:
+        variant = check_variant(variant, "variant")
+        expected = result.provenance.manifest_hash
+        if expected and variant.manifest_hash != expected:
+            raise ApiError(
+                422, "variant: field 'manifest_hash': differs from the result's provenance.manifest_hash"
+            )
+    if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()):
+        raise ApiError(422, "field 'source': must be a file name (no folders)")
+    from accelbench.documents import dump_json
+
+    return Submission(result, result_text or dump_json(result), variant, source or f"{result.run_id}.json")
+
+
+def _created_at(value: Any) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def columns(doc: Any) -> dict[str, Any]:
+    """The indexed columns copied out of a ``ResultDocument``."""
+    prov = doc.provenance
+    host = prov.host or {}
+    verdicts: dict[str, int] = {}
+    for s in doc.steps:
+        verdicts[str(s.verdict)] = verdicts.get(str(s.verdict), 0) + 1
+    return {
+        "schema": doc.schema_id, "run_id": doc.run_id, "model": doc.model, "variant": doc.variant,
+        "target": doc.target or "", "precision": doc.precision or "", "manifest_hash": prov.manifest_hash,
+        "host": str(host.get("hostname") or host.get("name") or host.get("cpu") or "")[:200] or None,
+        "accelbench_version": (prov.packages or {}).get("accelbench"), "origin": doc.origin,
+        "created_at": _created_at(prov.created_at) if prov.created_at else None,
+        "summary": {"steps": len(doc.steps), "verdicts": verdicts, "complete": doc.complete},
+    }  # fmt: skip
+
+
+def store(session: Any, sub: Submission) -> tuple[Any, bool]:
+    """Insert the result (and its variant) unless already stored; returns (row, created). Commits."""
+    import sqlalchemy as sa
+    from sqlalchemy.exc import IntegrityError
+
+    from accelbench.service.models import Result
+
+    content_hash = sub.result.content_hash()
+    existing = session.execute(
+        sa.select(Result).where(Result.content_hash == content_hash)
+    ).scalar_one_or_none()
+    if existing is not None:
+        return existing, False
+    variant_id = None
+    if sub.variant is not None:
+        variant_id = _store_variant(session, sub.variant)
+    row = Result(content_hash=content_hash, source=sub.source, document=sub.result_text, variant_id=variant_id,
+                 **columns(sub.result))  # fmt: skip
+    session.add(row)
+    try:
+        session.commit()  # acknowledged only after this: a killed server loses nothing it answered 201 for
+    except IntegrityError:  # the same document arrived concurrently and the other request won
+        session.rollback()
+        return session.execute(
+            sa.select(Result).where(Result.content_hash == content_hash)
+        ).scalar_one(), False
+    return row, True
+
+
+def _store_variant(session: Any, manifest: Any) -> int:
+    import sqlalchemy as sa
+    from sqlalchemy.exc import IntegrityError
+
+    from accelbench.documents import dump_json
+    from accelbench.service.models import Variant
+
+    def find() -> Any:
+        return session.execute(
+            sa.select(Variant.id).where(Variant.manifest_hash == manifest.manifest_hash)
+        ).scalar_one_or_none()
+
+    found = find()
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            row = Variant(
+                manifest_hash=manifest.manifest_hash, name=manifest.name, document=dump_json(manifest)
+            )
+            session.add(row)
+        return row.id
+    except IntegrityError:
+        return find()

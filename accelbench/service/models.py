@@ -1,0 +1,73 @@
+"""ORM tables (SQLAlchemy 2, portable types only: the same models run on SQLite and PostgreSQL).
+
+The raw document is kept verbatim in ``document`` (text) and the columns the API filters on are copied out
+of it at ingest. Alembic owns the schema (``migrations/``): a change here needs a new revision there.
+Other service modules (campaigns) declare their tables on the same ``Base``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def aware(value: datetime | None) -> datetime | None:
+    """SQLite returns naive datetimes; every time the service stores is UTC."""
+    return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Variant(Base):
+    __tablename__ = "variants"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    manifest_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    name: Mapped[str] = mapped_column(sa.String(200), index=True)
+    document: Mapped[str] = mapped_column(sa.Text)
+    received_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), default=utcnow)
+
+
+class Result(Base):
+    __tablename__ = "results"
+    __table_args__ = (sa.Index("ix_results_model_target_precision", "model", "target", "precision"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    content_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    schema: Mapped[str] = mapped_column(sa.String(40))
+    run_id: Mapped[str] = mapped_column(sa.String(300), index=True)
+    source: Mapped[str] = mapped_column(sa.String(300))  # the file name the host wrote it under
+    model: Mapped[str] = mapped_column(sa.String(200), index=True)
+    variant: Mapped[str | None] = mapped_column(sa.String(300), index=True)
+    target: Mapped[str] = mapped_column(sa.String(100), index=True)
+    precision: Mapped[str] = mapped_column(sa.String(20), index=True)
+    manifest_hash: Mapped[str | None] = mapped_column(sa.String(64), index=True)
+    host: Mapped[str | None] = mapped_column(sa.String(200), index=True)
+    accelbench_version: Mapped[str | None] = mapped_column(sa.String(40), index=True)
+    origin: Mapped[str | None] = mapped_column(sa.String(60))
+    created_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), index=True)
+    received_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), default=utcnow, index=True)
+    summary: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # steps, verdicts: what listings show
+    document: Mapped[str] = mapped_column(sa.Text)
+    variant_id: Mapped[int | None] = mapped_column(sa.ForeignKey("variants.id"))
+
+
+class Token(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(sa.String(200), index=True)
+    scope: Mapped[str] = mapped_column(sa.String(20))
+    prefix: Mapped[str] = mapped_column(sa.String(16))  # shown in listings; the token itself is never stored
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))

@@ -1,0 +1,75 @@
+"""Reading stored results: filtered listings, one result with provenance, documents for the report builder."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from accelbench.service.errors import ApiError
+from accelbench.service.models import Result, Variant, aware
+
+FILTERS = ("model", "target", "precision", "variant", "host")
+
+
+def _where(query: Any, filters: dict[str, str | None]) -> Any:
+    for name in FILTERS:
+        value = filters.get(name)
+        if value:
+            query = query.where(getattr(Result, name) == value)
+    return query
+
+
+def list_results(
+    session: Any, filters: dict[str, str | None], limit: int, offset: int
+) -> tuple[list[Any], int]:
+    total = session.execute(_where(sa.select(sa.func.count(Result.id)), filters)).scalar_one()
+    query = _where(sa.select(Result), filters).order_by(Result.created_at.desc(), Result.id.desc())
+    return list(session.execute(query.limit(limit).offset(offset)).scalars()), total
+
+
+def _iso(value: Any) -> str | None:
+    value = aware(value)
+    return value.isoformat() if value is not None else None
+
+
+def summary(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.content_hash, "run_id": row.run_id, "source": row.source, "model": row.model,
+        "variant": row.variant, "target": row.target, "precision": row.precision,
+        "manifest_hash": row.manifest_hash, "host": row.host, "accelbench_version": row.accelbench_version,
+        "origin": row.origin, "created_at": _iso(row.created_at), "received_at": _iso(row.received_at),
+        "steps": row.summary.get("steps"), "verdicts": row.summary.get("verdicts"),
+        "url": f"/api/v1/results/{row.content_hash}",
+    }  # fmt: skip
+
+
+def get_result(session: Any, content_hash: str) -> Any:
+    row = session.execute(sa.select(Result).where(Result.content_hash == content_hash)).scalar_one_or_none()
+    if row is None:
+        raise ApiError(404, f"no result with id {content_hash[:80]!r}")
+    return row
+
+
+def detail(row: Any, session: Any) -> dict[str, Any]:
+    variant = session.get(Variant, row.variant_id) if row.variant_id else None
+    doc = json.loads(row.document)
+    return {
+        **summary(row),
+        "provenance": doc.get("provenance") or {},
+        "document": doc,
+        "variant_manifest": json.loads(variant.document) if variant else None,
+    }
+
+
+def stored_rows(session: Any, model: str | None = None, target: str | None = None,
+                precision: str | None = None) -> list[Any]:  # fmt: skip
+    query = _where(sa.select(Result), {"model": model, "target": target, "precision": precision})
+    return list(session.execute(query.order_by(Result.id)).scalars())
+
+
+def models_and_targets(session: Any) -> tuple[list[str], list[str]]:
+    models = session.execute(sa.select(Result.model).distinct().order_by(Result.model)).scalars()
+    targets = session.execute(sa.select(Result.target).distinct().order_by(Result.target)).scalars()
+    return list(models), list(targets)

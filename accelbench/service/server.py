@@ -1,0 +1,31 @@
+"""``accelbench server``: migrate the database, say where it is, serve the app with uvicorn."""
+
+from __future__ import annotations
+
+import sys
+
+from accelbench.service.app import Settings
+
+
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning") -> None:
+    """Run until SIGINT/SIGTERM. Migrations are applied before the port opens."""
+    import uvicorn
+
+    from accelbench.errors import ServerError
+    from accelbench.service import db
+    from accelbench.service.app import create_app
+
+    engine = db.open_database(settings.db_url)
+    app = create_app(settings, engine=engine)
+    print(f"accelbench server: database {db.describe(settings.db_url)}", file=sys.stderr, flush=True)
+    print(f"accelbench server: listening on http://{host}:{port}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    except (OSError, SystemExit):  # uvicorn logs a bind error and calls sys.exit
+        if server.started:
+            raise
+        raise ServerError(
+            f"cannot listen on {host}:{port} (in use, or not an address of this host)"
+        ) from None

@@ -1,0 +1,85 @@
+"""Reports from stored documents: the same builder and renderers as ``accelbench report``, fed by the database.
+
+The documents come out of the database exactly as pushed, so the JSON and the HTML the server renders are
+byte-identical to what ``accelbench report`` renders from the result folders they were pushed from.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import Query
+
+from accelbench.errors import BadInputError
+from accelbench.service import queries
+from accelbench.service.errors import ApiError
+
+
+def report_options(
+    slo_p99_ms: Annotated[
+        float, Query(gt=0, le=1e7, allow_inf_nan=False, description="latency SLO, ms")
+    ] = 100.0,
+    percentile: Annotated[str, Query(max_length=10, description="50 90 95 99 99.9")] = "99",
+    baseline: Annotated[str | None, Query(max_length=100, description="target id to compare against")] = None,
+    price_basis: Literal["on-demand", "spot", "reserved"] = "on-demand",
+    price: Annotated[list[str], Query(description="ID=USD per accelerator-hour, repeatable")] = [],  # noqa: B006
+    project: Annotated[list[str], Query(description="also project these target ids")] = [],  # noqa: B006
+    target_qps: Annotated[float | None, Query(gt=0, le=1e9, allow_inf_nan=False)] = None,
+    headroom: Annotated[float, Query(ge=0, lt=1, allow_inf_nan=False)] = 0.3,
+    include_failed: bool = False,
+    max_error_rate: Annotated[float, Query(ge=0, le=1, allow_inf_nan=False)] = 0.01,
+    amortization_years: Annotated[float | None, Query(gt=0, le=100, allow_inf_nan=False)] = None,
+    usd_per_kwh: Annotated[float, Query(ge=0, le=1e3, allow_inf_nan=False)] = 0.15,
+) -> Any:
+    """The options of ``accelbench report`` as query parameters (same names, same defaults)."""
+    from accelbench.reports.build import ReportOptions
+    from accelbench.reports.cost import parse_price_overrides
+
+    try:
+        overrides = parse_price_overrides(tuple(price))
+    except BadInputError as err:
+        raise ApiError(422, f"field price: {err}") from None
+    projected = tuple(v.strip() for item in project for v in item.split(",") if v.strip())
+    return ReportOptions(
+        slo_ms=slo_p99_ms, percentile=percentile, baseline=baseline or None, price_basis=price_basis,
+        price_overrides=overrides, target_qps=target_qps, headroom=headroom, project=projected,
+        include_failed=include_failed, max_error_rate=max_error_rate, amortization_years=amortization_years,
+        usd_per_kwh=usd_per_kwh,
+    )  # fmt: skip
+
+
+_PARSED: dict[str, Any] = {}  # content hash → ResultDocument; stored documents never change
+_PARSED_MAX = 20000
+
+
+def documents(rows: list[Any]) -> list[Any]:
+    """Stored rows → ResultDocuments, parsed once per process (a document never changes once stored)."""
+    from accelbench.documents import load_result
+
+    out = []
+    for row in rows:
+        doc = _PARSED.get(row.content_hash)
+        if doc is None:
+            doc = load_result(json.loads(row.document), name=row.source)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            _PARSED[row.content_hash] = doc
+        out.append(doc)
+    return out
+
+
+def render(
+    session: Any, catalog: Any, options: Any, model: str | None = None, formats: tuple[str, ...] = ()
+) -> Any:
+    """``render_report`` over every stored result (or one model's): the function ``accelbench report`` calls.
+    Unknown model → 404, a bad option (unknown target id, percentile) → 422."""
+    from accelbench.reports.report import render_report
+
+    rows = queries.stored_rows(session, model=model)
+    if not rows:
+        raise ApiError(404, f"no results stored for model {model!r}" if model else "no results stored yet")
+    try:
+        return render_report(documents(rows), catalog, options, formats=formats)
+    except BadInputError as err:
+        raise ApiError(422, str(err)) from None

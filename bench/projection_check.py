@@ -1,0 +1,69 @@
+"""How good is a projection? Leave-one-model-out over the catalog's published results.
+
+    .venv/bin/python bench/projection_check.py [--baseline a100-sxm4-80gb] [--json]
+
+For every target with published results (accelbench/hardware/published_results.toml) and every model it has:
+refit the target's efficiency model (achieved ÷ roofline on intensity, accelbench/reports/efficiency.py)
+without that model's points, project that model at each published batch, and print projected ÷ published.
+Then the same with the baseline refitted without the model too: (projected target ÷ projected baseline) ÷
+(published target ÷ published baseline) for the same model and scenario — the ratio a hardware choice rests
+on. Prints the worst factor of each (a factor f and 1/f count alike). Points marked ``fit = false`` (Jetson
+GPU + 2 DLA results) are projected for reference but not counted in the worst factors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.roofline import roofline_point
+from accelbench.reports.efficiency import leave_one_model_out
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def worst(rows: list[dict], key: str) -> tuple[float | None, dict | None]:
+    """The factor farthest from 1 (f and 1/f alike) among fitted rows, and its row."""
+    best: tuple[float | None, dict | None] = (None, None)
+    for row in rows:
+        value = row[key]
+        if value is None or not row["fitted"]:
+            continue
+        spread = max(value, 1 / value)
+        if best[0] is None or spread > best[0]:
+            best = (spread, row)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default=None, help="target the ratios are taken to (catalog baseline)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = parser.parse_args()
+    catalog = load_catalog()
+    baseline = args.baseline or catalog.baseline_id
+    catalog.get(baseline)
+    rows = leave_one_model_out(catalog, roofline_point, baseline)
+    if args.json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    print(f"| target | model | precision | batch | published inf/s | projected inf/s | projected ÷ published "
+          f"| ratio to {baseline}: projected ÷ published | note |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['target']} | {r['model']} | {r['precision']} | {r['batch']} | {r['published_ips']:,.1f} | "
+              f"{_fmt(r['projected_ips'], 6)} | {_fmt(r['factor'])} | {_fmt(r['ratio_factor'])} | {r['reason']} |")  # fmt: skip
+    for key, what in (("factor", "projected ÷ published"), ("ratio_factor", f"ratio to {baseline}")):
+        spread, row = worst(rows, key)
+        where = f" ({row['target']} {row['model']} batch {row['batch']}: {row[key]:.3g})" if row else ""
+        print(f"worst {what}: {_fmt(spread)}×{where}")
+    counted = [r for r in rows if r["ratio_factor"] is not None and r["fitted"]]
+    within = sum(1 for r in counted if max(r["ratio_factor"], 1 / r["ratio_factor"]) <= 1.25)
+    print(f"ratios to {baseline} within 1.25×: {within} of {len(counted)}")
+
+
+if __name__ == "__main__":
+    main()

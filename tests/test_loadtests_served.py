@@ -1,0 +1,169 @@
+"""``accelbench loadtest --url U --model M`` on a model accelbench did not build: a python-backend model with a
+dynamic dimension and a BYTES input, written here, served by the real tritonserver, load-tested through the
+CLI with zero, random and perf_analyzer-JSON data; payload building and its bad inputs without a server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accelbench.errors import BadInputError
+from accelbench.loadtests.served import ServedModel, ServedTensor, make_payloads, parse_shapes
+from accelbench.serving import LocalTriton
+
+ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
+MODEL = "their_model"
+
+MODEL_PY = textwrap.dedent("""
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+                text = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
+                total = x.sum(axis=1, keepdims=True).astype(np.float32)
+                lengths = np.array([[len(t) for t in row] for row in text], dtype=np.int32)
+                responses.append(pb_utils.InferenceResponse([
+                    pb_utils.Tensor("SUM", total), pb_utils.Tensor("LEN", lengths),
+                    pb_utils.Tensor("ECHO", text.astype(np.object_)),
+                ]))
+            return responses
+""")
+CONFIG = textwrap.dedent("""
+    name: "their_model"
+    backend: "python"
+    max_batch_size: 4
+    input [
+      { name: "X" data_type: TYPE_FP32 dims: [ -1 ] },
+      { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] }
+    ]
+    output [
+      { name: "SUM" data_type: TYPE_FP32 dims: [ 1 ] },
+      { name: "LEN" data_type: TYPE_INT32 dims: [ 1 ] },
+      { name: "ECHO" data_type: TYPE_STRING dims: [ 1 ] }
+    ]
+    instance_group [ { kind: KIND_CPU count: 1 } ]
+""")
+SERVED = ServedModel(
+    MODEL, 4, (ServedTensor("X", "FP32", (-1,)), ServedTensor("TEXT", "BYTES", (1,))),
+    (ServedTensor("SUM", "FP32", (1,)),),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def triton(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("their_repo")
+    (repo / MODEL / "1").mkdir(parents=True)
+    (repo / MODEL / "1" / "model.py").write_text(MODEL_PY)
+    (repo / MODEL / "config.pbtxt").write_text(CONFIG)
+    with LocalTriton(repo) as server:
+        yield server
+
+
+def _loadtest(triton, out: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--grpc-url", triton.grpc_url, "--model", MODEL,
+           "--concurrency", "2",
+           "--duration", "1", "--warmup", "0.3", "--out", str(out), "--check-every", "3", "--json", *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_model_accelbench_did_not_build_with_zero_random_and_file_data(triton, tmp_path, protocol):
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps({"data": [
+        {"X": {"content": [1.0, 2.0, 3.0], "shape": [3]}, "TEXT": ["héllo"]},
+        {"X": {"content": [4.0, 5.0, 6.0], "shape": [3]}, "TEXT": {"content": ["a"], "shape": [1]}},
+    ]}))  # fmt: skip
+    for data_args in (["--input-data", "zero", "--shape", "X:5"], ["--input-data", "random", "--shape", "X:7"],
+                      ["--input-data", str(data), "--batch", "2"]):  # fmt: skip
+        run = _loadtest(triton, tmp_path / data_args[1].replace("/", "_"), "--protocol", protocol, *data_args)
+        assert run.returncode == 0, run.stderr[-2000:]
+        doc = json.loads(run.stdout)
+        step = doc["steps"][0]
+        assert sum(step["errors"].values()) == 0, step["last_error"]
+        # every request we counted, the server counted as a success (no one-sided errors)
+        assert step["requests"] == step["server_stats"]["success_count"] > 0
+        assert doc["load_profile"]["input_data"] == data_args[1] and doc["load_profile"]["check_every"] == 3
+
+
+@pytest.mark.slow
+def test_a_dynamic_dimension_without_shape_is_one_line(triton, tmp_path):
+    run = _loadtest(triton, tmp_path, "--input-data", "zero")
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "dynamic shape [-1]" in lines[0] and "--shape X:8" in lines[0], run.stderr
+
+
+@pytest.mark.slow
+def test_a_wrong_expectation_is_caught_on_every_answer(triton, tmp_path):
+    # a manifest that promises a float16 SUM: the served model answers float32, every answer is wrong
+    manifest = tmp_path / "manifest.json"
+    outputs = [{"name": "SUM", "dtype": "float16", "shape": [-1, 1]}]
+    manifest.write_text(json.dumps({"schema": "accelbench.variant/1", "name": MODEL, "outputs": outputs}))
+    from accelbench.loadtests.api import measure
+    from accelbench.loadtests.profiles import LoadProfile
+
+    profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2,
+                          input_data="zero", shapes=("X:2",))  # fmt: skip
+    doc, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, manifest={"outputs": outputs})
+    step = doc["steps"][0]
+    assert step["errors"]["wrong_output"] == step["requests"] > 0
+    assert "dtype float32, expected float16" in step["last_error"]
+
+
+def test_payloads_from_metadata_zero_random_and_file(tmp_path):
+    zero = make_payloads(SERVED, 2, 64, 0, "zero", {"X": (3,)})
+    assert len(zero) == 1 and zero[0]["X"].shape == (2, 3) and not zero[0]["X"].any()
+    assert zero[0]["TEXT"].dtype == object and zero[0]["TEXT"].shape == (2, 1)
+    random = make_payloads(SERVED, 1, 8, 5, "random", {"X": (4,)})
+    assert len(random) == 8 and random[0]["X"].dtype == np.float32
+    assert make_payloads(SERVED, 1, 8, 5, "random", {"X": (4,)})[3]["TEXT"][0, 0] == random[3]["TEXT"][0, 0]
+    data = tmp_path / "d.json"
+    data.write_text(json.dumps({"data": [{"X": [1, 2], "TEXT": ["a"]}, {"X": [3, 4], "TEXT": ["bc"]},
+                                         {"X": [5, 6], "TEXT": ["d"]}]}))  # fmt: skip
+    # no --shape needed when the entries carry their shape; flat content takes it from --shape
+    batches = make_payloads(SERVED, 2, 64, 0, str(data), {"X": (2,)})
+    assert len(batches) == 2  # 3 entries in batches of 2, wrapping around
+    assert batches[1]["X"].tolist() == [[5, 6], [1, 2]] and batches[0]["TEXT"].tolist() == [[b"a"], [b"bc"]]
+
+
+@pytest.mark.parametrize(
+    ("call", "text"),
+    [
+        (lambda p: make_payloads(SERVED, 1, 4, 0, "zero", {}), "dynamic shape [-1]; give its size with --shape X:8"),
+        (lambda p: make_payloads(SERVED, 8, 4, 0, "zero", {"X": (2,)}), "above model their_model's max_batch_size 4"),
+        (lambda p: make_payloads(SERVED, 1, 4, 0, "zero", {"X": (2, 2)}), "does not fit its dims [-1]"),
+        (lambda p: make_payloads(SERVED, 1, 4, 0, "zero", {"Y": (2,)}), "model their_model has inputs"),
+        (lambda p: make_payloads(SERVED, 1, 4, 0, str(p / "nope.json"), {}), "no such file"),
+        (lambda p: make_payloads(SERVED, 1, 4, 0, str(_write(p, "{")), {}), "not a JSON data file"),
+        (lambda p: make_payloads(SERVED, 1, 4, 0, str(_write(p, '{"data": [{"X": [1]}]}')), {"X": (1,)}),
+         "input 'TEXT' is missing"),
+        (lambda p: make_payloads(SERVED, 1, 4, 0, str(_write(p, '{"data": [[{"X": [1]}]]}')), {}), "sequence"),
+        (lambda p: make_payloads(SERVED, 1, 4, 0, str(_write(p, '{"data": [{"X": [1, 2, 3], "TEXT": ["a"]}]}')),
+                                 {"X": (2,)}), "input 'X'"),
+        (lambda p: parse_shapes(["X:0"]), "expected NAME:D1,D2"),
+        (lambda p: parse_shapes(["X"]), "expected NAME:D1,D2"),
+        (lambda p: make_payloads(ServedModel("u", 0, (), ()), 2, 4, 0, "zero", {}), "does not batch"),
+    ],
+)  # fmt: skip
+def test_bad_payload_inputs_are_one_clear_error(tmp_path, call, text):
+    with pytest.raises(BadInputError) as err:
+        call(tmp_path)
+    assert text in str(err.value) and "\n" not in str(err.value)
+
+
+def _write(folder: Path, text: str) -> Path:
+    path = folder / "data.json"
+    path.write_text(text)
+    return path
