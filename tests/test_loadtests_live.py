@@ -40,14 +40,33 @@ def sweep(triton, tmp_path, kind: str, levels, protocol: str = "http", processes
                     card_uri="builtin:identity")  # fmt: skip
 
 
+HEALTH = ("drift: ", "no steady state", "load generator saturated")  # what a shared machine may cause
+
+
+def check_verdict(step: dict) -> None:
+    """The verdict is exactly what the rules give on the step's recorded statistics. On this healthy server
+    nothing is ever an error or an abort; on a shared 2-core machine other jobs can genuinely make a step
+    drift, and then it must say so with the size the statistics recorded."""
+    reasons, stats = step["reasons"], step["statistics"]
+    drifted = [k for k in ("latency", "throughput") if stats["drift"][k]["drift"]]
+    assert sorted(r.split()[2] for r in reasons if r.startswith("drift: ")) == sorted(drifted), reasons
+    invalid = [r for r in reasons if r.startswith(HEALTH)]
+    assert all(r.startswith(HEALTH) or "wider than" in r or "below the 662" in r for r in reasons), reasons
+    expected = "INVALID" if invalid else "LOW-PRECISION" if reasons else "VALID"
+    assert step["verdict"] == expected, reasons
+    if step["verdict"] == "LOW-PRECISION":
+        half = (stats["throughput_rps"]["high"] - stats["throughput_rps"]["value"]) / stats["throughput_rps"][
+            "value"
+        ]
+        assert half > 0.10 or stats["n"] < 662, (reasons, stats)
+
+
 def check_steps(doc: dict, n: int) -> None:
     assert doc["schema"] == "accelbench.result/1" and doc["complete"]
     assert [s["index"] for s in doc["steps"]] == list(range(n))
     for step in doc["steps"]:
         lat = step["latency_us"]
-        # a healthy server and an idle-enough load generator: usable, and identity is fast enough that the
-        # step reaches p99's sample floor of 662 requests after its warm-up cut
-        assert step["verdict"] in ("VALID", "LOW-PRECISION"), step["reasons"]
+        check_verdict(step)
         stats = step["statistics"]
         assert stats["n"] >= 662 and stats["n"] + stats["truncated"]["requests"] == step["requests"]
         assert all("below the 662" not in r for r in step["reasons"]), step["reasons"]

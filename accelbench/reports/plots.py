@@ -82,7 +82,8 @@ def _point(step: Any, key: str) -> tuple[float, float, tuple, tuple]:
 
 
 def _err(values: list[float], bounds: list[tuple]) -> list[list[float]]:
-    return [[max(0.0, v - lo) for v, (lo, _) in zip(values, bounds, strict=True)],
+    # a batch-means interval can reach below zero; on log axes the bar stops at a tenth of the value
+    return [[min(0.9 * v, max(0.0, v - lo)) for v, (lo, _) in zip(values, bounds, strict=True)],
             [max(0.0, hi - v) for v, (_, hi) in zip(values, bounds, strict=True)]]  # fmt: skip
 
 
@@ -95,26 +96,30 @@ def latency_vs_throughput(data: Any) -> str:
     models = _models(data)
     fig, axes = _figure(len(models))
     for ax, model in zip(axes, models, strict=True):
+        drawn = False
         for (m, precision, tid), group in data.groups.items():
             pts = sorted(
                 _point(s, key) for _, s in group.steps()
                 if m == model and step_usable(s) and s.throughput_rps is not None and latency_at(s, key) is not None
             )  # fmt: skip
             if pts:
+                drawn = True
                 x, y, xerr, yerr = (list(v) for v in zip(*pts, strict=True))
                 ax.errorbar(x, y, xerr=_err(x, xerr), yerr=_err(y, yerr), color=colors[tid], capsize=2,
                             elinewidth=0.8, marker=_MARKERS.get(precision, "o"), linestyle=_LINES.get(precision, "-"),
                             label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
         for row in data.rows:
             if row["model"] == model and row["status"] == "projected" and row["capacity_rps"]:
+                drawn = True
                 ax.plot([row["capacity_rps"]], [row["latency_us"] / 1000.0], color=colors[row["target"]],
                         marker=_MARKERS.get(row["precision"], "o"), fillstyle="none", linestyle="none",
                         label=f"{row['target']} {row['precision']} (projected)")  # fmt: skip
         ax.axhline(
             opts.slo_ms, color="red", linestyle=":", linewidth=1.2, label=f"SLO {key} {opts.slo_ms:g} ms"
         )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        if drawn:  # log axes need data: a model with no usable step and no projection keeps linear axes
+            ax.set_xscale("log")
+            ax.set_yscale("log")
         ax.set_xlabel("throughput (requests/s)")
         ax.set_ylabel(f"{key} latency (ms)")
         ax.set_title(f"{model}: {key} latency vs throughput", fontsize=9)
