@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelbench.documents import to_dict
 from accelbench.loadtests.api import loadtest
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
 from accelbench.serving import LocalTriton
@@ -89,7 +90,7 @@ def ab_run(triton, model: str, data: Path, levels, processes: int, duration_s: f
     doc, _ = loadtest(
         model=model, profile=profile, out_dir=out, url=triton.http_url, grpc_url=triton.grpc_url
     )
-    return doc["steps"]
+    return to_dict(doc)["steps"]  # the steps as written to the result file
 
 
 def pa_run(pa: str, triton, model: str, data: Path, concurrency: int, args, out: Path) -> dict:
@@ -137,7 +138,7 @@ def interleaved(pa: str, triton, model: str, data: Path, concurrency: int, proce
                          "cpu_us_per_request": step["loadgen"]["cpu_us_per_request"]})  # fmt: skip
     mean = {k: {m: statistics.mean(r[m] for r in runs if r[m] is not None) for m in runs[0]}
             for k, runs in (("pa", pas), ("ab", abs_))}  # fmt: skip
-    return {"model": model, "concurrency": concurrency, "processes": processes, "runs": {"pa": pas, "ab": abs_},
+    return {"model": model, "concurrency": int(concurrency), "processes": processes, "runs": {"pa": pas, "ab": abs_},
             "mean": mean, "throughput_ratio": round(mean["ab"]["throughput_rps"] / mean["pa"]["throughput_rps"], 3),
             "p50_ratio": round(mean["ab"]["p50_us"] / mean["pa"]["p50_us"], 3)}  # fmt: skip
 
@@ -161,7 +162,11 @@ def main() -> int:
     parser.add_argument("--pa-levels", default="1,2,4")
     parser.add_argument("--ceiling-concurrency", type=int, default=8)
     parser.add_argument("--pa-interval-ms", type=int, default=2000)
-    parser.add_argument("--pa-stability", type=int, default=10)
+    parser.add_argument(
+        "--pa-stability", type=int, default=1000, help="1000: report after 3 windows, like a fixed step"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="PA/AB/AB/PA sets per level (ratios: median)")
+    parser.add_argument("--compare-only", action="store_true", help="skip the sweeps, only the side by side")
     parser.add_argument("--out", default=None, help="keep the result documents and perf_analyzer CSVs here")
     args = parser.parse_args()
     work = Path(args.out or tempfile.mkdtemp(prefix="accelbench-loadgen-"))
@@ -171,23 +176,8 @@ def main() -> int:
     data = {role: write_data_file(m, work / f"{role}-data.json") for role, m in manifests.items()}
     summary: dict = {"results_dir": str(work)}
     with LocalTriton(repo) as triton:
-        print(f"{'procs':>5} {'conc':>5} {'req/s':>8} {'cpu µs/req':>10} {'cpu/core':>10} {'p50 µs':>7} "
-              f"{'p99 µs':>7} {'server µs':>9}  verdict   (identity)")  # fmt: skip
-        for processes in (1, 2):
-            steps = ab_run(triton, names["identity"], data["identity"], parse_levels(args.levels), processes,
-                           args.duration, args.warmup, work / f"identity-p{processes}")  # fmt: skip
-            for step in steps:
-                print_sweep_row(processes, step)
-            best = max(steps, key=lambda s: s["throughput_rps"])
-            summary[f"identity_ceiling_p{processes}"] = {
-                "throughput_rps": best["throughput_rps"], "concurrency": best["offered"]["concurrency"],
-                "cpu_us_per_request": best["loadgen"]["cpu_us_per_request"]}  # fmt: skip
-        [mini] = ab_run(
-            triton, names["minilm"], data["minilm"], [1], 1, args.duration, args.warmup, work / "minilm"
-        )
-        summary["minilm_c1_cpu_us_per_request"] = mini["loadgen"]["cpu_us_per_request"]
-        print(f"MiniLM INT8 c=1: {mini['throughput_rps']} req/s, p50 {mini['latency_us']['p50']} µs, "
-              f"client CPU {mini['loadgen']['cpu_us_per_request']} µs/request")  # fmt: skip
+        if not args.compare_only:
+            summary.update(sweeps(triton, names, data, args, work))
         pa = args.perf_analyzer
         if not args.skip_pa and Path(pa).is_file():
             summary["vs_perf_analyzer"] = compare(pa, triton, names, data, args, work)
@@ -197,11 +187,43 @@ def main() -> int:
     return 0
 
 
+def sweeps(triton, names: dict, data: dict, args, work: Path) -> dict:
+    """Identity sweeps with 1 and 2 processes, and MiniLM at concurrency 1: throughput and client CPU."""
+    summary: dict = {}
+    print(f"{'procs':>5} {'conc':>5} {'req/s':>8} {'cpu µs/req':>10} {'cpu/core':>10} {'p50 µs':>7} "
+          f"{'p99 µs':>7} {'server µs':>9}  verdict   (identity)")  # fmt: skip
+    for processes in (1, 2):
+        steps = ab_run(triton, names["identity"], data["identity"], parse_levels(args.levels), processes,
+                       args.duration, args.warmup, work / f"identity-p{processes}")  # fmt: skip
+        for step in steps:
+            print_sweep_row(processes, step)
+        best = max(steps, key=lambda s: s["throughput_rps"])
+        summary[f"identity_ceiling_p{processes}"] = {
+            "throughput_rps": best["throughput_rps"], "concurrency": best["offered"]["concurrency"],
+            "cpu_us_per_request": best["loadgen"]["cpu_us_per_request"]}  # fmt: skip
+    [mini] = ab_run(
+        triton, names["minilm"], data["minilm"], [1], 1, args.duration, args.warmup, work / "minilm"
+    )
+    summary["minilm_c1_cpu_us_per_request"] = mini["loadgen"]["cpu_us_per_request"]
+    print(f"MiniLM INT8 c=1: {mini['throughput_rps']} req/s, p50 {mini['latency_us']['p50']} µs, "
+          f"client CPU {mini['loadgen']['cpu_us_per_request']} µs/request")  # fmt: skip
+    return summary
+
+
 def compare(pa: str, triton, names: dict, data: dict, args, work: Path) -> list[dict]:
-    rows = [interleaved(pa, triton, names["minilm"], data["minilm"], c, 1, args, work)
-            for c in parse_levels(args.pa_levels)]  # fmt: skip
-    rows += [interleaved(pa, triton, names["identity"], data["identity"], args.ceiling_concurrency, p, args, work)
-             for p in (1, 2)]  # fmt: skip
+    """Every level ``--rounds`` times (PA/AB/AB/PA each); per level the median of the rounds' ratios."""
+    plan = [("minilm", int(c), 1) for c in parse_levels(args.pa_levels)]
+    plan += [("identity", args.ceiling_concurrency, p) for p in (1, 2)]
+    rounds = [[interleaved(pa, triton, names[role], data[role], c, p, args, work) for role, c, p in plan]
+              for _ in range(args.rounds)]  # fmt: skip
+    rows = []
+    for k in range(len(plan)):
+        per = [r[k] for r in rounds]
+        median = {tool: {m: statistics.median(r["mean"][tool][m] for r in per) for m in per[0]["mean"][tool]}
+                  for tool in ("pa", "ab")}  # fmt: skip
+        rows.append({**per[0], "rounds": per, "mean": median,
+                     "throughput_ratio": statistics.median(r["throughput_ratio"] for r in per),
+                     "p50_ratio": statistics.median(r["p50_ratio"] for r in per)})  # fmt: skip
     print(f"{'model':>36} {'conc':>4} {'procs':>5} {'PA req/s':>9} {'AB req/s':>9} {'ratio':>6} "
           f"{'PA p50':>7} {'AB p50':>7} {'ratio':>6} {'PA cpu':>7} {'AB cpu':>7}")  # fmt: skip
     for r in rows:

@@ -8,14 +8,17 @@ without that model's points, project that model at each published batch, and pri
 Then the same with the baseline refitted without the model too: (projected target ÷ projected baseline) ÷
 (published target ÷ published baseline) for the same model and scenario — the ratio a hardware choice rests
 on. Prints the worst factor of each (a factor f and 1/f count alike). Points marked ``fit = false`` (Jetson
-GPU + 2 DLA results) are projected for reference but not counted in the worst factors.
+GPU + 2 DLA results) are projected for reference but not counted in the worst factors; MLPerf BERT points are
+not fitted (variable-length sequences) but are projected from the target's other models and counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports.efficiency import leave_one_model_out
@@ -26,11 +29,11 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def worst(rows: list[dict], key: str) -> tuple[float | None, dict | None]:
-    """The factor farthest from 1 (f and 1/f alike) among fitted rows, and its row."""
+    """The factor farthest from 1 (f and 1/f alike) among counted rows (not GPU + DLA), and its row."""
     best: tuple[float | None, dict | None] = (None, None)
     for row in rows:
         value = row[key]
-        if value is None or not row["fitted"]:
+        if value is None or not row["counted"]:
             continue
         spread = max(value, 1 / value)
         if best[0] is None or spread > best[0]:
@@ -43,9 +46,13 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help="target the ratios are taken to (catalog baseline)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
-    catalog = load_catalog()
-    baseline = args.baseline or catalog.baseline_id
-    catalog.get(baseline)
+    try:
+        catalog = load_catalog()
+        baseline = args.baseline or catalog.baseline_id
+        catalog.get(baseline)
+    except BadInputError as err:
+        print(f"projection_check: {err}", file=sys.stderr)
+        sys.exit(2)
     rows = leave_one_model_out(catalog, roofline_point, baseline)
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
@@ -60,7 +67,7 @@ def main() -> None:
         spread, row = worst(rows, key)
         where = f" ({row['target']} {row['model']} batch {row['batch']}: {row[key]:.3g})" if row else ""
         print(f"worst {what}: {_fmt(spread)}×{where}")
-    counted = [r for r in rows if r["ratio_factor"] is not None and r["fitted"]]
+    counted = [r for r in rows if r["ratio_factor"] is not None and r["counted"]]
     within = sum(1 for r in counted if max(r["ratio_factor"], 1 / r["ratio_factor"]) <= 1.25)
     print(f"ratios to {baseline} within 1.25×: {within} of {len(counted)}")
 

@@ -180,3 +180,29 @@ def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp
     # the FP32 copy keeps its tensors beside it, under the variant's own name, and loads from there
     assert "model.onnx.data" in fp32["files"]
     attempts.check_variant(out / fp32["name"] / "model.onnx", _feed(1)[0])
+
+
+def test_the_float_tail_is_what_follows_the_last_compute_op():
+    model = paddle_like()
+    for i, node in enumerate(model.graph.node):
+        node.name = f"{node.op_type}_{i}"
+    # Softmax follows the last MatMul; Reshape and Relu feed it, so they are quantized
+    assert ort_tc.float_tail(model) == ["Softmax_9"]
+
+
+def test_a_graph_onnxruntime_cannot_load_is_one_line(tmp_path):
+    """The ONNX checker accepts an op from an unknown domain; ONNX Runtime does not: one line, exit 2."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph([node], "g", [x], [y])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 10  # what this onnxruntime reads (onnx writes newer ones by default)
+    onnx.save(model, tmp_path / "custom.onnx")
+    run = subprocess.run([ACCELBENCH, "quantize", str(tmp_path / "custom.onnx"), "--target", "cpu-local",
+                          "--precision", "int8", "--out", str(tmp_path / "v")], capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 2
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("accelbench: error: ONNX Runtime cannot load ") and "Frobnicate" in last, last
+    assert "Traceback" not in run.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.documents import to_dict
 from accelbench.loadtests.api import loadtest
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.serving import LocalTriton
@@ -36,8 +37,9 @@ def triton(repo):
 def sweep(triton, tmp_path, kind: str, levels, protocol: str = "http", processes: int = 2, batch: int = 1):
     profile = LoadProfile(kind=kind, protocol=protocol, levels=levels, duration_s=2.0, warmup_s=0.5,
                           processes=processes, batch_size=batch)  # fmt: skip
-    return loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=triton.http_url, grpc_url=triton.grpc_url,
-                    card_uri="builtin:identity")  # fmt: skip
+    doc, path = loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=triton.http_url,
+                         grpc_url=triton.grpc_url, card_uri="builtin:identity")  # fmt: skip
+    return to_dict(doc), path  # checked as it is on disk
 
 
 HEALTH = ("drift: ", "no steady state", "load generator saturated")  # what a shared machine may cause
@@ -175,7 +177,7 @@ def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
         profile=profile,
         out_dir=tmp_path,
     )
-    step = doc["steps"][0]
+    step = to_dict(doc)["steps"][0]
     assert step["errors"]["wrong_output"] == step["requests"] > 0
     assert step["verdict"] == "INVALID" and any("error rate" in r for r in step["reasons"])
     assert "dtype float32, expected float16" in step["last_error"]

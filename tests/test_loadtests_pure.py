@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from accelbench.documents import dump_json
 from accelbench.errors import BadInputError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
@@ -175,10 +176,11 @@ def test_result_document_resume_rules(tmp_path):
         doc, build_step(_raw(1, [], aborted="server gone", duration_s=0.0), "closed", 1, Limits()), path
     )
     on_disk = results.load_document(path)
-    assert on_disk["schema"] == "accelbench.result/1"
-    assert [s["verdict"] for s in on_disk["steps"]] == [LOW_PRECISION, INVALID]
+    assert json.loads(path.read_text())["schema"] == "accelbench.result/1"
+    assert dump_json(on_disk) == path.read_text()
+    assert [s.verdict for s in on_disk.steps] == [LOW_PRECISION, INVALID]
     assert results.resumable(on_disk, "abc", profile.to_dict())
-    assert [s["index"] for s in results.finished_steps(on_disk)] == [0]  # the aborted step runs again
+    assert [s.index for s in results.finished_steps(on_disk)] == [0]  # the aborted step runs again
     assert not results.resumable(on_disk, "other-hash", profile.to_dict())
     longer = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 4), duration_s=20)
     assert not results.resumable(on_disk, "abc", longer.to_dict())

@@ -119,34 +119,39 @@ def test_targets_without_published_results_fall_back_to_their_toolchain_median()
     assert ef.target_model(catalog, "l40s", roofline_point) is None
     model = ef.model_for(catalog, catalog.get("l40s"), roofline_point)
     assert model.kind == "toolchain-median" and "no published results for this target" in model.label
-    effs = [
-        p.efficiency
+    fractions = [
+        p.peak_fraction
         for tid in ("l4", "a100-sxm4-80gb")
         for p in ef.fitted_points(catalog, tid, roofline_point)
     ]
-    lo, hi = model.at(100.0)[1:]
-    assert lo <= min(effs) and hi >= max(effs)
+    lo, hi = model.at(8)[1:]
+    assert lo <= min(fractions) and hi >= max(fractions)
     assert ef.model_for(catalog, catalog.get("cpu-local"), roofline_point) is None  # no onnxruntime points
 
 
 def test_leave_one_model_out_never_uses_the_left_out_model():
     catalog = load_catalog()
     rows = ef.leave_one_model_out(catalog, roofline_point, "a100-sxm4-80gb")
-    l4_resnet = [r for r in rows if (r["target"], r["model"]) == ("l4", "resnet50")]
-    # refit by hand on the L4's BERT points only
-    bert = ef.fitted_points(catalog, "l4", roofline_point, exclude_model="resnet50")
-    assert {p.point.model for p in bert} == {"bert-large-384"}
-    by_hand = ef.fit([(p.point.batch, p.peak_fraction) for p in bert], "published", "")
-    for row in l4_resnet:
-        p = next(q for q in catalog.published_for("l4") if q.model == "resnet50" and q.batch == row["batch"])
+    inf2 = catalog.published_for("inf2-xlarge")
+    without = ef.target_model(catalog, "inf2-xlarge", roofline_point, exclude_model="resnet50")
+    assert without.n_points == len(inf2) - sum(1 for p in inf2 if p.model == "resnet50")
+    assert "resnet50;" not in without.label and "resnet50," not in without.label
+    for row in (r for r in rows if (r["target"], r["model"]) == ("inf2-xlarge", "resnet50")):
+        p = next(q for q in inf2 if q.model == "resnet50" and q.batch == row["batch"])
         fp = ef.point_roofline(
-            p, catalog.published_costs["resnet50"]["int8"], catalog.get("l4"), roofline_point
+            p, catalog.published_costs["resnet50"]["bf16"], catalog.get("inf2-xlarge"), roofline_point
         )
         assert row["projected_ips"] == pytest.approx(
-            fp.bound_ips * by_hand.at_point(fp.roofline, fp.weight_bytes)[0]
+            fp.bound_ips * without.at_point(fp.roofline, fp.weight_bytes)[0]
         )
         assert row["factor"] == pytest.approx(row["projected_ips"] / p.throughput_ips)
-    single = [r for r in rows if r["target"] == "jetson-orin-nx-16gb" and r["model"] == "bert-large-384"]
+    # MLPerf BERT is not fitted (variable-length sequences) but is projected from the target's ResNet-50 fit
+    l4_bert = [r for r in rows if (r["target"], r["model"]) == ("l4", "bert-large-384")]
+    assert l4_bert and all(
+        r["projected_ips"] and "projected from the other models" in r["reason"] for r in l4_bert
+    )
+    assert all(r["ratio_factor"] is not None for r in l4_bert)  # the A100 has the same scenarios
+    single = [r for r in rows if r["target"] == "jetson-orin-nx-16gb"]
     assert single and all(r["factor"] is None and "no other published model" in r["reason"] for r in single)
 
 
@@ -225,3 +230,20 @@ def test_targets_show_lists_the_published_results_with_their_sources():
     assert "published results: 4" in shown.output and "mlcommons/inference_results_v3.1" in shown.output
     none = CliRunner().invoke(main, ["targets", "show", "l40s"])
     assert "published results: none (projections use the toolchain median)" in none.output
+
+
+def test_projection_check_prints_the_table_and_rejects_an_unknown_baseline():
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    script = str(root / "bench" / "projection_check.py")
+    ok = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0 and "worst ratio to a100-sxm4-80gb" in ok.stdout, ok.stderr
+    bad = subprocess.run(
+        [sys.executable, script, "--baseline", "nope"], capture_output=True, text=True, env=env
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown target 'nope'" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -84,6 +84,14 @@ def test_other_shapes_and_missing_shapes_run_eager():
         BucketRunner(interpreter, static_dims=None, input_dtypes={}, buckets=[1], mode="jit")
 
 
+@pytest.mark.slow
+def test_compile_mode_compiles_each_bucket_at_set_up_and_matches_eager():
+    _, runner, _ = runner_for("identity", [1, 2], mode="compile")
+    assert runner.mode == "compile" and [b.size for b in runner.buckets] == [1, 2]
+    x = torch.randn(3, 16)
+    torch.testing.assert_close(runner.run({"x": x})[0], x)  # 3 rows: a bucket of 2, then one of 1
+
+
 def in_process(variant: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     session = ort.InferenceSession(str(variant / "model.onnx"), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]

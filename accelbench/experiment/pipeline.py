@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
+from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
@@ -60,7 +61,7 @@ def run_experiment(
     catalog_path: str | None = None,
     progress: Progress | None = None,
     command: str = "accelbench run",
-    on_result: Callable[[Path, dict[str, Any]], None] | None = None,
+    on_result: Callable[[Path, ResultDocument], None] | None = None,
 ) -> RunOutcome:
     """Run every stage of ``spec``; finished work on disk is reused. Returns where the report is.
 
@@ -322,7 +323,7 @@ def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo
                 repository_config=config.read_text() if config and config.is_file() else "",
                 command=command, on_event=on_event, **({"limits": limits} if limits else {}),
             )  # fmt: skip
-            notes.append(f"{len(doc['steps'])} steps")
+            notes.append(f"{len(doc.steps)} steps")
         if on_result is not None:  # the sink (e.g. a push to a results server) sees the finished document
             on_result(_result_path(out, v, profile), doc)
 

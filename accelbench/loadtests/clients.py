@@ -1,8 +1,9 @@
 """The load generator's Triton clients: requests already encoded (wire.py) go out as bytes.
 
 HTTP: keep-alive HTTP/1.1 over plain sockets (gevent-patched in Locust processes). A request is one
-``sendall``; the answer is read as status line, headers and ``Content-Length`` bytes, nothing more. This
-was cheaper per request than geventhttpclient (bench/loadgen_ceiling.py measures both). gRPC: a raw unary
+``sendall``; the answer is read as status line, headers and ``Content-Length`` bytes, nothing more. On the
+same pre-built request this took about half the client CPU of geventhttpclient (103 vs 191 µs per request
+on identity, bench/http_client_cost.py, 2-core VM). gRPC: a raw unary
 call on a grpcio channel without serializers, so the pre-serialized ``ModelInferRequest`` bytes are sent
 as they are and the answer comes back as bytes for wire.check_grpc.
 """

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import ResultDocument, Step
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
@@ -47,7 +48,8 @@ class Server:
 
 
 def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) -> dict[str, Any]:
-    """The result document's step record from the child's raw totals (pure)."""
+    """The result document's step record from the child's raw totals (pure); ``results.put_step`` types it
+    as a ``documents.Step``."""
     duration = raw.get("duration_s") or 0.0
     requests = int(raw.get("requests", 0))
     errors = raw.get("errors") or {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0}
@@ -146,20 +148,20 @@ def result_path(out_dir: str | os.PathLike, variant: str, profile: LoadProfile) 
     return Path(out_dir) / f"{results.run_id(variant, profile.label())}.json"
 
 
-def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[list[dict[str, Any]], bool]:
+def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[list[Step], bool]:
     """Resume: the finished steps a rerun keeps (same variant hash and load profile), and whether that
     document was complete. A changed variant or profile keeps nothing."""
     old = results.load_document(path)
     if not results.resumable(old, manifest_hash, profile.to_dict()):
         return [], False
-    return results.finished_steps(old), bool(old.get("complete"))
+    return results.finished_steps(old), old.complete
 
 
 def is_complete(path: str | os.PathLike, manifest_hash: str, profile: LoadProfile) -> bool:
     """True when a sweep to ``path`` would measure nothing: every step kept and the document complete
     (the pipeline then need not even start a server)."""
     kept, complete = _kept_steps(Path(path), manifest_hash, profile)
-    return complete and {s["index"] for s in kept} >= {s["index"] for s in profile.steps()}
+    return complete and {s.index for s in kept} >= {s["index"] for s in profile.steps()}
 
 
 def run_sweep(
@@ -177,7 +179,7 @@ def run_sweep(
     limits: Limits = DEFAULT_LIMITS,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     master_bind: MasterBind | None = None,
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[ResultDocument, Path]:
     """Measure every step not already on disk; returns the result document and its path.
 
     With ``master_bind`` the load comes from ``expect_workers`` worker processes started elsewhere
@@ -195,14 +197,14 @@ def run_sweep(
         server={"url": server.client_url(profile.protocol), "version": server.version},
         repository_config=repository_config, command=command, profile_label=profile.label(),
     )  # fmt: skip
-    doc["steps"], _ = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
-    done = {s["index"] for s in doc["steps"]}
+    doc.steps, _ = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
+    done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
     if todo:
         _run_child(doc, path, todo, server, model, payloads, expected_outputs, profile, limits, on_event,
                    master_bind)  # fmt: skip
-    doc["complete"] = True
+    doc.complete = True
     results.save(doc, path)
     return doc, path
 
@@ -273,7 +275,7 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
         problem = MeasurementError(
             f"load generator exited with code {child.returncode}: {last_line(log_path)}"
         )
-    if missing and not any(s.get("aborted") for s in doc["steps"]):
+    if missing and not any(s.aborted for s in doc.steps):
         plan = missing[0]
         aborted = _aborted_step(plan, str(problem))
         results.put_step(doc, build_step(aborted, profile.kind, profile.batch_size, limits), path)

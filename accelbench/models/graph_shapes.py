@@ -76,7 +76,8 @@ def _fix_input_dims(
             elif not dim.HasField("dim_value") and value in model.graph.input:
                 raise BadInputError(
                     f"input {value.name!r} has a dynamic dimension {i} ({dim.dim_param or '?'}); "
-                    "give its size in the model card's input shape"
+                    "give its size in the model card's input shape "
+                    f"(`accelbench models card MODEL.onnx --shape {value.name}:…` writes one)"
                 )
 
 

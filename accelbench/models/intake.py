@@ -17,6 +17,7 @@ Every failure is a BadInputError of one line.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -31,12 +32,17 @@ EXTERNAL_DATA_THRESHOLD_BYTES = 1_800_000_000
 PER_CHANNEL_MIN_OPSET = 13  # DequantizeLinear/QuantizeLinear gained ``axis`` in opset 13
 
 
+# where in ORT's C++ source an error was raised: "/onnxruntime_src/…/model.cc:256 onnxruntime::Model::Model(…) "
+_CPP_LOCATION = re.compile(r"\S+\.(?:cc|cpp|h):\d+ [\w:~<>]+\([^)]*\) ")
+
+
 def one_line(err: BaseException) -> str:
     """The first non-empty line of an exception's message (ORT and ONNX errors span many), capped."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     text = lines[0] if lines else type(err).__name__
-    # ORT prefixes its messages with "[ONNXRuntimeError] : 1 : FAIL : "; keep what follows
-    return text.rsplit(" : ", 1)[-1][:240] if text.startswith("[ONNXRuntimeError]") else text[:240]
+    if text.startswith("[ONNXRuntimeError]"):  # "[ONNXRuntimeError] : 1 : FAIL : …": keep what follows
+        text = _CPP_LOCATION.sub("", text.split(" : ", 3)[-1])
+    return text[:300]
 
 
 def constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:

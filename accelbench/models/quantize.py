@@ -65,12 +65,11 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
         progress(f"{card.name}: FP32 reference outputs on {request.held_out_samples} held-out samples …")
     held_out = _stack(_make_inputs(card, request.held_out_samples, HELD_OUT_SEED))
     reference_outputs = accuracy.run_onnx_cpu(resolved.onnx_path, held_out)
-    from accelbench.models.roofline_report import card_input_shapes
-
     options = VariantOptions(
         recipe=request.recipe,
         calibration_seed=CALIBRATION_SEED,
-        input_shapes=card_input_shapes(card),
+        # the sizes the card fixes; a -1 (a token sequence length) stays dynamic in the variant
+        input_shapes={spec.name: list(spec.shape) for spec in card.inputs},
         **request.options,
     )
     ctx = _Context(request, resolved, target, held_out, reference_outputs)

@@ -96,10 +96,12 @@ def efficiency_label(row: dict[str, Any]) -> str:
     e = "—" if row["efficiency"] is None else f"{row['efficiency']:.3g}"
     text = f"efficiency {e} {_KIND_TEXT.get(row.get('efficiency_kind') or 'assumed', 'assumed')}"
     lo, hi = row.get("projected_capacity_rps_low"), row.get("projected_capacity_rps_high")
-    if lo is not None and hi is not None:
+    if lo is not None and hi is not None and hi > lo * 1.001:
         text += (
             f"; projected range {fmt(lo)}–{fmt(hi)} req/s (spread of the efficiency fit, not a measurement)"
         )
+    elif lo is not None:
+        text += "; projected range: none (the fit passes through every published point: no spread to show)"
     calibration = row.get("calibration") or "none"
     if row.get("efficiency_kind") in ("published", "toolchain-median"):
         text += f"; calibration {calibration}"
@@ -346,13 +348,15 @@ def method_section(data: Any) -> Section:
         f"Projected rows: roofline over the model's graph cost (FLOPs, weight bytes + batch × activation bytes) at "
         f"the target's dense peak and memory bandwidth; the largest batch in {list(proj.BATCH_SIZES)} whose latency "
         "bound ÷ efficiency fits the SLO sets throughput = roofline bound × efficiency. The efficiency comes from the "
-        "target's published results in the catalog (MLPerf, NVIDIA Jetson, AWS Neuron tables: achieved ÷ roofline "
-        "of the same model, batch and precision, fitted on arithmetic intensity in log space and clamped to the "
-        "fitted range), else from its toolchain's median of published points; a measured target of the same "
+        "target's published results in the catalog (MLPerf, NVIDIA Jetson, AWS Neuron tables: the fraction of the "
+        "dense peak they reached, fitted on batch in log space and clamped to the fitted range; weights stream "
+        "once per batch; never above the roofline), else from its toolchain's median of published points; a "
+        "measured target of the same "
         "toolchain scales it by measured ÷ published efficiency (the calibration column). Without published data "
         "it is the median of measured targets of the toolchain (measured ÷ roofline at the served batch, steps "
         f"that met the SLO), else {proj.DEFAULT_EFFICIENCY_SOURCE}. The projected range is the spread of the "
-        "published points around the fit, a projection's uncertainty, not a measured interval. See "
+        "published points around the fit and of the fit with each point left out, a projection's uncertainty, "
+        "not a measured interval. See "
         "docs/projections.md. A projected latency is a batch latency "
         "without queueing, so it is optimistic for tail percentiles. Measured rows always replace projected ones.",
         f"Ratios are to the {data.baseline_id} row of the same model and precision; \"(proj)\" marks a ratio "

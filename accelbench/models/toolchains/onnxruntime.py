@@ -6,7 +6,8 @@ Recipes (the ``recipe`` field of the manifest):
 - ``ort-dynamic-int8-per-channel``: MatMul weights INT8 per channel, activations quantized per run. The CPU
   default for transformers (FIELD-NOTES on MiniLM: cosine 0.993 where static QDQ of everything gave 0.39).
 - ``ort-static-qdq-int8``: static QDQ calibrated on card samples, U8 activations, S8 per-channel weights. The
-  CPU default for CNNs (Conv needs static). Per-channel Q/DQ needs opset 13: older graphs are upgraded first. For transformers only the constant-weight MatMuls are quantized,
+  CPU default for CNNs (Conv needs static). Per-channel Q/DQ needs opset 13: older graphs are upgraded first.
+  The nodes after the last compute op (a detector's decode) stay float (``float_tail``). For transformers only the constant-weight MatMuls are quantized,
   minus the FFN-output MatMuls fed by GELU (their input has outliers), plus attention's Q·Kᵀ; softmax·V
   stays float (node selection by name in ``transformer_qdq``).
 - ``qdq-int8-symmetric``: what TensorRT consumes: S8 activations and weights, both symmetric (zero point 0),
@@ -127,7 +128,10 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
         "seed": options.calibration_seed,
     }
     excluded = None
-    if kind != "cnn":
+    if kind == "cnn":
+        excluded = float_tail(_load(pre))
+        record["float_tail_nodes"] = len(excluded)
+    else:
         model = _load(pre)
         excluded = tq.exclusions(model)
         if recipe == "qdq-int8-symmetric-smoothquant":
@@ -155,6 +159,26 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
         per_channel=per_channel,
     )
     return record
+
+
+COMPUTE_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+
+
+def float_tail(model: Any) -> list[str]:
+    """Nodes after the last compute op (no Conv/MatMul/Gemm downstream): they stay float.
+
+    A detector's decode concatenates pixel coordinates (0-640) with class probabilities (0-1) in one tensor,
+    which one INT8 scale cannot hold: on NudeNet's YOLOv8 head, quantizing it gave cosine 0.18 against FP32,
+    keeping it float 0.998, with every Conv still INT8."""
+    feeds_compute: set[str] = set()
+    for node in reversed(model.graph.node):  # graph nodes are topologically sorted
+        if node.op_type in COMPUTE_OPS or any(o in feeds_compute for o in node.output):
+            feeds_compute.update(node.input)
+    return [
+        n.name
+        for n in model.graph.node
+        if n.op_type not in COMPUTE_OPS and not any(o in feeds_compute for o in n.output)
+    ]
 
 
 def ensure_opset(path: Path, version: int, dst: Path) -> Path:
