@@ -308,3 +308,21 @@ def test_bad_ids_and_nul_are_one_line_errors_never_500(api, path, body, status):
     client, tokens = api
     r = client.post(path, json=body, headers=_h(tokens["runner"]))
     _error(r, status)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [(["--token", "abk_wrong"], "invalid or revoked API token"),
+     (["--target", "h900"], "h900"),
+     (["--label", "zone"], "--label 'zone': write KEY=VALUE"),
+     (["--server", "bench:8080"], "give the server's URL")],
+)  # fmt: skip
+def test_agent_bad_input_is_one_line(live_server, tmp_path, args, message):
+    base = {"--server": live_server.base_url, "--target": "cpu-local", "--token": "abk_wrong"}
+    given = dict(zip(args[::2], args[1::2], strict=True))
+    argv = ["agent", "--work-dir", str(tmp_path)]
+    for key, value in {**base, **given}.items():
+        argv += [key, value]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and result.output.count("\n") == 1, result.output

@@ -50,9 +50,13 @@ def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str
                       work_dir=Path(work_dir), name=name, catalog_path=(ctx.obj or {}).get("catalog_path"),
                       quiet=quiet)  # fmt: skip
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # both: finish the running step, push it, release the job
-        signal.signal(sig, lambda *_: stop.set())
-    outcomes = run_agent(cfg, stop)
+    # both signals: finish the running step, push it, release the job (restored after: tests call this in-process)
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        outcomes = run_agent(cfg, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     click.echo(json.dumps(outcomes, sort_keys=True))
 
 

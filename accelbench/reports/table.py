@@ -25,6 +25,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("precision_used", "str"), ("chosen_run_id", "str"), ("chosen_step", "int"), ("offered", "str"),
     ("batch_size", "int"), ("host", "str"), ("measured_at", "str"), ("versions", "str"), ("sources", "str"),
     ("reason", "str"),
+    ("capacity_low", "float"), ("capacity_high", "float"), ("latency_low_us", "float"), ("latency_high_us", "float"),
+    ("cost_low", "float"), ("cost_high", "float"), ("slo_verdict", "str"), ("step_verdict", "str"),
+    ("step_reasons", "str"), ("comparison", "str"),
 )  # fmt: skip
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 

@@ -293,7 +293,7 @@ def run_job(api: Api, cfg: AgentConfig, runner_id: int, job: dict[str, Any], sto
     except Unreachable as err:
         say(f"job {job_id}: {err}; the results stay in {work}, the job is requeued when its lease expires")
         return "unreachable"
-    except (AccelbenchError, Exception) as err:  # noqa: BLE001 - any failure is the job's, not the agent's
+    except Exception as err:  # noqa: BLE001 - any failure is the job's, not the agent's
         reason = " ".join(str(err).split()) or type(err).__name__
         if not isinstance(err, AccelbenchError):
             reason = f"{type(err).__name__}: {reason}"
