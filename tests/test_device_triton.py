@@ -181,3 +181,18 @@ def test_the_device_script_rehearsed_on_this_cpu(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert [r["concurrency"] for r in summary["rows"]] == [1, 2]
     assert "no NVML samples" in log or "nvml_power_w" in json.dumps(doc)
+
+
+def test_preflight_passes_here_on_cpu_and_names_the_missing_gpu():
+    script = str(ROOT / "bench" / "device" / "preflight.py")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    ok = subprocess.run([sys.executable, script, "--device", "cpu"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "triton_python_backend_stub: missing libraries none" in ok.stdout and "/dev/shm:" in ok.stdout
+    gpu = subprocess.run(
+        [sys.executable, script, "--device", "cuda"], capture_output=True, text=True, env=env
+    )
+    import torch
+
+    if not torch.cuda.is_available():
+        assert gpu.returncode == 1 and "torch sees no GPU" in gpu.stderr and "Traceback" not in gpu.stderr

@@ -6,6 +6,7 @@
 #   here:    bash bench/device/prepare_carry.sh                      # fills .whl/ (about 50 MiB)
 #   device:  run(command="bash bench/device/h200_triton.sh", carry=[".whl"], timeout_s=420)
 #   rerun:   MODELS=resnet50 bash bench/device/h200_triton.sh        # one model, about half the time
+#   also the gpu-marked tests (about a minute more):  GPU_TESTS=1 bash bench/device/h200_triton.sh
 #   rehearse here, no GPU:  OUT=/tmp/h200 DEVICE=cpu bash bench/device/h200_triton.sh
 #
 # Writes to $OUT (at most 8 files come back): log.txt, probe.json, power.csv, summary.json, summary.md,
@@ -76,6 +77,13 @@ for model in $MODELS; do
     grep -h "torch .* on \|CUDA graphs\|failed\|rror" "$WORK/logs/server-$model.log" 2>/dev/null | tail -4 >>"$OUT/log.txt"
     cp "$WORK/variants/$variant/manifest.json" "$WORK/logs/manifest-$variant.json" 2>/dev/null
 done
+
+# optional: the gpu-marked tests (torch-cuda flavor with device=cuda, bf16, CUDA graphs; the device check)
+if [[ ${GPU_TESTS:-0} == 1 ]] && ! over_budget; then
+    log "gpu-marked tests"
+    "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_serving_torch.py tests/test_device_check.py \
+        >>"$OUT/log.txt" 2>&1 || log "gpu tests exit $?"
+fi
 
 # 5. power -> J/request per step, then everything packed into the files that come back
 kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; trap - EXIT

@@ -1,5 +1,5 @@
 """Checks before the served GPU run spends its minutes: torch sees the GPU, the python-backend stub for this
-Python is there and finds its libpython, tensors round-trip through DLPack.
+Python is there and finds its libpython, tensors round-trip through DLPack, /dev/shm has room for batches.
 
     python3 bench/device/preflight.py --device cuda     # report; exit 1 on a blocker
     python3 bench/device/preflight.py --libpython-dir   # print a folder to add to LD_LIBRARY_PATH, if needed
@@ -58,6 +58,16 @@ def libpython_dir(stub: Path) -> str | None:
     return None
 
 
+def shm_bytes() -> int | None:
+    import os
+
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
 def check(device: str) -> int:
     import numpy
     import torch
@@ -85,6 +95,13 @@ def check(device: str) -> int:
         print(f"stub {stub}: missing libraries {missing or 'none'}" + (f" (with {extra})" if extra else ""))
         if missing:
             blockers.append(f"the python-backend stub cannot load {missing}")
+    shm = shm_bytes()
+    if shm is not None:
+        # the python backend moves every batch through /dev/shm: resnet50 at batch 128 is 77 MB of input
+        print(
+            f"/dev/shm: {shm / 2**30:.1f} GiB"
+            + ("  (small: lower max_batch_size with SETS)" if shm < 2**30 else "")
+        )
     for blocker in blockers:
         print(f"preflight: {blocker}", file=sys.stderr)
     return 1 if blockers else 0
