@@ -81,9 +81,19 @@ def main(ctx: click.Context, catalog_path: str | None) -> None:
 def _register_commands() -> None:
     # Each stage's commands live in their own thin module; importing them here keeps `accelbench --help`
     # fast because heavy libraries (onnxruntime, locust, torch) are imported inside the commands.
-    from accelbench.commands import hardware, loadtests, models, quantize, reports, run, service, serving
+    from accelbench.commands import (
+        campaigns,
+        hardware,
+        loadtests,
+        models,
+        quantize,
+        reports,
+        run,
+        service,
+        serving,
+    )
 
-    for module in (hardware, models, quantize, serving, loadtests, reports, run, service):
+    for module in (hardware, models, quantize, serving, loadtests, reports, run, service, campaigns):
         module.register(main)
 
 

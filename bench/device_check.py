@@ -35,6 +35,20 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from accelbench.documents import (  # noqa: E402
+    Accuracy,
+    Errors,
+    GraphCost,
+    LatencyUs,
+    LoadProfile,
+    Metrics,
+    Offered,
+    Provenance,
+    ResultDocument,
+    ServerStats,
+    Step,
+    dump_json,
+)
 from accelbench.hardware.catalog import load_catalog  # noqa: E402
 from accelbench.hardware.roofline import roofline_point  # noqa: E402
 from accelbench.models.builtin import build_builtin  # noqa: E402
@@ -236,7 +250,9 @@ def measure_model(
     return rows
 
 
-def result_documents(rows: list[dict], probe: dict, created_at: str, metrics_by_model: dict) -> list[dict]:
+def result_documents(
+    rows: list[dict], probe: dict, created_at: str, metrics_by_model: dict
+) -> list[ResultDocument]:
     """accelbench.result/1 documents, one per model × precision; each batch size is one step.
 
     A step at batch b stands for a server that has b single-inference requests in flight and runs them as one
@@ -248,75 +264,51 @@ def result_documents(rows: list[dict], probe: dict, created_at: str, metrics_by_
         mine = [r for r in rows if r["model"] == model]
         first = mine[0]
         name = f"{model}__{TARGET_ID}__{first['precision']}"
-        steps = []
-        for index, row in enumerate(mine):
-            lat = row["latency_median_us"]
-            requests = row["repeats"] * row["iterations_per_repeat"] * row["batch"]
-            steps.append(
-                {
-                    "index": index,
-                    "offered": {"concurrency": row["batch"]},
-                    "started_at": created_at,
-                    "duration_s": None,
-                    "requests": requests,
-                    "inferences": requests,
-                    "errors": {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0},
-                    "error_rate": 0.0,
-                    "throughput_rps": row["measured_ips"],
-                    "throughput_ips": row["measured_ips"],
-                    "latency_us": {
-                        "p50": lat,
-                        "p90": lat,
-                        "p95": lat,
-                        "p99": row["latency_p99_us"],
-                        "p99.9": row["latency_max_us"],
-                        "max": row["latency_max_us"],
-                        "mean": lat,
-                    },
-                    "histogram": None,
-                    "server_stats": {"mean_batch_size": float(row["batch"])},
-                    "metrics": {
-                        "gpu_power_w": row["power_w"],
-                        "energy_method": row["energy_method"],
-                        "cuda_graph": row["cuda_graph"],
-                    },
-                    "energy_per_request_j": row["joules_per_inference"],
-                    "verdict": "VALID",
-                    "reasons": [],
-                }
-            )
-        docs.append({
-            "schema": "accelbench.result/1",
-            "run_id": f"{name}__device-check",
-            "origin": "device-check",
-            "model": model, "variant": name, "target": TARGET_ID, "precision": first["precision"],
-            "batch_size": 1,
-            "accuracy": {"metric": metrics_by_model.get(model), "value": None, "verdict": "NOT_RUN",
-                         "reason": "the FP32 graph cast to the compute dtype and timed; no quantized variant"},
-            "graph_cost": {"params": first["params"], "flops_per_inference": first["flops_per_inference"],
-                           "weight_bytes": first["weight_bytes"],
-                           "activation_bytes_per_inference": first["activation_bytes_per_inference"],
-                           "precision": first["precision"]},
-            "provenance": {"host": probe, "packages": {"torch": torch.__version__}, "manifest_hash": None,
-                           "repository_config": None, "server": None, "created_at": created_at,
-                           "command": "python3 bench/device_check.py --out OUT",
-                           "method": "in-process torch interpreter of the built-in ONNX graph (accelbench/serving/onnx_torch.py), "
-                                     "CUDA graph replay, timed with CUDA events; a step at batch b = b requests batched "
-                                     "by the server; no server, no network, no TensorRT"},
-            "load_profile": {"kind": "closed", "protocol": "in-process", "levels": [r["batch"] for r in mine],
-                             "duration_s": None, "warmup_s": None, "processes": 1, "seed": 0},
-            "steps": steps,
-            "complete": True,
-        })  # fmt: skip
+        docs.append(ResultDocument(
+            run_id=f"{name}__device-check", origin="device-check", model=model, variant=name, target=TARGET_ID,
+            precision=first["precision"], batch_size=1,
+            accuracy=Accuracy(metric=metrics_by_model.get(model), value=None, verdict="NOT_RUN",
+                              reason="the FP32 graph cast to the compute dtype and timed; no quantized variant"),
+            graph_cost=GraphCost(params=first["params"], flops_per_inference=first["flops_per_inference"],
+                                 weight_bytes=first["weight_bytes"],
+                                 activation_bytes_per_inference=first["activation_bytes_per_inference"],
+                                 precision=first["precision"]),
+            provenance=Provenance(
+                host=probe, packages={"torch": torch.__version__}, manifest_hash=None, repository_config=None,
+                server=None, created_at=created_at, command="python3 bench/device_check.py --out OUT",
+                method="in-process torch interpreter of the built-in ONNX graph (accelbench/serving/onnx_torch.py), "
+                       "CUDA graph replay, timed with CUDA events; a step at batch b = b requests batched "
+                       "by the server; no server, no network, no TensorRT",
+            ),
+            load_profile=LoadProfile(kind="closed", protocol="in-process", levels=[r["batch"] for r in mine],
+                                     duration_s=None, warmup_s=None, processes=1, seed=0),
+            steps=[_step(index, row, created_at) for index, row in enumerate(mine)],
+            complete=True,
+        ))  # fmt: skip
     return docs
 
 
-def write_results_tar(path: Path, docs: list[dict]) -> None:
+def _step(index: int, row: dict, created_at: str) -> Step:
+    lat = row["latency_median_us"]
+    requests = row["repeats"] * row["iterations_per_repeat"] * row["batch"]
+    return Step(
+        index=index, offered=Offered(concurrency=row["batch"]), started_at=created_at, duration_s=None,
+        requests=requests, inferences=requests, errors=Errors(connection=0, timeout=0, server=0, wrong_output=0),
+        error_rate=0.0, throughput_rps=row["measured_ips"], throughput_ips=row["measured_ips"],
+        latency_us=LatencyUs(p50=lat, p90=lat, p95=lat, p99=row["latency_p99_us"], p99_9=row["latency_max_us"],
+                             max=row["latency_max_us"], mean=lat),
+        histogram=None, server_stats=ServerStats(mean_batch_size=float(row["batch"])),
+        metrics=Metrics(gpu_power_w=row["power_w"], energy_method=row["energy_method"], cuda_graph=row["cuda_graph"]),
+        energy_per_request_j=row["joules_per_inference"], verdict="VALID", reasons=[],
+    )  # fmt: skip
+
+
+def write_results_tar(path: Path, docs: list[ResultDocument]) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for doc in docs:
-            data = json.dumps(doc, indent=2, sort_keys=True).encode()
-            info = tarfile.TarInfo(f"results/{doc['variant']}.json")
+            data = dump_json(doc).encode()
+            info = tarfile.TarInfo(f"results/{doc.variant}.json")
             info.size, info.mtime = len(data), 0
             tar.addfile(info, io.BytesIO(data))
     path.write_bytes(buf.getvalue())
@@ -343,8 +335,7 @@ def rebuild_results(folder: Path) -> int:
     metrics = {m: load_card(f"builtin:{m}").accuracy.metric for m in models}
     (folder / "results").mkdir(exist_ok=True)
     for doc in result_documents(summary["rows"], probe, summary["created_at"], metrics):
-        text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
-        (folder / "results" / f"{doc['variant']}.json").write_text(text)
+        (folder / "results" / f"{doc.variant}.json").write_text(dump_json(doc))
     return 0
 
 

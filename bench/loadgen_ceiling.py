@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelbench.documents import to_dict
 from accelbench.loadtests.api import loadtest
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
 from accelbench.serving import LocalTriton
@@ -89,7 +90,7 @@ def ab_run(triton, model: str, data: Path, levels, processes: int, duration_s: f
     doc, _ = loadtest(
         model=model, profile=profile, out_dir=out, url=triton.http_url, grpc_url=triton.grpc_url
     )
-    return doc["steps"]
+    return to_dict(doc)["steps"]  # the steps as written to the result file
 
 
 def pa_run(pa: str, triton, model: str, data: Path, concurrency: int, args, out: Path) -> dict:

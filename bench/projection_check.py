@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports.efficiency import leave_one_model_out
@@ -44,9 +46,13 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help="target the ratios are taken to (catalog baseline)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
-    catalog = load_catalog()
-    baseline = args.baseline or catalog.baseline_id
-    catalog.get(baseline)
+    try:
+        catalog = load_catalog()
+        baseline = args.baseline or catalog.baseline_id
+        catalog.get(baseline)
+    except BadInputError as err:
+        print(f"projection_check: {err}", file=sys.stderr)
+        sys.exit(2)
     rows = leave_one_model_out(catalog, roofline_point, baseline)
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))

@@ -1,8 +1,10 @@
 """`accelbench plan cloud`: SkyPilot task YAMLs, checked against SkyPilot's own schemas.
 
 ``tests/data/experiment/skypilot_schemas.json`` is SkyPilot 0.14.1's task/resources/storage JSON schemas, dumped
-from the installed package (``sky.utils.schemas``). When a SkyPilot install is available (ACCELBENCH_SKYPILOT_PYTHON,
-or /tmp/skyvenv), the YAMLs are also validated by SkyPilot's own ``validate_schema`` in that interpreter.
+from the installed package (``sky.utils.schemas``). The YAMLs are also validated by SkyPilot's own
+``validate_schema``: the session fixture ``sky_python`` installs ``skypilot==0.14.1`` once into a venv in the cache
+folder (``$ACCELBENCH_CACHE_DIR`` or ``~/.cache/accelbench``) and reuses it; ACCELBENCH_SKYPILOT_PYTHON names an
+existing interpreter instead. The test is skipped only when the package index cannot be reached.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,43 @@ from accelbench.experiment.spec import load_spec, write_example_spec
 
 DATA = Path(__file__).parent / "data" / "experiment"
 SCHEMAS = json.loads((DATA / "skypilot_schemas.json").read_text())
-SKY_PYTHON = os.environ.get("ACCELBENCH_SKYPILOT_PYTHON", "/tmp/skyvenv/bin/python")
+SKYPILOT = "skypilot==0.14.1"  # the version the committed schemas were dumped from
+# pip's words when it cannot reach the index (as opposed to a broken install, which must fail the test)
+_UNREACHABLE = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
+                "No matching distribution found", "Could not find a version", "ConnectTimeout", "ProxyError")  # fmt: skip
+
+
+def _cache_root() -> Path:
+    if env := os.environ.get("ACCELBENCH_CACHE_DIR"):
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "accelbench"
+
+
+def _sky_imports(python: Path) -> bool:
+    done = subprocess.run([str(python), "-c", "import sky.utils.schemas"], capture_output=True, timeout=120)
+    return done.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def sky_python() -> str:
+    """An interpreter with SkyPilot installed: made once per cache folder, then reused."""
+    if env := os.environ.get("ACCELBENCH_SKYPILOT_PYTHON"):
+        return env
+    venv = _cache_root() / f"{SKYPILOT.replace('==', '-')}-venv"
+    python = venv / "bin" / "python"
+    if python.exists() and _sky_imports(python):
+        return str(python)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, capture_output=True)
+    pip = subprocess.run([str(python), "-m", "pip", "install", "--quiet", SKYPILOT],
+                         capture_output=True, text=True, timeout=900)  # fmt: skip
+    if pip.returncode != 0:
+        if any(word in pip.stderr for word in _UNREACHABLE):
+            pytest.skip(
+                f"the package index is unreachable, cannot install {SKYPILOT}: {pip.stderr.strip()[-300:]}"
+            )
+        pytest.fail(f"pip install {SKYPILOT} failed: {pip.stderr[-2000:]}")
+    assert _sky_imports(python), f"{SKYPILOT} installed into {venv} but `import sky` fails"
+    return str(python)
 
 
 @pytest.fixture
@@ -103,7 +142,8 @@ def test_task_contents(plan):
     assert l4["file_mounts"]["/accelbench-results"]["mode"] == "MOUNT"
     assert "accelbench[gpu,tensorrt]" in l4["setup"]
     inf2 = yaml.safe_load((sky / "inf2-xlarge.sky.yaml").read_text())
-    assert inf2["resources"]["instance_type"] == "inf2.xlarge" and "accelerators" not in inf2["resources"]
+    assert inf2["resources"]["instance_type"] == "inf2.xlarge"
+    assert inf2["resources"]["accelerators"] == "Inferentia2:1"
     assert "pip.repos.neuron.amazonaws.com" in inf2["setup"]
     a100 = yaml.safe_load((sky / "a100-sxm4-80gb.sky.yaml").read_text())
     # an 8-GPU instance in the catalog: ask SkyPilot for one A100-80GB rather than the whole p4de
@@ -128,22 +168,98 @@ def test_bucket_option(tmp_path):
     assert mount == {"source": "s3://team/ab", "mode": "MOUNT"}
 
 
-@pytest.mark.skipif(not Path(SKY_PYTHON).exists(), reason=f"no SkyPilot install at {SKY_PYTHON}")
-def test_skypilot_itself_accepts_the_tasks(plan):
-    _, sky, _ = plan
-    script = """
+SKY_SCRIPT = """
 import sys, yaml
 from sky.utils import common_utils, schemas
 for path in sys.argv[1:]:
     cfg = yaml.safe_load(open(path))
     common_utils.validate_schema(cfg, schemas.get_task_schema(), 'task: ')
     common_utils.validate_schema(cfg['resources'], schemas.get_resources_schema(), 'resources: ')
-    for v in cfg['file_mounts'].values():
+    for v in cfg.get('file_mounts', {}).values():
         if isinstance(v, dict):
             common_utils.validate_schema(v, schemas.get_storage_schema(), 'storage: ')
 print('ok', len(sys.argv) - 1)
 """
-    paths = [str(p) for p in sky.glob("*.yaml")]
-    done = subprocess.run([SKY_PYTHON, "-c", script, *paths], capture_output=True, text=True, timeout=120)
+
+
+def _sky_validates(sky_python: str, paths: list[str]) -> None:
+    done = subprocess.run([sky_python, "-c", SKY_SCRIPT, *paths], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == f"ok {len(paths)}"
+
+
+def test_skypilot_itself_accepts_the_tasks(plan, sky_python):
+    _, sky, _ = plan
+    _sky_validates(sky_python, [str(p) for p in sky.glob("*.sky.yaml")])
+
+
+AGENT_SPEC = (
+    """
+name = "fleet"
+[[models]]
+uri = "builtin:identity"
+precisions = ["fp32"]
+"""
+    + "".join(
+        f'[[targets]]\nid = "{t}"\nmode = "local"\n'
+        for t in ("cpu-local", "l4", "l40s", "a100-sxm4-80gb", "h100-sxm", "inf2-xlarge")
+    )
+    + '[[targets]]\nid = "t4"\nmode = "project"\n'
+)
+ACCELERATORS = {"l4": "L4:1", "l40s": "L40S:1", "a100-sxm4-80gb": "A100-80GB:1", "h100-sxm": "H100:1",
+                "inf2-xlarge": "Inferentia2:1"}  # fmt: skip
+
+
+@pytest.fixture
+def agent_plan(tmp_path):
+    spec = tmp_path / "fleet.toml"
+    spec.write_text(AGENT_SPEC)
+    out = tmp_path / "plan"
+    args = ["plan", "cloud", str(spec), "--out", str(out), "--server", "https://bench.example.org/"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_agent_tasks_run_one_campaign_job_per_measured_target(agent_plan, sky_python):
+    out, output = agent_plan
+    assert sorted(p.name.split(".")[0] for p in out.glob("*.sky.yaml")) == sorted(ACCELERATORS)
+    assert "skipped: cpu-local:" in output and "t4" not in output  # projected targets are not jobs
+    for target_id, accelerator in ACCELERATORS.items():
+        task = yaml.safe_load((out / f"{target_id}.sky.yaml").read_text())
+        assert task["resources"]["accelerators"] == accelerator
+        assert (f"accelbench agent --once --server https://bench.example.org --target {target_id} "
+                "--work-dir ~/accelbench-work") in task["run"]  # fmt: skip
+        assert task["secrets"] == {"ACCELBENCH_TOKEN": None} and "file_mounts" not in task
+        _check(SCHEMAS["task"], task, target_id)
+    _sky_validates(sky_python, [str(p) for p in out.glob("*.sky.yaml")])
+
+
+def test_kubernetes_jobs_select_the_accelerator_and_read_the_token_from_a_secret(agent_plan):
+    out, _ = agent_plan
+    jobs = {p.name.split(".")[0]: yaml.safe_load(p.read_text()) for p in out.glob("*.k8s.yaml")}
+    assert sorted(jobs) == sorted(ACCELERATORS)
+    products = {"l4": "NVIDIA-L4", "l40s": "NVIDIA-L40S", "a100-sxm4-80gb": "NVIDIA-A100-SXM4-80GB",
+                "h100-sxm": "NVIDIA-H100-80GB-HBM3"}  # fmt: skip
+    for target_id, job in jobs.items():
+        assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+        pod = job["spec"]["template"]["spec"]
+        assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] == 0
+        (container,) = pod["containers"]
+        assert container["command"][:3] == ["accelbench", "agent", "--once"]
+        assert container["command"][container["command"].index("--target") + 1] == target_id
+        assert container["env"] == [{"name": "ACCELBENCH_TOKEN", "valueFrom": {
+            "secretKeyRef": {"name": "accelbench-runner", "key": "token"}}}]  # fmt: skip
+        if target_id == "inf2-xlarge":
+            assert container["resources"] == {"limits": {"aws.amazon.com/neuron": 1}}
+            assert "nodeSelector" not in pod
+        else:
+            assert pod["nodeSelector"] == {"nvidia.com/gpu.product": products[target_id]}
+            assert container["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+
+
+def test_server_must_be_a_url(tmp_path):
+    spec = tmp_path / "fleet.toml"
+    spec.write_text(AGENT_SPEC)
+    result = CliRunner().invoke(main, ["plan", "cloud", str(spec), "--server", "bench:8080"])
+    assert result.exit_code == 2 and "is not an http(s) URL" in result.output

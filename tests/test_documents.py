@@ -174,3 +174,16 @@ def test_export_command_writes_the_schemas(tmp_path):
         [sys.executable, "-m", "accelbench.documents", "--export", str(tmp_path)], check=True, cwd=ROOT
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.schema.json", "variant.schema.json"]
+
+
+def test_the_device_check_rebuilds_the_committed_h200_results(tmp_path):
+    committed = ROOT / "bench" / "results" / "h200" / "2026-11-30"
+    for name in ("summary.json", "probe.json"):
+        (tmp_path / name).write_text((committed / name).read_text())
+    cmd = [sys.executable, str(ROOT / "bench" / "device_check.py"), "--rebuild-results", str(tmp_path)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    for path in sorted((committed / "results").glob("*.json")):
+        rebuilt, original = (json.loads(p.read_text()) for p in (tmp_path / "results" / path.name, path))
+        for doc in (rebuilt, original):  # the method text names the interpreter's file, which has moved since
+            doc["provenance"].pop("method")
+        assert json.dumps(rebuilt, sort_keys=True) == json.dumps(original, sort_keys=True), path.name

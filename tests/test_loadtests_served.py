@@ -117,9 +117,9 @@ def test_a_wrong_expectation_is_caught_on_every_answer(triton, tmp_path):
     profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2,
                           input_data="zero", shapes=("X:2",))  # fmt: skip
     doc, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, manifest={"outputs": outputs})
-    step = doc["steps"][0]
-    assert step["errors"]["wrong_output"] == step["requests"] > 0
-    assert "dtype float32, expected float16" in step["last_error"]
+    step = doc.steps[0]
+    assert step.errors.wrong_output == step.requests > 0
+    assert "dtype float32, expected float16" in step.last_error
 
 
 def test_payloads_from_metadata_zero_random_and_file(tmp_path):

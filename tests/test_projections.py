@@ -230,3 +230,20 @@ def test_targets_show_lists_the_published_results_with_their_sources():
     assert "published results: 4" in shown.output and "mlcommons/inference_results_v3.1" in shown.output
     none = CliRunner().invoke(main, ["targets", "show", "l40s"])
     assert "published results: none (projections use the toolchain median)" in none.output
+
+
+def test_projection_check_prints_the_table_and_rejects_an_unknown_baseline():
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    script = str(root / "bench" / "projection_check.py")
+    ok = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0 and "worst ratio to a100-sxm4-80gb" in ok.stdout, ok.stderr
+    bad = subprocess.run(
+        [sys.executable, script, "--baseline", "nope"], capture_output=True, text=True, env=env
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown target 'nope'" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -319,3 +319,17 @@ def test_tensorrt_api_builds_an_engine_from_the_qdq_onnx(tmp_path):
     ort_tc.run_recipe("qdq-int8-symmetric", resolved.onnx_path, qdq, opts)
     version = trt_tc.build_engine(qdq, tmp_path / "model.plan", trt_tc.profile_shapes(card, L4), "int8")
     assert (tmp_path / "model.plan").stat().st_size > 0 and version
+
+
+def test_written_manifests_are_typed_documents_that_round_trip(cpu_variants, l4_variants):
+    from accelbench.documents import dump_json, load_manifest, to_dict
+    from accelbench.models.manifest import manifest_hash
+
+    paths = [p for out, _ in (cpu_variants, l4_variants) for p in sorted(out.glob("*/manifest.json"))]
+    assert len(paths) >= 3
+    for path in paths:
+        document = load_manifest(path)
+        assert dump_json(document) == path.read_text()  # byte for byte, so the hash still verifies
+        assert manifest_hash(to_dict(document)) == document.manifest_hash
+    l4 = load_manifest(l4_variants[0] / "resnet50__l4__int8" / "manifest.json")
+    assert l4.engine.status == "must-build-on-target" and l4.calibration.samples > 0 and l4.format == "onnx"

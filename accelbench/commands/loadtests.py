@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -78,13 +77,17 @@ def _progress_line(event: dict) -> str:
     )
 
 
-def _step_line(step: dict) -> str:
-    lat = step["latency_us"]
+def _step_line(step) -> str:
+    """One line per finished step (a ``documents.Step``)."""
+    from accelbench.documents import to_dict
+
+    lat = step.latency_us
+    errors = sum(to_dict(step.errors).values()) if step.errors else 0
     text = (
-        f"step {step['index']} {_offered(step['offered'])}: {step['throughput_rps']:.1f} req/s  "
-        f"p50 {lat['p50']} µs  p99 {lat['p99']} µs  errors {sum(step['errors'].values())}  {step['verdict']}"
+        f"step {step.index} {_offered(to_dict(step.offered))}: {step.throughput_rps:.1f} req/s  "
+        f"p50 {lat.p50 if lat else None} µs  p99 {lat.p99 if lat else None} µs  errors {errors}  {step.verdict}"
     )
-    return text + (f" ({'; '.join(step['reasons'])})" if step["reasons"] else "")
+    return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
 def register(group: click.Group) -> None:
@@ -143,10 +146,12 @@ def register(group: click.Group) -> None:
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(file_okay=False))
     @click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO.")
+    @click.option("--server-log", type=click.Path(dir_okay=False), default=None,
+                  help="Append the log of the tritonserver started for REPO here.")  # fmt: skip
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
     def loadtest(repo, url, grpc_url, model, manifest_path, card_uri, input_data, shapes, protocol, concurrency,
                  rate, batch_size, duration, max_duration, warmup, processes, master_bind, expect_workers,
-                 worker_timeout, check_every, seed, out_dir, tritonserver, json_mode) -> None:  # fmt: skip
+                 worker_timeout, check_every, seed, out_dir, tritonserver, server_log, json_mode) -> None:  # fmt: skip
         """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
         from accelbench.errors import BadInputError
         from accelbench.loadtests.api import loadtest as run
@@ -170,15 +175,17 @@ def register(group: click.Group) -> None:
                 live.start()
             doc, path = run(model=model, profile=profile, out_dir=out_dir, repo=repo, url=url, grpc_url=grpc_url,
                             manifest_path=manifest_path, card_uri=card_uri, tritonserver=tritonserver,
-                            command=command, on_event=on_event, master_bind=bind)  # fmt: skip
+                            command=command, on_event=on_event, master_bind=bind, server_log=server_log)  # fmt: skip
         finally:
             if live is not None:
                 live.stop()
         if json_mode:
-            click.echo(json.dumps(doc, indent=2, sort_keys=True))
+            from accelbench.documents import dump_json
+
+            click.echo(dump_json(doc), nl=False)
         else:
-            invalid = sum(1 for s in doc["steps"] if s["verdict"] != "VALID")
-            click.echo(f"{path}: {len(doc['steps'])} steps, {invalid} INVALID")
+            invalid = sum(1 for s in doc.steps if s.verdict != "VALID")
+            click.echo(f"{path}: {len(doc.steps)} steps, {invalid} INVALID")
 
     @group.command("loadtest-worker")
     @click.option("--master", required=True, help="The master's HOST:PORT (its --master-bind).")

@@ -134,11 +134,23 @@ def plan_group() -> None:
 @click.option(
     "--accelbench-spec", "pip_spec", default=None, help="pip requirement for accelbench on the host."
 )
+@click.option(
+    "--server",
+    default=None,
+    help="A results server running the campaign: tasks run `accelbench agent --once` against it, "
+    "and a Kubernetes Job per target is written too.",
+)
 @click.pass_context
 def plan_cloud_cmd(
-    ctx: click.Context, spec: str, out_dir: str, bucket: str | None, pip_spec: str | None
+    ctx: click.Context, spec: str, out_dir: str, bucket: str | None, pip_spec: str | None, server: str | None
 ) -> None:
-    """Write one SkyPilot task YAML per cloud target in SPEC (run each with `sky launch FILE`)."""
+    """Write one SkyPilot task YAML per cloud target in SPEC (run each with `sky launch FILE`).
+
+    With --server, one task (and one Kubernetes Job) per measured target of SPEC, each running the campaign
+    agent for its target; submit the campaign with `accelbench submit SPEC --server URL`.
+    """
+    if server and not server.startswith(("http://", "https://")):
+        raise click.BadParameter(f"{server!r} is not an http(s) URL", param_hint="--server")
     from accelbench.experiment.cloud import write_cloud_plan
     from accelbench.experiment.spec import load_spec
 
@@ -149,6 +161,7 @@ def plan_cloud_cmd(
         bucket=bucket,
         pip_spec=pip_spec,
         catalog_path=(ctx.obj or {}).get("catalog_path"),
+        server=server.rstrip("/") if server else None,
     )
     for path, why in written:
         click.echo(f"{path}" if why is None else f"skipped: {why}")

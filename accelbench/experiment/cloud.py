@@ -2,7 +2,9 @@
 
 Each task installs accelbench on a machine with that accelerator, runs ``accelbench run SPEC --target ID`` (the
 spec restricted to that target, measured there), and copies ``results/`` and ``report/`` into a bucket mounted
-at ``/accelbench-results/<target>/``. Gather the buckets' ``*/results`` folders and run ``accelbench report``
+at ``/accelbench-results/<target>/``. With ``server`` (a results service running campaigns) the task instead runs
+``accelbench agent --once --server URL --target ID``: the host takes its target's job from the campaign, pushes
+its results to the server and ends; the runner token comes from a SkyPilot secret (``--secret ACCELBENCH_TOKEN``). Gather the buckets' ``*/results`` folders and run ``accelbench report``
 over all of them to merge hosts. Jetson (edge) targets and the local CPU are not cloud machines: they are
 skipped with the reason, as are targets without a toolchain accelbench can drive (TPU).
 """
@@ -21,7 +23,11 @@ from accelbench.util import atomic_write_text
 SKY_ACCELERATORS = {
     "a100-sxm4-80gb": "A100-80GB", "a100-sxm4-40gb": "A100", "a100-pcie-40gb": "A100", "a100-pcie-80gb": "A100-80GB",
     "h100-sxm": "H100", "h100-pcie": "H100", "h200-sxm": "H200", "l4": "L4", "l40s": "L40S", "t4": "T4", "a10g": "A10G",
+    # inf2.xlarge carries one Inferentia2 chip (skypilot-catalog aws vms.csv: AcceleratorName Inferentia2, count 1)
+    "inf2-xlarge": "Inferentia2",
 }  # fmt: skip
+TOKEN_ENV = "ACCELBENCH_TOKEN"
+AGENT_WORK_DIR = "~/accelbench-work"
 SKY_CLOUDS = ("aws", "gcp", "azure")
 REMOTE_SPEC = "~/accelbench/spec.toml"
 RESULTS_MOUNT = "/accelbench-results"
@@ -59,6 +65,14 @@ def _setup(target: Any, pip_spec: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _run_agent(target_id: str, server: str) -> str:
+    return "\n".join([
+        "set -euo pipefail",
+        "source ~/accelbench-venv/bin/activate",
+        f"accelbench agent --once --server {server} --target {target_id} --work-dir {AGENT_WORK_DIR}",
+    ]) + "\n"  # fmt: skip
+
+
 def _run(target_id: str) -> str:
     return "\n".join([
         "set -euo pipefail",
@@ -75,12 +89,22 @@ def _default_pip_spec(target: Any) -> str:
 
 
 def task_for(spec: ExperimentSpec, spec_path: str | os.PathLike, target_id: str, catalog: Any,
-             bucket: str | None = None, pip_spec: str | None = None) -> dict[str, Any] | str:  # fmt: skip
+             bucket: str | None = None, pip_spec: str | None = None,
+             server: str | None = None) -> dict[str, Any] | str:  # fmt: skip
     """The SkyPilot task (as a dict) for one target, or the reason there is none."""
     target = catalog.get(target_id)
     resources = _resources(target)
     if isinstance(resources, str):
         return f"{target_id}: {resources}"
+    if server:  # the spec travels in the campaign, the results go to the server: no mounts needed
+        return {
+            "name": f"accelbench-agent-{_slug(target_id)}",
+            "resources": resources,
+            "envs": {"ACCELBENCH_TARGET": target_id},
+            "secrets": {TOKEN_ENV: None},  # given at launch: sky launch --secret ACCELBENCH_TOKEN
+            "setup": _setup(target, pip_spec or _default_pip_spec(target)),
+            "run": _run_agent(target_id, server),
+        }
     store = bucket or f"accelbench-{_slug(spec.name)}-results"
     mount: dict[str, Any] = (
         {"source": bucket, "mode": "MOUNT"} if bucket else {"name": store, "mode": "MOUNT"}
@@ -114,9 +138,12 @@ def _dumper() -> type:
 
 
 def write_cloud_plan(spec: ExperimentSpec, spec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
-                     bucket: str | None = None, pip_spec: str | None = None,
-                     catalog_path: str | None = None) -> list[tuple[Path | None, str | None]]:  # fmt: skip
-    """Write ``<out>/<target>.sky.yaml`` per cloud target; returns (path, None) or (None, why skipped)."""
+                     bucket: str | None = None, pip_spec: str | None = None, catalog_path: str | None = None,
+                     server: str | None = None) -> list[tuple[Path | None, str | None]]:  # fmt: skip
+    """Write ``<out>/<target>.sky.yaml`` per cloud target; returns (path, None) or (None, why skipped).
+
+    With ``server`` the tasks run the campaign agent, and a Kubernetes Job per target is written beside them.
+    """
     from accelbench.hardware.catalog import load_catalog
 
     catalog = load_catalog(catalog_path)
@@ -126,14 +153,22 @@ def write_cloud_plan(spec: ExperimentSpec, spec_path: str | os.PathLike, out_dir
     out = Path(out_dir)
     written: list[tuple[Path | None, str | None]] = []
     ids = [t.id for t in spec.targets if t.mode != "url"]  # a url target is already served somewhere
-    for target_id in ids + ([spec.baseline] if spec.baseline not in ids else []):
-        task = task_for(spec, spec_path, target_id, catalog, bucket, pip_spec)
+    ids += [spec.baseline] if spec.baseline not in ids else []
+    if server:  # a campaign queues a job per measured target only; projected ones stay projected
+        ids = [t.id for t in spec.targets if t.mode == "local"]
+    for target_id in ids:
+        task = task_for(spec, spec_path, target_id, catalog, bucket, pip_spec, server)
         if isinstance(task, str):
             written.append((None, task))
             continue
         path = out / f"{target_id}.sky.yaml"
+        secret = f" --secret {TOKEN_ENV}" if server else ""
         header = (f"# SkyPilot task written by accelbench {__version__} (`accelbench plan cloud`).\n"
-                  f"# Launch: sky launch -c {task['name']} {path.name}   (then: sky down {task['name']})\n")  # fmt: skip
+                  f"# Launch: sky launch -c {task['name']}{secret} {path.name}   (then: sky down {task['name']})\n")  # fmt: skip
         atomic_write_text(path, header + yaml.dump(task, Dumper=_Dumper, sort_keys=False, width=120))
         written.append((path, None))
+        if server:
+            from accelbench.experiment.kube import write_job
+
+            written.append((write_job(catalog.get(target_id), server, out, _Dumper), None))
     return written

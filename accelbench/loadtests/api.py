@@ -76,6 +76,7 @@ def loadtest(
     command: str = "",
     on_event: Callable[[dict[str, Any]], None] | None = None,
     master_bind: MasterBind | None = None,
+    server_log: str | os.PathLike | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
 
@@ -90,7 +91,9 @@ def loadtest(
     manifest = find_manifest(model, manifest_path, repo)
     card = model_card(manifest, card_uri)
     server_cm = (
-        LocalTriton(repo, tritonserver=tritonserver) if repo is not None else RemoteTriton(url, grpc_url)
+        LocalTriton(repo, tritonserver=tritonserver, log_path=server_log)
+        if repo is not None
+        else RemoteTriton(url, grpc_url)
     )
     with server_cm as triton:
         if hasattr(triton, "check_model"):

@@ -1,4 +1,4 @@
-"""The result document (schema ``accelbench.result/1``, docs/architecture.md §5): build, resume, write.
+"""The load test's result document (``ResultDocument``, accelbench/documents.py): build, resume, write.
 
 The file is rewritten atomically after every step, so an interrupted run keeps what it finished. A rerun
 with the same ``provenance.manifest_hash`` and ``load_profile`` continues after the finished steps; a step
@@ -11,14 +11,27 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import (
+    RESULT_SCHEMA,
+    Accuracy,
+    LoadProfile,
+    Provenance,
+    ResultDocument,
+    ServerInfo,
+    Step,
+    dump_json,
+    load_result,
+    to_dict,
+)
 from accelbench.errors import BadInputError
-from accelbench.util import atomic_write_json, utc_now_iso
+from accelbench.util import atomic_write_text, utc_now_iso
 
-SCHEMA = "accelbench.result/1"
+SCHEMA = RESULT_SCHEMA
 _PACKAGES = ("accelbench", "locust", "tritonclient", "hdrhistogram", "gevent", "grpcio", "numpy", "psutil")
 
 
@@ -51,76 +64,80 @@ def new_document(
     *,
     model: str,
     variant: str,
-    manifest: dict[str, Any] | None,
+    manifest: Mapping[str, Any] | None,
     load_profile: dict[str, Any],
     server: dict[str, Any],
     repository_config: str = "",
     command: str = "",
     profile_label: str,
-) -> dict[str, Any]:
+) -> ResultDocument:
     """An empty document (no steps yet) with the provenance of this run."""
     manifest = manifest or {}
     accuracy = manifest.get("accuracy") or {}
-    return {
-        "schema": SCHEMA,
-        "run_id": run_id(variant, profile_label),
-        "origin": "accelbench-loadtest",
-        "model": manifest.get("model", model),
-        "variant": variant,
-        "target": manifest.get("target"),
-        "precision": manifest.get("precision"),
-        "batch_size": load_profile["batch_size"],
-        "accuracy": {k: accuracy.get(k) for k in ("metric", "value", "verdict")} if accuracy else None,
-        "graph_cost": manifest.get("graph_cost"),
-        "provenance": {
-            "host": host_probe(),
-            "packages": package_versions(),
-            "manifest_hash": manifest.get("manifest_hash", ""),
-            "repository_config": repository_config,
-            "server": server,
-            "created_at": utc_now_iso(),
-            "command": command,
-        },
-        "load_profile": load_profile,
-        "steps": [],
-        "complete": False,
-    }
+    return ResultDocument(
+        run_id=run_id(variant, profile_label),
+        origin="accelbench-loadtest",
+        model=manifest.get("model", model),
+        variant=variant,
+        target=manifest.get("target"),
+        precision=manifest.get("precision"),
+        batch_size=load_profile["batch_size"],
+        # the result keeps the verdict and its figure; the manifest has the rest
+        accuracy=Accuracy(
+            metric=accuracy.get("metric"), value=accuracy.get("value"), verdict=accuracy.get("verdict")
+        )
+        if accuracy
+        else None,
+        graph_cost=manifest.get("graph_cost"),
+        provenance=Provenance(
+            host=host_probe(),
+            packages=package_versions(),
+            manifest_hash=manifest.get("manifest_hash", ""),
+            repository_config=repository_config,
+            server=ServerInfo.model_validate(server),
+            created_at=utc_now_iso(),
+            command=command,
+        ),
+        load_profile=LoadProfile.model_validate(load_profile),
+        steps=[],
+        complete=False,
+    )
 
 
-def load_document(path: str | os.PathLike) -> dict[str, Any] | None:
+def load_document(path: str | os.PathLike) -> ResultDocument | None:
     """The document at ``path``, or None when there is none; BadInputError when it is not ours."""
     path = Path(path)
     if not path.is_file():
         return None
     try:
-        doc = json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise BadInputError(f"{path}: not a readable result document ({err})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise BadInputError(f"{path}: schema is not {SCHEMA}")
-    return doc
+    return load_result(data, str(path))
 
 
-def resumable(doc: dict[str, Any] | None, manifest_hash: str, load_profile: dict[str, Any]) -> bool:
+def resumable(doc: ResultDocument | None, manifest_hash: str, load_profile: dict[str, Any]) -> bool:
     """True when ``doc`` measured the same variant under the same load profile."""
     return bool(
         doc
-        and doc["provenance"].get("manifest_hash", "") == manifest_hash
-        and doc.get("load_profile") == load_profile
+        and (doc.provenance.manifest_hash or "") == manifest_hash
+        and to_dict(doc.load_profile) == load_profile
     )
 
 
-def finished_steps(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def finished_steps(doc: ResultDocument) -> list[Step]:
     """Steps that ran to their end (VALID or INVALID); a step cut short is measured again."""
-    return [s for s in doc.get("steps", []) if not s.get("aborted")]
+    return [s for s in doc.steps if not s.aborted]
 
 
-def save(doc: dict[str, Any], path: str | os.PathLike) -> None:
-    doc["steps"].sort(key=lambda s: s["index"])
-    atomic_write_json(path, doc)
+def save(doc: ResultDocument, path: str | os.PathLike) -> None:
+    doc.steps = sorted(doc.steps, key=lambda s: s.index)
+    atomic_write_text(path, dump_json(doc))
 
 
-def put_step(doc: dict[str, Any], step: dict[str, Any], path: str | os.PathLike) -> None:
-    """Record ``step`` (replacing an earlier attempt at the same index) and rewrite the file."""
-    doc["steps"] = [s for s in doc["steps"] if s["index"] != step["index"]] + [step]
+def put_step(doc: ResultDocument, step: Step | Mapping[str, Any], path: str | os.PathLike) -> Step:
+    """Record ``step`` (replacing an earlier attempt at the same index), rewrite the file; the typed step."""
+    step = step if isinstance(step, Step) else Step.model_validate(step)
+    doc.steps = [s for s in doc.steps if s.index != step.index] + [step]
     save(doc, path)
+    return step

@@ -8,55 +8,37 @@ One variant folder per (model, target, precision), see docs/architecture.md §3:
 ``write_manifest`` fills in ``files`` (sha256 of every other file in the folder), ``created_at`` and
 ``manifest_hash`` (sha256 of the manifest without ``created_at`` and ``manifest_hash``), validates, and writes
 atomically. ``read_manifest`` validates and returns a :class:`Manifest` (a dict that also allows attribute access).
+The schema itself is ``documents.VariantManifest``; a manifest read and written again is byte-identical.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import (
+    VARIANT_SCHEMA,
+    VariantManifest,
+    dump_json,
+    load_manifest,
+    read_json,
+    to_dict,
+)
 from accelbench.errors import BadInputError
-from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
+from accelbench.util import atomic_write_text, sha256_file, sha256_json, utc_now_iso
 
-SCHEMA = "accelbench.variant/1"
+SCHEMA = VARIANT_SCHEMA
 MANIFEST_FILE = "manifest.json"
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
-FORMATS = ("onnx", "tensorrt-plan", "neuron")
-VERDICTS = ("PASS", "FAIL", "NOT_RUN")
-ENGINE_STATUSES = ("built", "must-build-on-target")
-
-# field -> accepted python types (None means JSON null is allowed)
-_FIELDS: dict[str, tuple] = {
-    "schema": (str,),
-    "name": (str,),
-    "model": (str,),
-    "card": (dict,),
-    "source": (dict,),
-    "target": (str,),
-    "precision": (str,),
-    "recipe": (str,),
-    "format": (str,),
-    "model_file": (str,),
-    "toolchain": (dict,),
-    "inputs": (list,),
-    "outputs": (list,),
-    "calibration": (dict, type(None)),
-    "accuracy": (dict, type(None)),
-    "graph_cost": (dict, type(None)),
-    "engine": (dict, type(None)),
-    "files": (dict,),
-    "created_at": (str,),
-    "manifest_hash": (str,),
-}
 _UNHASHED = ("created_at", "manifest_hash")
-ATTEMPT_OUTCOMES = ("ok", "failed")
 
 
 class Manifest(dict):
-    """A validated manifest: a plain dict (JSON-ready) that also reads as attributes (``m.precision``)."""
+    """A validated manifest: a plain dict (JSON-ready) that also reads as attributes (``m.precision``).
+
+    The typed form is ``document`` (a ``documents.VariantManifest``); the dict is exactly its JSON content.
+    """
 
     def __getattr__(self, key: str) -> Any:
         try:
@@ -64,10 +46,18 @@ class Manifest(dict):
         except KeyError as err:
             raise AttributeError(key) from err
 
+    @classmethod
+    def of(cls, document: VariantManifest) -> Manifest:
+        return cls(to_dict(document))
+
+    @property
+    def document(self) -> VariantManifest:
+        return VariantManifest.model_validate(dict(self))
+
     @property
     def verdict(self) -> str:
         """The accuracy verdict, NOT_RUN when no accuracy block was written."""
-        return (self.get("accuracy") or {}).get("verdict", "NOT_RUN")
+        return (self.get("accuracy") or {}).get("verdict") or "NOT_RUN"
 
 
 def variant_name(model: str, target: str, precision: str) -> str:
@@ -100,9 +90,9 @@ def write_manifest(variant_dir: str | os.PathLike, manifest: Mapping[str, Any]) 
     data["files"] = hash_files(root)
     data["manifest_hash"] = manifest_hash(data)
     data["created_at"] = data.get("created_at") or utc_now_iso()
-    validate_manifest(data, root / MANIFEST_FILE)
-    atomic_write_json(root / MANIFEST_FILE, data)
-    return Manifest(data)
+    document = load_manifest(data, str(root / MANIFEST_FILE))
+    atomic_write_text(root / MANIFEST_FILE, dump_json(document))
+    return Manifest.of(document)
 
 
 def read_manifest(variant_dir: str | os.PathLike) -> Manifest:
@@ -112,59 +102,12 @@ def read_manifest(variant_dir: str | os.PathLike) -> Manifest:
         path = path / MANIFEST_FILE
     if not path.is_file():
         raise BadInputError(f"{path}: no variant manifest here (run `accelbench quantize` first)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BadInputError(f"{path}: not valid JSON ({err})") from None
-    validate_manifest(data, path)
-    return Manifest(data)
+    return Manifest.of(load_manifest(read_json(path), str(path)))
 
 
 def validate_manifest(data: Any, path: str | os.PathLike = MANIFEST_FILE) -> None:
     """Raise BadInputError naming the file and the first bad field."""
-
-    def bad(field: str, why: str) -> BadInputError:
-        return BadInputError(f"{path}: field '{field}' {why}")
-
-    if not isinstance(data, dict):
-        raise BadInputError(f"{path}: a manifest must be a JSON object")
-    if data.get("schema") != SCHEMA:
-        raise bad("schema", f"must be '{SCHEMA}', got {data.get('schema')!r}")
-    for field, types in _FIELDS.items():
-        if field not in data:
-            raise bad(field, "is missing")
-        if not isinstance(data[field], types):
-            names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise bad(field, f"must be {names}, got {type(data[field]).__name__}")
-    _check_attempts(data, path)
-    _check_choice(data["precision"], PRECISIONS, path, "precision")
-    _check_choice(data["format"], FORMATS, path, "format")
-    for side in ("inputs", "outputs"):
-        for i, spec in enumerate(data[side]):
-            if not (isinstance(spec, dict) and {"name", "dtype", "shape"} <= spec.keys()):
-                raise bad(f"{side}[{i}]", "must have name, dtype and shape")
-    if data["accuracy"] is not None:
-        _check_choice(data["accuracy"].get("verdict"), VERDICTS, path, "accuracy.verdict")
-    if data["engine"] is not None:
-        _check_choice(data["engine"].get("status"), ENGINE_STATUSES, path, "engine.status")
-    if "sha256" not in data["source"] or "uri" not in data["source"]:
-        raise bad("source", "must have uri and sha256")
-
-
-def _check_attempts(data: dict[str, Any], path: str | os.PathLike) -> None:
-    """``attempts`` (optional): the recipes tried, each with recipe, outcome (ok | failed) and reason."""
-    attempts = data.get("attempts", [])
-    if not isinstance(attempts, list):
-        raise BadInputError(f"{path}: field 'attempts' must be list, got {type(attempts).__name__}")
-    for i, attempt in enumerate(attempts):
-        if not (isinstance(attempt, dict) and {"recipe", "outcome", "reason"} <= attempt.keys()):
-            raise BadInputError(f"{path}: field 'attempts[{i}]' must have recipe, outcome and reason")
-        _check_choice(attempt["outcome"], ATTEMPT_OUTCOMES, path, f"attempts[{i}].outcome")
-
-
-def _check_choice(value: Any, allowed: tuple[str, ...], path: str | os.PathLike, field: str) -> None:
-    if value not in allowed:
-        raise BadInputError(f"{path}: field '{field}' must be one of {', '.join(allowed)}; got {value!r}")
+    load_manifest(data, str(path))
 
 
 def verify_files(variant_dir: str | os.PathLike, manifest: Mapping[str, Any] | None = None) -> list[str]:

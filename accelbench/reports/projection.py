@@ -2,8 +2,8 @@
 
 The roofline gives a latency lower bound and a throughput upper bound for a batch; real serving reaches
 a fraction of it (the efficiency). That fraction comes, in order of preference, from the
-target's published results (``accelbench.reports.efficiency``: a fit of achieved ÷ roofline on intensity,
-scaled by a measured target of the same toolchain when the report has one), from its toolchain's published
+target's published results (``accelbench.reports.efficiency``: the fraction of peak they reached, fitted
+on batch, scaled by a measured target of the same toolchain when the report has one), from its toolchain's published
 median, from measured targets of the same toolchain (measured inferences/s ÷ roofline bound at the batch the
 server ran, median over the steps that met the SLO), or else an assumed default that the report labels as such.
 """
@@ -146,7 +146,7 @@ class Projection:
     intensity_flop_per_byte: float | None
     precision_used: str | None
     reason: str
-    efficiency: float | None = None  # at the chosen batch's intensity
+    efficiency: float | None = None  # achieved ÷ roofline bound at the chosen batch
     efficiency_low: float | None = None  # the efficiency model's spread: a projected range, not a measurement
     efficiency_high: float | None = None
     capacity_low_ips: float | None = None

@@ -118,9 +118,9 @@ def get_history(
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
     options: Annotated[Any, Depends(views.report_options)],
-    model: Annotated[str, Query(max_length=200)],
-    target: Annotated[str, Query(max_length=100)],
-    precision: Annotated[str, Query(max_length=20)],
+    model: Annotated[str, Query(min_length=1, max_length=200)],
+    target: Annotated[str, Query(min_length=1, max_length=100)],
+    precision: Annotated[str, Query(min_length=1, max_length=20)],
 ) -> dict[str, Any]:
     """Every stored run of one (model, target, precision), oldest first, flagged when it moved more than
     the run-to-run spread from the run before."""

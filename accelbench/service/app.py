@@ -54,4 +54,6 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
 
 def extra_routers() -> list[Any]:
     """Routers of later service modules; each is imported here so the server composes them in one place."""
-    return []
+    from accelbench.service import campaign_pages, campaigns
+
+    return [campaigns.router, campaign_pages.router]

@@ -30,7 +30,9 @@ def history(
             data = build_report(documents([row]), catalog, options)
         except BadInputError as err:
             raise ApiError(422, str(err)) from None
-        measured = next(r for r in data.rows if r["target"] == target and r["status"] == "measured")
+        measured = next((r for r in data.rows if r["target"] == target and r["status"] == "measured"), None)
+        if measured is None:  # cannot happen for a stored row of this target; never a 500 if it does
+            continue
         point = {
             **queries.summary(row),
             "capacity_rps": measured["capacity_rps"], "latency_us": measured["latency_us"],
@@ -38,7 +40,7 @@ def history(
             "reason": measured["reason"], "change": None,
         }  # fmt: skip
         if previous is not None:
-            change = next(c for c in compare_rows(previous, data) if c["target"] == target)
+            change = next((c for c in compare_rows(previous, data) if c["target"] == target), {})
             point["change"] = {k: change.get(k) for k in ("capacity_change", "latency_change", "spread",
                                                            "spread_measured", "regression", "flags")}  # fmt: skip
         points.append(point)

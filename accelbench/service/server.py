@@ -15,6 +15,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_lev
     from accelbench.service import db
     from accelbench.service.app import create_app
 
+    _check_bindable(host, port)
     engine = db.open_database(settings.db_url)
     app = create_app(settings, engine=engine)
     print(f"accelbench server: database {db.describe(settings.db_url)}", file=sys.stderr, flush=True)
@@ -29,3 +30,18 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_lev
         raise ServerError(
             f"cannot listen on {host}:{port} (in use, or not an address of this host)"
         ) from None
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Fail with one line before printing anything when the port is taken (uvicorn would log and exit)."""
+    import socket
+
+    from accelbench.errors import ServerError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            raise ServerError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None

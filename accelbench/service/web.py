@@ -62,7 +62,7 @@ def _report_body(html: str) -> tuple[Markup, Markup]:
 
 @router.get("/report", response_class=HTMLResponse)
 def report_page(request: Request, session: Session, _who: Reader, options: Options,
-                model: Annotated[str, Query(max_length=200)]) -> HTMLResponse:  # fmt: skip
+                model: Annotated[str, Query(min_length=1, max_length=200)]) -> HTMLResponse:  # fmt: skip
     """One model's report with SLO, percentile, price-basis and baseline controls (a GET form)."""
     rendered = views.render(session, request.app.state.catalog, options, model, formats=("html",))
     style, body = _report_body(rendered.outputs["report.html"].decode("utf-8"))
@@ -90,8 +90,9 @@ def result_page(request: Request, content_hash: str, session: Session, _who: Rea
 
 @router.get("/history", response_class=HTMLResponse)
 def history_page(request: Request, session: Session, _who: Reader, options: Options,
-                 model: Annotated[str, Query(max_length=200)], target: Annotated[str, Query(max_length=100)],
-                 precision: Annotated[str, Query(max_length=20)]) -> HTMLResponse:  # fmt: skip
+                 model: Annotated[str, Query(min_length=1, max_length=200)],
+                 target: Annotated[str, Query(min_length=1, max_length=100)],
+                 precision: Annotated[str, Query(min_length=1, max_length=20)]) -> HTMLResponse:  # fmt: skip
     """Every run of one (model, target, precision) at the SLO, with a trend plot flagging big moves."""
     from accelbench.reports.capacity import percentile_key
     from accelbench.reports.plots import trend_chart
@@ -131,10 +132,18 @@ def logout() -> Response:
     return response
 
 
-def page_error(request: Request, err: ApiError) -> HTMLResponse | None:
-    """A browser asking for a page gets a readable page for an error; API clients keep the JSON line."""
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    return Response(status_code=204)  # browsers ask for it; there is none, and a 404 is console noise
+
+
+def page_error(request: Request, err: ApiError) -> Response | None:
+    """A browser asking for a page gets a readable page for an error (the login form for a missing token);
+    API clients keep the JSON line."""
     if request.url.path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
         return None
+    if err.status == 401 and request.method == "GET":
+        return RedirectResponse("/login", status_code=303)
     page = _page(request, "error.html", status=err.status, message=err.message)
     page.status_code = err.status
     return page

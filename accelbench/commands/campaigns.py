@@ -1,0 +1,107 @@
+"""CLI commands for campaigns: ``submit`` a spec to a results server, run an ``agent`` that works its jobs.
+
+Thin: parse options, call ``accelbench.service.agent`` (httpx only; the agent needs no database or FastAPI).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import click
+
+_TOKEN_HELP = "API token (also ACCELBENCH_TOKEN)."
+
+
+def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
+    from accelbench.service.jobs import parse_labels
+
+    try:
+        return parse_labels(pairs)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--label") from None
+
+
+@click.command("agent")
+@click.option("--server", required=True, help="The results server, e.g. https://bench.example.org")
+@click.option("--target", "target_id", required=True, help="The catalog id this host measures as.")
+@click.option(
+    "--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label jobs may ask for (repeat)."
+)
+@click.option("--once", is_flag=True, help="Take one job, run it, and exit (ephemeral cloud hosts).")
+@click.option("--work-dir", type=click.Path(file_okay=False), default="accelbench-agent", show_default=True,
+              help="Where jobs run (variants, results, logs), one folder per job.")  # fmt: skip
+@click.option("--name", default="", help="Runner name shown on the runners page [default: HOST-TARGET].")
+@click.option("--token", envvar="ACCELBENCH_TOKEN", default=None, help="Runner-scoped " + _TOKEN_HELP)
+@click.option("--quiet", is_flag=True, help="No pipeline progress lines; only one line per job.")
+@click.pass_context
+def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str, ...], once: bool,
+              work_dir: str, name: str, token: str | None, quiet: bool) -> None:  # fmt: skip
+    """Long-poll SERVER for jobs of --target and run each (quantize, serve, sweep), pushing results.
+
+    SIGTERM or Ctrl-C: the running step finishes, what it measured is pushed, and the job goes back to the queue.
+    """
+    from accelbench.service.agent import AgentConfig, run_agent
+
+    cfg = AgentConfig(server=server, target=target_id, token=token, labels=_labels(labels), once=once,
+                      work_dir=Path(work_dir), name=name, catalog_path=(ctx.obj or {}).get("catalog_path"),
+                      quiet=quiet)  # fmt: skip
+    stop = threading.Event()
+    # both signals: finish the running step, push it, release the job (restored after: tests call this in-process)
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        outcomes = run_agent(cfg, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    click.echo(json.dumps(outcomes, sort_keys=True))
+
+
+@click.command("submit")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--server", required=True, help="The results server, e.g. http://127.0.0.1:8080")
+@click.option("--token", envvar="ACCELBENCH_TOKEN", default=None, help="Admin-scoped " + _TOKEN_HELP)
+@click.option("--lease-s", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
+              help="A job whose agent sends no heartbeat for this long goes back to the queue.")  # fmt: skip
+@click.option("--max-attempts", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label every job asks for.")
+@click.option("--wait", is_flag=True, help="Wait until every job finished; exit 1 unless all are done.")
+@click.pass_context
+def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, lease_s: float, max_attempts: int,
+               labels: tuple[str, ...], wait: bool) -> None:  # fmt: skip
+    """Turn SPEC into a campaign on SERVER: one job per measured target; prints the campaign's page."""
+    from accelbench.errors import BadInputError
+    from accelbench.experiment.spec import load_spec
+    from accelbench.service.agent import Api
+
+    load_spec(spec)  # a bad spec is one line here, before anything is sent
+    try:
+        text = Path(spec).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInputError(f"{spec}: cannot read the spec: {err}") from None
+    api = Api(server, token, retry_s=10.0)
+    try:
+        body = {"spec": text, "lease_s": lease_s, "max_attempts": max_attempts, "labels": _labels(labels)}
+        campaign = api.call("POST", "/campaigns", body)
+        click.echo(f"campaign {campaign['id']}: {len(campaign['jobs'])} job(s) "
+                   f"({', '.join(j['target'] for j in campaign['jobs'])}); {api.url}{campaign['url']}")  # fmt: skip
+        if wait:
+            while campaign["status"] in ("queued", "running"):
+                time.sleep(2.0)
+                campaign = api.call("GET", f"/campaigns/{campaign['id']}", None)
+            for job in campaign["jobs"]:
+                click.echo(
+                    f"  {job['target']}: {job['status']}" + (f" ({job['reason']})" if job["reason"] else "")
+                )
+            ctx.exit(0 if campaign["status"] == "done" else 1)
+    finally:
+        api.close()
+
+
+def register(group: click.Group) -> None:
+    """Add the campaign commands to the top-level group."""
+    for command in (agent_cmd, submit_cmd):
+        group.add_command(command)

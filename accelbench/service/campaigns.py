@@ -1,0 +1,394 @@
+"""The campaign and queue API under /api/v1: submit campaigns, register runners, claim and work jobs.
+
+What an agent does, in order (every call with a ``runner`` token)::
+
+    POST /api/v1/runners                      register (name, target, labels, host probe) → runner id
+    POST /api/v1/jobs/claim                   long-poll for a job of its target → job, spec, partial documents
+    POST /api/v1/jobs/{id}/heartbeat          every lease/3 seconds: extends the lease, carries the log tail
+    PUT  /api/v1/jobs/{id}/documents          the partial result document after each step (resume point)
+    POST /api/v1/jobs/{id}/results            each finished sweep (stored once, by content hash)
+    POST /api/v1/jobs/{id}/done | fail | release
+
+A call about a job the runner no longer holds (its lease expired and the job went to another agent) is 409,
+and the agent drops the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, BaseModel, Field
+
+from accelbench.service import jobs, queue
+from accelbench.service.auth import Principal, require
+from accelbench.service.deps import get_session
+from accelbench.service.errors import ApiError
+
+router = APIRouter(prefix="/api/v1")
+MAX_WAIT_S = 60.0  # a long poll answers within this; GitHub's runners hold ~50 s
+POLL_S = 0.5
+MAX_ID = 2**31 - 1  # ids are 32-bit integer columns: a larger one is a 422, not a database error
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL; refuse it in what is stored as text
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+Labels = dict[Annotated[Text, Field(min_length=1, max_length=100)], Annotated[Text, Field(max_length=200)]]
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+PathId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+class CampaignIn(BaseModel):
+    spec: Text = Field(max_length=200_000, description="The experiment spec, TOML text (accelbench init)")
+    lease_s: float = Field(jobs.DEFAULT_LEASE_S, gt=0, le=86400, description="lease per heartbeat, seconds")
+    max_attempts: int = Field(jobs.DEFAULT_MAX_ATTEMPTS, ge=1, le=100)
+    labels: Labels = Field(
+        default_factory=dict, max_length=50, description="labels every job asks its runner for"
+    )
+
+
+class RunnerIn(BaseModel):
+    name: Text = Field(min_length=1, max_length=200)
+    target: Text = Field(min_length=1, max_length=100)
+    labels: Labels = Field(default_factory=dict, max_length=50)
+    probe: dict[str, Any] = Field(default_factory=dict, description="accelbench.hardware.probe.probe_host()")
+    version: Text = Field("", max_length=40)
+
+
+class ClaimIn(BaseModel):
+    runner_id: Id
+    wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)
+
+
+class JobCall(BaseModel):
+    runner_id: Id
+    attempt: int = Field(ge=0, le=MAX_ID)
+    log_tail: str = Field("", max_length=100_000)
+    reason: str | None = Field(None, max_length=10_000)
+
+
+def parse_campaign_spec(text: str, catalog: Any) -> Any:
+    """The spec, validated against the catalog, with at least one target to queue; ApiError 422 otherwise."""
+    from accelbench.errors import BadInputError
+    from accelbench.experiment.spec import check_against_catalog, parse_spec
+
+    try:
+        spec = parse_spec(text, "spec")
+        check_against_catalog(spec, catalog)
+    except BadInputError as err:
+        raise ApiError(422, f"field {err}") from None
+    if not spec.measured_targets:
+        raise ApiError(422, "field spec: no measured target (mode 'local' or 'url') to queue a job for")
+    return spec
+
+
+def campaign_json(session: Any, campaign: Any) -> dict[str, Any]:
+    job_rows = queue.campaign_jobs(session, campaign.id)
+    names = queue.runner_names(session, {j.runner_id for j in job_rows if j.runner_id})
+    summary = jobs.summarize([j.status for j in job_rows])
+    return {
+        "id": campaign.id, "name": campaign.name, "status": summary.status, "counts": dict(summary.counts),
+        "projected": campaign.projected, "created_by": campaign.created_by,
+        "created_at": _iso(campaign.created_at), "url": f"/campaigns/{campaign.id}",
+        "results": [r.content_hash for r in queue.campaign_result_rows(session, campaign.id)],
+        "jobs": [job_json(j, names.get(j.runner_id)) for j in job_rows],
+    }  # fmt: skip
+
+
+def job_json(job: Any, runner: str | None) -> dict[str, Any]:
+    return {
+        "id": job.id, "target": job.target, "labels": job.labels, "status": job.status, "runner": runner,
+        "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
+        "heartbeat_at": _iso(job.heartbeat_at), "lease_until": _iso(job.lease_until),
+        "finished_at": _iso(job.finished_at), "reason": job.reason, "log_tail": job.log_tail,
+        "history": job.history,
+    }  # fmt: skip
+
+
+def _iso(value: Any) -> str | None:
+    from accelbench.service.models import aware
+
+    value = aware(value)
+    return value.isoformat() if value is not None else None
+
+
+def _campaign(session: Any, campaign_id: int) -> Any:
+    from accelbench.service.campaign_models import Campaign
+
+    campaign = session.get(Campaign, campaign_id)
+    if campaign is None:
+        raise ApiError(404, f"no campaign {campaign_id}")
+    return campaign
+
+
+@router.post("/campaigns", tags=["campaigns"], status_code=201)
+def post_campaign(
+    body: CampaignIn,
+    request: Request,
+    session: Annotated[Any, Depends(get_session)],
+    who: Annotated[Principal, Depends(require("admin"))],
+) -> JSONResponse:
+    """Queue one job per measured target of the spec; projected targets are computed by the report."""
+    spec = parse_campaign_spec(body.spec, request.app.state.catalog)
+    campaign = queue.create_campaign(session, spec, body.spec, created_by=who.name, lease_s=body.lease_s,
+                                     max_attempts=body.max_attempts, labels=body.labels)  # fmt: skip
+    return JSONResponse(campaign_json(session, campaign), status_code=201)
+
+
+@router.get("/campaigns", tags=["campaigns"])
+def list_campaigns(
+    session: Annotated[Any, Depends(get_session)], _who: Annotated[Principal, Depends(require("read"))]
+) -> dict[str, Any]:
+    import sqlalchemy as sa
+
+    from accelbench.service.campaign_models import Campaign
+
+    queue.reap_expired(session)
+    rows = session.execute(sa.select(Campaign).order_by(Campaign.id.desc()).limit(200)).scalars()
+    return {"campaigns": [campaign_json(session, c) for c in rows]}
+
+
+@router.get("/campaigns/{campaign_id}", tags=["campaigns"])
+def get_campaign(
+    campaign_id: PathId,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
+) -> dict[str, Any]:
+    """Every job of the campaign (status, runner, attempts, last heartbeat, log tail) and its results."""
+    queue.reap_expired(session)
+    return campaign_json(session, _campaign(session, campaign_id))
+
+
+@router.get("/campaigns/{campaign_id}/report", tags=["campaigns"])
+def get_campaign_report(
+    campaign_id: PathId,
+    request: Request,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
+) -> Any:
+    """The campaign's report with its spec's SLO, prices, baseline and projected targets (the same JSON as
+    ``accelbench report --json`` over the campaign's results)."""
+    from fastapi.responses import Response
+
+    from accelbench.service.campaign_pages import campaign_report
+
+    rendered = campaign_report(session, request.app.state.catalog, campaign_id)
+    return Response(rendered.json_text, media_type="application/json")
+
+
+@router.post("/runners", tags=["runners"])
+def post_runner(
+    body: RunnerIn,
+    request: Request,
+    session: Annotated[Any, Depends(get_session)],
+    who: Annotated[Principal, Depends(require("runner"))],
+) -> dict[str, Any]:
+    """Register (or refresh) an agent; the id it gets is what it claims jobs with."""
+    from accelbench.errors import BadInputError
+
+    try:
+        request.app.state.catalog.get(body.target)
+    except BadInputError as err:
+        raise ApiError(422, f"field target: {err}") from None
+    try:
+        runner = queue.register_runner(session, name=body.name, target=body.target, labels=body.labels,
+                                       probe=body.probe, version=body.version, token_name=who.name)  # fmt: skip
+    except queue.JobLost as err:
+        raise ApiError(409, str(err)) from None
+    return {"id": runner.id, "name": runner.name}
+
+
+@router.get("/runners", tags=["runners"])
+def list_runners(
+    session: Annotated[Any, Depends(get_session)], _who: Annotated[Principal, Depends(require("read"))]
+) -> dict[str, Any]:
+    from accelbench.service.campaign_pages import runner_rows
+
+    return {"runners": runner_rows(session)}
+
+
+def _runner(session: Any, runner_id: int) -> Any:
+    from accelbench.service.campaign_models import Runner
+
+    runner = session.get(Runner, runner_id)
+    if runner is None:
+        raise ApiError(404, f"no runner {runner_id}: register first (POST /api/v1/runners)")
+    return runner
+
+
+@router.post("/jobs/claim", tags=["jobs"], responses={204: {"description": "no job within wait_s"}})
+async def claim_job(
+    body: ClaimIn, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+) -> Any:
+    """Long-poll: the oldest queued job for the runner's target and labels, or 204 after ``wait_s``."""
+    from fastapi.responses import Response
+
+    sessions, engine = request.app.state.sessions, request.app.state.engine
+
+    def attempt() -> dict[str, Any] | None:
+        with sessions() as session:
+            runner = _runner(session, body.runner_id)
+            queue.touch_runner(session, runner.id)
+            queue.reap_expired(session)
+            job_id = queue.claim(engine, runner.id, runner.target, dict(runner.labels or {}))
+            if job_id is None:
+                return None
+            return _claimed(session, job_id)
+
+    deadline = time.monotonic() + body.wait_s
+    while True:
+        found = await run_in_threadpool(attempt)
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline or await request.is_disconnected():
+            return Response(status_code=204)
+        await asyncio.sleep(POLL_S)
+
+
+def _claimed(session: Any, job_id: int) -> dict[str, Any]:
+    from accelbench.service.campaign_models import Campaign, Job
+
+    job = session.get(Job, job_id)
+    campaign = session.get(Campaign, job.campaign_id)
+    return {**job_json(job, None), "campaign_id": campaign.id, "campaign": campaign.name, "spec": campaign.spec,
+            "attempt": job.attempts, "documents": queue.documents(session, job.id)}  # fmt: skip
+
+
+def _owned(session: Any, job_id: int, call: JobCall) -> Any:
+    try:
+        return queue.owned_job(session, job_id, call.runner_id, call.attempt)
+    except LookupError as err:
+        raise ApiError(404, str(err)) from None
+    except queue.JobLost as err:
+        raise ApiError(409, str(err)) from None
+
+
+@router.post("/jobs/{job_id}/heartbeat", tags=["jobs"])
+def job_heartbeat(
+    job_id: PathId,
+    call: JobCall,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("runner"))],
+) -> dict[str, Any]:
+    """Extend the lease; 409 when the lease already expired and the job was requeued."""
+    queue.reap_expired(session)
+    until = queue.heartbeat(session, _owned(session, job_id, call), call.log_tail)
+    return {"lease_until": _iso(until)}
+
+
+@router.get("/jobs/{job_id}/documents", tags=["jobs"])
+def get_job_documents(
+    job_id: PathId,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
+) -> dict[str, Any]:
+    """The partial result documents pushed for a job so far (what a requeued attempt resumes from)."""
+    return {"documents": queue.documents(session, job_id)}
+
+
+@router.put("/jobs/{job_id}/documents", tags=["jobs"])
+async def put_job_document(
+    job_id: int, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+) -> Any:
+    """``{runner_id, attempt, document}``: the partial result document as it stands after a step."""
+    body = await _json_body(request)
+    call, doc = _call_and_document(body)
+
+    def write() -> dict[str, Any]:
+        with request.app.state.sessions() as session:
+            job = _owned(session, job_id, call)
+            queue.put_document(session, job, doc, json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+            return {"run_id": doc["run_id"], "steps": len(doc.get("steps") or [])}
+
+    return await run_in_threadpool(write)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    from accelbench.service.ingest import read_body
+
+    raw = await read_body(request, request.app.state.settings.max_body_bytes)
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ApiError(400, f"body is not valid JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise ApiError(422, "body must be a JSON object")
+    return body
+
+
+def _call(body: dict[str, Any]) -> JobCall:
+    from pydantic import ValidationError
+
+    from accelbench.service.errors import validation_message
+
+    try:
+        return JobCall(runner_id=body.pop("runner_id", None), attempt=body.pop("attempt", None))
+    except ValidationError as err:
+        raise ApiError(422, validation_message(list(err.errors()))) from None
+
+
+def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
+    from accelbench.service.validate import check_result
+
+    call = _call(body)
+    doc = body.get("document")
+    check_result(doc, "document")  # 422 naming the field; the document is kept as the agent sent it
+    return call, doc
+
+
+@router.post("/jobs/{job_id}/results", tags=["jobs"], status_code=201)
+async def post_job_result(
+    job_id: int, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+) -> Any:
+    """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job."""
+    from accelbench.service import ingest
+
+    body = await _json_body(request)
+    call = _call(body)
+    sub = ingest.parse_submission(json.dumps(body).encode())
+
+    def write() -> tuple[str, bool]:
+        with request.app.state.sessions() as session:
+            job = _owned(session, job_id, call)
+            row, created = ingest.store(session, sub)
+            queue.link_result(session, job, row.id)
+            return row.content_hash, created
+
+    content_hash, created = await run_in_threadpool(write)
+    payload = {"id": content_hash, "created": created, "url": f"/api/v1/results/{content_hash}"}
+    return JSONResponse(payload, status_code=201 if created else 200)
+
+
+def _finish(event: str) -> Any:
+    def endpoint(
+        job_id: PathId,
+        call: JobCall,
+        session: Annotated[Any, Depends(get_session)],
+        _who: Annotated[Principal, Depends(require("runner"))],
+    ) -> dict[str, Any]:
+        job = _owned(session, job_id, call)
+        if event == "fail" and not (call.reason or "").strip():
+            raise ApiError(422, "field reason: a failed job needs its one-line reason")
+        queue.finish(session, job, event, call.reason)
+        return {"id": job.id, "status": job.status}
+
+    endpoint.__doc__ = {"done": "The job finished: every sweep pushed.",
+                        "fail": "The job failed; ``reason`` is the one line shown on the campaign page.",
+                        "release": "Give the job back to the queue (the agent was stopped)."}[event]  # fmt: skip
+    return endpoint
+
+
+for _event in ("done", "fail", "release"):
+    router.add_api_route(f"/jobs/{{job_id}}/{_event}", _finish(_event), methods=["POST"], tags=["jobs"],
+                         name=f"job_{_event}")  # fmt: skip

@@ -1,0 +1,104 @@
+"""The job state machine of a campaign, and lease arithmetic: pure, no database, no clock of its own.
+
+    queued ──claim──▶ running ──done──▶ done
+      ▲                 │  │
+      │   release/      │  └──fail──▶ failed          (the agent said why: one line)
+      └── lease expired ┘
+          (attempts < max)   lease expired, attempts == max ──▶ expired
+
+A job is claimed by one runner at a time; its lease runs ``lease_s`` seconds from the last heartbeat. A lease
+that runs out puts the job back in the queue until it has been tried ``max_attempts`` times; then it is
+``expired``, like a job a runner gave up on. A released job (the agent was told to stop) goes back to the
+queue without counting against its attempts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+QUEUED, RUNNING, DONE, FAILED, EXPIRED = "queued", "running", "done", "failed", "expired"
+STATES = (QUEUED, RUNNING, DONE, FAILED, EXPIRED)
+FINAL = (DONE, FAILED, EXPIRED)
+DEFAULT_LEASE_S = 120.0
+DEFAULT_MAX_ATTEMPTS = 3
+
+# event -> (states it may happen in, the state after it)
+_TRANSITIONS = {
+    "claim": ((QUEUED,), RUNNING),
+    "heartbeat": ((RUNNING,), RUNNING),
+    "done": ((RUNNING,), DONE),
+    "fail": ((RUNNING,), FAILED),
+    "release": ((RUNNING,), QUEUED),
+}
+
+
+class TransitionError(ValueError):
+    """An event that the job's state does not allow (a stale agent reporting on a job it lost)."""
+
+
+def next_state(state: str, event: str) -> str:
+    """The state after ``event``; TransitionError names both when the event is not allowed."""
+    if event not in _TRANSITIONS:
+        raise TransitionError(f"unknown job event {event!r}")
+    allowed, after = _TRANSITIONS[event]
+    if state not in allowed:
+        raise TransitionError(f"a {state} job cannot take {event!r} (only a {'/'.join(allowed)} job can)")
+    return after
+
+
+def after_expiry(attempts: int, max_attempts: int) -> str:
+    """Where a job goes when its lease ran out: back to the queue, or ``expired`` after its last attempt."""
+    return QUEUED if attempts < max_attempts else EXPIRED
+
+
+def lease_until(now: datetime, lease_s: float) -> datetime:
+    return now + timedelta(seconds=lease_s)
+
+
+def lease_expired(until: datetime | None, now: datetime) -> bool:
+    """A running job whose lease end is past; a job without a lease never expires by itself."""
+    return until is not None and _naive(until) <= _naive(now)
+
+
+def _naive(when: datetime) -> datetime:
+    # SQLite hands datetimes back without a zone; the service stores UTC everywhere
+    return when.replace(tzinfo=None)
+
+
+def labels_match(wanted: Mapping[str, str], offered: Mapping[str, str]) -> bool:
+    """A runner may take a job when it offers every label the job asks for (extra labels are fine)."""
+    return all(offered.get(k) == v for k, v in wanted.items())
+
+
+def parse_labels(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``k=v`` strings (the agent's ``--label``) as a dict; ValueError names a malformed one."""
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--label {pair!r}: write KEY=VALUE")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+@dataclass(frozen=True)
+class Summary:
+    """How far a campaign is: counts per state; it is finished when no job is queued or running."""
+
+    counts: Mapping[str, int]
+
+    @property
+    def finished(self) -> bool:
+        return not self.counts.get(QUEUED) and not self.counts.get(RUNNING)
+
+    @property
+    def status(self) -> str:
+        if not self.finished:
+            return RUNNING if self.counts.get(RUNNING) or self.counts.get(DONE) else QUEUED
+        return DONE if all(self.counts.get(s, 0) == 0 for s in (FAILED, EXPIRED)) else FAILED
+
+
+def summarize(states: list[str]) -> Summary:
+    return Summary({s: states.count(s) for s in STATES if s in states})

@@ -1,0 +1,251 @@
+"""The job queue in the database: submit a campaign, claim atomically, heartbeat, finish, expire leases.
+
+Claiming is the one place two agents race. On PostgreSQL the candidate rows are read ``FOR UPDATE SKIP LOCKED``
+(a second claimer skips a row the first one holds instead of waiting for it); on SQLite the claim runs in a
+``BEGIN IMMEDIATE`` transaction, which takes the database's single write lock before reading, so claims run
+one after another. On both, the update is conditional on the row still being queued, so even a claim that
+somehow read a stale row cannot take a job twice. Expired leases are reaped lazily, before every claim and
+every read of a campaign, so no background thread is needed and a restarted server just carries on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from accelbench.service import jobs
+from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobResult, Runner
+from accelbench.service.models import aware, utcnow
+
+# A lease that ran out while the server itself was down is not the agent's fault: after a (re)start every lease
+# gets one full period for the agent's next heartbeat to arrive before it can expire.
+STARTED_AT = utcnow()
+
+
+class JobLost(Exception):
+    """The job is not this runner's any more (its lease expired and it was requeued, or it finished)."""
+
+
+def create_campaign(session: Any, spec: Any, spec_text: str, *, created_by: str, lease_s: float,
+                    max_attempts: int, labels: dict[str, str]) -> Campaign:  # fmt: skip
+    """One campaign, one queued job per measured target of ``spec`` (a validated ExperimentSpec). Commits."""
+    campaign = Campaign(name=spec.name, spec=spec_text, projected=[t.id for t in spec.projected_targets],
+                        created_by=created_by, created_at=utcnow())  # fmt: skip
+    session.add(campaign)
+    session.flush()
+    for target in spec.measured_targets:
+        session.add(Job(campaign_id=campaign.id, target=target.id, labels=dict(labels), status=jobs.QUEUED,
+                        attempts=0, max_attempts=max_attempts, lease_s=lease_s, log_tail="", history=[]))  # fmt: skip
+    session.commit()
+    return campaign
+
+
+def register_runner(session: Any, *, name: str, target: str, labels: dict[str, str], probe: dict[str, Any],
+                    version: str, token_name: str) -> Runner:  # fmt: skip
+    """Create or refresh the runner called ``name`` (an agent restarting keeps its row). Commits."""
+    from sqlalchemy.exc import IntegrityError
+
+    now = utcnow()
+    for _ in range(2):  # two agents registering the same new name at once: the loser updates the winner's row
+        runner = session.execute(sa.select(Runner).where(Runner.name == name)).scalar_one_or_none()
+        if runner is None:
+            runner = Runner(name=name, registered_at=now)
+            session.add(runner)
+        runner.target, runner.labels, runner.probe = target, labels, probe
+        runner.version, runner.token_name, runner.last_seen = version, token_name, now
+        try:
+            session.commit()
+            return runner
+        except IntegrityError:
+            session.rollback()
+    raise JobLost(f"runner name {name!r} is being registered concurrently; try again")
+
+
+def reap_expired(session: Any, now: Any = None) -> int:
+    """Requeue (or expire, after its last attempt) every running job whose lease ran out. Commits."""
+    now = now or utcnow()
+    rows = session.execute(
+        sa.select(
+            Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history, Job.lease_s
+        ).where(Job.status == jobs.RUNNING, Job.lease_until <= now)  # fmt: skip
+    ).all()
+    changed = 0
+    for job_id, attempts, max_attempts, until, runner_id, history, lease_s in rows:
+        if now < jobs.lease_until(STARTED_AT, lease_s):
+            continue  # the server was down while this lease ran out: give the agent one period to check in
+        after = jobs.after_expiry(attempts, max_attempts)
+        reason = None if after == jobs.QUEUED else f"lease expired on each of {attempts} attempts"
+        entry = {"attempt": attempts, "runner": runner_names(session, {runner_id}).get(runner_id),
+                 "outcome": "lease expired", "reason": None, "at": now.isoformat()}  # fmt: skip
+        done = session.execute(
+            sa.update(Job)
+            .where(Job.id == job_id, Job.status == jobs.RUNNING, Job.lease_until == until)
+            .values(
+                status=after,
+                runner_id=None,
+                lease_until=None,
+                reason=reason,
+                history=[*history, entry],
+                finished_at=now if after == jobs.EXPIRED else None,
+            )  # fmt: skip
+        )
+        changed += done.rowcount or 0
+    session.commit()
+    return changed
+
+
+def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str], now: Any = None) -> int | None:
+    """Atomically take the oldest queued job for ``target`` whose labels the runner offers; its id or None."""
+    now = now or utcnow()
+    sqlite = engine.dialect.name == "sqlite"
+    with engine.connect() as conn:
+        if sqlite:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock first: no other claim reads meanwhile
+        query = (
+            sa.select(Job.id, Job.labels, Job.lease_s)
+            .where(Job.status == jobs.QUEUED, Job.target == target)
+            .order_by(Job.id)
+            .limit(50)
+        )
+        if not sqlite:
+            query = query.with_for_update(skip_locked=True)
+        picked = next((r for r in conn.execute(query) if jobs.labels_match(_labels(r.labels), labels)), None)
+        if picked is None:
+            conn.rollback()
+            return None
+        done = conn.execute(
+            sa.update(Job)
+            .where(Job.id == picked.id, Job.status == jobs.QUEUED)
+            .values(
+                status=jobs.RUNNING,
+                runner_id=runner_id,
+                attempts=Job.attempts + 1,
+                claimed_at=now,
+                heartbeat_at=now,
+                lease_until=jobs.lease_until(now, picked.lease_s),
+                reason=None,
+            )  # fmt: skip
+        )
+        if done.rowcount != 1:
+            conn.rollback()
+            return None
+        conn.commit()
+        return picked.id
+
+
+def _labels(value: Any) -> dict[str, str]:
+    return json.loads(value) if isinstance(value, str) else dict(value or {})
+
+
+def owned_job(session: Any, job_id: int, runner_id: int, attempt: int) -> Job:
+    """The job if this runner holds it on this attempt; JobLost otherwise."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise LookupError(f"no job {job_id}")
+    if job.status != jobs.RUNNING or job.runner_id != runner_id or job.attempts != attempt:
+        raise JobLost(f"job {job_id} is {job.status} and no longer held by this runner (attempt {attempt})")
+    return job
+
+
+def heartbeat(session: Any, job: Job, log_tail: str) -> Any:
+    """Extend the lease from now; returns the new lease end. Commits."""
+    now = utcnow()
+    job.heartbeat_at, job.lease_until = now, jobs.lease_until(now, job.lease_s)
+    job.log_tail = log_tail[-8000:].replace("\x00", "")  # PostgreSQL text holds no NUL
+    _touch_runner(session, job.runner_id, now)
+    session.commit()
+    return job.lease_until
+
+
+def _touch_runner(session: Any, runner_id: int | None, now: Any) -> None:
+    if runner_id is not None:
+        session.execute(sa.update(Runner).where(Runner.id == runner_id).values(last_seen=now))
+
+
+def touch_runner(session: Any, runner_id: int) -> None:
+    """A polling agent is alive: the runners page shows when it was last heard from. Commits."""
+    _touch_runner(session, runner_id, utcnow())
+    session.commit()
+
+
+def put_document(session: Any, job: Job, doc: dict[str, Any], text: str) -> None:
+    """Keep the latest partial copy of one result document of this job (replaced at each step). Commits."""
+    row = session.execute(
+        sa.select(JobDocument).where(JobDocument.job_id == job.id, JobDocument.run_id == doc["run_id"])
+    ).scalar_one_or_none()
+    if row is None:
+        row = JobDocument(job_id=job.id, run_id=doc["run_id"])
+        session.add(row)
+    row.document, row.steps, row.updated_at = text, len(doc.get("steps") or []), utcnow()
+    session.commit()
+
+
+def documents(session: Any, job_id: int) -> list[dict[str, Any]]:
+    """The partial documents pushed for a job: what a requeued attempt resumes from."""
+    rows = session.execute(
+        sa.select(JobDocument).where(JobDocument.job_id == job_id).order_by(JobDocument.run_id)
+    )
+    return [json.loads(r.document) for r in rows.scalars()]
+
+
+def link_result(session: Any, job: Job, result_id: int) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    exists = session.execute(
+        sa.select(JobResult.id).where(JobResult.job_id == job.id, JobResult.result_id == result_id)
+    ).first()
+    if exists is None:
+        session.add(JobResult(job_id=job.id, result_id=result_id))
+        try:
+            session.commit()
+        except IntegrityError:  # the same push retried concurrently
+            session.rollback()
+
+
+def finish(session: Any, job: Job, event: str, reason: str | None = None) -> None:
+    """done, fail (with its one-line reason) or release (back to the queue, not counted). Commits."""
+    now = utcnow()
+    after = jobs.next_state(job.status, event)
+    runner = session.get(Runner, job.runner_id) if job.runner_id else None
+    job.history = [*job.history, {"attempt": job.attempts, "runner": runner.name if runner else None,
+                                  "outcome": event, "reason": reason, "at": now.isoformat()}]  # fmt: skip
+    job.status, job.reason = after, (" ".join(reason.replace("\x00", "").split())[:500] if reason else None)
+    job.lease_until = None
+    if event == "release":
+        job.runner_id, job.attempts = None, max(0, job.attempts - 1)
+    else:
+        job.finished_at = now
+    _touch_runner(session, runner.id if runner else None, now)
+    session.commit()
+
+
+def campaign_jobs(session: Any, campaign_id: int) -> list[Job]:
+    return list(
+        session.execute(sa.select(Job).where(Job.campaign_id == campaign_id).order_by(Job.id)).scalars()
+    )
+
+
+def campaign_result_rows(session: Any, campaign_id: int) -> list[Any]:
+    """The stored results of a campaign's jobs, each once."""
+    from accelbench.service.models import Result
+
+    ids = (
+        sa.select(JobResult.result_id)
+        .join(Job, Job.id == JobResult.job_id)
+        .where(Job.campaign_id == campaign_id)
+    )
+    query = sa.select(Result).where(Result.id.in_(ids)).order_by(Result.id)  # no DISTINCT: PostgreSQL's json
+    return list(session.execute(query).scalars())
+
+
+def runner_names(session: Any, ids: set[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    return dict(session.execute(sa.select(Runner.id, Runner.name).where(Runner.id.in_(ids))).all())
+
+
+def lease_left_s(job: Job, now: Any = None) -> float | None:
+    until = aware(job.lease_until)
+    return None if until is None else (until - (now or utcnow())).total_seconds()
