@@ -97,11 +97,13 @@ def test_history_flags_a_run_that_moved_beyond_the_spread(live_server, tmp_path)
         ]:  # a slower machine: same latencies at half the rate (a test input, not data)
             step["throughput_rps"] = round(step["throughput_rps"] * scale, 3)
         runs.append(doc)
+    report = live_server.base_url + "/api/v1/report"
+    before = HTTP.get(report, params={"model": "minilm-l6"}, headers=auth).text
     for doc in runs:
-        assert HTTP.post(live_server.base_url + "/api/v1/results", json=doc, headers=auth).status_code in (
-            200,
-            201,
-        )
+        stored = HTTP.post(live_server.base_url + "/api/v1/results", json=doc, headers=auth)
+        assert stored.status_code in (200, 201)
+    after = HTTP.get(report, params={"model": "minilm-l6"}, headers=auth).text
+    assert after != before  # a push invalidates the rendered report the server keeps
     params = {"model": "minilm-l6", "target": "cpu-local", "precision": "int8"}
     history = HTTP.get(live_server.base_url + "/api/v1/history", params=params, headers=auth).json()
     by_day = {r["created_at"][:10]: r for r in history["runs"]}
