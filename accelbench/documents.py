@@ -49,7 +49,7 @@ def _number(value: Any) -> int | float:
 
 
 Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]
-Verdict = Literal["VALID", "INVALID"]
+Verdict = Literal["VALID", "LOW-PRECISION", "INVALID"]
 AccuracyVerdict = Literal["PASS", "FAIL", "NOT_RUN"]
 
 
@@ -159,6 +159,59 @@ class Window(_Part):
     p99_us: Number | None = None
 
 
+class Interval(_Part):
+    """A measured figure and its interval (``high``/``low`` None where no order statistic bounds it)."""
+
+    value: Number | None = None
+    low: Number | None = None
+    high: Number | None = None
+    confidence: Number | None = None
+
+
+class ThroughputInterval(Interval):
+    """Throughput from equal-time batch means: the Student-t interval, its standard error and df."""
+
+    se: Number | None = None
+    df: Number | None = None
+
+
+class Trend(_Part):
+    """Mann–Kendall p and Kendall tau over batch means; ``change`` = Sen line end ÷ start − 1."""
+
+    p: Number | None = None
+    tau: Number | None = None
+    change: Number | None = None
+    drift: bool | None = None
+
+
+class Drift(_Part):
+    batches: int | None = None
+    latency: Trend | None = None
+    throughput: Trend | None = None
+
+
+class Truncated(_Part):
+    """What MSER-5 cut from the start of the measured window as warm-up."""
+
+    requests: int | None = None
+    seconds: Number | None = None
+
+
+class StepStatistics(_Part):
+    """A step's statistics from its completion-ordered latencies (docs/statistics.md); summaries only."""
+
+    requests: int | None = None
+    truncated: Truncated | None = None
+    n: int | None = None
+    sample_floor: int | None = None
+    judged: str | None = None
+    throughput_rps: ThroughputInterval | None = None
+    latency_us: dict[str, Interval] | None = None  # "p50" … "p99.9": exact order-statistic 95 % intervals
+    upper_99_us: Number | None = None  # one-sided 99 % upper bound of the judged percentile
+    early_stopping_us: Number | None = None  # MLPerf LoadGen's early-stopping estimate of it
+    drift: Drift | None = None
+
+
 class Step(_Part):
     """One offered load level, measured to its end (or ``aborted`` with the reason)."""
 
@@ -182,7 +235,8 @@ class Step(_Part):
     energy_per_request_j: Number | None = None
     loadgen: Loadgen | None = None
     windows: list[Window] | None = None
-    stable: bool | None = None
+    stable: bool | None = None  # written before step statistics replaced the window-agreement rule
+    statistics: StepStatistics | None = None
     aborted: str | None = None
     last_error: str | None = None
     verdict: Verdict

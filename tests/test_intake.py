@@ -151,6 +151,24 @@ def test_fallback_chain():
         "ort-dynamic-int8",
     )
     assert attempts.chain("ort-static-qdq-int8", "ort-dynamic-int8") == ("ort-dynamic-int8",)
+    # TensorRT reads symmetric QDQ only, so its fallbacks stay symmetric
+    assert attempts.chain("qdq-int8-symmetric", None) == (
+        "qdq-int8-symmetric",
+        "qdq-int8-symmetric-per-tensor",
+    )
+
+
+def test_tensorrt_recipe_on_opset12_is_symmetric_and_upgraded(tmp_path):
+    src = tmp_path / "paddle.onnx"
+    onnx.save(paddle_like(12), src)
+    options = VariantOptions(calibration=_feed(), work_dir=tmp_path / "work")
+    record = ort_tc.run_recipe("qdq-int8-symmetric-per-tensor", src, tmp_path / "q.onnx", options)
+    assert record["per_channel"] is False
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    zero_points = [inits[n.input[2]] for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    assert zero_points and all(int(z.max()) == 0 and z.dtype == np.int8 for z in zero_points)
+    attempts.check_variant(tmp_path / "q.onnx", _feed(1)[0])
 
 
 @pytest.fixture
@@ -180,6 +198,14 @@ def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp
     # the FP32 copy keeps its tensors beside it, under the variant's own name, and loads from there
     assert "model.onnx.data" in fp32["files"]
     attempts.check_variant(out / fp32["name"] / "model.onnx", _feed(1)[0])
+    # and the Triton repository carries the data file beside the model it serves
+    from accelbench.serving.repository import write_repository
+
+    repo = tmp_path / "repo"
+    write_repository([out / fp32["name"]], repo, "local")
+    served = repo / fp32["name"] / "1" / "model.onnx"
+    assert (served.parent / "model.onnx.data").is_file()
+    attempts.check_variant(served, _feed(1)[0])
 
 
 def test_the_float_tail_is_what_follows_the_last_compute_op():
@@ -206,3 +232,24 @@ def test_a_graph_onnxruntime_cannot_load_is_one_line(tmp_path):
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("accelbench: error: ONNX Runtime cannot load ") and "Frobnicate" in last, last
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("attempts_value", "message"),
+    [
+        ("ok", "field 'attempts': Input should be a valid list"),
+        ([{"recipe": "r", "outcome": "ok"}], "field 'attempts[0].reason': Field required"),
+        (
+            [{"recipe": "r", "outcome": "maybe", "reason": ""}],
+            "field 'attempts[0].outcome': Input should be 'ok' or 'failed'",
+        ),
+    ],
+)
+def test_manifest_attempts_are_checked(tmp_path, attempts_value, message):
+    from accelbench.models.manifest import write_manifest
+    from tests.test_manifest import minimal_manifest
+
+    with pytest.raises(BadInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        write_manifest(tmp_path, minimal_manifest(attempts=attempts_value))
+    good = [{"recipe": "ort-static-qdq-int8", "outcome": "failed", "reason": "x"}]
+    assert write_manifest(tmp_path, minimal_manifest(attempts=good))["attempts"] == good

@@ -42,13 +42,38 @@ def sweep(triton, tmp_path, kind: str, levels, protocol: str = "http", processes
     return to_dict(doc), path  # checked as it is on disk
 
 
+HEALTH = ("drift: ", "no steady state", "load generator saturated")  # what a shared machine may cause
+
+
+def check_verdict(step: dict) -> None:
+    """The verdict is exactly what the rules give on the step's recorded statistics. On this healthy server
+    nothing is ever an error or an abort; on a shared 2-core machine other jobs can genuinely make a step
+    drift, and then it must say so with the size the statistics recorded."""
+    reasons, stats = step["reasons"], step["statistics"]
+    drifted = [k for k in ("latency", "throughput") if stats["drift"][k]["drift"]]
+    assert sorted(r.split()[2] for r in reasons if r.startswith("drift: ")) == sorted(drifted), reasons
+    invalid = [r for r in reasons if r.startswith(HEALTH)]
+    assert all(r.startswith(HEALTH) or "wider than" in r or "below the 662" in r for r in reasons), reasons
+    expected = "INVALID" if invalid else "LOW-PRECISION" if reasons else "VALID"
+    assert step["verdict"] == expected, reasons
+    if step["verdict"] == "LOW-PRECISION":
+        half = (stats["throughput_rps"]["high"] - stats["throughput_rps"]["value"]) / stats["throughput_rps"][
+            "value"
+        ]
+        assert half > 0.10 or stats["n"] < 662, (reasons, stats)
+
+
 def check_steps(doc: dict, n: int) -> None:
     assert doc["schema"] == "accelbench.result/1" and doc["complete"]
     assert [s["index"] for s in doc["steps"]] == list(range(n))
     for step in doc["steps"]:
         lat = step["latency_us"]
-        assert step["verdict"] in ("VALID", "INVALID")
-        assert isinstance(step["reasons"], list)
+        check_verdict(step)
+        stats = step["statistics"]
+        assert stats["n"] >= 662 and stats["n"] + stats["truncated"]["requests"] == step["requests"]
+        assert all("below the 662" not in r for r in step["reasons"]), step["reasons"]
+        p99 = stats["latency_us"]["p99"]
+        assert p99["low"] <= p99["value"] == lat["p99"] <= p99["high"] <= stats["upper_99_us"]
         # identity answers in well under 100 ms: µs values, not Locust's whole milliseconds (0 or 1)
         assert lat["p50"] > 10 and lat["p50"] < 100_000
         assert lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p99.9"] <= lat["max"]
@@ -75,8 +100,10 @@ def test_open_loop_sweep_two_processes(triton, tmp_path):
     for step, rate in zip(doc["steps"], (100.0, 200.0), strict=True):
         assert step["offered"] == {"rate_rps": rate}
         assert step["latency_from"] == "intended send time"
-        # Poisson arrivals over 2 s: roughly rate × 2 requests (seeded, so not exact)
-        assert 0.6 * rate * 2 < step["requests"] < 1.4 * rate * 2
+        # Poisson arrivals: roughly rate × duration (seeded, so not exact); at 100/s the step ran past its 2 s
+        # minimum until it had p99's 662 requests
+        assert 0.6 * rate * step["duration_s"] < step["requests"] < 1.4 * rate * step["duration_s"]
+        assert step["duration_s"] >= 2.0 and (rate > 150 or step["duration_s"] > 6.0)
 
 
 def test_grpc_closed_loop_one_process_batch_4(triton, tmp_path):

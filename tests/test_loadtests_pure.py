@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -12,10 +13,10 @@ from hypothesis import strategies as st
 
 from accelbench.documents import dump_json
 from accelbench.errors import BadInputError
-from accelbench.loadtests import histogram, results
+from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
 from accelbench.loadtests.sweep import build_step
-from accelbench.loadtests.verdict import INVALID, VALID, Limits, is_stable, judge
+from accelbench.loadtests.verdict import INVALID, LOW_PRECISION, VALID, Limits, judge
 
 
 def test_sub_millisecond_latencies_keep_microseconds():
@@ -44,9 +45,9 @@ def test_empty_histogram_summary_is_none():
 def test_merging_encoded_histograms_equals_one_histogram_of_all_samples(parts):
     whole = histogram.new_histogram()
     encoded = []
-    for samples in parts:
+    for values in parts:
         part = histogram.new_histogram()
-        for us in samples:
+        for us in values:
             histogram.record_us(part, us)
             histogram.record_us(whole, us)
         encoded.append(histogram.encode(part))
@@ -65,22 +66,17 @@ def test_merge_is_not_an_average_of_percentiles():
     assert merged["max"] >= 9_990
 
 
-@pytest.mark.parametrize(
-    ("windows", "expected"),
-    [
-        ([(100, 500), (100, 500)], None),
-        ([(100, 500), (105, 520), (98, 510)], True),
-        ([(100, 500), (130, 500), (100, 500)], False),
-        ([(100, 500), (100, 800), (100, 500)], False),
-        ([(10, 1), (100, 500), (101, 505), (99, 500)], True),  # only the last three count
-    ],
-)
-def test_stability_of_the_last_three_windows(windows, expected):
-    assert is_stable(windows) is expected
+def test_samples_round_trip_and_merge_in_completion_order():
+    a = samples.encode(array("q", [3_000, 1_000_000]), array("q", [30, 10]))
+    b = samples.encode(array("q", [500_000]), array("q", [20]))
+    done, lat = samples.merge([a, None, b])
+    assert done.tolist() == [0.003, 0.5, 1.0] and lat.tolist() == [30, 20, 10]
+    assert samples.decode(samples.merge_encoded([a, b]))[1].tolist() == [30, 20, 10]
+    assert samples.merge_encoded([None]) is None
 
 
 def _judge(**kw):
-    args = {"requests": 1000, "error_rate": 0.0, "loadgen_cpu": [0.3], "stable": True}
+    args = {"requests": 1000, "error_rate": 0.0, "loadgen_cpu": [0.3]}
     args.update(kw)
     return judge(**args)
 
@@ -90,7 +86,7 @@ def _judge(**kw):
     [
         ({"requests": 10}, "too few requests"),
         ({"error_rate": 0.05}, "error rate"),
-        ({"stable": False}, "unstable"),
+        ({"invalid": ["drift: mean latency changed +30%"]}, "drift"),
         ({"loadgen_cpu": [0.2, 0.97]}, "load generator saturated"),
         ({"offered_rps": 400.0, "achieved_rps": 300.0}, "open-loop rate not achieved"),
         ({"aborted": "server gone"}, "did not finish: server gone"),
@@ -103,7 +99,7 @@ def test_each_invalid_reason(change, reason):
 
 
 def test_valid_step_has_no_reasons():
-    assert _judge(offered_rps=400.0, achieved_rps=380.0, stable=None) == (VALID, [])
+    assert _judge(offered_rps=400.0, achieved_rps=380.0) == (VALID, [])
 
 
 def test_profile_validation_and_plans():
@@ -133,7 +129,9 @@ def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> dict:
         "requests": len(latencies) + errors, "inferences": len(latencies) * 4, "drops": 0,
         "errors": {"connection": errors, "timeout": 0, "server": 0, "wrong_output": 0},
         "histogram": histogram.encode(hist), "loadgen": [{"cpu_s": 0.5, "wall_s": 2.0}],
-        "windows": [(100.0, 900.0)] * 3, "stable": True, "aborted": None,
+        "windows": [(100.0, 900.0)] * 3, "aborted": None,
+        "samples": samples.encode(array("q", [int(i * 2e6 / len(latencies)) for i in range(len(latencies))]),
+                                  array("q", latencies)),
         "server_stats": {"success_count": len(latencies)}, "metrics": None,
     }  # fmt: skip
     raw.update(extra)
@@ -143,6 +141,7 @@ def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> dict:
 def test_build_step_fills_the_documented_fields():
     rng = random.Random(0)
     step = build_step(_raw(0, [rng.randint(300, 900) for _ in range(400)], errors=2), "closed", 4, Limits())
+    assert "samples" not in step  # the per-request arrays are summarised, never stored
     for key in ("index", "offered", "started_at", "duration_s", "requests", "inferences", "errors", "error_rate",
                 "throughput_rps", "throughput_ips", "latency_us", "histogram", "server_stats", "metrics",
                 "energy_per_request_j", "verdict", "reasons"):  # fmt: skip
@@ -151,7 +150,14 @@ def test_build_step_fills_the_documented_fields():
     assert 300 <= step["latency_us"]["p50"] <= 900
     assert step["error_rate"] == pytest.approx(2 / 402, abs=1e-6)
     assert step["loadgen"]["cpu_fraction"] == [0.25]
-    assert step["verdict"] == VALID
+    stats = step["statistics"]
+    assert stats["n"] == 400 and stats["sample_floor"] == 662 and stats["throughput_rps"]["df"] == 9
+    p50 = stats["latency_us"]["p50"]
+    assert p50["low"] <= p50["value"] == step["latency_us"]["p50"] <= p50["high"]
+    # 400 requests are fewer than p99 needs: shown and used, but LOW-PRECISION, saying why
+    assert step["verdict"] == LOW_PRECISION and "below the 662 that p99 needs" in step["reasons"][0]
+    more = build_step(_raw(0, [rng.randint(300, 900) for _ in range(2000)]), "closed", 1, Limits())
+    assert more["verdict"] == VALID and more["reasons"] == []
 
 
 def _doc(tmp_path, profile):
@@ -172,7 +178,7 @@ def test_result_document_resume_rules(tmp_path):
     on_disk = results.load_document(path)
     assert json.loads(path.read_text())["schema"] == "accelbench.result/1"
     assert dump_json(on_disk) == path.read_text()
-    assert [s.verdict for s in on_disk.steps] == [VALID, INVALID]
+    assert [s.verdict for s in on_disk.steps] == [LOW_PRECISION, INVALID]
     assert results.resumable(on_disk, "abc", profile.to_dict())
     assert [s.index for s in results.finished_steps(on_disk)] == [0]  # the aborted step runs again
     assert not results.resumable(on_disk, "other-hash", profile.to_dict())

@@ -20,6 +20,7 @@ PA_REAL = DATA / "perf_analyzer_minilm_int8_cpu.csv"
 PA_VERBOSE = DATA / "perf_analyzer_verbose_l4_handwritten.csv"
 LOCUST = DATA / "locust_minilm_int8_cpu_stats.csv"
 CPU_LOCAL = DATA / "cpu-local"
+MEASURED = DATA / "cpu-local-measured"  # recorded by the default `accelbench run`, with step statistics
 PROJECT = "l4,l40s,jetson-agx-orin-64gb,inf2-xlarge"
 
 
@@ -90,7 +91,7 @@ def test_perf_analyzer_import_capacity_and_cost_recomputable(tmp_path):
     md = (tmp_path / "rep" / "report.md").read_text()
     line = next(ln for ln in md.splitlines() if ln.startswith("| 1 | l4 |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    capacity, usd_per_hour, cost = float(cells[4].replace(",", "")), float(cells[6][1:]), float(cells[7][1:])
+    capacity, usd_per_hour, cost = float(cells[4].replace(",", "")), float(cells[8][1:]), float(cells[9][1:])
     assert usd_per_hour / (capacity * 3600) * 1e6 == pytest.approx(cost, rel=1e-3)
 
 
@@ -135,10 +136,10 @@ def test_report_has_every_target_and_labels_every_projected_figure(rendered):
     for ln in rows:
         cells = [c.strip() for c in ln.strip("|").split("|")]
         if cells[3] == "projected":
-            for figure in (cells[4], cells[5], cells[7], cells[10]):  # capacity, p99, cost, cost ratio
+            for figure in (cells[4], cells[5], cells[9], cells[12]):  # capacity, p99, cost, cost ratio
                 assert figure == "—" or figure.endswith("(proj)"), ln
         else:
-            assert cells[3] == "measured" and "(proj)" not in cells[4] + cells[5] + cells[7]
+            assert cells[3] == "measured" and "(proj)" not in cells[4] + cells[5] + cells[9]
     for section in ("## Results", "## Provenance", "## Method", "## Capacity plan", "### Prices"):
         assert section in md
     assert "assumed 0.3" in md and "$0.15/kWh" in md and "1/8 of p4de.24xlarge" in md
@@ -190,23 +191,33 @@ def test_failed_accuracy_is_not_ranked_unless_asked(tmp_path):
     assert row["ranked"] is True and row["rank"] is not None
 
 
-def test_compare_flags_regression_beyond_spread(tmp_path):
-    new = tmp_path / "new"
-    shutil.copytree(CPU_LOCAL, new)
-    doc_path = new / "minilm-l6__cpu-local__int8__closed-http-b1.json"
-    doc = json.loads(doc_path.read_text())
-    for s in doc["steps"]:
-        s["throughput_rps"] = s["throughput_ips"] = s["throughput_rps"] * 0.7
-    doc_path.write_text(json.dumps(doc))
-    out = json.loads(run("report", "--compare", str(CPU_LOCAL), str(new), "--slo-p99-ms", "100",
+def test_compare_flags_a_regression_only_when_intervals_say_so(tmp_path):
+    """Recorded documents with statistics (the default run on the 2-core machine); the new side's MiniLM INT8
+    throughput and its interval scaled by 0.7 (a real 30 % loss), and by 0.97 (inside the noise)."""
+    for name, factor in (("new", 0.7), ("noise", 0.97)):
+        shutil.copytree(MEASURED, tmp_path / name)
+        doc_path = tmp_path / name / "minilm-l6__cpu-local__int8__closed-http-b1.json"
+        doc = json.loads(doc_path.read_text())
+        for s in doc["steps"]:
+            s["throughput_rps"] = s["throughput_ips"] = s["throughput_rps"] * factor
+            thr = (s.get("statistics") or {}).get("throughput_rps")
+            if thr:
+                thr.update({k: thr[k] * factor for k in ("value", "low", "high", "se")})
+        doc_path.write_text(json.dumps(doc))
+    out = json.loads(run("report", "--compare", str(MEASURED), str(tmp_path / "new"), "--slo-p99-ms", "100",
                          "--out", str(tmp_path / "cmp"), "--json"))  # fmt: skip
     flagged = {(r["model"], r["precision"], r["target"]) for r in out["rows"] if r["regression"]}
     assert flagged == {("minilm-l6", "int8", "cpu-local")}
-    same = json.loads(
+    noise = json.loads(run("report", "--compare", str(MEASURED), str(tmp_path / "noise"), "--slo-p99-ms", "100",
+                           "--json"))  # fmt: skip
+    assert not any(r["regression"] for r in noise["rows"])
+    assert any(r["judged"] for r in noise["rows"])
+    # the fixture documents carry no intervals: compared, never called a regression
+    plain = json.loads(
         run("report", "--compare", str(CPU_LOCAL), str(CPU_LOCAL), "--slo-p99-ms", "100", "--json")
     )
-    assert not any(r["regression"] for r in same["rows"])
-    assert "spread" in out["rule"] and (tmp_path / "cmp" / "compare.md").exists()
+    assert not any(r["regression"] or r["judged"] for r in plain["rows"])
+    assert "interval" in out["rule"] and (tmp_path / "cmp" / "compare.md").exists()
 
 
 # ---------------------------------------------------------------- bad input: one line, exit 2

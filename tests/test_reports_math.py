@@ -14,7 +14,7 @@ from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports import cost, projection
 from accelbench.reports.capacity import capacity_at_slo, percentile_key
-from accelbench.reports.compare import relative_range, step_spread
+from accelbench.reports.compare import judge_change
 
 
 def step(rps, p99_us, verdict="VALID", error_rate=0.0, index=0, concurrency=1, **more):
@@ -214,15 +214,32 @@ def test_step_efficiency_against_roofline():
     assert eff == pytest.approx(50.0 / bound)
 
 
-# ---------------------------------------------------------------- compare spread
-def test_spread_from_repeated_steps():
-    steps = [step(100, 1000, concurrency=1), step(90, 1100, concurrency=1), step(200, 3000, concurrency=2)]
-    assert step_spread(steps) == pytest.approx(max(relative_range([100, 90]), relative_range([1000, 1100])))
-    assert step_spread([step(100, 1000, concurrency=1)]) is None
-    windowed = step(
-        100, 1000, windows=[{"throughput_rps": 100, "p99_us": 1000}, {"throughput_rps": 80, "p99_us": 1000}]
-    )
-    assert step_spread([windowed]) == pytest.approx(0.2)
+# ---------------------------------------------------------------- compare: only intervals decide
+def _row(rps, se, p99_ms, low_ms, high_ms, slo="PASS"):
+    return {"capacity_rps": rps, "capacity_se": se, "capacity_df": 9, "latency_us": p99_ms * 1000,
+            "latency_low_us": low_ms * 1000, "latency_high_us": high_ms * 1000, "slo_verdict": slo}  # fmt: skip
+
+
+def test_a_drop_inside_the_noise_is_not_a_regression():
+    old = _row(100.0, 4.0, 50, 45, 55)
+    assert judge_change(old, _row(93.0, 4.0, 52, 47, 58))["regression"] is False  # -7 %, intervals overlap
+    worse = judge_change(old, _row(80.0, 2.0, 50, 45, 55))
+    assert worse["regression"] and worse["flags"][0].startswith("capacity down")
+    assert worse["capacity_ratio_high"] < 1.0 < judge_change(old, old)["capacity_ratio_high"]
+
+
+def test_latency_regression_needs_disjoint_intervals_and_slo_needs_fail():
+    old = _row(100.0, 1.0, 50, 45, 55)
+    assert judge_change(old, _row(100.0, 1.0, 58, 54, 64))["regression"] is False
+    assert "p99 up" in judge_change(old, _row(100.0, 1.0, 70, 60, 80))["flags"][0]
+    assert judge_change(old, _row(100.0, 1.0, 50, 45, 55, slo="INCONCLUSIVE"))["regression"] is False
+    assert judge_change(old, _row(100.0, 1.0, 50, 45, 55, slo="FAIL"))["flags"] == ["SLO verdict PASS → FAIL"]
+
+
+def test_rows_without_intervals_are_not_judged():
+    plain = {"capacity_rps": 100.0, "latency_us": 50_000, "slo_verdict": "PASS"}
+    verdict = judge_change(plain, {**plain, "capacity_rps": 10.0})
+    assert verdict["regression"] is False and verdict["judged"] is False
 
 
 def test_plan_mig_slices_priced_by_share():

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.documents import ResultDocument
+from accelbench.documents import ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
@@ -263,7 +263,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, profile, out, repo_dir, progress, command, on_result)
+            _sweeps(server, todo, profile, out, repo_dir, progress, command, on_result, _limits(spec))
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -275,19 +275,19 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             for v in todo:
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, profile, out, None, progress, command, on_result)
+        _sweeps(server, todo, profile, out, None, progress, command, on_result, _limits(spec))
     return paths
 
 
-def step_note(step: dict[str, Any]) -> str:
+def step_note(step: Step) -> str:
     """One progress line per load step; an INVALID step says why, so the user can act on it."""
     from accelbench.loadtests.profiles import offered_label
 
-    p99 = (step.get("latency_us") or {}).get("p99")
+    p99 = step.latency_us.p99 if step.latency_us else None
     text = (
-        f"  {offered_label(step['offered'])}: {step['throughput_rps']} req/s, p99 {p99} µs, {step['verdict']}"
+        f"  {offered_label(to_dict(step.offered))}: {step.throughput_rps} req/s, p99 {p99} µs, {step.verdict}"
     )
-    return text + (f" ({'; '.join(step['reasons'])})" if step.get("reasons") else "")
+    return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
 def _triton_name(variant: _Variant) -> str:
@@ -296,8 +296,15 @@ def _triton_name(variant: _Variant) -> str:
     return model_name(variant.manifest)
 
 
+def _limits(spec: ExperimentSpec) -> Any:
+    """The step verdict's limits: the sample floor follows the SLO's percentile."""
+    from accelbench.loadtests.verdict import Limits
+
+    return Limits(judged_percentile=float(spec.slo.percentile))
+
+
 def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo_dir: Path | None,
-            progress: Progress, command: str, on_result: Any = None) -> None:  # fmt: skip
+            progress: Progress, command: str, on_result: Any = None, limits: Any = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
 
@@ -314,7 +321,7 @@ def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo
                 server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
                 card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
                 repository_config=config.read_text() if config and config.is_file() else "",
-                command=command, on_event=on_event,
+                command=command, on_event=on_event, **({"limits": limits} if limits else {}),
             )  # fmt: skip
             notes.append(f"{len(doc.steps)} steps")
         if on_result is not None:  # the sink (e.g. a push to a results server) sees the finished document

@@ -20,8 +20,9 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import gevent  # noqa: E402
+import numpy as np  # noqa: E402
 
-from accelbench.loadtests import histogram, users  # noqa: E402
+from accelbench.loadtests import histogram, samples, users  # noqa: E402
 from accelbench.loadtests.process_side import (  # noqa: E402
     ProcessSide,
     events_writer,
@@ -29,9 +30,10 @@ from accelbench.loadtests.process_side import (  # noqa: E402
     one_line,
     user_class,
 )
-from accelbench.loadtests.verdict import Limits, is_stable  # noqa: E402
+from accelbench.loadtests.statistics import warmup_cut  # noqa: E402
 
 users.init_grpc_gevent()
+SAMPLE_MARGIN = 1.05  # no point judging before the floor plus a typical warm-up cut
 
 from locust.env import Environment  # noqa: E402
 
@@ -45,7 +47,9 @@ class Controller:
         self.token = 0
         self.drained: dict[int, list[dict]] = {}
         self.windows: dict[int, dict[int, list[dict]]] = {}
-        self.limits = Limits(**cfg.get("limits", {}))
+        # requests to wait for: the judged percentile's sample floor after the warm-up cut
+        self.floor = int(cfg.get("sample_floor", 0))
+        self.enough = int(self.floor * SAMPLE_MARGIN + 0.999)
         runner.register_message("ab_drained", self._on_drained)
         runner.register_message("ab_window", self._on_window)
         self.stats = _StatsProbe(cfg)
@@ -117,14 +121,25 @@ class Controller:
             # their windows, not the master's, are what the counts divide by (messages can arrive late)
             step["duration_s"] = round(sum(t["window_s"] for t in totals) / len(totals), 3)
         step["windows"] = windows
-        step["stable"] = is_stable(windows, self.limits)
         step["server_stats"], step["metrics"] = self.stats.deltas(before, after)
         return step
 
+    def _enough(self, latencies: list[np.ndarray]) -> bool:
+        """MSER-5 finds a steady state and the requests after its cut reach the sample floor (Hoad, Robinson
+        & Davies 2010: when the truncation point lies beyond half the series, run longer)."""
+        lat = np.concatenate(latencies) if latencies else np.zeros(0)
+        if len(lat) < self.enough:
+            return False
+        cut = warmup_cut(lat)
+        return cut.steady and len(lat) - cut.cut >= self.floor
+
     def _watch(self, token: int, t0: float, plan: dict[str, Any], step: dict[str, Any]) -> list:
-        """Measure until the fixed duration, or until stable (bounded); note an abort in ``step``."""
-        fixed = self.cfg["duration_s"]
+        """Measure at least ``duration_s``, then until the sample floor is reached, at most
+        ``max_duration_s``; note an abort in ``step``."""
+        minimum = self.cfg["duration_s"] or 0.0
+        maximum = max(self.cfg["max_duration_s"], minimum)
         seen: list[tuple[float, float]] = []
+        latencies: list[np.ndarray] = []
         while True:
             gevent.sleep(0.05)
             elapsed = time.monotonic() - t0
@@ -134,6 +149,7 @@ class Controller:
                 merged = histogram.merge(p["histogram"] for p in parts)
                 rps = sum(p["requests"] for p in parts) / self.cfg["window_s"]
                 p99 = merged.get_value_at_percentile(99.0) if merged.get_total_count() else 0
+                latencies.append(samples.merge(p.get("samples") for p in parts)[1])
                 seen.append((rps, float(p99)))
                 self.emit(
                     {
@@ -150,9 +166,7 @@ class Controller:
                     return seen
             if self.dead_worker():
                 return seen
-            if fixed is not None and elapsed >= fixed:
-                return seen
-            if fixed is None and (elapsed >= self.cfg["max_duration_s"] or is_stable(seen, self.limits)):
+            if elapsed >= maximum or (elapsed >= minimum and self._enough(latencies)):
                 return seen
 
 
@@ -186,6 +200,7 @@ def _combine(totals: list[dict], n_procs: int) -> dict[str, Any]:
         "processes_expected": n_procs,
         "last_error": last_errors[0] if last_errors else None,
         "loop_lag_us": _lag_summary(totals),
+        "samples": samples.merge_encoded(t.get("samples") for t in totals),
     }
 
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.documents import ResultDocument, Step
+from accelbench.documents import ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError, MeasurementError, ServerError
-from accelbench.loadtests import histogram, results
+from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.profiles import LoadProfile, offered_label
-from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, judge
+from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, analyse, judge
 from accelbench.serving.server import free_port
 
 PAYLOAD_COUNT = 64  # distinct pre-built requests rotated per process
@@ -63,11 +63,17 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     rps = successes / duration if duration else 0.0
     offered = raw["offered"]
     achieved = requests / duration if duration else 0.0
+    done_s, latency_us = samples.decode(raw.get("samples"))
+    statistics, invalid, low = None, [], []
+    if len(latency_us) and not raw.get("aborted"):
+        statistics, invalid, low = analyse(done_s, latency_us, duration, limits)
+        rps = statistics.get("throughput_rps", {}).get("value", rps)
     verdict, reasons = judge(
         requests=requests,
         error_rate=error_rate,
         loadgen_cpu=cpu,
-        stable=raw.get("stable"),
+        invalid=invalid,
+        low_precision=low,
         offered_rps=offered.get("rate_rps") if kind == "open" else None,
         achieved_rps=achieved if kind == "open" else None,
         aborted=raw.get("aborted"),
@@ -85,7 +91,8 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
         "dropped": int(raw.get("drops", 0)),
         "throughput_rps": round(rps, 3),
         "throughput_ips": round(rps * batch_size, 3),
-        "latency_us": histogram.summary_us(hist),
+        # after the warm-up cut, from the exact samples (the histogram keeps the whole window, 3 digits)
+        "latency_us": _latency_summary(statistics, hist),
         "latency_from": "intended send time" if kind == "open" else "actual send time",
         "histogram": raw.get("histogram"),
         "server_stats": raw.get("server_stats"),
@@ -100,12 +107,19 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
             "event_loop_lag_us": raw.get("loop_lag_us"),
         },
         "windows": [{"throughput_rps": w[0], "p99_us": w[1]} for w in raw.get("windows") or []],
-        "stable": raw.get("stable"),
+        "statistics": statistics,
         "aborted": raw.get("aborted"),
         "last_error": raw.get("last_error"),
         "verdict": verdict,
         "reasons": reasons,
     }
+
+
+def _latency_summary(statistics: dict[str, Any] | None, hist) -> dict[str, Any]:
+    summary = histogram.summary_us(hist)
+    for key, interval in ((statistics or {}).get("latency_us") or {}).items():
+        summary[key] = int(interval["value"])
+    return summary
 
 
 def _energy_per_request_j(metrics: dict | None, successes: int) -> float | None:
@@ -209,8 +223,7 @@ def _run_child(doc, path, todo, server, model, payloads, expected, profile, limi
             "payloads_file": str(tmp_path / "payloads.npz"),
             "expected_outputs": expected,
             "master_port": free_port(),
-            "limits": {"stability_tolerance": limits.stability_tolerance,
-                       "stability_windows": limits.stability_windows},
+            "sample_floor": limits.sample_floor,
             **(bind.config() if bind else {}),
         }  # fmt: skip
         (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -237,18 +250,18 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
                     )
                     break
                 if event["event"] == "step":
-                    step = build_step(event["step"], profile.kind, profile.batch_size, limits)
-                    results.put_step(doc, step, path)
-                    finished.add(step["index"])
-                    if step["aborted"]:
-                        error = (
-                            MeasurementError if event["step"].get("aborted_by") == "loadgen" else ServerError
-                        )
+                    raw = event["step"]
+                    step = results.put_step(
+                        doc, build_step(raw, profile.kind, profile.batch_size, limits), path
+                    )
+                    finished.add(step.index)
+                    if step.aborted:
+                        error = MeasurementError if raw.get("aborted_by") == "loadgen" else ServerError
                         problem = error(
-                            f"step {step['index']} ({offered_label(step['offered'])}) did not finish: "
-                            f"{step['aborted']}; finished steps kept in {path}"
+                            f"step {step.index} ({offered_label(to_dict(step.offered))}) did not finish: "
+                            f"{step.aborted}; finished steps kept in {path}"
                         )
-                    event = {"event": "step", "step": step}
+                    event = {"event": "step", "step": step}  # the typed Step, as recorded
                 elif event["event"] == "fatal":
                     problem = MeasurementError(f"load generator failed: {event['message']}")
                 if on_event:
@@ -276,7 +289,7 @@ def cfg_wait_s(config_path: Path) -> float:
 
 def _budget_s(profile: LoadProfile, steps: int) -> float:
     """The longest a healthy child can take: start-up, then per step spawn, warm-up, window, two drains."""
-    window = profile.duration_s if profile.duration_s is not None else profile.max_duration_s
+    window = max(profile.duration_s or 0.0, profile.max_duration_s)
     return 90.0 + steps * (20.0 + profile.warmup_s + window + 2 * (profile.timeout_s + 15.0))
 
 

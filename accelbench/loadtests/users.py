@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import socket
 import time
+from array import array
 from typing import Any
 
 import gevent
@@ -20,7 +21,7 @@ import numpy as np
 import psutil
 from locust import User, constant, task
 
-from accelbench.loadtests import histogram, wire
+from accelbench.loadtests import histogram, samples, wire
 from accelbench.loadtests.wire import WrongOutput
 
 
@@ -125,6 +126,9 @@ class Agent:
         self.drops = 0
         self.full_checks = 0
         self.last_error = ""
+        # completion time (µs since the window opened) and latency of each success, in completion order
+        self.done_us, self.latency_us = array("q"), array("q")
+        self.window_from = 0  # where the samples not yet sent in a window start
         self.cpu0 = sum(self.process.cpu_times()[:2])
         self.wall0 = time.perf_counter()
 
@@ -182,6 +186,7 @@ class Agent:
             "window_s": window_s,
             "last_error": self.last_error,
             "loop_lag": histogram.encode(self.lag_hist),
+            "samples": samples.encode(self.done_us, self.latency_us),
         }
 
     def take_window(self) -> dict[str, Any]:
@@ -190,7 +195,10 @@ class Agent:
             "histogram": histogram.encode(self.window_hist),
             "requests": self.window_requests,
             "errors": dict(self.window_errors),
+            # the window's samples, so the controller can judge steady state and the sample floor online
+            "samples": samples.encode(self.done_us[self.window_from :], self.latency_us[self.window_from :]),
         }
+        self.window_from = len(self.done_us)
         self.window_hist = histogram.new_histogram()
         self.window_requests = 0
         self.window_errors = dict.fromkeys(ERROR_KINDS, 0)
@@ -257,6 +265,8 @@ class Agent:
             self.inferences += self.config["batch_size"]
             histogram.record_us(self.hist, latency_us)
             histogram.record_us(self.window_hist, latency_us)
+            self.done_us.append(int((time.perf_counter() - self.wall0) * 1e6))
+            self.latency_us.append(int(latency_us))
             return
         kind = classify(exc)
         self.errors[kind] += 1

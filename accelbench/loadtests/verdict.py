@@ -1,46 +1,126 @@
-"""Is a load step's measurement trustworthy? Pure functions: numbers in, VALID/INVALID and reasons out."""
+"""Is a load step's measurement trustworthy, and how precise is it? Pure: numbers in, verdict and reasons out.
+
+VALID: every check passed. LOW-PRECISION: trustworthy but too few samples (below the sample floor of the
+judged percentile) or a throughput interval wider than the limit at the step's maximum duration; shown and
+used, with its (wide) intervals. INVALID: something makes the numbers wrong (errors, a saturated load
+generator, an unachieved open-loop rate, no steady state, drift, an aborted step). The methods and their
+sources are in docs/statistics.md; the arithmetic is in ``statistics.py``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from accelbench.loadtests import statistics as st
 
 VALID = "VALID"
+LOW_PRECISION = "LOW-PRECISION"
 INVALID = "INVALID"
+USABLE = (VALID, LOW_PRECISION)  # verdicts whose numbers the report uses
+REPORTED_PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Thresholds a step must meet. ``max_loadgen_cpu`` is the fraction of one core per load process."""
+    """Thresholds a step must meet. ``max_loadgen_cpu`` is the fraction of one core per load process.
+
+    ``judged_percentile`` sets the sample floor (MLPerf early stopping at ``floor_confidence``): a step is
+    extended until it has that many requests, up to its maximum duration."""
 
     min_requests: int = 50
     max_error_rate: float = 0.01
     max_loadgen_cpu: float = 0.90
     min_rate_fraction: float = 0.90
-    stability_tolerance: float = 0.10
-    stability_windows: int = 3
+    judged_percentile: float = 99.0
+    floor_confidence: float = 0.99
+    max_throughput_halfwidth: float = 0.10  # relative half-width of the 95 % throughput interval
+    ci_batches: int = 10
+    drift_batches: int = 20
+    drift_p: float = st.DRIFT_P
+    drift_change: float = st.DRIFT_CHANGE
+
+    @property
+    def sample_floor(self) -> int:
+        return st.sample_floor(self.judged_percentile, self.floor_confidence)
 
 
 DEFAULT_LIMITS = Limits()
 
 
-def spread(values: Sequence[float]) -> float:
-    """(max - min) / max: 0 when all agree; 0 for an all-zero list."""
-    top = max(values)
-    return 0.0 if top <= 0 else (top - min(values)) / top
+def analyse(
+    completion_s: np.ndarray, latency_us: np.ndarray, duration_s: float, limits: Limits = DEFAULT_LIMITS
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Statistics of one step from its completion-ordered latencies (seconds since the measured window
+    opened, µs). Returns the step's ``statistics`` summary, reasons it is INVALID, and reasons it is
+    LOW-PRECISION."""
+    invalid: list[str] = []
+    low: list[str] = []
+    order = np.argsort(completion_s, kind="stable")
+    done, lat = np.asarray(completion_s, float)[order], np.asarray(latency_us, float)[order]
+    cut = st.warmup_cut(lat)
+    if not cut.steady:
+        invalid.append(f"no steady state: MSER-5 would cut {cut.cut} of {len(lat)} requests (more than half)")
+    start = float(done[cut.cut - 1]) if cut.cut else 0.0
+    end = max(float(duration_s), float(done[-1]) if len(done) else 0.0)
+    done, lat = done[cut.cut :], lat[cut.cut :]
+    n = len(lat)
+    out: dict[str, Any] = {"requests": int(n + cut.cut), "truncated": {"requests": cut.cut, "seconds": round(start, 3)},
+                           "n": int(n), "sample_floor": limits.sample_floor,
+                           "judged": f"p{limits.judged_percentile:g}"}  # fmt: skip
+    if n < 2 or end <= start:
+        low.append(f"only {n} requests after the warm-up cut")
+        return out, invalid, low
+    rates, means = st.time_batches(done, lat, start, end, limits.ci_batches)
+    thr, se, df = st.mean_interval(rates)
+    out["throughput_rps"] = {**_rounded(thr.to_dict()), "se": round(se, 4), "df": df}
+    out["latency_us"] = {
+        key: _rounded(st.quantile_interval(lat, q).to_dict()) for key, q in REPORTED_PERCENTILES
+    }
+    judged = limits.judged_percentile
+    out["upper_99_us"] = _round(st.quantile_upper_bound(lat, judged, 0.99))
+    rank = st.early_stopping_rank(n, judged, 0.99)
+    out["early_stopping_us"] = float(np.sort(lat)[-rank]) if rank else None
+    drift_rates, drift_means = st.time_batches(done, lat, start, end, limits.drift_batches)
+    drift = {
+        "batches": limits.drift_batches,
+        "latency": st.trend(drift_means, limits.drift_p, limits.drift_change).to_dict(),
+        "throughput": st.trend(drift_rates, limits.drift_p, limits.drift_change).to_dict(),
+    }
+    out["drift"] = drift
+    for what in ("latency", "throughput"):
+        t = drift[what]
+        if t["drift"]:
+            invalid.append(
+                f"drift: mean {what} changed {t['change']:+.0%} over the step "
+                f"(Mann–Kendall p = {t['p']:.2g} < {limits.drift_p:g}, Sen slope beyond ±{limits.drift_change:.0%})"
+            )
+    if n < limits.sample_floor:
+        low.append(
+            f"{n} requests after the warm-up cut, below the {limits.sample_floor} that {out['judged']} needs "
+            "(MLPerf early stopping): its upper bound is loose or missing"
+        )
+    if (
+        thr.value > 0
+        and thr.high is not None
+        and (thr.high - thr.value) / thr.value > limits.max_throughput_halfwidth
+    ):
+        low.append(
+            f"throughput ±{(thr.high - thr.value) / thr.value:.0%} (95 %), wider than "
+            f"±{limits.max_throughput_halfwidth:.0%}"
+        )
+    return out, invalid, low
 
 
-def is_stable(windows: Sequence[tuple[float, float]], limits: Limits = DEFAULT_LIMITS) -> bool | None:
-    """Do the last N windows (throughput_rps, p99_us) agree within the tolerance?
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 3)
 
-    ``None`` when there are fewer than N windows: stability was not assessed.
-    """
-    n = limits.stability_windows
-    if len(windows) < n:
-        return None
-    last = windows[-n:]
-    tol = limits.stability_tolerance
-    return spread([w[0] for w in last]) <= tol and spread([w[1] for w in last]) <= tol
+
+def _rounded(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_round(v) if k != "confidence" else v) for k, v in d.items()}
 
 
 def judge(
@@ -48,13 +128,14 @@ def judge(
     requests: int,
     error_rate: float,
     loadgen_cpu: Sequence[float],
-    stable: bool | None,
     offered_rps: float | None = None,
     achieved_rps: float | None = None,
     aborted: str | None = None,
+    invalid: Sequence[str] = (),
+    low_precision: Sequence[str] = (),
     limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[str, list[str]]:
-    """The verdict and every reason that makes a step INVALID (empty list when VALID)."""
+    """The verdict and its reasons: every INVALID reason, else every LOW-PRECISION reason (VALID: none)."""
     reasons: list[str] = []
     if aborted:
         reasons.append(f"step did not finish: {aborted}")
@@ -62,11 +143,6 @@ def judge(
         reasons.append(f"too few requests: {requests} < {limits.min_requests}")
     if error_rate > limits.max_error_rate:
         reasons.append(f"error rate {error_rate:.2%} above the limit {limits.max_error_rate:.2%}")
-    if stable is False:
-        reasons.append(
-            f"unstable: the last {limits.stability_windows} windows differ by more than "
-            f"{limits.stability_tolerance:.0%} in throughput or p99"
-        )
     busiest = max(loadgen_cpu, default=0.0)
     if busiest > limits.max_loadgen_cpu:
         reasons.append(
@@ -78,4 +154,9 @@ def judge(
             f"open-loop rate not achieved: {achieved_rps:.1f} of {offered_rps:.1f} requests/s "
             f"(< {limits.min_rate_fraction:.0%})"
         )
-    return (INVALID if reasons else VALID), reasons
+    reasons += list(invalid)
+    if reasons:
+        return INVALID, reasons
+    if low_precision:
+        return LOW_PRECISION, list(low_precision)
+    return VALID, []

@@ -33,7 +33,7 @@ PER_CHANNEL_MIN_OPSET = 13  # DequantizeLinear/QuantizeLinear gained ``axis`` in
 
 
 # where in ORT's C++ source an error was raised: "/onnxruntime_src/…/model.cc:256 onnxruntime::Model::Model(…) "
-_CPP_LOCATION = re.compile(r"\S+\.(?:cc|cpp|h):\d+ [\w:~<>]+\([^)]*\) ")
+_CPP_LOCATION = re.compile(r"/\S+\.(?:cc|cpp|h):\d+ (?:[\w:<>*&]+ )*[\w:~<>]+\([^)]*\)\s*")
 
 
 def one_line(err: BaseException) -> str:

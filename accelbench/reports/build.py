@@ -253,6 +253,9 @@ def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str
         "projected_batch": None, "served_batch": None, "latency_resolution_us": None, "roofline_bound": None,
         "precision_used": None,
         "host": None, "measured_at": None, "versions": None, "sources": None, "reason": "",
+        "capacity_low": None, "capacity_high": None, "capacity_se": None, "capacity_df": None,
+        "latency_low_us": None, "latency_high_us": None, "cost_low": None, "cost_high": None,
+        "slo_verdict": None, "step_verdict": None, "step_reasons": None, "comparison": None,
     }  # fmt: skip
 
 
@@ -271,7 +274,10 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
         variant=docs[0].variant or row["variant"],
         origin=",".join(sorted({d.origin or "" for d in docs})),
         meets_slo=cap.meets_slo, capacity_rps=cap.capacity_rps, capacity_ips=cap.capacity_ips,
-        latency_us=cap.latency_us, reason=cap.reason,
+        latency_us=cap.latency_us, reason=cap.reason, capacity_low=cap.capacity_low,
+        capacity_high=cap.capacity_high, capacity_se=cap.capacity_se, capacity_df=cap.capacity_df,
+        latency_low_us=cap.latency_low, latency_high_us=cap.latency_high, slo_verdict=cap.slo_verdict,
+        step_verdict=cap.step_verdict,
         # named by content, not by file: the same documents from a folder or a database give the same report
         sources=";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in g.results),
     )  # fmt: skip
@@ -284,6 +290,7 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
         row.update(chosen_run_id=run_id, chosen_step=index, batch_size=doc.batch_size,
                    served_batch=proj.served_batch(step, int(doc.batch_size or 1)))  # fmt: skip
         row["latency_resolution_us"] = step.latency_resolution_us
+        row["step_reasons"] = "; ".join(step.reasons or []) or None
         row["offered"] = ",".join(f"{k}={v}" for k, v in sorted(to_dict(step.offered).items()))
         power = step.metrics.gpu_power_w if step.metrics else None
         row["energy_per_request_j"] = step.energy_per_request_j or energy_per_request_j(
@@ -360,6 +367,10 @@ def _price_row(row: dict[str, Any], target: Any, options: ReportOptions) -> None
     )  # fmt: skip
     ok = q is not None and row["capacity_rps"]
     row["cost_per_million_usd"] = cost_per_million_usd(q.usd_per_hour, row["capacity_rps"]) if ok else None
+    if ok and row["capacity_low"] and row["capacity_high"] and row["capacity_low"] > 0:
+        # cost falls as capacity rises: the capacity's interval, inverted, is the cost's
+        row["cost_low"] = cost_per_million_usd(q.usd_per_hour, row["capacity_high"])
+        row["cost_high"] = cost_per_million_usd(q.usd_per_hour, row["capacity_low"])
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -394,3 +405,29 @@ def _rank(rows: list[dict[str, Any]], options: ReportOptions) -> None:
         model_rows.sort(key=lambda r: (r["cost_per_million_usd"], r["status"] != "measured", r["target"]))
         for i, row in enumerate(model_rows, 1):
             row["rank"] = i
+        compare_to_cheapest(model_rows)
+
+
+def compare_to_cheapest(ranked: list[dict[str, Any]], confidence: float = 0.95) -> None:
+    """Each measured row after the cheapest measured one: is the cheapest significantly cheaper? Welch on the
+    log cost ratio (statistics.cost_ratio), Holm-corrected across the ranking; sets ``row["comparison"]``."""
+    from accelbench.loadtests.statistics import cost_ratio, holm
+
+    measured = [r for r in ranked if r["status"] == "measured" and r["capacity_se"] is not None]
+    if len(measured) < 2:
+        return
+    best, others = measured[0], measured[1:]
+    ratios = [
+        cost_ratio(best["usd_per_hour"], best["capacity_rps"], best["capacity_se"], best["capacity_df"] or 1,
+                   r["usd_per_hour"], r["capacity_rps"], r["capacity_se"], r["capacity_df"] or 1, confidence)
+        for r in others
+    ]  # fmt: skip
+    adjusted = holm([x.p for x in ratios])
+    name = f"{best['target']} {best['precision']}"
+    for row, ratio, p in zip(others, ratios, adjusted, strict=True):
+        if p < 1 - confidence and ratio.high < 1:
+            row["comparison"] = (
+                f"{name} is {1 - ratio.high:.1%}–{1 - ratio.low:.1%} cheaper ({confidence:.0%}, Holm p = {p:.2g})"
+            )
+        else:
+            row["comparison"] = f"no significant difference from {name} ({confidence:.0%}, Holm p = {p:.2g})"

@@ -12,7 +12,13 @@ import re
 from typing import Any
 
 from accelbench.reports import projection as proj
-from accelbench.reports.capacity import latency_at, percentile_key
+from accelbench.reports.capacity import (
+    latency_at,
+    percentile_key,
+    step_latency_interval,
+    step_throughput_interval,
+    step_usable,
+)
 
 _STYLE = {
     "svg.hashsalt": "accelbench-report",
@@ -65,34 +71,55 @@ def _legend(ax: Any) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
+def _point(step: Any, key: str) -> tuple[float, float, tuple, tuple]:
+    """(throughput, latency ms, throughput interval, latency interval): the error bars of one measured step;
+    an open upper end is drawn to the point itself (no bar where nothing bounds it)."""
+    thr = step_throughput_interval(step) or {}
+    value, low, high = step_latency_interval(step, key)
+    rps = float(step.throughput_rps)
+    return (rps, value / 1000.0, (thr.get("low") or rps, thr.get("high") or rps),
+            ((low or value) / 1000.0, (high or value) / 1000.0))  # fmt: skip
+
+
+def _err(values: list[float], bounds: list[tuple]) -> list[list[float]]:
+    # a batch-means interval can reach below zero; on log axes the bar stops at a tenth of the value
+    return [[min(0.9 * v, max(0.0, v - lo)) for v, (lo, _) in zip(values, bounds, strict=True)],
+            [max(0.0, hi - v) for v, (_, hi) in zip(values, bounds, strict=True)]]  # fmt: skip
+
+
 def latency_vs_throughput(data: Any) -> str:
-    """Per model: measured steps per target (percentile vs requests/s), projected points, and the SLO line."""
+    """Per model: usable measured steps per target (percentile vs requests/s) with their 95 % intervals as
+    error bars, projected points, and the SLO line."""
     opts = data.options
     key = percentile_key(opts.percentile)
     colors = _colors(data)
     models = _models(data)
     fig, axes = _figure(len(models))
     for ax, model in zip(axes, models, strict=True):
+        drawn = False
         for (m, precision, tid), group in data.groups.items():
             pts = sorted(
-                (float(s.throughput_rps), latency_at(s, key) / 1000.0)
-                for _, s in group.steps()
-                if m == model and s.verdict == "VALID" and s.throughput_rps is not None
-                and latency_at(s, key) is not None
+                _point(s, key) for _, s in group.steps()
+                if m == model and step_usable(s) and s.throughput_rps is not None and latency_at(s, key) is not None
             )  # fmt: skip
             if pts:
-                ax.plot(*zip(*pts, strict=True), color=colors[tid], marker=_MARKERS.get(precision, "o"),
-                        linestyle=_LINES.get(precision, "-"), label=f"{tid} {precision} (measured)")  # fmt: skip
+                drawn = True
+                x, y, xerr, yerr = (list(v) for v in zip(*pts, strict=True))
+                ax.errorbar(x, y, xerr=_err(x, xerr), yerr=_err(y, yerr), color=colors[tid], capsize=2,
+                            elinewidth=0.8, marker=_MARKERS.get(precision, "o"), linestyle=_LINES.get(precision, "-"),
+                            label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
         for row in data.rows:
             if row["model"] == model and row["status"] == "projected" and row["capacity_rps"]:
+                drawn = True
                 ax.plot([row["capacity_rps"]], [row["latency_us"] / 1000.0], color=colors[row["target"]],
                         marker=_MARKERS.get(row["precision"], "o"), fillstyle="none", linestyle="none",
                         label=f"{row['target']} {row['precision']} (projected)")  # fmt: skip
         ax.axhline(
             opts.slo_ms, color="red", linestyle=":", linewidth=1.2, label=f"SLO {key} {opts.slo_ms:g} ms"
         )
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        if drawn:  # log axes need data: a model with no usable step and no projection keeps linear axes
+            ax.set_xscale("log")
+            ax.set_yscale("log")
         ax.set_xlabel("throughput (requests/s)")
         ax.set_ylabel(f"{key} latency (ms)")
         ax.set_title(f"{model}: {key} latency vs throughput", fontsize=9)

@@ -75,6 +75,8 @@ def render_html(data: Any, plan: list[dict[str, Any]] | None, plots: dict[str, s
             svg,
             "</figure>",
         ]
+    out += section_html(sec.steps_section(data))
+    out += section_html(sec.reading_section(data))
     out += section_html(sec.provenance_section(data))
     out += section_html(sec.method_section(data))
     out += ["</body>", "</html>"]

@@ -55,6 +55,8 @@ def render_markdown(data: Any, plan: list[dict[str, Any]] | None, plot_files: di
     lines += ["## Plots", ""]
     lines += [f"- [{PLOT_TITLES[name]}]({path})" for name, path in plot_files.items()]
     lines.append("")
+    lines += section_md(sec.steps_section(data))
+    lines += section_md(sec.reading_section(data))
     lines += section_md(sec.provenance_section(data))
     lines += section_md(sec.method_section(data))
     lines += [

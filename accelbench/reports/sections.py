@@ -43,6 +43,34 @@ def _usd(value: float | None) -> str:
     return "—" if value is None else f"${fmt(value)}"
 
 
+def with_interval(value: float | None, low: float | None, high: float | None, *, kind: str = "measured",
+                  scale: float = 1.0, prefix: str = "") -> str:  # fmt: skip
+    """``58.1 [55.0, 61.2]`` for a measured number and its 95 % interval (``open`` where no order statistic
+    bounds it); a projected number keeps its label and shows a range, never a measured-looking interval."""
+    if value is None:
+        return "—"
+
+    def one(v: float | None, missing: str) -> str:
+        return missing if v is None else prefix + fmt(v / scale)
+
+    text = prefix + fmt(value / scale)
+    if kind == "projected":
+        if low is None and high is None:
+            return f"{text} (proj)"
+        return f"{text} (proj, range {one(low, '?')}–{one(high, '?')})"
+    if low is None and high is None:
+        return text
+    return f"{text} [{one(low, 'open')}, {one(high, 'open')}]"
+
+
+def _measured(
+    row: dict[str, Any], value: float | None, low: float | None, high: float | None, **kw: Any
+) -> str:
+    if row["status"] == "projected":
+        return with_interval(value, None, None, kind="projected", **kw)
+    return with_interval(value, low, high, **kw)
+
+
 def _p(row: dict[str, Any], text: str) -> str:
     """Label a figure that is (or depends on) a projection."""
     return f"{text} (proj)" if text != "—" and row["status"] == "projected" else text
@@ -109,9 +137,10 @@ def answer(data: Any) -> str:
         )
         parts.append(
             f"For **{model}** at {key} ≤ {opts.slo_ms:g} ms, the cheapest target is **{best['target']}** "
-            f"({best['precision']}, {label}): **{_usd(best['cost_per_million_usd'])} per million requests** "
-            f"(capacity {fmt(best['capacity_rps'])} requests/s at {_usd(best['usd_per_hour'])}/h), {base}."
+            f"({best['precision']}, {label}): **{_cost(best)} per million requests** "
+            f"(capacity {_capacity(best)} requests/s at {_usd(best['usd_per_hour'])}/h), {base}."
         )
+        parts += _comparisons(data, model)
         if best["status"] != "measured":
             parts.append(_best_measured(data, model))
     return " ".join(parts)
@@ -126,13 +155,32 @@ def _best_measured(data: Any, model: str) -> str:
     if ratio and r["baseline_status"] == "projected":
         ratio += " (baseline projected)"
     return (
-        f"The cheapest measured target is {r['target']} ({r['precision']}): {_usd(r['cost_per_million_usd'])} "
-        f"per million requests (capacity {fmt(r['capacity_rps'])} requests/s at {_usd(r['usd_per_hour'])}/h{ratio})."
+        f"The cheapest measured target is {r['target']} ({r['precision']}): {_cost(r)} "
+        f"per million requests (capacity {_capacity(r)} requests/s at {_usd(r['usd_per_hour'])}/h{ratio})."
     )
 
 
-RESULT_HEADERS = ["rank", "target", "precision", "status", "capacity (req/s)", "{key} (ms)", "$/hour",
-                  "$ per million req", "capacity vs base", "{key} vs base", "cost vs base", "accuracy", "note"]  # fmt: skip
+def _cost(r: dict[str, Any]) -> str:
+    return _measured(r, r["cost_per_million_usd"], r.get("cost_low"), r.get("cost_high"), prefix="$")
+
+
+def _capacity(r: dict[str, Any]) -> str:
+    return _measured(r, r["capacity_rps"], r.get("capacity_low"), r.get("capacity_high"))
+
+
+def _latency(r: dict[str, Any]) -> str:
+    return _measured(r, r["latency_us"], r.get("latency_low_us"), r.get("latency_high_us"), scale=1000.0)
+
+
+def _comparisons(data: Any, model: str) -> list[str]:
+    """The measured rows compared with the cheapest measured one, as the ranking's significance."""
+    rows = [r for r in data.rows if r["model"] == model and r.get("comparison")]
+    return [f"Against {r['target']} ({r['precision']}): {r['comparison']}." for r in rows]
+
+
+RESULT_HEADERS = ["rank", "target", "precision", "status", "capacity (req/s)", "{key} (ms)", "SLO", "step",
+                  "$/hour", "$ per million req", "capacity vs base", "{key} vs base", "cost vs base", "accuracy",
+                  "note"]  # fmt: skip
 
 
 def results_table(data: Any, model: str) -> Table:
@@ -141,25 +189,30 @@ def results_table(data: Any, model: str) -> Table:
     for r in (r for r in data.rows if r["model"] == model):
         latency = None if r["latency_us"] is None else r["latency_us"] / 1000.0
         note = r["reason"] if not r["meets_slo"] or not r["ranked"] else ""
+        for extra in (r.get("step_reasons"), r.get("comparison")):
+            if extra:
+                note = (note + "; " if note else "") + extra
         if (r.get("latency_resolution_us") or 0) > 1:  # imported from a bucketed histogram (Locust)
             note = (note + "; " if note else "") + f"{key} known to {r['latency_resolution_us'] / 1000:g} ms"
         if r["status"] == "projected" and r["efficiency"]:
             note = (note + "; " if note else "") + f"{efficiency_label(r)}; batch {r['projected_batch']}"
         rows.append([
             str(r["rank"]) if r["rank"] else "—", r["target"], r["precision"], r["status"],
-            _p(r, fmt(r["capacity_rps"])), _p(r, fmt(latency)), _usd(r["usd_per_hour"]),
-            _p(r, _usd(r["cost_per_million_usd"])), _ratio(r, r["capacity_vs_baseline"]),
+            _capacity(r), _latency(r) if latency is not None else "—", r.get("slo_verdict") or "—",
+            r.get("step_verdict") or "—", _usd(r["usd_per_hour"]), _cost(r), _ratio(r, r["capacity_vs_baseline"]),
             _ratio(r, r["latency_vs_baseline"]), _ratio(r, r["cost_vs_baseline"]), _accuracy(r), note,
         ])  # fmt: skip
     headers = [h.format(key=key) for h in RESULT_HEADERS]
     model_rows = [r for r in data.rows if r["model"] == model]
     if any(r["energy_per_request_j"] is not None for r in model_rows):  # only where power was measured
-        headers.insert(8, "J/request")
+        headers.insert(10, "J/request")
         for cells, r in zip(rows, model_rows, strict=True):
-            cells.insert(8, fmt(r["energy_per_request_j"]))
+            cells.insert(10, fmt(r["energy_per_request_j"]))
     return Table(
-        f"{model}", headers, rows, "Ranked by cost per million requests among rows that meet the SLO."
-    )
+        f"{model}", headers, rows,
+        "Ranked by cost per million requests among rows that meet the SLO. Measured numbers carry their 95 % "
+        "interval in brackets; see \"How to read these numbers\".",
+    )  # fmt: skip
 
 
 def settings_section(data: Any) -> Section:
@@ -172,7 +225,7 @@ def settings_section(data: Any) -> Section:
     )
     overrides = ", ".join(f"{k}=${v:g}/h" for k, v in sorted(o.price_overrides.items())) or "none"
     return Section("Settings", bullets=[
-        f"SLO: {key} latency ≤ {o.slo_ms:g} ms; steps with error rate > {o.max_error_rate:.2%} or verdict INVALID do not count.",
+        f"SLO: {key} latency ≤ {o.slo_ms:g} ms, judged on the 95 % interval; steps with error rate > {o.max_error_rate:.2%} or verdict INVALID do not count.",
         f"Baseline: {data.baseline_id}" + ("" if o.baseline else " (catalog default)") + ".",
         f"Price basis: {o.price_basis}; price overrides: {overrides}.",
         f"Owned devices (Jetson): purchase price (catalog capex) over {years} plus the catalog power figure at "
@@ -227,12 +280,68 @@ def provenance_section(data: Any) -> Section:
     ])  # fmt: skip
 
 
+def steps_section(data: Any) -> Section:
+    """Every measured load step with its verdict, reasons and intervals: what the capacity was chosen from."""
+    from accelbench.documents import to_dict
+    from accelbench.reports.capacity import step_latency_interval, step_slo, step_throughput_interval
+
+    o = data.options
+    key = percentile_key(o.percentile)
+    tables = []
+    for (model, precision, tid), group in data.groups.items():
+        rows = []
+        for run_id, step in group.steps():
+            thr = step_throughput_interval(step) or {}
+            value, low, high = step_latency_interval(step, key)
+            has = bool(thr)
+            offered = ", ".join(f"{k} {v:g}" for k, v in sorted(to_dict(step.offered).items()))
+            n = step.statistics.n if step.statistics else None
+            rows.append([
+                run_id, offered, step.verdict,
+                with_interval(step.throughput_rps, thr.get("low"), thr.get("high")),
+                with_interval(value, low if has else None, high if has else None, scale=1000.0),
+                step_slo(step, o.slo_us, key) if step.verdict != "INVALID" else "—",
+                str(n if n is not None else (step.requests if step.requests is not None else "—")),
+                "; ".join(step.reasons or []) or "—",
+            ])  # fmt: skip
+        tables.append(Table(f"{model} {precision} on {tid}", ["run", "offered", "verdict", "throughput (req/s)",
+                                                             f"{key} (ms)", "SLO", "requests", "reasons"], rows))  # fmt: skip
+    return Section(
+        "Load steps",
+        paragraphs=["Every measured step; INVALID steps are listed with their reasons and never used."],
+        tables=tables,
+    )
+
+
+def reading_section(data: Any) -> Section:
+    """How to read the intervals and verdicts, in plain words (docs/statistics.md has the sources)."""
+    key = percentile_key(data.options.percentile)
+    return Section("How to read these numbers", bullets=[
+        "`58.1 [55.0, 61.2]` is a measured value and its 95 % interval: repeating the measurement would land "
+        "in such an interval 95 times in 100. `open` means too few requests to bound that side.",
+        "Throughput intervals come from 10 equal-time batch means of the step (Student t); percentile intervals "
+        "are exact order statistics of the step's requests, with no assumption about the latency distribution.",
+        f"SLO verdict: PASS when the upper end of the {key} interval is within the SLO, FAIL when its lower end "
+        "is above it, INCONCLUSIVE otherwise (a longer step narrows the interval). Capacity is the highest "
+        "throughput among PASS steps, with that step's interval; cost per million follows from it.",
+        "Step verdict: VALID; LOW-PRECISION (fewer requests than the percentile needs, 662 for p99 by MLPerf's "
+        "early stopping, or a throughput interval wider than ±10 %): shown and used, with wider intervals; "
+        "INVALID (errors, a saturated load generator, no steady state after warm-up, or drift during the step): "
+        "never used. Each reason is stated beside the row.",
+        "\"A is 6–12 % cheaper than B (95 %)\" is a Welch interval on the ratio of their costs, Holm-corrected "
+        "across the ranking; \"no significant difference\" means the interval includes equal cost.",
+        "Projected rows are roofline estimates: they carry \"(proj)\" and a range at most, never a measured "
+        "interval.",
+    ])  # fmt: skip
+
+
 def method_section(data: Any) -> Section:
     key = percentile_key(data.options.percentile)
     return Section("Method", bullets=[
-        f"Capacity at the SLO: the highest throughput (requests/s) among VALID load steps whose {key} is within "
-        "the SLO and whose error rate is within the limit, pooled over all result files of a model × precision × "
-        "target. None qualifying: \"does not meet the SLO\".",
+        f"Capacity at the SLO: the highest throughput (requests/s) among VALID or LOW-PRECISION load steps whose "
+        f"{key} SLO verdict is PASS (the upper end of its exact 95 % interval within the SLO) and whose error "
+        "rate is within the limit, pooled over all result files of a model × precision × target. None "
+        "qualifying: \"does not meet the SLO\" (or INCONCLUSIVE when an interval straddles it).",
         "Cost per million requests = $/hour ÷ (capacity × 3600) × 10⁶, with $/hour and capacity as in the table.",
         "A multi-accelerator instance is priced per accelerator: instance $/hour ÷ accelerators per instance "
         "(one replica per accelerator). Owned devices: capex ÷ (years × 8760 h) + power W × $/kWh ÷ 1000.",

@@ -5,10 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 from typing import Any
-
-from accelbench.util import atomic_write_bytes
 
 # (column, type): the order of the CSV/Parquet columns; units are in the names.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -28,6 +25,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("precision_used", "str"), ("chosen_run_id", "str"), ("chosen_step", "int"), ("offered", "str"),
     ("batch_size", "int"), ("host", "str"), ("measured_at", "str"), ("versions", "str"), ("sources", "str"),
     ("reason", "str"),
+    ("capacity_low", "float"), ("capacity_high", "float"), ("latency_low_us", "float"), ("latency_high_us", "float"),
+    ("cost_low", "float"), ("cost_high", "float"), ("slo_verdict", "str"), ("step_verdict", "str"),
+    ("step_reasons", "str"), ("comparison", "str"),
 )  # fmt: skip
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
@@ -79,12 +79,3 @@ def table_files(flat: list[dict[str, Any]]) -> dict[str, bytes]:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
     return {"results.csv": to_csv_text(flat).encode("utf-8"), "results.parquet": buf.getvalue()}
-
-
-def write_tables(flat: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Write results.csv and results.parquet under ``out_dir``."""
-    paths = []
-    for name, data in table_files(flat).items():
-        atomic_write_bytes(out_dir / name, data)
-        paths.append(out_dir / name)
-    return paths

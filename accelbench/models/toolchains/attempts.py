@@ -23,10 +23,13 @@ from accelbench.errors import AccelbenchError, BadInputError
 from accelbench.models.intake import one_line
 
 ATTEMPTS_FILE = "attempts.json"
-# what the CPU toolchain falls back to, in order, after the default recipe of a model kind
+# what a toolchain falls back to, in order, after the default recipe of a model kind
 FALLBACKS = {
     "ort-static-qdq-int8": ("ort-static-qdq-int8-per-tensor", "ort-dynamic-int8"),
     "ort-dynamic-int8-per-channel": ("ort-dynamic-int8", "ort-static-qdq-int8-per-tensor"),
+    # TensorRT reads symmetric QDQ only: the fallbacks stay symmetric
+    "qdq-int8-symmetric": ("qdq-int8-symmetric-per-tensor",),
+    "qdq-int8-symmetric-smoothquant": ("qdq-int8-symmetric", "qdq-int8-symmetric-per-tensor"),
 }
 
 
@@ -69,7 +72,8 @@ def try_in_order(
     for recipe in recipes:
         try:
             made = make(recipe)
-            check_variant(dst, sample)
+            if recipe != "fp32-reference":  # a copy of the source, which the FP32 reference run loaded
+                check_variant(dst, sample)
         except KeyboardInterrupt:
             raise
         except Exception as err:  # noqa: BLE001 - every failure of a recipe is reported, then the next one tried

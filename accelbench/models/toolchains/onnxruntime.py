@@ -16,6 +16,8 @@ Recipes (the ``recipe`` field of the manifest):
   then stay quantized. TensorRT's INT8 default for transformers (real MiniLM: cosine 0.995, docs/quantization.md).
 - ``ort-static-qdq-int8-per-tensor``: the same with one scale per weight tensor (any opset ≥ 10).
 - ``ort-dynamic-int8``: MatMul, Gemm and Conv weights INT8 per tensor, activations quantized per run.
+- ``qdq-int8-symmetric-per-tensor``: ``qdq-int8-symmetric`` with one scale per weight tensor: TensorRT's
+  fallback when the per-channel recipe fails.
 - ``fp16``: float16 weights and compute, float32 inputs and outputs (keep_io_types).
 
 Without ``--recipe`` an INT8 variant tries the default recipe, then its fallbacks (``attempts.FALLBACKS``)
@@ -41,10 +43,12 @@ RECIPES = (
     "ort-static-qdq-int8-per-tensor",
     "ort-dynamic-int8",
     "qdq-int8-symmetric",
+    "qdq-int8-symmetric-per-tensor",
     "qdq-int8-symmetric-smoothquant",
     "fp16",
 )
-SYMMETRIC_RECIPES = ("qdq-int8-symmetric", "qdq-int8-symmetric-smoothquant")
+SYMMETRIC_RECIPES = ("qdq-int8-symmetric", "qdq-int8-symmetric-per-tensor", "qdq-int8-symmetric-smoothquant")
+PER_TENSOR_RECIPES = ("ort-static-qdq-int8-per-tensor", "qdq-int8-symmetric-per-tensor")
 MODEL_FILE = "model.onnx"
 
 
@@ -145,7 +149,7 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
         record["quantized_matmuls"] = len([n for n in matmuls if n not in excluded])
         record["excluded_nodes"] = excluded
     symmetric = recipe in SYMMETRIC_RECIPES
-    per_channel = recipe != "ort-static-qdq-int8-per-tensor"
+    per_channel = recipe not in PER_TENSOR_RECIPES
     record["per_channel"] = per_channel
     if per_channel:
         pre = ensure_opset(pre, intake.PER_CHANNEL_MIN_OPSET, work / f"{src.stem}.opset13.onnx")

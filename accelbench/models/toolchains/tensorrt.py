@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ToolchainMissingError
-from accelbench.models.toolchains import VariantOptions, VariantResult
+from accelbench.models.toolchains import VariantOptions, VariantResult, attempts
 from accelbench.models.toolchains import onnxruntime as ort_tc
 
 PLAN_FILE = "model.plan"
@@ -60,12 +60,20 @@ def make_variant(
     """Write model.onnx (QDQ INT8 / FP16 / FP32) and either model.plan or build_engine.sh."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    recipe = options.recipe or default_recipe(precision, ort_tc.model_kind(resolved.onnx_path))
+    recipes = attempts.chain(default_recipe(precision, ort_tc.model_kind(resolved.onnx_path)), options.recipe)
     onnx_path = out / ort_tc.MODEL_FILE
     card = resolved.card
     # shapes first: a card without fixed dims should fail before minutes of calibration, not after
     shapes = profile_shapes(card, target, static=options.dla_core is not None)
-    calibration = ort_tc.run_recipe(recipe, Path(resolved.onnx_path), onnx_path, options)
+    # a failure inside ORT's quantizer is one line, recorded, and the next (symmetric) recipe is tried
+    sample = options.calibration[0] if options.calibration else None
+    recipe, calibration, tried = attempts.try_in_order(
+        recipes,
+        lambda r: ort_tc.run_recipe(r, Path(resolved.onnx_path), onnx_path, options),
+        onnx_path,
+        sample,
+        f"{precision} variant of {out.name}",
+    )
     script = build_script(target, precision, shapes, options.dla_core)
     (out / SCRIPT_FILE).write_text(script)
     (out / SCRIPT_FILE).chmod(0o755)
@@ -76,6 +84,7 @@ def make_variant(
         model_file=ort_tc.MODEL_FILE,
         toolchain={"name": "onnxruntime", "version": ort_tc.version()},
         calibration=calibration,
+        attempts=tried,
         engine={
             "status": "must-build-on-target",
             "script": SCRIPT_FILE,
