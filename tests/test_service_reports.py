@@ -86,7 +86,10 @@ def test_one_model_report_equals_the_cli_over_that_models_files(live_server, two
 
 def test_history_flags_a_run_that_moved_beyond_the_spread(live_server, tmp_path):
     """A later run of the same variant at half the throughput is flagged; the unchanged rerun is not."""
-    src = json.loads((DATA / "cpu-local" / "minilm-l6__cpu-local__int8__closed-http-b1.json").read_text())
+    # recorded by a real `accelbench run`, with step statistics (the intervals the rule needs)
+    src = json.loads(
+        (DATA / "cpu-local-measured" / "minilm-l6__cpu-local__int8__closed-http-b1.json").read_text()
+    )
     auth = {"Authorization": f"Bearer {live_server.token}"}
     runs = []
     for day, scale in (("2026-11-30", 1.0), ("2026-12-01", 0.5)):
