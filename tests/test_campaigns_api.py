@@ -327,3 +327,12 @@ def test_agent_bad_input_is_one_line(live_server, tmp_path, args, message):
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 2, result.output
     assert message in result.output and result.output.count("\n") == 1, result.output
+
+
+def test_an_idle_agent_exits_after_idle_exit(api, live_server, tmp_path):
+    _, tokens = api
+    argv = ["agent", "--server", live_server.base_url, "--target", "t4", "--token", tokens["runner"], "--once",
+            "--idle-exit", "0.5", "--work-dir", str(tmp_path), "--name", "idle"]  # fmt: skip
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 0, result.output
+    assert "no t4 job for 0.5 s; exiting" in result.output and result.output.strip().endswith('{"idle": 1}')

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelbench.documents import dump_json
+from accelbench.documents import Step, dump_json, to_dict
 from accelbench.errors import BadInputError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
@@ -140,7 +140,9 @@ def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> dict:
 
 def test_build_step_fills_the_documented_fields():
     rng = random.Random(0)
-    step = build_step(_raw(0, [rng.randint(300, 900) for _ in range(400)], errors=2), "closed", 4, Limits())
+    typed = build_step(_raw(0, [rng.randint(300, 900) for _ in range(400)], errors=2), "closed", 4, Limits())
+    assert isinstance(typed, Step)
+    step = to_dict(typed)  # as the result file has it
     assert "samples" not in step  # the per-request arrays are summarised, never stored
     for key in ("index", "offered", "started_at", "duration_s", "requests", "inferences", "errors", "error_rate",
                 "throughput_rps", "throughput_ips", "latency_us", "histogram", "server_stats", "metrics",
@@ -157,7 +159,7 @@ def test_build_step_fills_the_documented_fields():
     # 400 requests are fewer than p99 needs: shown and used, but LOW-PRECISION, saying why
     assert step["verdict"] == LOW_PRECISION and "below the 662 that p99 needs" in step["reasons"][0]
     more = build_step(_raw(0, [rng.randint(300, 900) for _ in range(2000)]), "closed", 1, Limits())
-    assert more["verdict"] == VALID and more["reasons"] == []
+    assert more.verdict == VALID and more.reasons == []
 
 
 def _doc(tmp_path, profile):
