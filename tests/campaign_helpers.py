@@ -27,6 +27,12 @@ latency_ms = 50
 """
 
 
+def api_client(url: str) -> httpx.Client:
+    """A client that opens a connection per request: the test pauses for longer than the server keeps an idle
+    connection, and reusing one it just closed is a spurious reset."""
+    return httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_keepalive_connections=0))
+
+
 def spec_text(name: str, measured: list[str], projected: list[str], load: str = TINY_LOAD) -> str:
     targets = "".join(f'[[targets]]\nid = "{t}"\nmode = "local"\n' for t in measured)
     targets += "".join(f'[[targets]]\nid = "{t}"\nmode = "project"\n' for t in projected)
@@ -114,5 +120,12 @@ def wait_campaign(api: httpx.Client, campaign_id: int, token: str, timeout_s: fl
 
 
 def job_documents(api: httpx.Client, job_id: int, token: str) -> list[dict]:
-    r = api.get(f"/api/v1/jobs/{job_id}/documents", headers={"Authorization": f"Bearer {token}"})
-    return r.json()["documents"] if r.status_code == 200 else []
+    """The job's pushed partial documents (a keep-alive connection reset is retried); [] while the server is down."""
+    for _ in range(5):
+        try:
+            r = api.get(f"/api/v1/jobs/{job_id}/documents", headers={"Authorization": f"Bearer {token}"})
+        except httpx.TransportError:
+            time.sleep(0.5)
+            continue
+        return r.json()["documents"] if r.status_code == 200 else []
+    return []

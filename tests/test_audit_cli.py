@@ -92,9 +92,15 @@ def test_serve_port_out_of_range_is_one_line(tmp_path, port):
 
 def test_run_progress_says_why_a_step_is_invalid():
     # `accelbench run` printed a bare "INVALID" per step; `accelbench loadtest` already gave the reason.
+    from accelbench.documents import Step
     from accelbench.experiment.pipeline import step_note
 
-    step = {"offered": {"concurrency": 2}, "throughput_rps": 43.1, "latency_us": {"p99": 66687},
+    step = {"index": 0, "offered": {"concurrency": 2}, "throughput_rps": 43.1, "latency_us": {"p99": 66687},
             "verdict": "INVALID", "reasons": ["unstable: the last 3 windows differ by more than 10%"]}  # fmt: skip
-    assert step_note(step).endswith("INVALID (unstable: the last 3 windows differ by more than 10%)")
-    assert step_note({**step, "verdict": "VALID", "reasons": []}).endswith("p99 66687 µs, VALID")
+    note = step_note(Step.model_validate(step))
+    assert note.endswith(
+        "concurrency 2: 43.1 req/s, p99 66687 µs, INVALID (unstable: the last 3 windows differ by more than 10%)"
+    )
+    assert step_note(Step.model_validate({**step, "verdict": "VALID", "reasons": []})).endswith(
+        "p99 66687 µs, VALID"
+    )

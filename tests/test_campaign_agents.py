@@ -12,9 +12,9 @@ import signal
 import subprocess
 import time
 
-import httpx
 import pytest
 from campaign_helpers import (
+    api_client,
     end_agents,
     job_documents,
     kill_tree,
@@ -61,7 +61,7 @@ def test_two_cpu_targets_two_agents_three_projected_one_report(tmp_path):
     db = f"sqlite:///{tmp_path / 'results.db'}"
     with running_server(db, tmp_path, "--public-read") as server:
         runner = create_token(db, "runner", "agents")
-        api = httpx.Client(base_url=server.base_url, timeout=60)
+        api = api_client(server.base_url)
         spec = spec_text("two-cpus", ["cpu-local", "c7i.large"], PROJECTED)
         campaign = api.post("/api/v1/campaigns", json={"spec": spec}, headers=_h(server.token)).json()
         assert [j["target"] for j in campaign["jobs"]] == ["cpu-local", "c7i.large"]
@@ -108,11 +108,11 @@ def test_stop_kill_and_server_restart_lose_no_step_and_duplicate_none(tmp_path):
     runner = create_token(db, "runner", "agents")
     server = start_server_on(db, port, log)
     agents: list[subprocess.Popen] = []
-    api = httpx.Client(base_url=url, timeout=60)
+    api = api_client(url)
     try:
         wait_healthy(url, server, log)
         spec = spec_text("resume", ["cpu-local"], ["l4"], RESUME_LOAD)
-        body = {"spec": spec, "lease_s": 3.0, "max_attempts": 3}
+        body = {"spec": spec, "lease_s": 5.0, "max_attempts": 3}
         campaign = api.post("/api/v1/campaigns", json=body, headers=_h(admin)).json()
         job_id = campaign["jobs"][0]["id"]
         logs = [tmp_path / n / f"{n}.log" for n in ("a", "b", "c")]
@@ -171,7 +171,7 @@ def test_an_agent_without_the_toolchain_fails_its_job_with_one_line(tmp_path):
     db = f"sqlite:///{tmp_path / 'results.db'}"
     with running_server(db, tmp_path, "--public-read") as server:
         runner = create_token(db, "runner", "agents")
-        api = httpx.Client(base_url=server.base_url, timeout=60)
+        api = api_client(server.base_url)
         spec = spec_text("gpu", ["l4"], ["l40s"])
         campaign = api.post("/api/v1/campaigns", json={"spec": spec}, headers=_h(server.token)).json()
         agent = start_agent(server.base_url, runner, "l4", tmp_path / "cpu-host", "cpu-host", "--once")

@@ -31,6 +31,7 @@ mode = "local"
 id = "l4"
 mode = "project"
 """
+LEASE_S = 3.0  # short, but long enough for the next call to arrive on a loaded machine
 ONE_JOB = SPEC.replace('id = "c7i.large"\nmode = "local"', 'id = "c7i.large"\nmode = "project"')
 
 
@@ -122,17 +123,17 @@ def test_scopes(api):
 
 def test_lease_expiry_requeues_then_expires_after_the_last_attempt(api):
     client, tokens = api
-    campaign = _submit(client, tokens, ONE_JOB, lease_s=1.0, max_attempts=2)
+    campaign = _submit(client, tokens, ONE_JOB, lease_s=LEASE_S, max_attempts=2)
     first, second = _runner(client, tokens, "lease-a"), _runner(client, tokens, "lease-b")
     job = _claim(client, tokens, first)
     assert job["id"] == campaign["jobs"][0]["id"] and job["attempt"] == 1
     assert _claim(client, tokens, second) is None  # held by the first runner
-    time.sleep(1.3)
+    time.sleep(LEASE_S + 0.5)
     again = _claim(client, tokens, second)  # the lease ran out: requeued, taken by the other runner
     assert again["id"] == job["id"] and again["attempt"] == 2
     assert "no longer held" in _error(_call(client, tokens, job, first, "heartbeat"), 409)
     assert _call(client, tokens, again, second, "heartbeat").status_code == 200
-    time.sleep(1.3)
+    time.sleep(LEASE_S + 0.5)
     got = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["read"])).json()
     (state,) = got["jobs"]
     assert state["status"] == "expired" and state["reason"] == "lease expired on each of 2 attempts"
@@ -159,7 +160,7 @@ def test_release_does_not_count_and_fail_keeps_its_reason(api):
 
 def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_once(api):
     client, tokens = api
-    _submit(client, tokens, ONE_JOB, lease_s=1.0)
+    _submit(client, tokens, ONE_JOB, lease_s=LEASE_S)
     rid = _runner(client, tokens, "partial")
     job = _claim(client, tokens, rid)
     doc = json.loads(sorted((DATA / "cpu-local").glob("*.json"))[0].read_text())
@@ -169,7 +170,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
         client.put(f"/jobs/{job['id']}/documents", json=body, headers=_h(tokens["runner"])).json()["steps"]
         == 1
     )
-    time.sleep(1.3)
+    time.sleep(LEASE_S + 0.5)
     again = _claim(client, tokens, rid)
     assert again["id"] == job["id"] and again["documents"] == [partial]
     push = {"runner_id": rid, "attempt": again["attempt"], "result": doc, "source": "x.json"}
@@ -326,3 +327,12 @@ def test_agent_bad_input_is_one_line(live_server, tmp_path, args, message):
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 2, result.output
     assert message in result.output and result.output.count("\n") == 1, result.output
+
+
+def test_an_idle_agent_exits_after_idle_exit(api, live_server, tmp_path):
+    _, tokens = api
+    argv = ["agent", "--server", live_server.base_url, "--target", "t4", "--token", tokens["runner"], "--once",
+            "--idle-exit", "0.5", "--work-dir", str(tmp_path), "--name", "idle"]  # fmt: skip
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 0, result.output
+    assert "no t4 job for 0.5 s; exiting" in result.output and result.output.strip().endswith('{"idle": 1}')

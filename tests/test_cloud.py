@@ -228,7 +228,7 @@ def test_agent_tasks_run_one_campaign_job_per_measured_target(agent_plan, sky_py
     for target_id, accelerator in ACCELERATORS.items():
         task = yaml.safe_load((out / f"{target_id}.sky.yaml").read_text())
         assert task["resources"]["accelerators"] == accelerator
-        assert (f"accelbench agent --once --server https://bench.example.org --target {target_id} "
+        assert (f"accelbench agent --once --idle-exit 1800 --server https://bench.example.org --target {target_id} "
                 "--work-dir ~/accelbench-work") in task["run"]  # fmt: skip
         assert task["secrets"] == {"ACCELBENCH_TOKEN": None} and "file_mounts" not in task
         _check(SCHEMAS["task"], task, target_id)

@@ -187,3 +187,34 @@ def test_the_device_check_rebuilds_the_committed_h200_results(tmp_path):
         for doc in (rebuilt, original):  # the method text names the interpreter's file, which has moved since
             doc["provenance"].pop("method")
         assert json.dumps(rebuilt, sort_keys=True) == json.dumps(original, sort_keys=True), path.name
+
+
+def test_the_exported_json_schemas_accept_what_accelbench_writes_and_reject_bad_documents(tmp_path):
+    import jsonschema_rs
+
+    from accelbench.models.manifest import write_manifest
+
+    result = jsonschema_rs.validator_for(
+        json.loads((ROOT / "docs" / "schema" / "result.schema.json").read_text())
+    )
+    for path in RESULTS:
+        assert result.is_valid(json.loads(path.read_text())), path
+    bad = _doc()
+    bad["steps"][0]["verdict"] = "OK"
+    assert [e.instance_path for e in result.iter_errors(bad)] == [["steps", 0, "verdict"]]
+    variant = jsonschema_rs.validator_for(
+        json.loads((ROOT / "docs" / "schema" / "variant.schema.json").read_text())
+    )
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    manifest = dict(
+        write_manifest(
+            tmp_path,
+            {"name": "m__cpu-local__fp32", "model": "m", "card": {}, "source": {"uri": "builtin:m", "sha256": "0"},
+             "target": "cpu-local", "precision": "fp32", "recipe": "fp32-reference", "format": "onnx",
+             "model_file": "model.onnx", "toolchain": {"name": "onnxruntime", "version": "1"},
+             "inputs": [{"name": "x", "dtype": "float32", "shape": [-1, 4]}], "outputs": [], "calibration": None,
+             "accuracy": None, "graph_cost": None, "engine": None},
+        )
+    )  # fmt: skip
+    assert variant.is_valid(manifest)
+    assert not variant.is_valid({**manifest, "precision": "int4"})

@@ -184,8 +184,12 @@ def external_model(tmp_path):
 
 
 def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp_path):
+    from accelbench.models.graph_shapes import _run_shapes
+
     check_onnx_file(external_model)
     assert graph_cost(external_model, 1, "fp32", {"x": [-1, 3, 16, 16]}).params == WEIGHTS
+    # the run that measures shapes ONNX inference cannot resolve loads the data where it lies
+    assert _run_shapes(external_model, 2, {"x": [-1, 3, 16, 16]})["c"][0] == (2, 16, 16, 16)
     card = tmp_path / "big.toml"
     subprocess.run([ACCELBENCH, "models", "card", str(external_model), "--shape", "x:1,3,16,16", "--out", str(card)],
                    check=True, capture_output=True)  # fmt: skip
@@ -198,6 +202,14 @@ def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp
     # the FP32 copy keeps its tensors beside it, under the variant's own name, and loads from there
     assert "model.onnx.data" in fp32["files"]
     attempts.check_variant(out / fp32["name"] / "model.onnx", _feed(1)[0])
+    # and the Triton repository carries the data file beside the model it serves
+    from accelbench.serving.repository import write_repository
+
+    repo = tmp_path / "repo"
+    write_repository([out / fp32["name"]], repo, "local")
+    served = repo / fp32["name"] / "1" / "model.onnx"
+    assert (served.parent / "model.onnx.data").is_file()
+    attempts.check_variant(served, _feed(1)[0])
 
 
 def test_the_float_tail_is_what_follows_the_last_compute_op():

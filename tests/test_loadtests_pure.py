@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accelbench.documents import dump_json
+from accelbench.documents import Step, dump_json, to_dict
 from accelbench.errors import BadInputError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
@@ -140,7 +140,9 @@ def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> dict:
 
 def test_build_step_fills_the_documented_fields():
     rng = random.Random(0)
-    step = build_step(_raw(0, [rng.randint(300, 900) for _ in range(400)], errors=2), "closed", 4, Limits())
+    typed = build_step(_raw(0, [rng.randint(300, 900) for _ in range(400)], errors=2), "closed", 4, Limits())
+    assert isinstance(typed, Step)
+    step = to_dict(typed)  # as the result file has it
     assert "samples" not in step  # the per-request arrays are summarised, never stored
     for key in ("index", "offered", "started_at", "duration_s", "requests", "inferences", "errors", "error_rate",
                 "throughput_rps", "throughput_ips", "latency_us", "histogram", "server_stats", "metrics",
@@ -157,7 +159,7 @@ def test_build_step_fills_the_documented_fields():
     # 400 requests are fewer than p99 needs: shown and used, but LOW-PRECISION, saying why
     assert step["verdict"] == LOW_PRECISION and "below the 662 that p99 needs" in step["reasons"][0]
     more = build_step(_raw(0, [rng.randint(300, 900) for _ in range(2000)]), "closed", 1, Limits())
-    assert more["verdict"] == VALID and more["reasons"] == []
+    assert more.verdict == VALID and more.reasons == []
 
 
 def _doc(tmp_path, profile):
@@ -263,3 +265,18 @@ def test_master_bind_parsing_and_loopback_target_guard():
         check_reachable_target(MasterBind("0.0.0.0", 5557, 2), "http://localhost:8000")
     with pytest.raises(BadInputError, match="loopback"):
         check_reachable_target(MasterBind("10.0.0.5", 5557, 2), "127.0.0.1:8001")
+
+
+def test_progress_lines_name_the_offered_load_in_words():
+    from accelbench.commands.loadtests import _step_line
+    from accelbench.experiment.pipeline import step_note
+    from accelbench.loadtests.profiles import offered_label
+
+    assert offered_label({"concurrency": 1}) == "concurrency 1"
+    assert offered_label({"rate_rps": 200.0}) == "200 requests/s"
+    from accelbench.documents import Step
+
+    step = Step.model_validate({"index": 0, "offered": {"concurrency": 1}, "throughput_rps": 10.0, "verdict": "VALID",
+                                "reasons": [], "latency_us": {"p50": 5, "p99": 9}, "errors": {"connection": 0}})  # fmt: skip
+    assert step_note(step).startswith("  concurrency 1: 10.0 req/s") and "{" not in step_note(step)
+    assert _step_line(step).startswith("step 0 concurrency 1:")

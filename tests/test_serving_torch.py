@@ -85,6 +85,29 @@ def test_other_shapes_and_missing_shapes_run_eager():
         BucketRunner(interpreter, static_dims=None, input_dtypes={}, buckets=[1], mode="jit")
 
 
+@pytest.mark.parametrize("name", ["minilm-l6", "resnet50"])
+def test_an_fp16_graph_runs_although_its_casts_come_last(tmp_path, name):
+    """onnxruntime's float16 converter appends the input casts after the nodes that read them; the interpreter
+    orders the nodes itself, and accelbench's fp16 recipe (to_fp16) writes them sorted for the ONNX checker."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    from accelbench.models.toolchains.onnxruntime import to_fp16
+
+    raw = convert_float_to_float16(build_builtin(name), keep_io_types=True)
+    with pytest.raises(onnx.checker.ValidationError, match="topologically sorted"):
+        onnx.checker.check_model(raw)  # out of order, so the interpreter's own ordering is what is tested
+    feeds = make_inputs(load_card(f"builtin:{name}"), batch_size=2, count=1, seed=1)[0]
+    want = ort.InferenceSession(raw.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    runner = OnnxTorch(raw, "cpu", torch.float32)  # fp16 weights computed in float32 here
+    for w, g in zip(want, runner(runner.feeds(feeds)), strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g.numpy(), w, rtol=2e-2, atol=2e-2)
+    onnx.save(build_builtin(name), tmp_path / "fp32.onnx")
+    to_fp16(tmp_path / "fp32.onnx", tmp_path / "fp16.onnx")
+    onnx.checker.check_model(str(tmp_path / "fp16.onnx"))  # the quantize attempts check every variant so
+
+
 @pytest.mark.slow
 def test_compile_mode_compiles_each_bucket_at_set_up_and_matches_eager():
     _, runner, _ = runner_for("identity", [1, 2], mode="compile")

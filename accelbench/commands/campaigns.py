@@ -37,9 +37,11 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--name", default="", help="Runner name shown on the runners page [default: HOST-TARGET].")
 @click.option("--token", envvar="ACCELBENCH_TOKEN", default=None, help="Runner-scoped " + _TOKEN_HELP)
 @click.option("--quiet", is_flag=True, help="No pipeline progress lines; only one line per job.")
+@click.option("--idle-exit", "idle_exit_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Exit when no job came for this long (a rented host with nothing to do stops billing).")  # fmt: skip
 @click.pass_context
 def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str, ...], once: bool,
-              work_dir: str, name: str, token: str | None, quiet: bool) -> None:  # fmt: skip
+              work_dir: str, name: str, token: str | None, quiet: bool, idle_exit_s: float | None) -> None:  # fmt: skip
     """Long-poll SERVER for jobs of --target and run each (quantize, serve, sweep), pushing results.
 
     SIGTERM or Ctrl-C: the running step finishes, what it measured is pushed, and the job goes back to the queue.
@@ -48,7 +50,7 @@ def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str
 
     cfg = AgentConfig(server=server, target=target_id, token=token, labels=_labels(labels), once=once,
                       work_dir=Path(work_dir), name=name, catalog_path=(ctx.obj or {}).get("catalog_path"),
-                      quiet=quiet)  # fmt: skip
+                      quiet=quiet, idle_exit_s=idle_exit_s)  # fmt: skip
     stop = threading.Event()
     # both signals: finish the running step, push it, release the job (restored after: tests call this in-process)
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -77,13 +77,17 @@ def _progress_line(event: dict) -> str:
     )
 
 
-def _step_line(step: dict) -> str:
-    lat = step["latency_us"]
+def _step_line(step) -> str:
+    """One line per finished step (a ``documents.Step``)."""
+    from accelbench.documents import to_dict
+
+    lat = step.latency_us
+    errors = sum(to_dict(step.errors).values()) if step.errors else 0
     text = (
-        f"step {step['index']} {_offered(step['offered'])}: {step['throughput_rps']:.1f} req/s  "
-        f"p50 {lat['p50']} µs  p99 {lat['p99']} µs  errors {sum(step['errors'].values())}  {step['verdict']}"
+        f"step {step.index} {_offered(to_dict(step.offered))}: {step.throughput_rps:.1f} req/s  "
+        f"p50 {lat.p50 if lat else None} µs  p99 {lat.p99 if lat else None} µs  errors {errors}  {step.verdict}"
     )
-    return text + (f" ({'; '.join(step['reasons'])})" if step["reasons"] else "")
+    return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
 def register(group: click.Group) -> None:

@@ -69,7 +69,8 @@ def _run_agent(target_id: str, server: str) -> str:
     return "\n".join([
         "set -euo pipefail",
         "source ~/accelbench-venv/bin/activate",
-        f"accelbench agent --once --server {server} --target {target_id} --work-dir {AGENT_WORK_DIR}",
+        # --idle-exit: a host whose campaign has no job for it stops (and stops billing) after half an hour
+        f"accelbench agent --once --idle-exit 1800 --server {server} --target {target_id} --work-dir {AGENT_WORK_DIR}",
     ]) + "\n"  # fmt: skip
 
 

@@ -37,6 +37,8 @@ def job_manifest(target: Any, server: str, image: str = DEFAULT_IMAGE) -> dict[s
             "accelbench",
             "agent",
             "--once",
+            "--idle-exit",
+            "1800",  # a pod whose campaign has no job for its target ends after half an hour
             "--server",
             server,
             "--target",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.documents import ResultDocument
+from accelbench.documents import ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
@@ -279,15 +279,15 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
     return paths
 
 
-def step_note(step: dict[str, Any]) -> str:
+def step_note(step: Step) -> str:
     """One progress line per load step; an INVALID step says why, so the user can act on it."""
     from accelbench.loadtests.profiles import offered_label
 
-    p99 = (step.get("latency_us") or {}).get("p99")
+    p99 = step.latency_us.p99 if step.latency_us else None
     text = (
-        f"  {offered_label(step['offered'])}: {step['throughput_rps']} req/s, p99 {p99} µs, {step['verdict']}"
+        f"  {offered_label(to_dict(step.offered))}: {step.throughput_rps} req/s, p99 {p99} µs, {step.verdict}"
     )
-    return text + (f" ({'; '.join(step['reasons'])})" if step.get("reasons") else "")
+    return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
 def _triton_name(variant: _Variant) -> str:

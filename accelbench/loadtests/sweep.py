@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.documents import ResultDocument, Step
+from accelbench.documents import Loadgen, ResultDocument, Step, Window, to_dict
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
@@ -47,9 +47,8 @@ class Server:
         return self.http_url
 
 
-def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) -> dict[str, Any]:
-    """The result document's step record from the child's raw totals (pure); ``results.put_step`` types it
-    as a ``documents.Step``."""
+def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) -> Step:
+    """The result document's step from the child's raw totals (pure)."""
     duration = raw.get("duration_s") or 0.0
     requests = int(raw.get("requests", 0))
     errors = raw.get("errors") or {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0}
@@ -79,40 +78,40 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
         aborted=raw.get("aborted"),
         limits=limits,
     )
-    return {
-        "index": raw["index"],
-        "offered": offered,
-        "started_at": raw.get("started_at"),
-        "duration_s": duration,
-        "requests": requests,
-        "inferences": int(raw.get("inferences", 0)),
-        "errors": errors,
-        "error_rate": round(error_rate, 6),
-        "dropped": int(raw.get("drops", 0)),
-        "throughput_rps": round(rps, 3),
-        "throughput_ips": round(rps * batch_size, 3),
+    return Step(
+        index=raw["index"],
+        offered=offered,
+        started_at=raw.get("started_at"),
+        duration_s=duration,
+        requests=requests,
+        inferences=int(raw.get("inferences", 0)),
+        errors=errors,
+        error_rate=round(error_rate, 6),
+        dropped=int(raw.get("drops", 0)),
+        throughput_rps=round(rps, 3),
+        throughput_ips=round(rps * batch_size, 3),
         # after the warm-up cut, from the exact samples (the histogram keeps the whole window, 3 digits)
-        "latency_us": _latency_summary(statistics, hist),
-        "latency_from": "intended send time" if kind == "open" else "actual send time",
-        "histogram": raw.get("histogram"),
-        "server_stats": raw.get("server_stats"),
-        "metrics": raw.get("metrics"),
-        "energy_per_request_j": _energy_per_request_j(raw.get("metrics"), successes),
-        "loadgen": {
-            "processes": len(loadgen),
+        latency_us=_latency_summary(statistics, hist),
+        latency_from="intended send time" if kind == "open" else "actual send time",
+        histogram=raw.get("histogram"),
+        server_stats=raw.get("server_stats"),
+        metrics=raw.get("metrics"),
+        energy_per_request_j=_energy_per_request_j(raw.get("metrics"), successes),
+        loadgen=Loadgen(
+            processes=len(loadgen),
             # each process: its index, host, pid and request count (several hosts when distributed)
-            "per_process": [{k: p.get(k) for k in ("index", "host", "pid", "requests")} for p in loadgen],
-            "cpu_fraction": [round(c, 3) for c in cpu],
-            "cpu_us_per_request": round(total_cpu_s * 1e6 / requests, 1) if requests else None,
-            "event_loop_lag_us": raw.get("loop_lag_us"),
-        },
-        "windows": [{"throughput_rps": w[0], "p99_us": w[1]} for w in raw.get("windows") or []],
-        "statistics": statistics,
-        "aborted": raw.get("aborted"),
-        "last_error": raw.get("last_error"),
-        "verdict": verdict,
-        "reasons": reasons,
-    }
+            per_process=[{k: p.get(k) for k in ("index", "host", "pid", "requests")} for p in loadgen],
+            cpu_fraction=[round(c, 3) for c in cpu],
+            cpu_us_per_request=round(total_cpu_s * 1e6 / requests, 1) if requests else None,
+            event_loop_lag_us=raw.get("loop_lag_us"),
+        ),
+        windows=[Window(throughput_rps=w[0], p99_us=w[1]) for w in raw.get("windows") or []],
+        statistics=statistics,
+        aborted=raw.get("aborted"),
+        last_error=raw.get("last_error"),
+        verdict=verdict,
+        reasons=reasons,
+    )
 
 
 def _latency_summary(statistics: dict[str, Any] | None, hist) -> dict[str, Any]:
@@ -250,18 +249,18 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
                     )
                     break
                 if event["event"] == "step":
-                    step = build_step(event["step"], profile.kind, profile.batch_size, limits)
-                    results.put_step(doc, step, path)
-                    finished.add(step["index"])
-                    if step["aborted"]:
-                        error = (
-                            MeasurementError if event["step"].get("aborted_by") == "loadgen" else ServerError
-                        )
+                    raw = event["step"]
+                    step = results.put_step(
+                        doc, build_step(raw, profile.kind, profile.batch_size, limits), path
+                    )
+                    finished.add(step.index)
+                    if step.aborted:
+                        error = MeasurementError if raw.get("aborted_by") == "loadgen" else ServerError
                         problem = error(
-                            f"step {step['index']} ({offered_label(step['offered'])}) did not finish: "
-                            f"{step['aborted']}; finished steps kept in {path}"
+                            f"step {step.index} ({offered_label(to_dict(step.offered))}) did not finish: "
+                            f"{step.aborted}; finished steps kept in {path}"
                         )
-                    event = {"event": "step", "step": step}
+                    event = {"event": "step", "step": step}  # the typed Step, as recorded
                 elif event["event"] == "fatal":
                     problem = MeasurementError(f"load generator failed: {event['message']}")
                 if on_event:

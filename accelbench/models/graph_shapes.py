@@ -4,9 +4,11 @@ a run of the model in onnxruntime on dummy inputs that records every intermediat
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import numpy as np
 import onnx
 
 from accelbench.errors import BadInputError
-from accelbench.models.intake import one_line, promote_constants
+from accelbench.models.intake import has_external_data, one_line, promote_constants
 
 Shapes = dict[str, tuple[tuple[int, ...], int]]  # tensor name -> (shape, ONNX elem_type)
 
@@ -114,14 +116,34 @@ def static_shapes(
     return proto, weights, shapes
 
 
+@contextlib.contextmanager
+def _session_source(proto: onnx.ModelProto, model: Any) -> Iterator[bytes | str]:
+    """What ORT loads: the bytes; for a model with external data, the graph written for the moment beside
+    the model (ORT reads external data only from the model's own folder), its data never loaded here."""
+    if not has_external_data(proto) or isinstance(model, onnx.ModelProto):
+        yield proto.SerializeToString()
+        return
+    folder = Path(model).resolve().parent
+    try:
+        handle, name = tempfile.mkstemp(prefix=".accelbench-shapes-", suffix=".onnx", dir=folder)
+    except OSError as err:
+        raise BadInputError(f"cannot write a graph beside {model} to run it ({err})") from None
+    os.close(handle)
+    try:
+        onnx.save_model(proto, name)
+        yield name
+    finally:
+        os.unlink(name)
+
+
 def _run_shapes(
     model: str | os.PathLike | onnx.ModelProto, batch_size: int, input_shapes: Mapping[str, Sequence[int]]
 ) -> Shapes:
     """Shapes of every node output from one onnxruntime run on dummy inputs (zeros; masks all ones)."""
     import onnxruntime as ort
 
-    full = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
-    full = load_model(full)  # a copy: we add outputs and fix dims
+    # a copy (we add outputs and fix dims); external data stays on disk: a >2 GB model cannot be serialised
+    full = load_model(model)
     weights = {init.name for init in full.graph.initializer}
     _fix_input_dims(full, batch_size, input_shapes, weights)
     present = {o.name for o in full.graph.output}
@@ -138,11 +160,12 @@ def _run_shapes(
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        session = ort.InferenceSession(full.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        names = [o.name for o in session.get_outputs()]
-        values = session.run(names, feeds)
+        with _session_source(full, model) as source:
+            session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+            names = [o.name for o in session.get_outputs()]
+            values = session.run(names, feeds)
     except Exception as err:  # onnxruntime raises its own exception types for bad graphs
-        raise BadInputError(f"cannot determine tensor shapes: {str(err).splitlines()[0][:200]}") from None
+        raise BadInputError(f"cannot determine tensor shapes: {one_line(err)}") from None
     return {
         name: (tuple(v.shape), onnx.helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype))
         for name, v in zip(names, values, strict=True)

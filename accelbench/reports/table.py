@@ -5,10 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 from typing import Any
-
-from accelbench.util import atomic_write_bytes
 
 # (column, type): the order of the CSV/Parquet columns; units are in the names.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -82,12 +79,3 @@ def table_files(flat: list[dict[str, Any]]) -> dict[str, bytes]:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="snappy")
     return {"results.csv": to_csv_text(flat).encode("utf-8"), "results.parquet": buf.getvalue()}
-
-
-def write_tables(flat: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Write results.csv and results.parquet under ``out_dir``."""
-    paths = []
-    for name, data in table_files(flat).items():
-        atomic_write_bytes(out_dir / name, data)
-        paths.append(out_dir / name)
-    return paths

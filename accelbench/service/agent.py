@@ -61,6 +61,9 @@ class AgentConfig:
     catalog_path: str | None = None
     retry_s: float = RETRY_S
     quiet: bool = False
+    idle_exit_s: float | None = (
+        None  # exit when no job came for this long (a rented host that has nothing to do)
+    )
 
     @property
     def runner_name(self) -> str:
@@ -327,15 +330,21 @@ def run_agent(cfg: AgentConfig, stop: threading.Event | None = None,
     try:
         runner_id = register(api, cfg)
         say(f"runner {cfg.runner_name} (id {runner_id}) polling {api.url} for {cfg.target} jobs")
+        idle_since = time.monotonic()
         while not stop.is_set():
             job = api.call("POST", "/jobs/claim", {"runner_id": runner_id, "wait_s": CLAIM_WAIT_S},
                            timeout_s=CLAIM_WAIT_S + 30)  # fmt: skip
             if job is None:
+                if cfg.idle_exit_s is not None and time.monotonic() - idle_since >= cfg.idle_exit_s:
+                    say(f"no {cfg.target} job for {cfg.idle_exit_s:g} s; exiting")
+                    outcomes["idle"] = 1
+                    break
                 continue
             outcome = run_job(api, cfg, runner_id, job, stop, say)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if cfg.once:
                 break
+            idle_since = time.monotonic()
     finally:
         api.close()
     return outcomes

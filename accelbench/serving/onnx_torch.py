@@ -310,6 +310,23 @@ def _lpnorm(ctx, node, x):
     return F.normalize(x, p=at.get("p", 2), dim=at.get("axis", -1))
 
 
+def topological(nodes, available: set[str]) -> list[onnx.NodeProto]:
+    """The nodes in an order where each runs after its inputs exist. ONNX asks for that order, but
+    onnxruntime's float16 converter appends its input casts at the end of the list (onnxruntime sorts itself)."""
+    ready, pending, order = set(available) | {""}, list(nodes), []
+    while pending:
+        runnable = [n for n in pending if all(name in ready for name in n.input)]
+        if not runnable:
+            names = sorted({name for n in pending for name in n.input} - ready)[:5]
+            raise ValueError(f"the ONNX graph uses values nothing produces: {', '.join(names)}")
+        for node in runnable:
+            order.append(node)
+            ready.update(node.output)
+        keep = {id(n) for n in runnable}
+        pending = [n for n in pending if id(n) not in keep]
+    return order
+
+
 class OnnxTorch:
     """Runs an ONNX ModelProto with torch on ``device`` in ``dtype`` (float tensors only)."""
 
@@ -324,6 +341,7 @@ class OnnxTorch:
         self.weights = {t.name: self.tensor(numpy_helper.to_array(t)) for t in self.graph.initializer}
         self.input_names = [i.name for i in self.graph.input if i.name not in self.weights]
         self.output_names = [o.name for o in self.graph.output]
+        self.nodes = topological(self.graph.node, set(self.weights) | set(self.input_names))
 
     def tensor(self, array: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(np.array(array, copy=True))
@@ -336,7 +354,7 @@ class OnnxTorch:
     def __call__(self, feeds: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         env = dict(self.weights)
         env.update(feeds)
-        for node in self.graph.node:
+        for node in self.nodes:
             args = [env[name] if name else None for name in node.input]
             while args and args[-1] is None:
                 args.pop()

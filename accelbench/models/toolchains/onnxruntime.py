@@ -321,7 +321,26 @@ def to_fp16(src: Path, dst: Path) -> None:
     model = onnx.load(str(src))
     # float32 at the edges so clients and the reference data stay float32
     converted = convert_float_to_float16(model, keep_io_types=True)
+    # the converter appends its input casts after the nodes that read them; the ONNX checker (and any reader
+    # that runs nodes in list order) wants them first
+    nodes = _topological(converted.graph)
+    del converted.graph.node[:]
+    converted.graph.node.extend(nodes)
     onnx.save(converted, str(dst))
+
+
+def _topological(graph: Any) -> list:
+    ready = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    pending, order = list(graph.node), []
+    while pending:
+        runnable = [n for n in pending if all(name in ready for name in n.input)]
+        if not runnable:  # a value nothing produces: leave the rest as it was, the checker names it
+            return order + pending
+        order += runnable
+        ready.update(out for n in runnable for out in n.output)
+        done = {id(n) for n in runnable}
+        pending = [n for n in pending if id(n) not in done]
+    return order
 
 
 class FeedReader:
