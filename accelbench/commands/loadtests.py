@@ -116,14 +116,14 @@ def register(group: click.Group) -> None:
         "--batch", "batch_size", type=int, default=1, show_default=True, help="Batch size per request."
     )
     @click.option(
-        "--duration", type=float, help="Seconds measured per step (default: until stable, max 60 s)."
+        "--duration", type=float, help="Least seconds measured per step; it then runs until p99's sample floor (max 60 s)."
     )
     @click.option(
         "--max-duration",
         type=float,
         default=60.0,
         show_default=True,
-        help="Without --duration: the longest a step may run while waiting to be stable.",
+        help="The longest a step may run while waiting for its warm-up cut and sample floor.",
     )
     @click.option(
         "--warmup", type=float, default=2.0, show_default=True, help="Seconds of unmeasured warm-up."
