@@ -116,7 +116,9 @@ def register(group: click.Group) -> None:
         "--batch", "batch_size", type=int, default=1, show_default=True, help="Batch size per request."
     )
     @click.option(
-        "--duration", type=float, help="Least seconds measured per step; it then runs until p99's sample floor (max 60 s)."
+        "--duration",
+        type=float,
+        help="Least seconds measured per step; it then runs until p99's sample floor (max 60 s).",
     )
     @click.option(
         "--max-duration",
