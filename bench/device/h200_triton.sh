@@ -59,6 +59,15 @@ extra_lib=$("$PY" bench/device/preflight.py --libpython-dir 2>/dev/null || true)
 SAMPLER=$!
 trap 'kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null' EXIT
 
+# results packed after every model too, so a run cut off at its time limit still returns what it finished
+pack() {
+    local docs=("$WORK"/results/*.json)
+    if [[ -e ${docs[0]} ]]; then
+        "$PY" bench/device/triton_summary.py "${docs[@]}" --out "$OUT" >>"$OUT/log.txt" 2>&1 || log "summary failed"
+    fi
+    tar -czf "$OUT/results.tar.gz" -C "$WORK" results logs
+}
+
 # 4. per model: variant, torch-cuda repository, load test through the product's own path
 for model in $MODELS; do
     if over_budget; then log "budget of ${BUDGET_S}s spent: $model not started"; continue; fi
@@ -76,6 +85,7 @@ for model in $MODELS; do
         || log "$model: loadtest exit $?"
     grep -h "torch .* on \|CUDA graphs\|failed\|rror" "$WORK/logs/server-$model.log" 2>/dev/null | tail -4 >>"$OUT/log.txt"
     cp "$WORK/variants/$variant/manifest.json" "$WORK/logs/manifest-$variant.json" 2>/dev/null
+    pack
 done
 
 # optional: the gpu-marked tests (torch-cuda flavor with device=cuda, bf16, CUDA graphs; the device check)
@@ -94,7 +104,6 @@ if [[ -e ${docs[0]} ]]; then
     else
         log "no NVML samples: no J/request"
     fi
-    "$PY" bench/device/triton_summary.py "${docs[@]}" --out "$OUT" >>"$OUT/log.txt" 2>&1 || log "summary failed"
 fi
-tar -czf "$OUT/results.tar.gz" -C "$WORK" results logs
+pack
 log "done: $(ls "$WORK"/results | wc -l) result documents"
