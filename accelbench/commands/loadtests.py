@@ -184,8 +184,9 @@ def register(group: click.Group) -> None:
 
             click.echo(dump_json(doc), nl=False)
         else:
-            invalid = sum(1 for s in doc.steps if s.verdict != "VALID")
-            click.echo(f"{path}: {len(doc.steps)} steps, {invalid} INVALID")
+            invalid = sum(1 for s in doc.steps if s.verdict == "INVALID")
+            low = sum(1 for s in doc.steps if s.verdict == "LOW-PRECISION")
+            click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID")
 
     @group.command("loadtest-worker")
     @click.option("--master", required=True, help="The master's HOST:PORT (its --master-bind).")
