@@ -45,6 +45,11 @@ def test_all_formats_are_rendered(from_disk):
     assert set(from_disk.outputs) >= {"report.md", "report.html", "results.csv", "results.parquet"}
     assert any(name.startswith("plots/") for name in from_disk.outputs)
     assert '"target": "l4"' in from_disk.json_text and '"target": "h200-sxm"' in from_disk.json_text
+    hosts = {r["target"]: r["host"] for r in from_disk.table if r["status"] == "measured"}
+    assert (
+        hosts["h200-sxm"] == "Intel(R) Xeon(R) Processor"
+    )  # the device check's probe names no host: its CPU
+    assert hosts["cpu-local"] == "dev-2core" and hosts["l4"] == "unknown host"
 
 
 def test_documents_through_json_text_render_the_same_bytes(sources, from_disk):

@@ -1,5 +1,5 @@
 """The history of one (model, target, precision): each stored run at the report's SLO, oldest first, and
-whether it moved beyond the run-to-run spread from the run before: ``accelbench report --compare``'s rule
+whether it moved beyond the run-to-run variation from the run before: ``accelbench report --compare``'s rule
 (``accelbench.reports.compare.judge_change``: the 95 % intervals of the two runs, not a fixed percentage),
 called, not copied. Runs without step statistics (imports, older results) are listed but not judged."""
 

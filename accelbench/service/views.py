@@ -91,7 +91,8 @@ def render(
     count, newest = queries.fingerprint(session, model)
     if not count:
         raise ApiError(404, f"no results stored for model {model!r}" if model else "no results stored yet")
-    key = (model, repr(options), formats, count, newest, id(catalog))
+    bind = session.get_bind()  # one process may serve several databases (tests): they must not share entries
+    key = (str(bind.url), id(bind), model, repr(options), formats, count, newest, id(catalog))
     with _LOCK:
         if key in _RENDERED:
             _RENDERED.move_to_end(key)
