@@ -132,8 +132,9 @@ def interleaved(pa: str, triton, model: str, data: Path, concurrency: int, proce
         if tool == "pa":
             pas.append(pa_run(pa, triton, model, data, concurrency, args, out))
         else:
+            # a fresh folder per run: the same one would resume the finished document and measure nothing
             step = ab_run(triton, model, data, [concurrency], processes, duration, args.warmup,
-                          out / f"ab-{model}-c{concurrency}-p{processes}-{len(abs_)}")[0]  # fmt: skip
+                          out / f"ab-{model}-c{concurrency}-p{processes}-{len(list(out.glob('ab-*')))}")[0]  # fmt: skip
             abs_.append({"throughput_rps": step["throughput_rps"], "p50_us": step["latency_us"]["p50"],
                          "cpu_us_per_request": step["loadgen"]["cpu_us_per_request"]})  # fmt: skip
     mean = {k: {m: statistics.mean(r[m] for r in runs if r[m] is not None) for m in runs[0]}

@@ -179,6 +179,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     assert first.status_code in (200, 201) and second.status_code == 200
     assert first.json()["id"] == second.json()["id"]
     assert _call(client, tokens, again, rid, "done").status_code == 200
+    assert _call(client, tokens, again, rid, "done").json()["status"] == "done"  # a retried call: same answer
     got = client.get(f"/campaigns/{again['campaign_id']}", headers=_h(tokens["read"])).json()
     assert got["results"] == [first.json()["id"]] and got["status"] == "done"
     stale = {**push, "attempt": job["attempt"]}

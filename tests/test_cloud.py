@@ -263,3 +263,19 @@ def test_server_must_be_a_url(tmp_path):
     spec.write_text(AGENT_SPEC)
     result = CliRunner().invoke(main, ["plan", "cloud", str(spec), "--server", "bench:8080"])
     assert result.exit_code == 2 and "is not an http(s) URL" in result.output
+
+
+def test_the_jetson_systemd_unit_in_the_docs_runs_a_valid_agent_command():
+    import re
+    import shlex
+
+    from accelbench.commands.campaigns import agent_cmd
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "multihost.md").read_text()
+    unit = re.search(r"```ini\n(# /etc/systemd/system/accelbench-agent.service.*?)```", docs, re.S).group(1)
+    assert "[Service]" in unit and "[Install]" in unit and "KillSignal=SIGTERM" in unit
+    exec_start = re.search(r"^ExecStart=(.*?[^\\])$", unit.replace("\\\n", " "), re.M).group(1)
+    argv = shlex.split(exec_start)
+    assert argv[0].endswith("/accelbench") and argv[1] == "agent"
+    ctx = agent_cmd.make_context("agent", argv[2:])  # parses and checks the options without running
+    assert ctx.params["target_id"] == "jetson-agx-orin-64gb" and ctx.params["labels"] == ("site=desk",)

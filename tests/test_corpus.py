@@ -138,7 +138,7 @@ def test_short_run_on_cpu_local(cards, run_out):
         'name = "corpus"\n'
         + models
         + '[[targets]]\nid = "cpu-local"\nmode = "local"\n'
-        + "[load]\nlevels = [1]\nduration_s = 1.5\nwarmup_s = 0.5\n[slo]\nlatency_ms = 500\n"
+        + "[load]\nlevels = [1]\nduration_s = 1.0\nwarmup_s = 0.25\n[slo]\nlatency_ms = 500\n"
     )
     run = _cli("run", str(spec), "--out", str(run_out))
     assert run.returncode == 0, run.stderr[-3000:]

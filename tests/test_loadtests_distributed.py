@@ -77,7 +77,7 @@ def test_master_and_two_worker_processes_merge_exactly(triton, tmp_path):
         assert sum(step["errors"].values()) == 0, step["last_error"]
         lat = step["latency_us"]
         assert 10 < lat["p50"] < 100_000 and lat["p50"] <= lat["p99"] <= lat["max"]  # µs, not 0/1 ms
-        assert step["verdict"] in ("VALID", "INVALID") and isinstance(step["reasons"], list)
+        assert step["verdict"] in ("VALID", "LOW-PRECISION", "INVALID") and isinstance(step["reasons"], list)
     assert seen, "the workers' load processes were never seen"
     assert not [pid for pid in seen | {p.pid for p in procs} if _alive(pid)]
 

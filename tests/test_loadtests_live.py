@@ -16,6 +16,7 @@ import pytest
 from accelbench.documents import to_dict
 from accelbench.loadtests.api import loadtest
 from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.verdict import Limits
 from accelbench.serving import LocalTriton
 
 pytestmark = pytest.mark.slow
@@ -203,3 +204,47 @@ def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
     assert len(stderr.strip().splitlines()) == 1 and "load process 1 exited" in stderr
     steps = json.loads(result.read_text())["steps"]
     assert steps[1]["verdict"] == "INVALID" and "load process 1 exited" in steps[1]["aborted"]
+
+
+# spins one core for {s} seconds, pinned to core 0
+HOG = "import os, time\nos.sched_setaffinity(0, {{0}})\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def test_a_cpu_hog_halfway_through_a_step_is_drift(repo, tmp_path):
+    """Hogs from the middle of a 16 s step to its end slow the server down mid-step: the step must come out
+    INVALID "drift" with the size of the change (docs/statistics.md).
+
+    On a shared 2-core machine the system under test (this process's children: Triton and Locust) and six
+    hogs share one pinned core; each hog runs in its own session, because the kernel's autogroup scheduler
+    shares a core between sessions, not processes. Thirty batch means instead of the default twenty: a level
+    shift at the middle is Mann–Kendall's hardest case (its p reaches only ~0.001 with twenty, perfectly
+    separated), and this test is about catching the hog, not about the threshold."""
+    profile = LoadProfile(kind="closed", protocol="http", levels=(2,), duration_s=16.0, max_duration_s=16.0,
+                          warmup_s=1.0, processes=1)  # fmt: skip
+    hogs: list[subprocess.Popen] = []
+
+    def on_event(event: dict) -> None:
+        if event["event"] == "progress" and event["elapsed_s"] >= 7.5 and not hogs:
+            hogs.extend(subprocess.Popen([sys.executable, "-c", HOG.format(s=10)], start_new_session=True)
+                        for _ in range(6))  # fmt: skip
+
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})  # inherited by the server and the load generator started below
+    try:
+        with LocalTriton(repo) as server:
+            doc, _ = loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=server.http_url,
+                              card_uri="builtin:identity", on_event=on_event,
+                              limits=Limits(drift_batches=30))  # fmt: skip
+    finally:
+        os.sched_setaffinity(0, affinity)
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    step = to_dict(doc)["steps"][0]
+    assert hogs, "the hog never started"
+    assert step["verdict"] == "INVALID", (step["reasons"], step["statistics"])
+    assert step["reasons"] and all(r.startswith("drift: ") for r in step["reasons"]), step["reasons"]
+    stats = step["statistics"]["drift"]
+    assert stats["batches"] == 30
+    assert stats["latency"]["drift"] and stats["latency"]["change"] > 0.05 and stats["latency"]["p"] < 0.01
+    assert step["statistics"]["truncated"]["seconds"] < 7.5  # the slowdown was not cut away as a warm-up

@@ -265,3 +265,18 @@ def test_master_bind_parsing_and_loopback_target_guard():
         check_reachable_target(MasterBind("0.0.0.0", 5557, 2), "http://localhost:8000")
     with pytest.raises(BadInputError, match="loopback"):
         check_reachable_target(MasterBind("10.0.0.5", 5557, 2), "127.0.0.1:8001")
+
+
+def test_progress_lines_name_the_offered_load_in_words():
+    from accelbench.commands.loadtests import _step_line
+    from accelbench.experiment.pipeline import step_note
+    from accelbench.loadtests.profiles import offered_label
+
+    assert offered_label({"concurrency": 1}) == "concurrency 1"
+    assert offered_label({"rate_rps": 200.0}) == "200 requests/s"
+    from accelbench.documents import Step
+
+    step = Step.model_validate({"index": 0, "offered": {"concurrency": 1}, "throughput_rps": 10.0, "verdict": "VALID",
+                                "reasons": [], "latency_us": {"p50": 5, "p99": 9}, "errors": {"connection": 0}})  # fmt: skip
+    assert step_note(step).startswith("  concurrency 1: 10.0 req/s") and "{" not in step_note(step)
+    assert _step_line(step).startswith("step 0 concurrency 1:")

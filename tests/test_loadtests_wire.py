@@ -99,3 +99,22 @@ def test_grpc_request_and_answer_checks():
     resp.raw_output_contents[0] = x.tobytes()[:-8]
     with pytest.raises(wire.WrongOutput, match="bytes for shape"):
         wire.check_grpc(resp.SerializeToString(), specs, full=False)
+
+
+def test_http_checker_remembers_verified_headers_but_never_skips_a_full_check():
+    y = np.zeros((4, 16), dtype=np.float32)
+    specs = wire.output_specs([{"name": "y", "dtype": "float32", "shape": [-1, 16]}], batch_size=4)
+    check = wire.HttpChecker(specs)
+    good = _answer([("y", y)])
+    check(good, full=False)
+    assert len(check.verified) == 1
+    check(good, full=False)  # remembered: not parsed again
+    # the same header over a truncated body is a different key, so it is checked (and fails)
+    with pytest.raises(wire.WrongOutput, match="declare"):
+        check(wire.HttpAnswer(200, good.header_length, good.body[:-4]), full=False)
+    # a full check decodes even a remembered answer
+    check(good, full=True)
+    # an error status is never remembered
+    with pytest.raises(wire.ServerAnswer):
+        check(wire.HttpAnswer(500, None, b'{"error": "x"}'), full=False)
+    assert len(check.verified) == 1

@@ -45,6 +45,11 @@ def test_all_formats_are_rendered(from_disk):
     assert set(from_disk.outputs) >= {"report.md", "report.html", "results.csv", "results.parquet"}
     assert any(name.startswith("plots/") for name in from_disk.outputs)
     assert '"target": "l4"' in from_disk.json_text and '"target": "h200-sxm"' in from_disk.json_text
+    hosts = {r["target"]: r["host"] for r in from_disk.table if r["status"] == "measured"}
+    assert (
+        hosts["h200-sxm"] == "Intel(R) Xeon(R) Processor"
+    )  # the device check's probe names no host: its CPU
+    assert hosts["cpu-local"] == "dev-2core" and hosts["l4"] == "unknown host"
 
 
 def test_documents_through_json_text_render_the_same_bytes(sources, from_disk):
@@ -83,3 +88,28 @@ def test_only_the_formats_asked_for(sources):
 def test_no_documents_is_one_clear_error():
     with pytest.raises(BadInputError, match="no result documents"):
         render_report([], load_catalog(), OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d["steps"][1]["latency_us"].update(p99="fast"),
+         "field 'steps[1].latency_us.p99': must be a number, got 'fast'"),
+        (lambda d: d.update(schema="accelbench.result/2"),
+         "field 'schema' must be 'accelbench.result/1', got 'accelbench.result/2'"),
+        (lambda d: d.pop("load_profile"), "field 'load_profile': Field required"),
+    ],
+)  # fmt: skip
+def test_a_bad_document_is_one_line_naming_file_and_field(tmp_path, mutate, expected):
+    import json
+    import subprocess
+    import sys
+
+    doc = json.loads((DATA / "cpu-local" / "minilm-l6__cpu-local__int8__closed-http-b1.json").read_text())
+    mutate(doc)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, "-m", "accelbench.cli", "report", str(path), "--json"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"accelbench: error: {path}: {expected}"]

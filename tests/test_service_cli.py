@@ -196,3 +196,23 @@ def test_sigkill_during_a_push_loses_nothing_acknowledged(kind, request, tmp_pat
             if offset >= page["total"]:
                 break
     assert set(acknowledged) <= stored
+
+
+def test_health_is_503_when_the_database_goes_away(request, tmp_path):
+    """PostgreSQL dropped under a running server: health says so (503, one line), and nothing answers 500."""
+    import psycopg
+
+    db = new_database("postgresql", request, tmp_path)
+    with running_server(db, tmp_path) as server:
+        assert HTTP.get(server.base_url + "/api/v1/health").status_code == 200
+        base, name = db.rsplit("/", 1)
+        with psycopg.connect(
+            base.replace("postgresql+psycopg", "postgresql") + "/postgres", autocommit=True
+        ) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        health = HTTP.get(server.base_url + "/api/v1/health")
+        assert health.status_code == 503 and "not reachable" in health.json()["error"]
+        listing = HTTP.get(
+            server.base_url + "/api/v1/results", headers={"Authorization": f"Bearer {server.token}"}
+        )
+        assert listing.status_code == 503, listing.text

@@ -86,7 +86,10 @@ def test_one_model_report_equals_the_cli_over_that_models_files(live_server, two
 
 def test_history_flags_a_run_that_moved_beyond_the_spread(live_server, tmp_path):
     """A later run of the same variant at half the throughput is flagged; the unchanged rerun is not."""
-    src = json.loads((DATA / "cpu-local" / "minilm-l6__cpu-local__int8__closed-http-b1.json").read_text())
+    # recorded by a real `accelbench run`, with step statistics (the intervals the rule needs)
+    src = json.loads(
+        (DATA / "cpu-local-measured" / "minilm-l6__cpu-local__int8__closed-http-b1.json").read_text()
+    )
     auth = {"Authorization": f"Bearer {live_server.token}"}
     runs = []
     for day, scale in (("2026-11-30", 1.0), ("2026-12-01", 0.5)):
@@ -97,11 +100,13 @@ def test_history_flags_a_run_that_moved_beyond_the_spread(live_server, tmp_path)
         ]:  # a slower machine: same latencies at half the rate (a test input, not data)
             step["throughput_rps"] = round(step["throughput_rps"] * scale, 3)
         runs.append(doc)
+    report = live_server.base_url + "/api/v1/report"
+    before = HTTP.get(report, params={"model": "minilm-l6"}, headers=auth).text
     for doc in runs:
-        assert HTTP.post(live_server.base_url + "/api/v1/results", json=doc, headers=auth).status_code in (
-            200,
-            201,
-        )
+        stored = HTTP.post(live_server.base_url + "/api/v1/results", json=doc, headers=auth)
+        assert stored.status_code in (200, 201)
+    after = HTTP.get(report, params={"model": "minilm-l6"}, headers=auth).text
+    assert after != before  # a push invalidates the rendered report the server keeps
     params = {"model": "minilm-l6", "target": "cpu-local", "precision": "int8"}
     history = HTTP.get(live_server.base_url + "/api/v1/history", params=params, headers=auth).json()
     by_day = {r["created_at"][:10]: r for r in history["runs"]}

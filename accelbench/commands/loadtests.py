@@ -116,14 +116,16 @@ def register(group: click.Group) -> None:
         "--batch", "batch_size", type=int, default=1, show_default=True, help="Batch size per request."
     )
     @click.option(
-        "--duration", type=float, help="Seconds measured per step (default: until stable, max 60 s)."
+        "--duration",
+        type=float,
+        help="Least seconds measured per step; it then runs until p99's sample floor (max 60 s).",
     )
     @click.option(
         "--max-duration",
         type=float,
         default=60.0,
         show_default=True,
-        help="Without --duration: the longest a step may run while waiting to be stable.",
+        help="The longest a step may run while waiting for its warm-up cut and sample floor.",
     )
     @click.option(
         "--warmup", type=float, default=2.0, show_default=True, help="Seconds of unmeasured warm-up."
@@ -184,8 +186,9 @@ def register(group: click.Group) -> None:
 
             click.echo(dump_json(doc), nl=False)
         else:
-            invalid = sum(1 for s in doc.steps if s.verdict != "VALID")
-            click.echo(f"{path}: {len(doc.steps)} steps, {invalid} INVALID")
+            invalid = sum(1 for s in doc.steps if s.verdict == "INVALID")
+            low = sum(1 for s in doc.steps if s.verdict == "LOW-PRECISION")
+            click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID")
 
     @group.command("loadtest-worker")
     @click.option("--master", required=True, help="The master's HOST:PORT (its --master-bind).")

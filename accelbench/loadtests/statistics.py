@@ -163,7 +163,7 @@ class Trend:
     drift: bool
 
     def to_dict(self) -> dict[str, float | bool]:
-        return {"p": round(self.p, 6), "tau": round(self.tau, 4), "change": round(self.change, 4),
+        return {"p": float(f"{self.p:.3g}"), "tau": round(self.tau, 4), "change": round(self.change, 4),
                 "drift": self.drift}  # fmt: skip
 
 

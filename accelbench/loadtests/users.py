@@ -108,7 +108,10 @@ class Agent:
         self._lag_watch: gevent.Greenlet | None = None
         self.specs = wire.output_specs(config["expected_outputs"], int(config["batch_size"]))
         self.check_every = max(1, int(config.get("check_every") or CHECK_EVERY))
-        self._check = wire.check_http if config["protocol"] == "http" else wire.check_grpc
+        if config["protocol"] == "http":
+            self._check = wire.HttpChecker(self.specs)
+        else:
+            self._check = lambda answer, full: wire.check_grpc(answer, self.specs, full)
         self.answers = 0
         self._reset()
         if free_running:
@@ -244,14 +247,14 @@ class Agent:
         self.answers += 1
         full = self.answers % self.check_every == 0
         try:
-            self._check(answer, self.specs, full)
+            self._check(answer, full)
         except (WrongOutput, wire.ServerAnswer) as lean:
             if full or isinstance(lean, wire.ServerAnswer):
                 self.full_checks += full
                 return lean
             self.full_checks += 1
             try:
-                self._check(answer, self.specs, True)
+                self._check(answer, True)
             except (WrongOutput, wire.ServerAnswer) as detailed:
                 return detailed
             return lean

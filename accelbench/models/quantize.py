@@ -61,10 +61,7 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
     card = resolved.card
     # Neuron without its SDK ends in the one line that says where to compile: no progress noise before it
     quiet = target.toolchain == "neuron" and toolchain.available() is not None
-    if not quiet:
-        progress(f"{card.name}: FP32 reference outputs on {request.held_out_samples} held-out samples …")
     held_out = _stack(_make_inputs(card, request.held_out_samples, HELD_OUT_SEED))
-    reference_outputs = accuracy.run_onnx_cpu(resolved.onnx_path, held_out)
     options = VariantOptions(
         recipe=request.recipe,
         calibration_seed=CALIBRATION_SEED,
@@ -72,7 +69,7 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
         input_shapes={spec.name: list(spec.shape) for spec in card.inputs},
         **request.options,
     )
-    ctx = _Context(request, resolved, target, held_out, reference_outputs)
+    ctx = _Context(request, resolved, target, held_out, quiet)
 
     manifests = []
     # the requested variant first: a missing SDK (Neuron) then fails before any other work, in one line
@@ -95,7 +92,21 @@ class _Context:
     resolved: Any
     target: Any
     held_out: dict[str, np.ndarray]
-    reference_outputs: dict[str, np.ndarray]
+    quiet: bool = False
+    _reference: dict[str, np.ndarray] | None = None
+
+    @property
+    def reference_outputs(self) -> dict[str, np.ndarray]:
+        """FP32 outputs on the held-out samples, computed when a variant is first made (a rerun that
+        reuses every folder never runs the model)."""
+        if self._reference is None:
+            if not self.quiet:
+                progress(
+                    f"{self.resolved.card.name}: FP32 reference outputs on "
+                    f"{len(next(iter(self.held_out.values())))} held-out samples …"
+                )
+            self._reference = accuracy.run_onnx_cpu(self.resolved.onnx_path, self.held_out)
+        return self._reference
 
     def variant(self, precision: str, toolchain: Any, options: VariantOptions) -> Manifest:
         card = self.resolved.card

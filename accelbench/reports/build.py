@@ -303,8 +303,10 @@ def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:
     hosts, dates, versions = set(), set(), set()
     for d in docs:
         prov = d.provenance
-        host = prov.host  # free-form: the load generator's host probe, or the device check's
-        hosts.add(str(host.get("hostname") or host.get("name") or host.get("cpu") or "unknown host"))
+        host = prov.host  # free-form: the load generator's host probe, or the device check's hardware probe
+        cpu = host.get("cpu")
+        cpu = cpu.get("model") if isinstance(cpu, dict) else cpu  # the hardware probe's cpu is a block
+        hosts.add(str(host.get("hostname") or host.get("name") or cpu or "unknown host"))
         if prov.created_at:
             dates.add(str(prov.created_at))
         for name, ver in sorted(prov.packages.items()):

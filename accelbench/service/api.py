@@ -122,6 +122,6 @@ def get_history(
     target: Annotated[str, Query(min_length=1, max_length=100)],
     precision: Annotated[str, Query(min_length=1, max_length=20)],
 ) -> dict[str, Any]:
-    """Every stored run of one (model, target, precision), oldest first, flagged when it moved more than
-    the run-to-run spread from the run before."""
+    """Every stored run of one (model, target, precision), oldest first, flagged when it moved beyond
+    its intervals from the run before (the --compare rule)."""
     return history.history(session, request.app.state.catalog, options, model, target, precision)

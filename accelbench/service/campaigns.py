@@ -377,6 +377,15 @@ def _finish(event: str) -> Any:
         session: Annotated[Any, Depends(get_session)],
         _who: Annotated[Principal, Depends(require("runner"))],
     ) -> dict[str, Any]:
+        from accelbench.service.campaign_models import Job
+
+        done = session.get(Job, job_id)
+        if done is not None and (done.status, done.runner_id, done.attempts) == (
+            {"done": jobs.DONE, "fail": jobs.FAILED}.get(event),
+            call.runner_id,
+            call.attempt,
+        ):  # the same call again (its answer was lost on the way): the same answer, not a 409
+            return {"id": done.id, "status": done.status}
         job = _owned(session, job_id, call)
         if event == "fail" and not (call.reason or "").strip():
             raise ApiError(422, "field reason: a failed job needs its one-line reason")

@@ -75,6 +75,8 @@ class Pusher:
             message = response.json().get("error") or response.text
         except ValueError:
             message = response.text[:200]
+        if response.status_code >= 500:  # the server's trouble (e.g. its database is down): try again later
+            raise ServerError(f"results server {self.url} failed ({response.status_code}): {message}")
         raise BadInputError(f"{label}: the server refused it ({response.status_code}): {message}")
 
 

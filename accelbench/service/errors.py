@@ -62,6 +62,15 @@ def install(app: Any) -> None:
         text = err.detail if isinstance(err.detail, str) else json.dumps(err.detail)
         return error_response(err.status_code, text, getattr(err, "headers", None))
 
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database_down(request, err: Exception):
+        # a lost database is the server's condition, not a bug: 503 tells a pusher to retry later
+        log.warning("database error on %s %s: %s", request.method, request.url.path, str(err).splitlines()[0])
+        return error_response(503, "the database is not reachable; retry later")
+
     @app.exception_handler(Exception)
     async def _unexpected(request, err: Exception):
         log.exception("unexpected error on %s %s", request.method, request.url.path)

@@ -1,6 +1,7 @@
 """The history of one (model, target, precision): each stored run at the report's SLO, oldest first, and
-whether it moved more than the run-to-run spread from the run before (``accelbench report --compare``'s rule,
-called, not copied: ``accelbench.reports.compare.compare_rows``)."""
+whether it moved beyond the run-to-run variation from the run before: ``accelbench report --compare``'s rule
+(``accelbench.reports.compare.judge_change``: the 95 % intervals of the two runs, not a fixed percentage),
+called, not copied. Runs without step statistics (imports, older results) are listed but not judged."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from accelbench.service.errors import ApiError
 from accelbench.service.models import aware
 
 
+def _change(old: float | None, new: float | None) -> float | None:
+    return None if old is None or new is None or old == 0 else (new - old) / old
+
+
 def history(
     session: Any, catalog: Any, options: Any, model: str, target: str, precision: str
 ) -> dict[str, Any]:
     from accelbench.reports.build import build_report
-    from accelbench.reports.compare import RULE, compare_rows
+    from accelbench.reports.capacity import percentile_key
+    from accelbench.reports.compare import RULE, judge_change
     from accelbench.service.views import documents
 
     rows = queries.stored_rows(session, model=model, target=target, precision=precision)
@@ -39,11 +45,12 @@ def history(
             "meets_slo": measured["meets_slo"], "cost_per_million_usd": measured["cost_per_million_usd"],
             "reason": measured["reason"], "change": None,
         }  # fmt: skip
-        if previous is not None:
-            change = next((c for c in compare_rows(previous, data) if c["target"] == target), {})
-            point["change"] = {k: change.get(k) for k in ("capacity_change", "latency_change", "spread",
-                                                           "spread_measured", "regression", "flags")}  # fmt: skip
+        if previous is not None:  # the --compare rule on the two rows, called, not copied
+            verdict = judge_change(previous, measured, percentile_key(options.percentile))
+            point["change"] = {"capacity_change": _change(previous["capacity_rps"], measured["capacity_rps"]),
+                               "latency_change": _change(previous["latency_us"], measured["latency_us"]),
+                               **verdict}  # fmt: skip
         points.append(point)
-        previous = data
+        previous = measured
     return {"model": model, "target": target, "precision": precision, "rule": RULE,
             "slo_ms": options.slo_ms, "percentile": options.percentile, "runs": points}  # fmt: skip

@@ -69,6 +69,15 @@ def stored_rows(session: Any, model: str | None = None, target: str | None = Non
     return list(session.execute(query.order_by(Result.id)).scalars())
 
 
+def fingerprint(session: Any, model: str | None = None) -> tuple[int, int]:
+    """(how many results, the newest id) for one model or all: changes exactly when a result is added."""
+    query = sa.select(sa.func.count(Result.id), sa.func.max(Result.id))
+    if model:
+        query = query.where(Result.model == model)
+    count, newest = session.execute(query).one()
+    return int(count or 0), int(newest or 0)
+
+
 def models_and_targets(session: Any) -> tuple[list[str], list[str]]:
     models = session.execute(sa.select(Result.model).distinct().order_by(Result.model)).scalars()
     targets = session.execute(sa.select(Result.target).distinct().order_by(Result.target)).scalars()

@@ -7,6 +7,8 @@ byte-identical to what ``accelbench report`` renders from the result folders the
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
 from fastapi import Query
@@ -69,17 +71,39 @@ def documents(rows: list[Any]) -> list[Any]:
     return out
 
 
+_RENDERED: OrderedDict[tuple, Any] = OrderedDict()  # (query, what is stored) → RenderedReport
+_RENDERED_MAX = 32
+_LOCK = threading.Lock()
+
+
 def render(
     session: Any, catalog: Any, options: Any, model: str | None = None, formats: tuple[str, ...] = ()
 ) -> Any:
     """``render_report`` over every stored result (or one model's): the function ``accelbench report`` calls.
-    Unknown model → 404, a bad option (unknown target id, percentile) → 422."""
+    Unknown model → 404, a bad option (unknown target id, percentile) → 422.
+
+    Results are only ever added, so (how many, the newest id) identifies what a report was built from: a
+    rendered report is reused until a push changes that (a big history would otherwise make every page view
+    rebuild the report and its plots; conbench#1616).
+    """
     from accelbench.reports.report import render_report
 
-    rows = queries.stored_rows(session, model=model)
-    if not rows:
+    count, newest = queries.fingerprint(session, model)
+    if not count:
         raise ApiError(404, f"no results stored for model {model!r}" if model else "no results stored yet")
+    bind = session.get_bind()  # one process may serve several databases (tests): they must not share entries
+    key = (str(bind.url), id(bind), model, repr(options), formats, count, newest, id(catalog))
+    with _LOCK:
+        if key in _RENDERED:
+            _RENDERED.move_to_end(key)
+            return _RENDERED[key]
+    rows = queries.stored_rows(session, model=model)
     try:
-        return render_report(documents(rows), catalog, options, formats=formats)
+        rendered = render_report(documents(rows), catalog, options, formats=formats)
     except BadInputError as err:
         raise ApiError(422, str(err)) from None
+    with _LOCK:
+        _RENDERED[key] = rendered
+        while len(_RENDERED) > _RENDERED_MAX:
+            _RENDERED.popitem(last=False)
+    return rendered
