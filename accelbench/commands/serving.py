@@ -98,16 +98,17 @@ def serve_cmd(
         log_path=log_file,
     )
     with server:
-        click.echo(f"tritonserver {server.server_version} (pid {server.pid})")
-        click.echo(f"HTTP     {server.http_url}")
-        click.echo(f"gRPC     {server.grpc_url}")
-        click.echo(f"metrics  {server.metrics_url}")
-        for model in server.models():
-            click.echo(
-                f"{model.get('state') or 'UNLOADED':<8} {model['name']} (version {model.get('version', '?')})"
-            )
-        click.echo("serving; Ctrl-C stops", err=True)
+        # Ctrl-C is a clean stop from the first line on: a client that waits for the READY lines may send it
+        # before the wait loop below has started (seen under load)
         try:
+            click.echo(f"tritonserver {server.server_version} (pid {server.pid})")
+            click.echo(f"HTTP     {server.http_url}")
+            click.echo(f"gRPC     {server.grpc_url}")
+            click.echo(f"metrics  {server.metrics_url}")
+            for model in server.models():
+                state = model.get("state") or "UNLOADED"
+                click.echo(f"{state:<8} {model['name']} (version {model.get('version', '?')})")
+            click.echo("serving; Ctrl-C stops", err=True)
             while not server.wait(1.0):
                 pass
         except KeyboardInterrupt:
