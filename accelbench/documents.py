@@ -290,6 +290,9 @@ class LoadProfile(_Part):
         None, description="payloads from the server's metadata: zero | random | a perf_analyzer JSON file"
     )
     shapes: list[str] | None = Field(None, description="NAME:D1,D2 sizes given for dynamic input dimensions")
+    repeat: int | None = Field(
+        None, ge=1, description="which of N repeated runs (--repeats N) this is; absent: the first (or only)"
+    )
 
 
 class ResultDocument(_Part):

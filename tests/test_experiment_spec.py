@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -68,6 +72,9 @@ def test_minimal_spec_gets_defaults():
         ("[load]\nduration_s = -1", "load.duration_s", ">= 0"),
         ("[load]\nmax_duration_s = 0", "load.max_duration_s", "> 0"),
         ("[load]\nprocesses = 0", "load.processes", ">= 1"),
+        ("[load]\nrepeats = 0", "load.repeats", "whole number >= 1"),
+        ("[load]\nrepeats = 1.5", "load.repeats", "whole number >= 1"),
+        ("[load]\nrepeats = true", "load.repeats", "whole number >= 1"),
         ("[load]\nwarmpu_s = 1", "load.warmpu_s", "allowed: kind"),
         ("[slo]\npercentile = 100", "slo.percentile", "between 50 and 100"),
         ('[price]\nbasis = "free"', "price.basis", "on-demand, spot, reserved"),
@@ -135,3 +142,31 @@ def test_cli_reports_a_bad_spec_in_one_line(tmp_path):
     result = CliRunner().invoke(main, ["run", str(bad)])
     assert result.exit_code == 2
     assert "load.kind" in result.output and "Traceback" not in result.output
+
+
+def test_repeats_in_the_spec_and_on_the_command_line(tmp_path, monkeypatch):
+    spec_file = tmp_path / "exp.toml"
+    spec_file.write_text(MINIMAL + "[load]\nrepeats = 3\n")
+    assert load_spec(spec_file).load.repeats == 3
+    assert load_spec(None).load.repeats == 1
+    seen = []
+
+    def fake_run(spec, **kwargs):  # the pipeline itself is covered by the live tests
+        seen.append(spec.load.repeats)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("accelbench.experiment.pipeline.run_experiment", fake_run)
+    assert CliRunner().invoke(main, ["run", str(spec_file)]).exit_code == 0
+    assert CliRunner().invoke(main, ["run", str(spec_file), "--repeats", "5"]).exit_code == 0
+    assert seen == [3, 5]
+
+
+@pytest.mark.parametrize("command", [["run"], ["loadtest", "--url", "http://127.0.0.1:9", "--model", "m",
+                                                "--concurrency", "1"]])  # fmt: skip
+@pytest.mark.parametrize("value", ["0", "two"])
+def test_a_bad_repeats_option_is_one_line(command, value):
+    exe = str(Path(sys.executable).parent / "accelbench")
+    proc = subprocess.run([exe, *command, "--repeats", value], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "--repeats" in lines[0], proc.stderr

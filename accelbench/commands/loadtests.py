@@ -44,6 +44,7 @@ _NOTICES = {  # the master's own lines when workers come from other hosts
         f"master on {e['master']}: waiting up to {e['timeout_s']:g} s for {e['expect_workers']} "
         f"workers (accelbench loadtest-worker --master {e['master']})"
     ),
+    "repeat": lambda e: f"run {e['repeat']} of {e['repeats']}",
     "workers": lambda e: (
         "workers: " + ", ".join(f"{w['index']}={w['host']}/{w['pid']}" for w in e["workers"])
     ),
@@ -146,6 +147,10 @@ def register(group: click.Group) -> None:
         help="Decode every output fully on every Nth answer (and on each failed lean check).",
     )  # fmt: skip
     @click.option("--seed", type=int, default=0, show_default=True)
+    @click.option(
+        "--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+        help="Independent runs of the whole sweep, one result document each (the report combines them).",
+    )  # fmt: skip
     @click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(file_okay=False))
     @click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO.")
     @click.option("--server-log", type=click.Path(dir_okay=False), default=None,
@@ -153,7 +158,7 @@ def register(group: click.Group) -> None:
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
     def loadtest(repo, url, grpc_url, model, manifest_path, card_uri, input_data, shapes, protocol, concurrency,
                  rate, batch_size, duration, max_duration, warmup, processes, master_bind, expect_workers,
-                 worker_timeout, check_every, seed, out_dir, tritonserver, server_log, json_mode) -> None:  # fmt: skip
+                 worker_timeout, check_every, seed, repeats, out_dir, tritonserver, server_log, json_mode) -> None:  # fmt: skip
         """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
         from accelbench.errors import BadInputError
         from accelbench.loadtests.api import loadtest as run
@@ -177,7 +182,8 @@ def register(group: click.Group) -> None:
                 live.start()
             doc, path = run(model=model, profile=profile, out_dir=out_dir, repo=repo, url=url, grpc_url=grpc_url,
                             manifest_path=manifest_path, card_uri=card_uri, tritonserver=tritonserver,
-                            command=command, on_event=on_event, master_bind=bind, server_log=server_log)  # fmt: skip
+                            command=command, on_event=on_event, master_bind=bind, server_log=server_log,
+                            repeats=repeats)  # fmt: skip
         finally:
             if live is not None:
                 live.stop()
@@ -188,7 +194,8 @@ def register(group: click.Group) -> None:
         else:
             invalid = sum(1 for s in doc.steps if s.verdict == "INVALID")
             low = sum(1 for s in doc.steps if s.verdict == "LOW-PRECISION")
-            click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID")
+            runs = f" (run {repeats} of {repeats})" if repeats > 1 else ""
+            click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID{runs}")
 
     @group.command("loadtest-worker")
     @click.option("--master", required=True, help="The master's HOST:PORT (its --master-bind).")

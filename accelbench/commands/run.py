@@ -29,10 +29,12 @@ def init_cmd(path: str, force: bool) -> None:
 @click.option("--push", "push_url", default=None, metavar="URL",
               help="Also send each result to this results server as its sweep finishes (accelbench server).")  # fmt: skip
 @click.option("--token", default=None, help="API token for --push [default: $ACCELBENCH_TOKEN].")
+@click.option("--repeats", type=click.IntRange(min=1), default=None,
+              help="Independent runs of each sweep (overrides the spec's load.repeats); the report combines them.")  # fmt: skip
 @click.pass_context
 def run_cmd(
     ctx: click.Context, spec: str | None, out_dir: str | None, target_id: str | None, quiet: bool,
-    push_url: str | None, token: str | None,
+    push_url: str | None, token: str | None, repeats: int | None,
 ) -> None:  # fmt: skip
     """Quantize, accuracy-gate, serve, load-test and report, resuming what finished.
 
@@ -46,6 +48,10 @@ def run_cmd(
     experiment = load_spec(spec)
     if target_id:
         experiment = experiment.only_target(target_id)
+    if repeats is not None:
+        from dataclasses import replace
+
+        experiment = replace(experiment, load=replace(experiment.load, repeats=repeats))
     progress = make_progress(quiet=quiet)
     sink = None
     if push_url:

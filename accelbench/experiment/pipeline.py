@@ -216,14 +216,14 @@ def _gate(variants: list[_Variant], progress: Progress, outcome: RunOutcome) -> 
 # ---- serve and load-test ------------------------------------------------------------------------------
 
 
-def _profile(spec: ExperimentSpec) -> Any:
+def _profile(spec: ExperimentSpec, repeat: int = 1) -> Any:
     from accelbench.loadtests.profiles import LoadProfile
 
     load = spec.load
     return LoadProfile(kind=load.kind, protocol=load.protocol, levels=tuple(load.levels),
                        duration_s=load.duration_s or None, max_duration_s=load.max_duration_s,
                        warmup_s=load.warmup_s, window_s=load.window_s, processes=load.processes, seed=load.seed,
-                       batch_size=load.batch_size)  # fmt: skip
+                       batch_size=load.batch_size, repeat=repeat)  # fmt: skip
 
 
 def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:
@@ -240,12 +240,20 @@ def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
 
 def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
                     progress: Progress, command: str, on_result: Any = None) -> list[Path]:  # fmt: skip
-    profile = _profile(spec)
-    paths = [_result_path(out, v, profile) for v in variants]
-    todo = [v for v, p in zip(variants, paths, strict=True) if not _finished(p, v, profile)]
-    for v in variants:
-        if v not in todo:
-            progress.skip("load", f"{v.name} on {target.id}", "result complete for this manifest and profile")
+    # every (variant, repeat) whose result document is not yet complete; repeat 1 keeps today's file name
+    paths, todo = [], []
+    for repeat in range(1, spec.load.repeats + 1):
+        profile = _profile(spec, repeat)
+        for v in variants:
+            path = _result_path(out, v, profile)
+            paths.append(path)
+            if _finished(path, v, profile):
+                run = f" run {repeat}" if spec.load.repeats > 1 else ""
+                progress.skip(
+                    "load", f"{v.name}{run} on {target.id}", "result complete for this manifest and profile"
+                )
+            else:
+                todo.append((v, profile))
     if not todo:
         return paths
     from accelbench.serving.repository import write_repository
@@ -263,7 +271,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, profile, out, repo_dir, progress, command, on_result, _limits(spec))
+            _sweeps(server, todo, out, repo_dir, progress, command, on_result, _limits(spec))
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -272,10 +280,10 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
         with progress.step("serve", f"{target.id} at {target.url}") as notes:
             server = RemoteTriton(target.url)
             server.check_live()
-            for v in todo:
+            for v in {v.name: v for v, _ in todo}.values():
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, profile, out, None, progress, command, on_result, _limits(spec))
+        _sweeps(server, todo, out, None, progress, command, on_result, _limits(spec))
     return paths
 
 
@@ -303,15 +311,16 @@ def _limits(spec: ExperimentSpec) -> Any:
     return Limits(judged_percentile=float(spec.slo.percentile))
 
 
-def _sweeps(server: Any, variants: list[_Variant], profile: Any, out: Path, repo_dir: Path | None,
+def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: Path | None,
             progress: Progress, command: str, on_result: Any = None, limits: Any = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
 
-    for v in variants:
+    for v, profile in todo:
         name = _triton_name(v)
         config = repo_dir / name / "config.pbtxt" if repo_dir else None
-        with progress.step("load", f"{v.name}") as notes:
+        run = f" run {profile.repeat}" if profile.repeat > 1 else ""
+        with progress.step("load", f"{v.name}{run}") as notes:
 
             def on_event(event: dict[str, Any]) -> None:
                 if event.get("event") == "step":

@@ -118,6 +118,7 @@ class LoadSpec:
     protocol: str = "http"
     batch_size: int = 1
     seed: int = 0
+    repeats: int = 1  # independent runs of each sweep; the report combines them (docs/statistics.md)
 
     def __post_init__(self) -> None:
         _one_of("kind", self.kind, LOAD_KINDS)
@@ -132,7 +133,7 @@ class LoadSpec:
         _positive("max_duration_s", self.max_duration_s)
         _positive("warmup_s", self.warmup_s, allow_zero=True)
         _positive("window_s", self.window_s)
-        for key in ("processes", "batch_size"):
+        for key in ("processes", "batch_size", "repeats"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(key, f"{value!r} must be a whole number >= 1")

@@ -77,10 +77,17 @@ def loadtest(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     master_bind: MasterBind | None = None,
     server_log: str | os.PathLike | None = None,
+    repeats: int = 1,
 ) -> tuple[dict[str, Any], Path]:
     """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
 
+    ``repeats`` N > 1: N complete sweeps on the same server, one result document each (repeat 1 under the
+    usual name, repeats 2..N with ``__r2``...); each resumes on its own. Returns the last one.
     With ``master_bind`` the load comes from workers started by ``accelbench loadtest-worker``."""
+    import dataclasses
+
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise BadInputError(f"--repeats must be a whole number >= 1, got {repeats!r}")
     from accelbench.serving import LocalTriton, RemoteTriton
 
     if (repo is None) == (url is None):
@@ -100,11 +107,16 @@ def loadtest(
             triton.check_model(model, manifest)  # a served config that differs from the variant stops here
         if not _model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
-        return measure(
-            triton, model=model, profile=profile, out_dir=out_dir, manifest=dict(manifest) if manifest else None,
-            card=card, repository_config=_repository_config(repo, model), command=command, limits=limits,
-            on_event=on_event, master_bind=master_bind,
-        )  # fmt: skip
+        for repeat in range(1, repeats + 1):
+            if on_event is not None and repeats > 1:
+                on_event({"event": "repeat", "repeat": repeat, "repeats": repeats})
+            found = measure(
+                triton, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
+                manifest=dict(manifest) if manifest else None, card=card,
+                repository_config=_repository_config(repo, model), command=command, limits=limits,
+                on_event=on_event, master_bind=master_bind,
+            )  # fmt: skip
+        return found
 
 
 def measure(

@@ -38,6 +38,8 @@ class LoadProfile:
     # None: from the model card when there is one. ``shapes``: NAME:D1,D2 for dynamic dimensions
     input_data: str | None = None
     shapes: tuple[str, ...] = ()
+    # which of ``--repeats N`` independent runs this is (1..N); repeat 1 is recorded as before (no key)
+    repeat: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -54,6 +56,8 @@ class LoadProfile:
             raise BadInputError("--warmup must be >= 0, --processes and --batch >= 1")
         if self.check_every < 1:
             raise BadInputError(f"--check-every must be >= 1, got {self.check_every}")
+        if not isinstance(self.repeat, int) or isinstance(self.repeat, bool) or self.repeat < 1:
+            raise BadInputError(f"repeat must be a whole number >= 1, got {self.repeat!r}")
         if self.window_s <= 0 or self.max_duration_s <= 0 or self.max_in_flight < 1:
             raise BadInputError("window, max duration and max in-flight must be positive")
 
@@ -62,6 +66,8 @@ class LoadProfile:
         out = asdict(self)
         out["levels"] = [int(v) if self.kind == "closed" else float(v) for v in self.levels]
         out["shapes"] = list(self.shapes)  # as JSON reads it back, so a rerun compares equal
+        if self.repeat == 1:  # documents written before repeats existed stay resumable and unchanged
+            del out["repeat"]
         return out
 
     @classmethod

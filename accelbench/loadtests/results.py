@@ -56,8 +56,9 @@ def host_probe() -> dict[str, Any]:
     }
 
 
-def run_id(variant: str, profile_label: str) -> str:
-    return f"{variant}__{profile_label}"
+def run_id(variant: str, profile_label: str, repeat: int = 1) -> str:
+    """Repeat 1 keeps the name it always had; repeats 2..N of ``--repeats N`` end in ``__r2`` ... ``__rN``."""
+    return f"{variant}__{profile_label}" + (f"__r{repeat}" if repeat > 1 else "")
 
 
 def new_document(
@@ -75,7 +76,7 @@ def new_document(
     manifest = manifest or {}
     accuracy = manifest.get("accuracy") or {}
     return ResultDocument(
-        run_id=run_id(variant, profile_label),
+        run_id=run_id(variant, profile_label, int(load_profile.get("repeat") or 1)),
         origin="accelbench-loadtest",
         model=manifest.get("model", model),
         variant=variant,

@@ -144,7 +144,7 @@ def write_payloads(payloads: list[dict[str, np.ndarray]], path: Path) -> None:
 
 def result_path(out_dir: str | os.PathLike, variant: str, profile: LoadProfile) -> Path:
     """Where the sweep of ``variant`` under ``profile`` keeps its result document."""
-    return Path(out_dir) / f"{results.run_id(variant, profile.label())}.json"
+    return Path(out_dir) / f"{results.run_id(variant, profile.label(), profile.repeat)}.json"
 
 
 def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[list[Step], bool]:

@@ -267,8 +267,15 @@ def _accuracy(row: dict[str, Any], acc: Accuracy | None, of: str) -> None:
 
 
 def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, Any]:
+    from accelbench.reports.repeats import combine_repeats
+
     row = _blank_row(g.model, g.precision, target, "measured")
-    cap = capacity_at_slo(g.steps(), options.slo_us, options.percentile, options.max_error_rate)
+    combined = combine_repeats(g, options.slo_us, options.percentile, options.max_error_rate)
+    if combined is not None:  # repeated runs: one capacity with the between-run variance (reports/repeats.py)
+        cap = combined.capacity
+        row.update(runs=combined.runs, runs_note=combined.note)
+    else:
+        cap = capacity_at_slo(g.steps(), options.slo_us, options.percentile, options.max_error_rate)
     docs = [r.doc for r in g.results]
     row.update(
         variant=docs[0].variant or row["variant"],

@@ -189,7 +189,7 @@ def results_table(data: Any, model: str) -> Table:
     for r in (r for r in data.rows if r["model"] == model):
         latency = None if r["latency_us"] is None else r["latency_us"] / 1000.0
         note = r["reason"] if not r["meets_slo"] or not r["ranked"] else ""
-        for extra in (r.get("step_reasons"), r.get("comparison")):
+        for extra in (r.get("runs_note"), r.get("step_reasons"), r.get("comparison")):
             if extra:
                 note = (note + "; " if note else "") + extra
         if (r.get("latency_resolution_us") or 0) > 1:  # imported from a bucketed histogram (Locust)
@@ -332,7 +332,19 @@ def reading_section(data: Any) -> Section:
         "across the ranking; \"no significant difference\" means the interval includes equal cost.",
         "Projected rows are roofline estimates: they carry \"(proj)\" and a range at most, never a measured "
         "interval.",
-    ])  # fmt: skip
+    ] + _repeats_bullet(data))  # fmt: skip
+
+
+def _repeats_bullet(data: Any) -> list[str]:
+    """Only when some row combines repeated runs, so a report of single runs reads as it always did."""
+    if not any(r.get("runs") for r in data.rows):
+        return []
+    return [
+        'Repeated runs (`--repeats N`): a row marked "mean of N runs" is the mean of each run\'s capacity; '
+        "its interval uses the between-run standard error when the runs differ more than each run's own "
+        "batch means allow (Kalibera & Jones 2013), and needs at least 3 runs to estimate it well. Latency "
+        "and the step shown are those of the run closest to the mean."
+    ]
 
 
 def method_section(data: Any) -> Section:
