@@ -194,3 +194,27 @@ def test_url_mode_measures_a_running_triton(tmp_path):
     doc = json.loads((out / "results" / "identity__c7i-large__fp32__closed-http-b1.json").read_text())
     assert doc["provenance"]["server"]["url"] == theirs.http_url
     assert [s["offered"]["concurrency"] for s in doc["steps"]] == [1, 2]
+
+
+@pytest.mark.slow
+def test_run_with_repeats_measures_each_repeat_and_reports_one_row(tmp_path):
+    out = tmp_path / "out"
+    spec = tmp_path / "smoke.toml"
+    spec.write_text(
+        SPEC.replace("levels = [1, 2]", "levels = [1]").replace("duration_s = 1.5", "duration_s = 1")
+    )
+    result = CliRunner().invoke(main, ["run", str(spec), "--out", str(out), "--quiet", "--repeats", "2"])
+    assert result.exit_code == 0, result.output
+    names = sorted(p.name for p in (out / "results").glob("*.json"))
+    assert names == ["identity__cpu-local__fp32__closed-http-b1.json",
+                     "identity__cpu-local__fp32__closed-http-b1__r2.json"]  # fmt: skip
+    report = (out / "report" / "report.md").read_text()
+    # one cpu-local row from both runs; on a busy shared host a run may be INVALID (drift), and the note
+    # then says so ("1 of 2 runs ..."), otherwise "mean of 2 runs"
+    rows = [
+        line
+        for line in report.splitlines()
+        if line.startswith("| ") and "| cpu-local | fp32 | measured |" in line
+    ]
+    assert len(rows) == 1 and "of 2 runs" in rows[0], report
+    assert not _tritonservers_serving(tmp_path)

@@ -95,7 +95,7 @@ def _note(used: int, total: int, df: float, between_df: int) -> str:
         )
         note = f"mean of {used} runs, {level} variance"
     if used < total:
-        note += f"; {total - used} of {total} runs do not meet the SLO and are left out"
+        note += f"; {total - used} of {total} runs have no usable PASS step and are left out"
     if used < MIN_RUNS:
         note += f"; fewer than {MIN_RUNS} runs: the between-run variance is poorly estimated"
     return note
