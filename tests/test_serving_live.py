@@ -13,8 +13,8 @@ import numpy as np
 import onnxruntime as ort
 import psutil
 import pytest
-import tritonclient.grpc as tgrpc
-import tritonclient.http as thttp
+import triton_calls
+from triton_calls import reference_batch
 
 from accelbench.errors import BadInputError, ServerError
 from accelbench.models.manifest import read_manifest
@@ -28,7 +28,6 @@ VARIANTS = [
     ("builtin:minilm-l6", "c7i.xlarge", "fp32", "minilm-l6__c7i-xlarge__fp32"),
     ("builtin:minilm-l6", "c7i.xlarge", "int8", "minilm-l6__c7i-xlarge__int8"),
 ]
-NP_TO_TRITON = {"float32": "FP32", "int64": "INT64", "int32": "INT32", "float16": "FP16"}
 
 
 def family(pid: int) -> list[int]:
@@ -114,11 +113,6 @@ def server(variants, tmp_path_factory):
     assert not processes_using(repo)
 
 
-def reference_batch(variant: Path, rows: int) -> dict[str, np.ndarray]:
-    with np.load(variant / "reference" / "inputs.npz") as data:
-        return {key: np.ascontiguousarray(data[key][:rows]) for key in data.files}
-
-
 def in_process(variant: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     session = ort.InferenceSession(str(variant / "model.onnx"), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
@@ -126,19 +120,8 @@ def in_process(variant: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
 
 
 def infer(protocol: str, triton, model: str, feeds: dict[str, np.ndarray], outputs: list[str]) -> dict:
-    lib = thttp if protocol == "http" else tgrpc
     url = triton.http_address if protocol == "http" else triton.grpc_url
-    client = lib.InferenceServerClient(url)
-    try:
-        inputs = []
-        for name, array in feeds.items():
-            tensor = lib.InferInput(name, list(array.shape), NP_TO_TRITON[str(array.dtype)])
-            tensor.set_data_from_numpy(array)
-            inputs.append(tensor)
-        result = client.infer(model, inputs, outputs=[lib.InferRequestedOutput(n) for n in outputs])
-        return {n: result.as_numpy(n) for n in outputs}
-    finally:
-        client.close()
+    return triton_calls.infer(protocol, url, model, feeds, outputs)
 
 
 def assert_close(got: np.ndarray, want: np.ndarray) -> None:

@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-import tritonclient.grpc as tgrpc
-import tritonclient.http as thttp
+from triton_calls import infer, reference_batch
 
 torch = pytest.importorskip("torch")
 
@@ -34,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
 MODELS = ["identity__cpu-local__fp32", "minilm-l6__cpu-local__fp32"]
 CPU = {"device": "cpu", "dtype": "float32", "instance_count": 1, "intra_op_threads": 2, "max_batch_size": 8}
-NP_TO_TRITON = {"float32": "FP32", "int64": "INT64"}
 
 
 def runner_for(
@@ -120,26 +118,6 @@ def in_process(variant: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
     session = ort.InferenceSession(str(variant / "model.onnx"), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feeds), strict=True))
-
-
-def infer(protocol: str, url: str, model: str, feeds: dict[str, np.ndarray], outputs: list[str]) -> dict:
-    lib = thttp if protocol == "http" else tgrpc
-    client = lib.InferenceServerClient(url)
-    try:
-        inputs = []
-        for name, array in feeds.items():
-            tensor = lib.InferInput(name, list(array.shape), NP_TO_TRITON[str(array.dtype)])
-            tensor.set_data_from_numpy(array)
-            inputs.append(tensor)
-        result = client.infer(model, inputs, outputs=[lib.InferRequestedOutput(n) for n in outputs])
-        return {n: result.as_numpy(n) for n in outputs}
-    finally:
-        client.close()
-
-
-def reference_batch(variant: Path, rows: int) -> dict[str, np.ndarray]:
-    with np.load(variant / "reference" / "inputs.npz") as data:
-        return {key: np.ascontiguousarray(data[key][:rows]) for key in data.files}
 
 
 @pytest.fixture(scope="module")
