@@ -19,9 +19,14 @@ def load_documents(paths: list[str] | tuple[str, ...]) -> list[ResultDocument]:
     Other JSON files in the folders (variant manifests, telemetry) are skipped; a result document
     that is malformed is an error, because silently dropping a measurement would change the answer.
     """
+    return [doc for _file, doc in load_documents_with_files(paths)]
+
+
+def load_documents_with_files(paths: list[str] | tuple[str, ...]) -> list[tuple[Path, ResultDocument]]:
+    """``load_documents``, with the file each document was read from (``accelbench push`` names it)."""
     if not paths:
         raise BadInputError("no results given: pass one or more result files or folders")
-    found: dict[str, ResultDocument] = {}
+    found: dict[str, tuple[Path, ResultDocument]] = {}
     for given in paths:
         path = Path(given)
         if not path.exists():
@@ -30,7 +35,7 @@ def load_documents(paths: list[str] | tuple[str, ...]) -> list[ResultDocument]:
         for file in files:
             doc = _load_one(file, explicit=path.is_file())
             if doc is not None:
-                found.setdefault(doc.content_hash(), doc)  # the same file given twice counts once
+                found.setdefault(doc.content_hash(), (file, doc))  # the same file given twice counts once
     if not found:
         raise BadInputError(f"no {RESULT_SCHEMA} documents found in: {', '.join(map(str, paths))}")
     return list(found.values())

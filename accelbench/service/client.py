@@ -81,32 +81,11 @@ class Pusher:
 
 
 def result_files(paths: list[str]) -> list[tuple[Path, Any]]:
-    """(file, ResultDocument) for every result document under ``paths``, as ``accelbench report`` finds them:
-    other JSON files (manifests, telemetry) are skipped, a malformed result document is an error."""
-    from accelbench.documents import RESULT_SCHEMA, load_result, read_json
+    """(file, ResultDocument) for every result document under ``paths``, found as ``accelbench report``
+    finds them: other JSON files (manifests, telemetry) are skipped, a malformed result document is an error."""
+    from accelbench.reports.inputs import load_documents_with_files
 
-    if not paths:
-        raise BadInputError("no results given: pass one or more result files or folders")
-    found: list[tuple[Path, Any]] = []
-    for given in paths:
-        path = Path(given)
-        if not path.exists():
-            raise BadInputError(f"results path not found: {given}")
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*.json") if p.is_file())
-        for file in files:
-            try:
-                data = read_json(file)
-            except BadInputError:
-                if path.is_file():
-                    raise
-                continue
-            if isinstance(data, dict) and data.get("schema") == RESULT_SCHEMA:
-                found.append((file, load_result(data, name=str(file))))
-            elif path.is_file():
-                raise BadInputError(f"{file} is not an {RESULT_SCHEMA} result document")
-    if not found:
-        raise BadInputError(f"no {RESULT_SCHEMA} documents found in: {', '.join(paths)}")
-    return found
+    return load_documents_with_files(paths)
 
 
 def push_paths(paths: list[str], server_url: str, token: str | None) -> dict[str, int]:
