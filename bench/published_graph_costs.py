@@ -26,8 +26,7 @@ import argparse
 import gc
 
 from accelbench.models.builtin import SEED, build_builtin
-from accelbench.models.builtin._graph import BATCH_DIM, FLOAT, GraphBuilder
-from accelbench.models.builtin.resnet import EXPANSION, IMAGE_SIZE, NUM_CLASSES, _bottleneck, _conv
+from accelbench.models.builtin.resnet import build_resnet
 from accelbench.models.builtin.transformer import BERT_BASE, EncoderSpec, build_encoder
 from accelbench.models.graph_cost import graph_cost
 
@@ -35,32 +34,10 @@ PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 BERT_LARGE = EncoderSpec(layers=24, hidden=1024, heads=16, ffn=4096, head="bert")
 
 
-def _resnet(name: str, blocks: tuple[int, int, int, int]):
-    """ResNet v1.5 with bottleneck blocks per stage, built like builtin:resnet50."""
-    import math
-
-    g = GraphBuilder(SEED)
-    x = g.op("Relu", [_conv(g, "input", 3, 64, 7, 2)])
-    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    c_in = 64
-    for (width, first_stride), count in zip(((64, 1), (128, 2), (256, 2), (512, 2)), blocks, strict=True):
-        for i in range(count):
-            x = _bottleneck(g, x, c_in, width, first_stride if i == 0 else 1)
-            c_in = width * EXPANSION
-    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])], axis=1)
-    fc_w = g.normal([NUM_CLASSES, c_in], 1.0 / math.sqrt(c_in), "fc_weight")
-    g.op("Gemm", [x, fc_w, g.zeros([NUM_CLASSES], "fc_bias")], output="logits", transB=1)
-    return g.model(
-        name,
-        [("input", FLOAT, [BATCH_DIM, 3, IMAGE_SIZE, IMAGE_SIZE])],
-        [("logits", FLOAT, [BATCH_DIM, NUM_CLASSES])],
-    )
-
-
 BUILDERS = {
     "resnet50": lambda: build_builtin("resnet50"),
-    "resnet101": lambda: _resnet("resnet101", (3, 4, 23, 3)),
-    "resnet152": lambda: _resnet("resnet152", (3, 8, 36, 3)),
+    "resnet101": lambda: build_resnet("resnet101", SEED, (3, 4, 23, 3)),
+    "resnet152": lambda: build_resnet("resnet152", SEED, (3, 8, 36, 3)),
     "bert-base-128": lambda: build_builtin("bert-base"),
     "bert-large-128": lambda: build_encoder("bert-large-128", BERT_LARGE, SEED),
     "bert-large-384": lambda: build_encoder(

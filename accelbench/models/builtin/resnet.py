@@ -39,11 +39,16 @@ def _bottleneck(g: GraphBuilder, x: str, c_in: int, width: int, stride: int) -> 
 
 
 def build_resnet50(name: str, seed: int) -> onnx.ModelProto:
+    return build_resnet(name, seed, tuple(blocks for _width, blocks, _stride in STAGES))
+
+
+def build_resnet(name: str, seed: int, blocks_per_stage: tuple[int, ...]) -> onnx.ModelProto:
+    """ResNet v1.5 with ``blocks_per_stage`` bottlenecks in each of the four stages ((3, 4, 6, 3) is ResNet-50)."""
     g = GraphBuilder(seed)
     x = g.op("Relu", [_conv(g, "input", 3, 64, 7, 2)])
     x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     c_in = 64
-    for width, blocks, first_stride in STAGES:
+    for (width, _blocks, first_stride), blocks in zip(STAGES, blocks_per_stage, strict=True):
         for i in range(blocks):
             x = _bottleneck(g, x, c_in, width, first_stride if i == 0 else 1)
             c_in = width * EXPANSION
