@@ -19,11 +19,16 @@ _MAX_GRPC_MESSAGE = 2**31 - 1  # Triton's own limit (tritonclient sets the same)
 
 
 class _Connection:
+    """One keep-alive connection. Answers are read into one buffer per connection, grown to the largest
+    answer seen: no per-answer allocation, zeroing or joining of chunks. An answer's body is a view of
+    that buffer, valid until the connection's next exchange (the Agent checks it before sending again)."""
+
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.used = False
         self.keep = True
+        self.buf = bytearray(_RECV)
 
     def exchange(self, request: bytes) -> HttpAnswer:
         self.sock.sendall(request)
@@ -31,41 +36,50 @@ class _Connection:
         self.used = True
         return answer
 
+    def _fill(self, got: int, need: int) -> int:
+        """Receive until ``need`` bytes are in the buffer (at least one more when ``need`` is 0)."""
+        if len(self.buf) < max(need, got + _RECV):
+            # a new buffer, not a resize: a view of the old one may still be held
+            bigger = bytearray(max(need, got + _RECV, 2 * len(self.buf)))
+            bigger[:got] = memoryview(self.buf)[:got]
+            self.buf = bigger
+        view = memoryview(self.buf)
+        while True:
+            n = self.sock.recv_into(view[got:])
+            if not n:
+                if got:
+                    raise ConnectionError("truncated answer")
+                raise _Closed("the server closed the connection")
+            got += n
+            if got >= need:
+                return got
+
     def _read(self) -> HttpAnswer:
-        buf = b""
-        end = -1
+        got, end = 0, -1
         while end < 0:
-            chunk = self.sock.recv(_RECV)
-            if not chunk:
-                raise _Closed("the server closed the connection" if not buf else "truncated answer")
-            buf += chunk
-            end = buf.find(b"\r\n\r\n")
-        lines = buf[:end].decode("latin-1").split("\r\n")
+            got = self._fill(got, 0)
+            end = self.buf.find(b"\r\n\r\n", 0, got)
+        lines = self.buf[:end].decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
         headers = {}
         for line in lines[1:]:
             key, _, value = line.partition(":")
             headers[key.strip().lower()] = value.strip()
-        rest = buf[end + 4 :]
         if "content-length" not in headers:
             raise ConnectionError(f"answer without Content-Length (headers {sorted(headers)})")
-        body = self._body(rest, int(headers["content-length"]))
+        start = end + 4
+        stop = start + int(headers["content-length"])
+        if got < stop:
+            got = self._fill(got, stop)
+        if got > stop:
+            raise ConnectionError(
+                f"{got - stop} bytes after the answer (one request at a time per connection)"
+            )
         self.keep = headers.get("connection", "").lower() != "close"
         length = headers.get("inference-header-content-length")
-        return HttpAnswer(status, int(length) if length is not None else None, body)
-
-    def _body(self, rest: bytes, need: int) -> bytes | bytearray:
-        if len(rest) >= need:
-            return rest[:need]
-        body = bytearray(need)
-        body[: len(rest)] = rest
-        view, got = memoryview(body), len(rest)
-        while got < need:
-            n = self.sock.recv_into(view[got:], need - got)
-            if not n:
-                raise ConnectionError("truncated answer")
-            got += n
-        return body
+        return HttpAnswer(
+            status, int(length) if length is not None else None, memoryview(self.buf)[start:stop]
+        )
 
     def close(self) -> None:
         self.sock.close()

@@ -20,6 +20,7 @@ import gevent.pool
 import numpy as np
 import psutil
 from locust import User, constant, task
+from locust.user.task import LOCUST_STATE_STOPPING
 
 from accelbench.loadtests import histogram, samples, wire
 from accelbench.loadtests.wire import WrongOutput
@@ -304,16 +305,23 @@ class _TritonUser(User):
 
 
 class ClosedLoopUser(_TritonUser):
-    """One request in flight, no wait: N of these are a client with N outstanding requests."""
+    """One request in flight, no wait: N of these are a client with N outstanding requests.
+
+    The task sends requests back to back for as long as the phase runs, instead of one request per task:
+    Locust's task cycle (task choice, ``wait_time``, a ``gevent.sleep(0)`` round of the event loop) costs
+    CPU on every request and sits in the closed loop's path between an answer and the next send. Each
+    request is still reported through Locust's request event; stopping a user still kills its greenlet."""
 
     @task
     def infer(self) -> None:
-        if not self.agent.running.is_set():
-            self.agent.running.wait(timeout=0.5)
-            return
-        exc = self.agent.issue(self.client, self.pool.next())
-        if exc is not None and classify(exc) == "connection":
-            gevent.sleep(0.01)  # a dead server refuses at once; do not spin a core on it
+        agent, client, pool = self.agent, self.client, self.pool
+        running = agent.running
+        while running.is_set() and self._state != LOCUST_STATE_STOPPING:
+            exc = agent.issue(client, pool.next())
+            if exc is not None and classify(exc) == "connection":
+                gevent.sleep(0.01)  # a dead server refuses at once; do not spin a core on it
+        if not running.is_set():
+            running.wait(timeout=0.5)
 
 
 class OpenLoopUser(_TritonUser):

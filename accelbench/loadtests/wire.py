@@ -201,11 +201,12 @@ def http_request(host: str, model: str, payload: dict[str, np.ndarray], output_n
 
 @dataclass
 class HttpAnswer:
-    """One HTTP answer as read off the socket: status, the JSON header's length, the whole body."""
+    """One HTTP answer as read off the socket: status, the JSON header's length, the whole body (from the
+    client, a view of its connection's buffer: check it before that connection's next exchange)."""
 
     status: int
     header_length: int | None
-    body: bytes | bytearray
+    body: bytes | bytearray | memoryview
 
     def header(self) -> dict[str, Any]:
         end = self.header_length if self.header_length is not None else len(self.body)
