@@ -166,7 +166,7 @@ def main() -> int:
     parser.add_argument(
         "--pa-stability", type=int, default=1000, help="1000: report after 3 windows, like a fixed step"
     )
-    parser.add_argument("--rounds", type=int, default=1, help="PA/AB/AB/PA sets per level (ratios: median)")
+    parser.add_argument("--rounds", type=int, default=3, help="PA/AB/AB/PA sets per level (ratios: median)")
     parser.add_argument("--compare-only", action="store_true", help="skip the sweeps, only the side by side")
     parser.add_argument("--out", default=None, help="keep the result documents and perf_analyzer CSVs here")
     args = parser.parse_args()
@@ -225,15 +225,22 @@ def compare(pa: str, triton, names: dict, data: dict, args, work: Path) -> list[
         rows.append({**per[0], "rounds": per, "mean": median,
                      "throughput_ratio": statistics.median(r["throughput_ratio"] for r in per),
                      "p50_ratio": statistics.median(r["p50_ratio"] for r in per)})  # fmt: skip
-    print(f"{'model':>36} {'conc':>4} {'procs':>5} {'PA req/s':>9} {'AB req/s':>9} {'ratio':>6} "
-          f"{'PA p50':>7} {'AB p50':>7} {'ratio':>6} {'PA cpu':>7} {'AB cpu':>7}")  # fmt: skip
+    print(f"{'model':>36} {'conc':>4} {'procs':>5} {'PA req/s':>9} {'AB req/s':>9} {'ratio':>6} {'rounds':>11} "
+          f"{'PA p50':>7} {'AB p50':>7} {'ratio':>6} {'rounds':>11} {'PA cpu':>7} {'AB cpu':>7}")  # fmt: skip
     for r in rows:
         m = r["mean"]
         print(f"{r['model']:>36} {r['concurrency']:>4} {r['processes']:>5} {m['pa']['throughput_rps']:>9.1f} "
-              f"{m['ab']['throughput_rps']:>9.1f} {r['throughput_ratio']:>6.3f} {m['pa']['p50_us']:>7.0f} "
-              f"{m['ab']['p50_us']:>7.0f} {r['p50_ratio']:>6.3f} {m['pa']['cpu_us_per_request']:>7.0f} "
+              f"{m['ab']['throughput_rps']:>9.1f} {r['throughput_ratio']:>6.3f} {_spread(r, 'throughput_ratio'):>11} "
+              f"{m['pa']['p50_us']:>7.0f} {m['ab']['p50_us']:>7.0f} {r['p50_ratio']:>6.3f} "
+              f"{_spread(r, 'p50_ratio'):>11} {m['pa']['cpu_us_per_request']:>7.0f} "
               f"{m['ab']['cpu_us_per_request']:>7.0f}")  # fmt: skip
     return rows
+
+
+def _spread(row: dict, key: str) -> str:
+    """The lowest and highest of one ratio over the rounds (the table's ratio is their median)."""
+    values = [r[key] for r in row["rounds"]]
+    return f"{min(values):.2f}–{max(values):.2f}"
 
 
 if __name__ == "__main__":
