@@ -232,3 +232,53 @@ def test_real_minilm_export_matches_builtin_flops() -> None:
     assert abs(real["flops_per_inference"] / 1e9 / PUBLISHED_GFLOPS["minilm-l6"] - 1) < 0.03
     assert real["flops_per_inference"] == pytest.approx(ours["flops_per_inference"], rel=0.005)
     assert real["params"] == pytest.approx(ours["params"], rel=0.01)
+
+
+def _conv_with_dynamic_size(path: Path) -> str:
+    """A 3×3 conv over an image input whose height and width are dynamic (``h``, ``w``)."""
+    weight = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, "h", "w"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, "h", "w"])
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph([node], "g", [x], [y], initializer=[weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+def test_inspect_and_roofline_take_shape_for_a_bare_onnx(tmp_path: Path) -> None:
+    model = _conv_with_dynamic_size(tmp_path / "conv.onnx")
+    refused = _run_cli("models", "inspect", model)
+    assert refused.exit_code == 2 and "give its size with --shape x:" in refused.stderr
+    costs = {}
+    for size in (16, 32):
+        result = _run_cli("models", "inspect", model, "--json", "--shape", f"x:1,3,{size},{size}")
+        assert result.exit_code == 0, result.output
+        shown = json.loads(result.output)
+        assert shown["source"] == f"onnx:{Path(model).resolve()}"
+        costs[size] = shown["graph_cost"]["flops_per_inference"]
+    # 2 FLOPs per multiply-add: 4 output channels × 27 weights per output pixel
+    assert costs[16] == pytest.approx(2 * 4 * 27 * 16 * 16, rel=0.05)
+    assert costs[32] == pytest.approx(4 * costs[16], rel=1e-6)
+    roof = _run_cli("roofline", model, "--target", "l4", "--json", "--shape", "x:1,3,32,32")
+    assert roof.exit_code == 0, roof.output
+    assert json.loads(roof.output)["graph_cost"]["flops_per_inference"] == costs[32]
+
+
+@pytest.mark.parametrize(
+    ("model", "shape", "message"),
+    [
+        (
+            "builtin:identity",
+            "x:1,4",
+            "--shape applies to a bare .onnx file; builtin:identity has a model card",
+        ),
+        ("{conv}", "y:1,3,8,8", "--shape names no input of conv.onnx: y; inputs: x"),
+        ("{conv}", "x:1,3,8", "--shape x: 3 sizes for a 4-D input"),
+    ],
+)
+def test_inspect_bad_shape_is_one_line(tmp_path: Path, model: str, shape: str, message: str) -> None:
+    conv = _conv_with_dynamic_size(tmp_path / "conv.onnx")
+    result = _run_cli("models", "inspect", model.format(conv=conv), "--shape", shape)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"accelbench: error: {message}")

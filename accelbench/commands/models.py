@@ -15,6 +15,15 @@ def _echo_json(obj: object) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
 
 
+_SHAPE_OPTION = click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    metavar="NAME:D1,D2,…",
+    help="Fix a dynamic input size of a bare .onnx, e.g. x:1,3,640,640 (repeatable; the first size is the batch).",
+)
+
+
 @click.group("models")
 def models_group() -> None:
     """Model cards, built-in benchmark models and their graph cost."""
@@ -34,12 +43,15 @@ def models_group() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--top", type=click.IntRange(min=1), default=8, show_default=True, help="Op types to list.")
-def inspect_cmd(model: str, batch: int, precision: str, as_json: bool, top: int) -> None:
+@_SHAPE_OPTION
+def inspect_cmd(
+    model: str, batch: int, precision: str, as_json: bool, top: int, shapes: tuple[str, ...]
+) -> None:
     """Parameters, FLOPs and minimum bytes per inference of MODEL (builtin:NAME, card .toml, or .onnx)."""
     from accelbench.models.loader import resolve_model
     from accelbench.models.roofline_report import model_graph_cost
 
-    resolved = resolve_model(model)
+    resolved = resolve_model(model, shapes)
     cost = model_graph_cost(resolved.card, resolved.onnx_path, batch, precision)
     if as_json:
         _echo_json(
@@ -76,13 +88,7 @@ def inspect_cmd(model: str, batch: int, precision: str, as_json: bool, top: int)
 
 @models_group.command("card")
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option(
-    "--shape",
-    "shapes",
-    multiple=True,
-    metavar="NAME:D1,D2,…",
-    help="Fix a dynamic input size, e.g. x:1,3,640,640 (repeatable; the first size is the batch).",
-)
+@_SHAPE_OPTION
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="Write the card here.")
 @click.option("--name", default=None, help="Model name (default: the file name).")
 @click.option("--task", type=click.Choice(TASKS), default=None, help="Override the guessed task.")
@@ -104,6 +110,7 @@ def card_cmd(
 
 @click.command("roofline")
 @click.argument("model")
+@_SHAPE_OPTION
 @click.option("--target", "targets", multiple=True, required=True, help="Catalog target id (repeatable).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", show_default=True)
 @click.option(
@@ -126,6 +133,7 @@ def roofline_cmd(
     batches: tuple[int, ...],
     as_json: bool,
     plot_path: str | None,
+    shapes: tuple[str, ...],
 ) -> None:
     """Projected roofline of MODEL per target and batch: intensity, bound, latency and throughput bounds."""
     from accelbench.hardware.catalog import load_catalog
@@ -134,7 +142,7 @@ def roofline_cmd(
 
     catalog = load_catalog((ctx.obj or {}).get("catalog_path"))
     chosen = [catalog.get(t) for t in targets]  # unknown ids fail before any model work
-    resolved = resolve_model(model)
+    resolved = resolve_model(model, shapes)
     cost, points = roofline_points(
         resolved.card, resolved.onnx_path, chosen, list(batches or (1,)), precision
     )

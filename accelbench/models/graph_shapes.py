@@ -78,8 +78,8 @@ def _fix_input_dims(
             elif not dim.HasField("dim_value") and value in model.graph.input:
                 raise BadInputError(
                     f"input {value.name!r} has a dynamic dimension {i} ({dim.dim_param or '?'}); "
-                    "give its size in the model card's input shape "
-                    f"(`accelbench models card MODEL.onnx --shape {value.name}:…` writes one)"
+                    f"give its size with --shape {value.name}:… (models inspect, roofline) or in the model "
+                    f"card's input shape (`accelbench models card MODEL.onnx --shape {value.name}:…` writes one)"
                 )
 
 

@@ -3,9 +3,11 @@ model card and an ONNX file on disk."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +28,23 @@ class ResolvedModel:
     onnx_path: Path
 
 
-def resolve_model(arg: str | os.PathLike) -> ResolvedModel:
-    """The card and FP32 ONNX file for a MODEL argument; BadInputError for anything missing or malformed."""
+def resolve_model(arg: str | os.PathLike, shapes: Sequence[str] = ()) -> ResolvedModel:
+    """The card and FP32 ONNX file for a MODEL argument; BadInputError for anything missing or malformed.
+
+    ``shapes`` (``NAME:D1,D2,…``, as ``--shape`` gives them) fix a bare ONNX file's dynamic input sizes, as
+    ``accelbench models card --shape`` does; a card or built-in model carries its shapes already."""
     text = os.fspath(arg)
+    if shapes:
+        if text.startswith(("builtin:", "hf:")) or Path(text).suffix.lower() == ".toml":
+            raise BadInputError(
+                f"--shape applies to a bare .onnx file; {text} has a model card: set the sizes in its "
+                "[[inputs]] shapes"
+            )
+        from accelbench.models.card_writer import card_from_graph
+
+        path = Path(text).expanduser()
+        card = card_from_graph(path, shapes)  # its source is relative to a card file; here there is none
+        return ResolvedModel(dataclasses.replace(card, source=f"onnx:{path.resolve()}"), path)
     if text.startswith("builtin:"):
         card = load_card(text)
         return ResolvedModel(card, builtin_onnx_path(card.source_value))
