@@ -98,6 +98,33 @@ def test_a_model_accelbench_did_not_build_with_zero_random_and_file_data(triton,
 
 
 @pytest.mark.slow
+def test_a_foreign_result_is_priced_only_with_target_and_precision(triton, tmp_path):
+    """Without --target/--precision the result cannot be priced: the report says so in one line, or lists it
+    as left out beside priced results; with them the same server's result gets a cost row."""
+    bare = _loadtest(triton, tmp_path / "bare", "--input-data", "zero", "--shape", "X:4")
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    assert json.loads(bare.stdout)["target"] is None
+    report = subprocess.run([ACCELBENCH, "report", str(tmp_path / "bare"), "--out", str(tmp_path / "r0")],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    lines = report.stderr.strip().splitlines()
+    assert report.returncode == 2 and len(lines) == 1, report.stderr
+    assert "no result document names the target and precision" in lines[0] and "--target ID" in lines[0]
+
+    told = _loadtest(triton, tmp_path / "told", "--input-data", "zero", "--shape", "X:4",
+                     "--target", "cpu-local", "--precision", "fp32")  # fmt: skip
+    assert told.returncode == 0, told.stderr[-2000:]
+    doc = json.loads(told.stdout)
+    assert (doc["target"], doc["precision"]) == ("cpu-local", "fp32")
+    (tmp_path / "told" / "bare.json").write_text((next((tmp_path / "bare").glob("*.json"))).read_text())
+    report = subprocess.run([ACCELBENCH, "report", str(tmp_path / "told"), "--out", str(tmp_path / "r1")],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert report.returncode == 0, report.stderr[-2000:]
+    md = (tmp_path / "r1" / "report.md").read_text()
+    assert f"| {MODEL} |" in md or MODEL in md.split("## Results", 1)[1]
+    assert "Left out, not priced (1:" in md and "no target or precision" in md
+
+
+@pytest.mark.slow
 def test_a_dynamic_dimension_without_shape_is_one_line(triton, tmp_path):
     run = _loadtest(triton, tmp_path, "--input-data", "zero")
     assert run.returncode == 2
@@ -167,3 +194,22 @@ def _write(folder: Path, text: str) -> Path:
     path = folder / "data.json"
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize(
+    ("manifest", "target", "precision", "text"),
+    [
+        (None, "l4", None, "--target and --precision go together"),
+        (None, None, "int8", "--target and --precision go together"),
+        ({"target": "l4", "precision": "int8"}, "l40s", "int8", "--target l40s differs from the variant manifest's target l4"),
+        ({"target": "l4", "precision": "int8"}, "l4", "fp16", "--precision fp16 differs from the variant manifest's precision int8"),
+    ],
+)  # fmt: skip
+def test_target_and_precision_are_checked_before_any_server_starts(
+    tmp_path, manifest, target, precision, text
+):
+    from accelbench.loadtests import api
+
+    with pytest.raises(BadInputError, match=text):
+        api._check_where(manifest, target, precision)
+    api._check_where(manifest, None, None)  # nothing given: nothing to check

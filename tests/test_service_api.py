@@ -176,3 +176,45 @@ def test_bad_queries_and_unknown_things_are_one_line_errors(live_server):
     _one_line_error(get("/api/v1/history", model="minilm-l6", target="nowhere", precision="fp32"), 404)
     _one_line_error(get("/api/v1/nothing-here"), 404)
     _one_line_error(HTTP.delete(live_server.base_url + "/api/v1/results"), 405)
+
+
+def test_openapi_describes_the_result_document_it_ingests(live_server):
+    """POST /results documents the real body: the result document's JSON Schema (the same one as
+    docs/schema/result.schema.json, its definitions as components), or the {result, variant, source} form."""
+    import jsonschema_rs
+
+    from accelbench.documents import ResultDocument
+
+    spec = HTTP.get(live_server.base_url + "/openapi.json").json()
+    body = spec["paths"]["/api/v1/results"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    refs = [alt.get("$ref") or alt["properties"]["result"]["$ref"] for alt in body["oneOf"]]
+    assert refs == ["#/components/schemas/ResultDocument"] * 2
+    components = spec["components"]["schemas"]
+    mine = ResultDocument.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+    assert {k: v for k, v in mine.items() if k != "$defs"} == components["ResultDocument"]
+    # a committed result validates against the served schema, and a broken one does not
+    validator = jsonschema_rs.validator_for(
+        {**components["ResultDocument"], "components": {"schemas": components}}
+    )
+    doc = json.loads(RESULTS[0].read_text())
+    assert validator.is_valid(doc)
+    assert not validator.is_valid({**doc, "steps": [{"index": "first"}]})
+
+
+def test_nul_characters_are_refused_in_one_line_on_both_databases(live_server):
+    """PostgreSQL cannot hold NUL in text or jsonb (psycopg DataError: a 500 before), SQLite can: both refuse
+    it the same way. Six characters that merely spell \\u0000 are ordinary text and are stored."""
+    auth = {"Authorization": f"Bearer {live_server.token}"}
+    for path in ("/api/v1/history?model=a%00b&target=cpu-local&precision=fp32", "/api/v1/results?target=%00",
+                 "/api/v1/results/%00"):  # fmt: skip
+        answer = HTTP.get(live_server.base_url + path, headers=auth)
+        assert answer.status_code == 422 and "NUL character" in answer.json()["error"], (path, answer.text)
+    doc = json.loads(RESULTS[0].read_text())
+    doc["provenance"]["command"] = "accelbench loadtest \u0000"
+    refused = HTTP.post(live_server.base_url + "/api/v1/results", content=json.dumps(doc), headers=auth)
+    assert refused.status_code == 422 and "NUL character" in refused.json()["error"], refused.text
+    doc["provenance"]["command"] = "accelbench loadtest \\u0000 (spelt out)"
+    stored = HTTP.post(live_server.base_url + "/api/v1/results", content=json.dumps(doc), headers=auth)
+    assert stored.status_code == 201, stored.text
+    shown = HTTP.get(live_server.base_url + stored.json()["url"], headers=auth).json()
+    assert shown["document"]["provenance"]["command"] == "accelbench loadtest \\u0000 (spelt out)"

@@ -46,6 +46,32 @@ def test_the_result_page_shows_steps_verdicts_and_provenance(live_server):
     assert missing.status_code == 404 and "no result with id" in missing.text
 
 
+def test_a_result_without_target_is_shown_but_not_priced_and_hides_nothing(live_server):
+    """What `loadtest --url` records for a model accelbench did not build, without --target: stored and
+    shown; its model's row on the dashboard says why it has no cost; other models keep theirs."""
+    auth = {"Authorization": f"Bearer {live_server.token}"}
+    for name in (
+        "resnet50__cpu-local__fp32__closed-http-b1.json",
+        "resnet50__cpu-local__int8__closed-http-b1.json",
+    ):
+        HTTP.post(live_server.base_url + "/api/v1/results", content=(DATA / "cpu-local" / name).read_bytes(),
+                  headers=auth)  # fmt: skip
+    doc = json.loads((DATA / "cpu-local" / "resnet50__cpu-local__fp32__closed-http-b1.json").read_text())
+    doc.update(model="their-model", variant="their-model", run_id="their-model__closed-http-b1", target=None,
+               precision=None)  # fmt: skip
+    stored = HTTP.post(live_server.base_url + "/api/v1/results", json=doc, headers=auth)
+    assert stored.status_code == 201, stored.text
+    assert HTTP.get(live_server.base_url + f"/results/{stored.json()['id']}", headers=auth).status_code == 200
+    dashboard = HTTP.get(live_server.base_url + "/", headers=auth)
+    assert dashboard.status_code == 200
+    assert "not priced: no result document names the target and precision" in dashboard.text
+    assert "None" not in dashboard.text
+    report = HTTP.get(live_server.base_url + "/api/v1/report", params={"model": "resnet50"}, headers=auth)
+    assert report.status_code == 200 and any(r["target"] == "cpu-local" for r in report.json())
+    refused = HTTP.get(live_server.base_url + "/api/v1/report", params={"model": "their-model"}, headers=auth)
+    assert refused.status_code == 422 and "--target ID" in refused.json()["error"]
+
+
 def test_public_read_opens_reading_but_not_pushing(tmp_path):
     with running_server(f"sqlite:///{tmp_path / 'r.db'}", tmp_path, "--public-read") as server:
         raw = (DATA / "cpu-local" / "resnet50__cpu-local__fp32__closed-http-b1.json").read_bytes()

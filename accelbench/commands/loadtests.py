@@ -110,6 +110,13 @@ def register(group: click.Group) -> None:
         "--shape", "shapes", multiple=True,
         help="NAME:D1,D2 size of an input's dynamic dimensions, batch excluded (repeatable).",
     )  # fmt: skip
+    @click.option(
+        "--target", help="Catalog target id the server runs on, for a model without a manifest (with --precision).",
+    )  # fmt: skip
+    @click.option(
+        "--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]),
+        help="What the served model computes in, for a model without a manifest (with --target).",
+    )  # fmt: skip
     @click.option("--protocol", type=click.Choice(["http", "grpc"]), default="http", show_default=True)
     @click.option("--concurrency", help="Closed loop: comma-separated concurrencies, e.g. 1,2,4,8.")
     @click.option("--rate", help="Open loop: comma-separated Poisson rates in requests/s, e.g. 100,200,400.")
@@ -156,9 +163,11 @@ def register(group: click.Group) -> None:
     @click.option("--server-log", type=click.Path(dir_okay=False), default=None,
                   help="Append the log of the tritonserver started for REPO here.")  # fmt: skip
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
-    def loadtest(repo, url, grpc_url, model, manifest_path, card_uri, input_data, shapes, protocol, concurrency,
-                 rate, batch_size, duration, max_duration, warmup, processes, master_bind, expect_workers,
-                 worker_timeout, check_every, seed, repeats, out_dir, tritonserver, server_log, json_mode) -> None:  # fmt: skip
+    @click.pass_context
+    def loadtest(ctx, repo, url, grpc_url, model, manifest_path, card_uri, input_data, shapes, target, precision,
+                 protocol, concurrency, rate, batch_size, duration, max_duration, warmup, processes, master_bind,
+                 expect_workers, worker_timeout, check_every, seed, repeats, out_dir, tritonserver, server_log,
+                 json_mode) -> None:  # fmt: skip
         """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
         from accelbench.errors import BadInputError
         from accelbench.loadtests.api import loadtest as run
@@ -166,6 +175,10 @@ def register(group: click.Group) -> None:
 
         if (concurrency is None) == (rate is None):
             raise BadInputError("give exactly one of --concurrency or --rate")
+        if target is not None:
+            from accelbench.hardware.catalog import load_catalog
+
+            load_catalog((ctx.obj or {}).get("catalog_path")).get(target)  # an unknown id stops here
         bind = _master_bind(master_bind, expect_workers, worker_timeout, processes)
         if bind is not None:
             processes = bind.expect_workers
@@ -183,7 +196,7 @@ def register(group: click.Group) -> None:
             doc, path = run(model=model, profile=profile, out_dir=out_dir, repo=repo, url=url, grpc_url=grpc_url,
                             manifest_path=manifest_path, card_uri=card_uri, tritonserver=tritonserver,
                             command=command, on_event=on_event, master_bind=bind, server_log=server_log,
-                            repeats=repeats)  # fmt: skip
+                            repeats=repeats, target=target, precision=precision)  # fmt: skip
         finally:
             if live is not None:
                 live.stop()

@@ -78,12 +78,16 @@ def loadtest(
     master_bind: MasterBind | None = None,
     server_log: str | os.PathLike | None = None,
     repeats: int = 1,
+    target: str | None = None,
+    precision: str | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
 
     ``repeats`` N > 1: N complete sweeps on the same server, one result document each (repeat 1 under the
     usual name, repeats 2..N with ``__r2``...); each resumes on its own. Returns the last one.
-    With ``master_bind`` the load comes from workers started by ``accelbench loadtest-worker``."""
+    With ``master_bind`` the load comes from workers started by ``accelbench loadtest-worker``.
+    ``target`` and ``precision`` (together) say what a model without a manifest runs on and at, so that its
+    results can be priced; with a manifest they must agree with it."""
     import dataclasses
 
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
@@ -96,6 +100,7 @@ def loadtest(
     if profile.input_data not in (None, *DATA_MODES) and not Path(profile.input_data).is_file():
         raise BadInputError(f"--input-data {profile.input_data}: no such file (or use zero / random)")
     manifest = find_manifest(model, manifest_path, repo)
+    _check_where(manifest, target, precision)
     card = model_card(manifest, card_uri)
     server_cm = (
         LocalTriton(repo, tritonserver=tritonserver, log_path=server_log)
@@ -114,9 +119,19 @@ def loadtest(
                 triton, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
                 manifest=dict(manifest) if manifest else None, card=card,
                 repository_config=_repository_config(repo, model), command=command, limits=limits,
-                on_event=on_event, master_bind=master_bind,
+                on_event=on_event, master_bind=master_bind, target=target, precision=precision,
             )  # fmt: skip
         return found
+
+
+def _check_where(manifest: dict | None, target: str | None, precision: str | None) -> None:
+    """--target and --precision come together, and never contradict the variant's manifest."""
+    if (target is None) != (precision is None):
+        raise BadInputError("--target and --precision go together (what the served model runs on, and at)")
+    for name, given in (("target", target), ("precision", precision)):
+        recorded = (manifest or {}).get(name)
+        if given is not None and recorded and recorded != given:
+            raise BadInputError(f"--{name} {given} differs from the variant manifest's {name} {recorded}")
 
 
 def measure(
@@ -132,6 +147,8 @@ def measure(
     limits: Limits = DEFAULT_LIMITS,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     master_bind: MasterBind | None = None,
+    target: str | None = None,
+    precision: str | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """One sweep of ``model`` on a running ``triton`` (LocalTriton or RemoteTriton): payloads, expected
     outputs, then :func:`sweep.run_sweep` with its resume. ``accelbench loadtest`` and ``accelbench run``
@@ -164,6 +181,8 @@ def measure(
         limits=limits,
         on_event=on_event,
         master_bind=master_bind,
+        target=target,
+        precision=precision,
     )
 
 

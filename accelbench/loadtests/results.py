@@ -71,8 +71,11 @@ def new_document(
     repository_config: str = "",
     command: str = "",
     profile_label: str,
+    target: str | None = None,
+    precision: str | None = None,
 ) -> ResultDocument:
-    """An empty document (no steps yet) with the provenance of this run."""
+    """An empty document (no steps yet) with the provenance of this run; ``target`` and ``precision`` are
+    used where there is no manifest (a model accelbench did not build)."""
     manifest = manifest or {}
     accuracy = manifest.get("accuracy") or {}
     return ResultDocument(
@@ -80,8 +83,8 @@ def new_document(
         origin="accelbench-loadtest",
         model=manifest.get("model", model),
         variant=variant,
-        target=manifest.get("target"),
-        precision=manifest.get("precision"),
+        target=manifest.get("target") or target,
+        precision=manifest.get("precision") or precision,
         batch_size=load_profile["batch_size"],
         # the result keeps the verdict and its figure; the manifest has the rest
         accuracy=Accuracy(

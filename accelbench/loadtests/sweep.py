@@ -178,6 +178,8 @@ def run_sweep(
     limits: Limits = DEFAULT_LIMITS,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     master_bind: MasterBind | None = None,
+    target: str | None = None,
+    precision: str | None = None,
 ) -> tuple[ResultDocument, Path]:
     """Measure every step not already on disk; returns the result document and its path.
 
@@ -195,6 +197,7 @@ def run_sweep(
         model=model, variant=variant, manifest=manifest, load_profile=load_profile,
         server={"url": server.client_url(profile.protocol), "version": server.version},
         repository_config=repository_config, command=command, profile_label=profile.label(),
+        target=target, precision=precision,
     )  # fmt: skip
     doc.steps, _ = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
     done = {s.index for s in doc.steps}

@@ -115,6 +115,22 @@ class ReportData:
     calibrations: dict[str, proj.Calibration]
     graph_costs: dict[tuple[str, str], dict[str, Any]]
     efficiency_models: dict[str, ef.EfficiencyModel | None] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)  # results without a target or precision, one line each
+
+
+def priceable(results: list[Result]) -> tuple[list[Result], list[str]]:
+    """The results that name their target and precision (a cost needs both), and a line per one that does
+    not: a load test of a model accelbench did not build records neither unless it is told."""
+    kept, left_out = [], []
+    for r in results:
+        missing = [name for name in ("target", "precision") if not getattr(r.doc, name)]
+        if missing:
+            left_out.append(
+                f"{r.doc.run_id}@{r.sha256[:12]} (model {r.doc.model}): no {' or '.join(missing)}"
+            )
+        else:
+            kept.append(r)
+    return kept, left_out
 
 
 def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
@@ -193,6 +209,13 @@ def build_report(
     results = unique_results(documents)
     if not results:
         raise BadInputError("no result documents to report on")
+    results, left_out = priceable(results)
+    if not results:
+        raise BadInputError(
+            f"no result document names the target and precision it ran at ({len(left_out)} without: "
+            f"{left_out[0]}); `accelbench loadtest --url` without a manifest records them only with "
+            "--target ID [--precision P]"
+        )
     groups = group_results(results)
     baseline_id = options.baseline or catalog.baseline_id
     wanted = sorted({g.target_id for g in groups.values()} | set(options.project) | {baseline_id})
@@ -237,7 +260,9 @@ def build_report(
     rows.sort(
         key=lambda r: (r["model"], r["rank"] if r["rank"] is not None else 10**9, r["target"], r["precision"])
     )
-    return ReportData(options, baseline_id, rows, groups, targets, calibrations, graph_costs, models)
+    return ReportData(
+        options, baseline_id, rows, groups, targets, calibrations, graph_costs, models, left_out
+    )
 
 
 def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str, Any]:

@@ -232,7 +232,21 @@ def settings_section(data: Any) -> Section:
         f"${o.usd_per_kwh:g}/kWh; the period and the rate are assumptions, not measurements "
         "(--amortization-years, --usd-per-kwh; a price override replaces the whole figure).",
         "Accuracy FAIL variants: " + ("ranked (--include-failed)" if o.include_failed else "shown but not ranked") + ".",
+        *_left_out(data),
     ])  # fmt: skip
+
+
+def _left_out(data: Any) -> list[str]:
+    """A bullet for the results that could not be priced (no target or precision recorded)."""
+    left_out = getattr(data, "left_out", None) or []
+    if not left_out:
+        return []
+    return [
+        f"Left out, not priced ({len(left_out)}: a cost needs the target and precision the run was on; "
+        "`accelbench loadtest --url` without a manifest records them with --target and --precision): "
+        + "; ".join(left_out)
+        + "."
+    ]
 
 
 def plan_section(data: Any, plan: list[dict[str, Any]]) -> Section:

@@ -41,12 +41,44 @@ _RESULT_BODY = {
     "content": {
         "application/json": {
             "schema": {
-                "type": "object",
-                "description": "A result document (schema accelbench.result/1), or {result, variant, source}.",
+                "description": "A result document (schema accelbench.result/1), or {result, variant, source} "
+                "when the variant manifest it references comes along.",
+                "oneOf": [
+                    {"$ref": "#/components/schemas/ResultDocument"},
+                    {
+                        "type": "object",
+                        "required": ["result"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "result": {"$ref": "#/components/schemas/ResultDocument"},
+                            "variant": {"$ref": "#/components/schemas/VariantManifest"},
+                            "source": {
+                                "type": "string",
+                                "description": "the result's file name (no folders)",
+                            },
+                        },
+                    },
+                ],
             }
         }
     },
 }
+
+
+def document_components() -> dict[str, Any]:
+    """The result document's and variant manifest's JSON Schemas (documents.py, the same as docs/schema/)
+    as OpenAPI components, their definitions beside them, so that POST /results shows and validates
+    against the real document. The route reads the raw body itself (content hash, one-line 422)."""
+    from accelbench.documents import ResultDocument, VariantManifest
+
+    out: dict[str, Any] = {}
+    for cls in (ResultDocument, VariantManifest):
+        schema = cls.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+        for name, definition in {**schema.pop("$defs", {}), cls.__name__: schema}.items():
+            if out.setdefault(name, definition) != definition:
+                raise RuntimeError(f"two document schemas named {name} differ")
+        out[cls.__name__] = schema
+    return out
 
 
 @router.post(

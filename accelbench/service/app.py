@@ -49,7 +49,24 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     errors.install(app)
     for router in (api.router, web.router, *extra_routers()):
         app.include_router(router)
+    _add_document_schemas(app, api.document_components())
     return app
+
+
+def _add_document_schemas(app: Any, components: dict[str, Any]) -> None:
+    """Put the documents' schemas into the generated OpenAPI (the ingest route's body refers to them)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            if clash := sorted(set(schemas) & set(components)):
+                raise RuntimeError(f"OpenAPI components named twice: {', '.join(clash)}")
+            schemas.update(components)
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def extra_routers() -> list[Any]:

@@ -42,10 +42,31 @@ def validation_message(errors: list[dict[str, Any]]) -> str:
     return "invalid " + "; ".join(parts) + more
 
 
+class RefuseNul:
+    """ASGI middleware: a NUL character in the path or a query value is 422 before any route runs.
+
+    PostgreSQL cannot compare or store NUL in text (psycopg raises DataError: a 500), SQLite can; no model,
+    target or id contains one, so both databases refuse it the same way, in one line."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and (
+            b"%00" in scope.get("query_string", b"") or "\x00" in scope.get("path", "")
+        ):
+            response = error_response(422, "a NUL character (%00) is not allowed in a path or query value")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def install(app: Any) -> None:
     """Register the handlers that keep every error response in the one-line shape."""
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
+
+    app.add_middleware(RefuseNul)
 
     @app.exception_handler(ApiError)
     async def _api_error(request, err: ApiError):

@@ -9,6 +9,7 @@ measurement pushed twice, however it was formatted, is stored once: 201 the firs
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -38,6 +39,10 @@ async def read_body(request: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+# a JSON \u0000 escape, not preceded by an escaped backslash (``\\u0000`` is the six characters, not NUL)
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
 @dataclass
 class Submission:
     result: Any  # accelbench.documents.ResultDocument
@@ -59,6 +64,11 @@ def parse_submission(body: bytes) -> Submission:
         ) from None
     if not isinstance(obj, dict):
         raise ApiError(422, "body must be a JSON object: a result document or {result, variant, source}")
+    if _NUL_ESCAPE.search(text):
+        # PostgreSQL's text and jsonb cannot hold NUL; refused on SQLite too, so a store takes what both do
+        raise ApiError(
+            422, "the document contains a NUL character (\\u0000), which the results database cannot store"
+        )
     if "result" in obj and "schema" not in obj:
         unknown = sorted(set(obj) - {"result", "variant", "source"})
         if unknown:

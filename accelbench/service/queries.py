@@ -80,5 +80,7 @@ def fingerprint(session: Any, model: str | None = None) -> tuple[int, int]:
 
 def models_and_targets(session: Any) -> tuple[list[str], list[str]]:
     models = session.execute(sa.select(Result.model).distinct().order_by(Result.model)).scalars()
-    targets = session.execute(sa.select(Result.target).distinct().order_by(Result.target)).scalars()
+    targets = session.execute(
+        sa.select(Result.target).where(Result.target.is_not(None)).distinct().order_by(Result.target)
+    ).scalars()
     return list(models), list(targets)

@@ -42,13 +42,22 @@ def dashboard(request: Request, session: Session, _who: Reader) -> HTMLResponse:
     latest, total = queries.list_results(session, {}, 20, 0)
     overview = []
     for model in models:
-        rendered = views.render(session, request.app.state.catalog, ReportOptions(), model)
+        try:
+            rendered = views.render(session, request.app.state.catalog, ReportOptions(), model)
+        except ApiError as err:  # e.g. only results without a target: one model must not hide the others
+            overview.append(
+                {"model": model, "measured": [], "projected": [], "best": None, "problem": err.message}
+            )
+            continue
         rows = rendered.data.rows
         best = next((r for r in rows if r["rank"] == 1), None)
         overview.append({"model": model, "measured": sorted({r["target"] for r in rows if r["status"] == "measured"}),
                          "projected": sorted({r["target"] for r in rows if r["status"] == "projected"}),
                          "best": best})  # fmt: skip
-    series = sorted({(r.model, r.target, r.precision) for r in queries.stored_rows(session)})
+    # a history is one (model, target, precision) series; results without a target have none
+    series = sorted(
+        {(r.model, r.target, r.precision) for r in queries.stored_rows(session) if r.target and r.precision}
+    )
     return _page(request, "dashboard.html", models=overview, targets=targets, latest=latest, total=total,
                  series=series)  # fmt: skip
 
