@@ -1,13 +1,20 @@
 """schemathesis against the real server's /openapi.json (SQLite and PostgreSQL): whatever it generates, valid
 or not, with an admin token and without one, the server never answers 500. Bounded (max_examples) to keep the
-run under a minute per database."""
+run under a minute per database. With the fixed examples (derandomized) 300 per mode, which catch the report
+crash on a result without a target when that fix is taken out (100 did not)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
+
+# The same examples on every run, so CI is reproducible; ACCELBENCH_FUZZ=random explores new ones (run it
+# after changing the API: it found the report crash on results without a target, and NUL on PostgreSQL).
+EXPLORE = os.environ.get("ACCELBENCH_FUZZ") == "random"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +43,8 @@ def test_no_operation_answers_500(api_schema, live_server):
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
         @given(case=api_schema.as_strategy(mode))
-        @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+                  derandomize=not EXPLORE)  # fmt: skip
         def run(case):
             for headers in ({"Authorization": f"Bearer {live_server.token}"}, {}):
                 case.call_and_validate(base_url=live_server.base_url, headers=headers, checks=[not_a_server_error],
