@@ -218,3 +218,20 @@ def test_nul_characters_are_refused_in_one_line_on_both_databases(live_server):
     assert stored.status_code == 201, stored.text
     shown = HTTP.get(live_server.base_url + stored.json()["url"], headers=auth).json()
     assert shown["document"]["provenance"]["command"] == "accelbench loadtest \\u0000 (spelt out)"
+
+
+def test_job_routes_refuse_out_of_range_ids_and_nul_in_one_line(live_server):
+    """Found by schemathesis once the job bodies were described: a job id beyond the integer column and a
+    partial document holding NUL were 500s on PostgreSQL."""
+    auth = {"Authorization": f"Bearer {live_server.token}"}
+    doc = json.loads(RESULTS[0].read_text())
+    body = {"runner_id": 1, "attempt": 1, "document": doc}
+    for method, path in (("PUT", "documents"), ("POST", "results")):
+        payload = body if method == "PUT" else {"runner_id": 1, "attempt": 1, "result": doc}
+        far = HTTP.request(
+            method, live_server.base_url + f"/api/v1/jobs/{2**40}/{path}", json=payload, headers=auth
+        )
+        assert far.status_code == 422 and "job_id" in far.json()["error"], far.text
+    doc["provenance"]["command"] = "x\u0000"
+    nul = HTTP.put(live_server.base_url + "/api/v1/jobs/1/documents", json=body, headers=auth)
+    assert nul.status_code == 422 and "NUL character" in nul.json()["error"], nul.text

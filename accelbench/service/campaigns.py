@@ -297,9 +297,24 @@ def get_job_documents(
     return {"documents": queue.documents(session, job_id)}
 
 
-@router.put("/jobs/{job_id}/documents", tags=["jobs"])
+def _job_body(**documents: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI for a runner's JSON body: its JobCall fields (runner_id, attempt) and the documents it carries
+    (described by the components the app adds: accelbench.service.api.document_components)."""
+    call = JobCall.model_json_schema()["properties"]
+    schema = {
+        "type": "object",
+        "required": ["runner_id", "attempt", *[k for k in documents if k in ("document", "result")]],
+        "properties": {"runner_id": call["runner_id"], "attempt": call["attempt"], **documents},
+    }
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+_RESULT_REF = {"$ref": "#/components/schemas/ResultDocument"}
+
+
+@router.put("/jobs/{job_id}/documents", tags=["jobs"], openapi_extra=_job_body(document=_RESULT_REF))
 async def put_job_document(
-    job_id: int, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+    job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
 ) -> Any:
     """``{runner_id, attempt, document}``: the partial result document as it stands after a step."""
     body = await _json_body(request)
@@ -315,7 +330,7 @@ async def put_job_document(
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    from accelbench.service.ingest import read_body
+    from accelbench.service.ingest import read_body, refuse_nul
 
     raw = await read_body(request, request.app.state.settings.max_body_bytes)
     try:
@@ -324,6 +339,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
         raise ApiError(400, f"body is not valid JSON: {err}") from None
     if not isinstance(body, dict):
         raise ApiError(422, "body must be a JSON object")
+    refuse_nul(raw.decode("utf-8", "replace"))
     return body
 
 
@@ -347,9 +363,13 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
     return call, doc
 
 
-@router.post("/jobs/{job_id}/results", tags=["jobs"], status_code=201)
+@router.post(
+    "/jobs/{job_id}/results", tags=["jobs"], status_code=201,
+    openapi_extra=_job_body(result=_RESULT_REF, variant={"$ref": "#/components/schemas/VariantManifest"},
+                            source={"type": "string", "description": "the result's file name (no folders)"}),
+)  # fmt: skip
 async def post_job_result(
-    job_id: int, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
+    job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
 ) -> Any:
     """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job."""
     from accelbench.service import ingest

@@ -43,6 +43,15 @@ async def read_body(request: Any, limit: int) -> bytes:
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
+def refuse_nul(text: str) -> None:
+    """422 when a JSON body holds a NUL character: PostgreSQL's text and jsonb cannot, SQLite can; refused on
+    both, so every store takes the same documents."""
+    if _NUL_ESCAPE.search(text):
+        raise ApiError(
+            422, "the document contains a NUL character (\\u0000), which the results database cannot store"
+        )
+
+
 @dataclass
 class Submission:
     result: Any  # accelbench.documents.ResultDocument
@@ -64,11 +73,7 @@ def parse_submission(body: bytes) -> Submission:
         ) from None
     if not isinstance(obj, dict):
         raise ApiError(422, "body must be a JSON object: a result document or {result, variant, source}")
-    if _NUL_ESCAPE.search(text):
-        # PostgreSQL's text and jsonb cannot hold NUL; refused on SQLite too, so a store takes what both do
-        raise ApiError(
-            422, "the document contains a NUL character (\\u0000), which the results database cannot store"
-        )
+    refuse_nul(text)
     if "result" in obj and "schema" not in obj:
         unknown = sorted(set(obj) - {"result", "variant", "source"})
         if unknown:
