@@ -18,6 +18,7 @@ measures ``3 × interval`` per step, so both report about the same span. perf_an
 process (start-up and warm-up included) over the requests it counted.
 
     .venv/bin/python bench/loadgen_ceiling.py [--levels 1,2,4,8,16] [--duration 4] [--pa-interval-ms 2000]
+        [--rounds 3] [--compare-only] [--protocol http|grpc]
         [--perf-analyzer PATH] [--skip-pa] [--out DIR]
 """
 
@@ -84,8 +85,8 @@ def write_data_file(manifest: dict, path: Path, count: int = 64) -> Path:
 
 
 def ab_run(triton, model: str, data: Path, levels, processes: int, duration_s: float, warmup_s: float,
-           out: Path) -> list[dict]:  # fmt: skip
-    profile = LoadProfile(kind="closed", protocol="http", levels=tuple(levels), duration_s=duration_s,
+           out: Path, protocol: str = "http") -> list[dict]:  # fmt: skip
+    profile = LoadProfile(kind="closed", protocol=protocol, levels=tuple(levels), duration_s=duration_s,
                           warmup_s=warmup_s, processes=processes, input_data=str(data))  # fmt: skip
     doc, _ = loadtest(
         model=model, profile=profile, out_dir=out, url=triton.http_url, grpc_url=triton.grpc_url
@@ -96,7 +97,8 @@ def ab_run(triton, model: str, data: Path, levels, processes: int, duration_s: f
 def pa_run(pa: str, triton, model: str, data: Path, concurrency: int, args, out: Path) -> dict:
     """One perf_analyzer run: throughput, p50 (µs) and its whole process's CPU per counted request."""
     csv = out / f"pa-{model}-c{concurrency}-{len(list(out.glob('pa-*')))}.csv"
-    cmd = [pa, "-m", model, "-u", triton.http_address, "-i", "http", "--concurrency-range", str(concurrency),
+    address = triton.grpc_url if args.protocol == "grpc" else triton.http_address
+    cmd = [pa, "-m", model, "-u", address, "-i", args.protocol, "--concurrency-range", str(concurrency),
            "--input-data", str(data), "--measurement-interval", str(args.pa_interval_ms),
            "--stability-percentage", str(args.pa_stability), "--max-trials", "10", "-f", str(csv)]  # fmt: skip
     env = {"LD_LIBRARY_PATH": str(cuda_shim(out))}
@@ -134,12 +136,14 @@ def interleaved(pa: str, triton, model: str, data: Path, concurrency: int, proce
         else:
             # a fresh folder per run: the same one would resume the finished document and measure nothing
             step = ab_run(triton, model, data, [concurrency], processes, duration, args.warmup,
-                          out / f"ab-{model}-c{concurrency}-p{processes}-{len(list(out.glob('ab-*')))}")[0]  # fmt: skip
+                          out / f"ab-{model}-c{concurrency}-p{processes}-{len(list(out.glob('ab-*')))}",
+                          args.protocol)[0]  # fmt: skip
             abs_.append({"throughput_rps": step["throughput_rps"], "p50_us": step["latency_us"]["p50"],
                          "cpu_us_per_request": step["loadgen"]["cpu_us_per_request"]})  # fmt: skip
     mean = {k: {m: statistics.mean(r[m] for r in runs if r[m] is not None) for m in runs[0]}
             for k, runs in (("pa", pas), ("ab", abs_))}  # fmt: skip
-    return {"model": model, "concurrency": int(concurrency), "processes": processes, "runs": {"pa": pas, "ab": abs_},
+    return {"model": model, "protocol": args.protocol, "concurrency": int(concurrency), "processes": processes,
+            "runs": {"pa": pas, "ab": abs_},
             "mean": mean, "throughput_ratio": round(mean["ab"]["throughput_rps"] / mean["pa"]["throughput_rps"], 3),
             "p50_ratio": round(mean["ab"]["p50_us"] / mean["pa"]["p50_us"], 3)}  # fmt: skip
 
@@ -168,6 +172,12 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=3, help="PA/AB/AB/PA sets per level (ratios: median)")
     parser.add_argument("--compare-only", action="store_true", help="skip the sweeps, only the side by side")
+    parser.add_argument(
+        "--protocol",
+        choices=["http", "grpc"],
+        default="http",
+        help="of the side by side (the sweeps use HTTP)",
+    )
     parser.add_argument("--out", default=None, help="keep the result documents and perf_analyzer CSVs here")
     args = parser.parse_args()
     work = Path(args.out or tempfile.mkdtemp(prefix="accelbench-loadgen-"))
