@@ -4,6 +4,7 @@ CLI with zero, random and perf_analyzer-JSON data; payload building and its bad 
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -120,7 +121,11 @@ def test_a_foreign_result_is_priced_only_with_target_and_precision(triton, tmp_p
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert report.returncode == 0, report.stderr[-2000:]
     md = (tmp_path / "r1" / "report.md").read_text()
-    assert f"| {MODEL} |" in md or MODEL in md.split("## Results", 1)[1]
+    with open(tmp_path / "r1" / "results.csv", newline="") as table:
+        rows = list(csv.DictReader(table))
+    assert [
+        (r["model"], r["target"], r["precision"], r["status"]) for r in rows if r["status"] == "measured"
+    ] == [(MODEL, "cpu-local", "fp32", "measured")]  # the told run has its cost row; the bare one has none
     assert "Left out, not priced (1:" in md and "no target or precision" in md
 
 

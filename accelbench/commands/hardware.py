@@ -8,16 +8,11 @@ from typing import Any
 
 import click
 
+from accelbench.commands import catalog_of
+
 
 def _echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, default=str))
-
-
-def _catalog(ctx: click.Context):
-    from accelbench.hardware.catalog import load_catalog
-
-    obj = ctx.find_root().obj or {}
-    return load_catalog(obj.get("catalog_path"))
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -33,7 +28,7 @@ def targets_group(ctx: click.Context, as_json: bool) -> None:
         return
     from accelbench.hardware.catalog import target_summary
 
-    catalog = _catalog(ctx)
+    catalog = catalog_of(ctx)
     rows = [target_summary(t) for t in catalog.targets.values()]
     if as_json:
         _echo_json(
@@ -81,7 +76,7 @@ def show_cmd(ctx: click.Context, target_id: str, as_json: bool) -> None:
     """Show one target with every figure and its source."""
     from accelbench.hardware.catalog import target_summary
 
-    catalog = _catalog(ctx)
+    catalog = catalog_of(ctx)
     target = catalog.get(target_id)
     data = target.to_dict()
     published = [dataclasses.asdict(p) for p in catalog.published_for(target.id)]
@@ -130,7 +125,7 @@ def probe_cmd(ctx: click.Context, as_json: bool) -> None:
     """Describe this host: CPU, memory, OS, packages, GPUs, Jetson, Neuron, and its catalog id."""
     from accelbench.hardware.probe import probe_host
 
-    info = probe_host(known_ids=list(_catalog(ctx).targets))
+    info = probe_host(known_ids=list(catalog_of(ctx).targets))
     if as_json:
         _echo_json(info)
         return

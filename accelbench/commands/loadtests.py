@@ -6,6 +6,9 @@ import sys
 
 import click
 
+from accelbench.commands import catalog_of
+from accelbench.hardware.catalog_schema import PRECISIONS
+
 
 def _progress(json_mode: bool):
     """A live rich line (step, requests/s, p99) on a terminal; plain lines otherwise; nothing with --json."""
@@ -114,7 +117,7 @@ def register(group: click.Group) -> None:
         "--target", help="Catalog target id the server runs on, for a model without a manifest (with --precision).",
     )  # fmt: skip
     @click.option(
-        "--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]),
+        "--precision", type=click.Choice(PRECISIONS),
         help="What the served model computes in, for a model without a manifest (with --target).",
     )  # fmt: skip
     @click.option("--protocol", type=click.Choice(["http", "grpc"]), default="http", show_default=True)
@@ -176,9 +179,7 @@ def register(group: click.Group) -> None:
         if (concurrency is None) == (rate is None):
             raise BadInputError("give exactly one of --concurrency or --rate")
         if target is not None:
-            from accelbench.hardware.catalog import load_catalog
-
-            load_catalog((ctx.obj or {}).get("catalog_path")).get(target)  # an unknown id stops here
+            catalog_of(ctx).get(target)  # an unknown id stops here
         bind = _master_bind(master_bind, expect_workers, worker_timeout, processes)
         if bind is not None:
             processes = bind.expect_workers

@@ -6,7 +6,9 @@ import json
 
 import click
 
-PRECISIONS = ["fp32", "fp16", "bf16", "int8", "fp8", "tf32"]
+from accelbench.commands import catalog_of
+from accelbench.hardware.catalog_schema import PRECISIONS
+
 # the card module is light (stdlib only); its task list is the one source for --task
 TASKS = ["embedding", "classification", "detection", "segmentation", "other"]
 
@@ -136,11 +138,10 @@ def roofline_cmd(
     shapes: tuple[str, ...],
 ) -> None:
     """Projected roofline of MODEL per target and batch: intensity, bound, latency and throughput bounds."""
-    from accelbench.hardware.catalog import load_catalog
     from accelbench.models.loader import resolve_model
     from accelbench.models.roofline_report import plot_roofline, roofline_document, roofline_points
 
-    catalog = load_catalog((ctx.obj or {}).get("catalog_path"))
+    catalog = catalog_of(ctx)
     chosen = [catalog.get(t) for t in targets]  # unknown ids fail before any model work
     resolved = resolve_model(model, shapes)
     cost, points = roofline_points(

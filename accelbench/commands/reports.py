@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import click
 
-
-def _catalog(ctx: click.Context):
-    from accelbench.hardware.catalog import load_catalog
-
-    return load_catalog((ctx.obj or {}).get("catalog_path"))
+from accelbench.commands import catalog_of
+from accelbench.hardware.catalog_schema import PRECISIONS
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -114,14 +111,14 @@ def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, 
     if compare:
         from accelbench.reports.run_compare import run_compare
 
-        click.echo(run_compare(compare[0], compare[1], _catalog(ctx), options, out_dir, as_json), nl=False)
+        click.echo(run_compare(compare[0], compare[1], catalog_of(ctx), options, out_dir, as_json), nl=False)
         return
     from accelbench.reports.report import make_report
     from accelbench.reports.table import to_json_text
 
     if not results:
         raise click.UsageError("give one or more result files or folders (or --compare OLD NEW)")
-    out = make_report(results, _catalog(ctx), options, out_dir)
+    out = make_report(results, catalog_of(ctx), options, out_dir)
     if as_json:
         click.echo(to_json_text(out.table), nl=False)
     else:
@@ -140,7 +137,7 @@ def _import_options(func):
     )(func)
     func = click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)(func)
     func = click.option("--precision", default="fp32", show_default=True,
-                        type=click.Choice(["fp32", "tf32", "fp16", "bf16", "fp8", "int8"]))(func)  # fmt: skip
+                        type=click.Choice(PRECISIONS))(func)  # fmt: skip
     func = click.option("--model", required=True, help="Model name, e.g. minilm-l6.")(func)
     func = click.option("--target", required=True, help="Catalog target id the numbers were measured on.")(
         func
@@ -156,7 +153,7 @@ def import_perf_analyzer_cmd(ctx, csv_file, target, model, precision, batch_size
     """perf_analyzer -f CSV (plain or --verbose-csv; latencies in µs) → a result document."""
     from accelbench.reports.importers import import_perf_analyzer, write_imported
 
-    _catalog(ctx).get(target)  # unknown target: one clear line, exit 2
+    catalog_of(ctx).get(target)  # unknown target: one clear line, exit 2
     doc = import_perf_analyzer(csv_file, target, model, precision, batch_size)
     click.echo(str(write_imported(doc, out_dir)))
 
@@ -172,7 +169,7 @@ def import_locust_cmd(ctx, stats_csv, target, model, precision, batch_size, out_
     """Locust --csv *_stats.csv (ms, bucketed percentiles) → a single-step result document."""
     from accelbench.reports.importers import import_locust, write_imported
 
-    _catalog(ctx).get(target)
+    catalog_of(ctx).get(target)
     doc = import_locust(stats_csv, target, model, precision, batch_size, users)
     click.echo(str(write_imported(doc, out_dir)))
 

@@ -214,7 +214,7 @@ def build_report(
         raise BadInputError(
             f"no result document names the target and precision it ran at ({len(left_out)} without: "
             f"{left_out[0]}); `accelbench loadtest --url` without a manifest records them only with "
-            "--target ID [--precision P]"
+            "--target ID --precision P"
         )
     groups = group_results(results)
     baseline_id = options.baseline or catalog.baseline_id

@@ -238,7 +238,7 @@ def settings_section(data: Any) -> Section:
 
 def _left_out(data: Any) -> list[str]:
     """A bullet for the results that could not be priced (no target or precision recorded)."""
-    left_out = getattr(data, "left_out", None) or []
+    left_out = data.left_out
     if not left_out:
         return []
     return [

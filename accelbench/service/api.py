@@ -36,6 +36,13 @@ def health(request: Request) -> dict[str, Any]:
     return {"status": "ok", "database": engine.url.get_backend_name(), "version": __version__}
 
 
+RESULT_REF = {"$ref": "#/components/schemas/ResultDocument"}  # components: see document_components
+# what comes with a result: ``{result, variant, source}`` (ingest.parse_submission; the job route adds its call)
+SUBMISSION_PROPERTIES = {
+    "result": RESULT_REF,
+    "variant": {"$ref": "#/components/schemas/VariantManifest"},
+    "source": {"type": "string", "description": "the result's file name (no folders)"},
+}
 _RESULT_BODY = {
     "required": True,
     "content": {
@@ -44,19 +51,12 @@ _RESULT_BODY = {
                 "description": "A result document (schema accelbench.result/1), or {result, variant, source} "
                 "when the variant manifest it references comes along.",
                 "oneOf": [
-                    {"$ref": "#/components/schemas/ResultDocument"},
+                    RESULT_REF,
                     {
                         "type": "object",
                         "required": ["result"],
                         "additionalProperties": False,
-                        "properties": {
-                            "result": {"$ref": "#/components/schemas/ResultDocument"},
-                            "variant": {"$ref": "#/components/schemas/VariantManifest"},
-                            "source": {
-                                "type": "string",
-                                "description": "the result's file name (no folders)",
-                            },
-                        },
+                        "properties": SUBMISSION_PROPERTIES,
                     },
                 ],
             }
@@ -77,7 +77,6 @@ def document_components() -> dict[str, Any]:
         for name, definition in {**schema.pop("$defs", {}), cls.__name__: schema}.items():
             if out.setdefault(name, definition) != definition:
                 raise RuntimeError(f"two document schemas named {name} differ")
-        out[cls.__name__] = schema
     return out
 
 

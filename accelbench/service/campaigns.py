@@ -25,7 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, Field
 
-from accelbench.service import jobs, queue
+from accelbench.service import api, jobs, queue
 from accelbench.service.auth import Principal, require
 from accelbench.service.deps import get_session
 from accelbench.service.errors import ApiError
@@ -309,10 +309,7 @@ def _job_body(**documents: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-_RESULT_REF = {"$ref": "#/components/schemas/ResultDocument"}
-
-
-@router.put("/jobs/{job_id}/documents", tags=["jobs"], openapi_extra=_job_body(document=_RESULT_REF))
+@router.put("/jobs/{job_id}/documents", tags=["jobs"], openapi_extra=_job_body(document=api.RESULT_REF))
 async def put_job_document(
     job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
 ) -> Any:
@@ -365,8 +362,7 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
 
 @router.post(
     "/jobs/{job_id}/results", tags=["jobs"], status_code=201,
-    openapi_extra=_job_body(result=_RESULT_REF, variant={"$ref": "#/components/schemas/VariantManifest"},
-                            source={"type": "string", "description": "the result's file name (no folders)"}),
+    openapi_extra=_job_body(**api.SUBMISSION_PROPERTIES),
 )  # fmt: skip
 async def post_job_result(
     job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
