@@ -35,7 +35,11 @@ from accelbench.util import sha256_json, stable_json_text
 RESULT_SCHEMA = "accelbench.result/1"
 VARIANT_SCHEMA = "accelbench.variant/1"
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+# Generative variants add weight-only and 8-bit float precisions (docs/llm.md): int4 = 4-bit weights
+# (ONNX Runtime MatMulNBits on CPUs, AWQ W4A16 on GPUs), fp8 = E4M3 weights and activations (Ada, Hopper).
+VARIANT_PRECISIONS = (*PRECISIONS, "int4", "fp8")
 FORMATS = ("onnx", "tensorrt-plan", "neuron")
+APIS = ("triton", "triton-grpc", "openai-completions", "openai-chat")
 ORIGINS = ("accelbench-loadtest", "perf_analyzer-import", "locust-import", "device-check")
 
 
@@ -80,6 +84,14 @@ class GraphCost(_Part):
     weight_bytes: Number | None = None
     activation_bytes_per_inference: Number | None = None
     precision: str | None = None
+    # generative models (docs/llm.md): per-token costs; attention's share grows with the context
+    flops_per_prefill_token: Number | None = Field(None, description="≈ 2 × params, plus attention at ISL")
+    flops_per_decode_token: Number | None = Field(None, description="≈ 2 × params, plus attention at context")
+    kv_cache_bytes_per_token: Number | None = Field(
+        None, description="2 × layers × KV heads × head size × bytes of the KV dtype"
+    )
+    kv_dtype: str | None = None
+    context_length: int | None = None
 
 
 # ---------------------------------------------------------------- accelbench.result/1
@@ -212,6 +224,82 @@ class StepStatistics(_Part):
     drift: Drift | None = None
 
 
+# ---------------------------------------------------------------- generative steps (docs/llm.md)
+class TokenCounts(_Part):
+    """Tokens per request in the model's own tokenizer, over a step's completed requests."""
+
+    total: int | None = None
+    mean: Number | None = None
+    min: int | None = None
+    max: int | None = None
+    asked: Number | None = Field(None, description="mean tokens asked for (ISL or max_tokens = OSL)")
+
+
+class Goodput(_Part):
+    """Requests/s whose own TTFT and TPOT both met the objectives (DistServe; AIPerf, vLLM)."""
+
+    ttft_ms: Number | None = None
+    tpot_ms: Number | None = None
+    requests: int | None = Field(None, description="completed requests that met both objectives")
+    fraction: Number | None = None
+    rps: Number | None = None
+
+
+class GenerativeStep(_Part):
+    """A generative step's token-level figures: streamed TTFT, every inter-token gap (ITL), per-request
+    TPOT = (e2e - TTFT) / (output tokens - 1), e2e, token counts and rates (docs/llm.md defines each)."""
+
+    requests: int | None = Field(None, description="completed requests measured (warm-up excluded)")
+    failed: int | None = None
+    ttft_us: LatencyUs | None = None
+    itl_us: LatencyUs | None = Field(None, description="percentiles over every gap between two tokens")
+    tpot_us: LatencyUs | None = Field(None, description="percentiles over requests of their TPOT")
+    e2e_us: LatencyUs | None = None
+    intervals: dict[str, dict[str, Interval]] | None = Field(
+        None, description="metric (ttft_us, itl_us, tpot_us, e2e_us) -> percentile -> exact 95 % interval"
+    )
+    sample_floors: dict[str, int] | None = Field(
+        None, description="samples each judged percentile needs: TTFT/TPOT/e2e count requests, ITL gaps"
+    )
+    gaps: int | None = Field(None, description="inter-token gaps recorded (the ITL sample count)")
+    input_tokens: TokenCounts | None = None
+    output_tokens: TokenCounts | None = None
+    short_outputs: int | None = Field(
+        None, description="requests that ended before their asked output length"
+    )
+    output_length_ratio: Number | None = Field(
+        None, description="mean output tokens / asked; under 0.9 the step is flagged (MLPerf)"
+    )
+    output_tokens_per_s: ThroughputInterval | None = None
+    input_tokens_per_s: Number | None = None
+    requests_per_s: Number | None = None
+    tokens_per_s_per_user: Number | None = Field(None, description="1000 / TPOT p50 in ms (InferenceX)")
+    tokens_per_s_per_user_by_throughput: Number | None = Field(
+        None, description="output tokens/s / concurrency (vLLM plot_pareto)"
+    )
+    goodput: Goodput | None = None
+    client_cpu_us_per_token: Number | None = None
+    histograms: dict[str, str] | None = Field(
+        None, description="metric -> base64 HDR histogram (µs), mergeable across processes"
+    )
+
+
+class Workload(_Part):
+    """What a generative sweep asked for: prompt and output lengths in the model's tokens, the API used."""
+
+    api: str | None = Field(None, description="triton | triton-grpc | openai-completions | openai-chat")
+    isl: int | None = Field(None, description="input sequence length asked, tokens")
+    osl: int | None = Field(None, description="output sequence length asked (max_tokens), tokens")
+    isl_range: Number | None = Field(None, description="prompt lengths uniform within ±this fraction of isl")
+    osl_range: Number | None = None
+    ignore_eos: bool | None = None
+    prompts: str | None = Field(None, description="synthetic | the prompts file's name (JSONL or ShareGPT)")
+    prompts_sha256: str | None = None
+    tokenizer: str | None = None
+    slo_ttft_p99_ms: Number | None = None
+    slo_tpot_p99_ms: Number | None = None
+
+
 class Step(_Part):
     """One offered load level, measured to its end (or ``aborted`` with the reason)."""
 
@@ -237,6 +325,9 @@ class Step(_Part):
     windows: list[Window] | None = None
     stable: bool | None = None  # written before step statistics replaced the window-agreement rule
     statistics: StepStatistics | None = None
+    generative: GenerativeStep | None = Field(
+        None, description="generative models: token-level figures (latency_us then holds e2e)"
+    )
     aborted: str | None = None
     last_error: str | None = None
     verdict: Verdict
@@ -293,6 +384,7 @@ class LoadProfile(_Part):
     repeat: int | None = Field(
         None, ge=1, description="which of N repeated runs (--repeats N) this is; absent: the first (or only)"
     )
+    workload: Workload | None = Field(None, description="generative models: ISL/OSL, API, prompts")
 
 
 class ResultDocument(_Part):
@@ -310,6 +402,7 @@ class ResultDocument(_Part):
     target: str | None
     precision: str | None
     batch_size: int
+    task: str | None = Field(None, description="the card's task; text-generation for generative models")
     accuracy: Accuracy | None = None
     graph_cost: GraphCost | None = None
     provenance: Provenance
@@ -375,7 +468,7 @@ class VariantManifest(_Part):
     card: dict[str, Any]
     source: Source
     target: str
-    precision: Literal["fp32", "fp16", "bf16", "int8"]
+    precision: Literal["fp32", "fp16", "bf16", "int8", "int4", "fp8"]
     recipe: str
     format: Literal["onnx", "tensorrt-plan", "neuron"]
     model_file: str

@@ -217,4 +217,4 @@ def test_the_exported_json_schemas_accept_what_accelbench_writes_and_reject_bad_
         )
     )  # fmt: skip
     assert variant.is_valid(manifest)
-    assert not variant.is_valid({**manifest, "precision": "int4"})
+    assert not variant.is_valid({**manifest, "precision": "int3"})
