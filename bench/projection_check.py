@@ -1,15 +1,14 @@
-"""How good is a projection? Leave-one-model-out over the catalog's published results.
+"""How good is a projection? The efficiency model checked on published results it was not fitted on.
 
     .venv/bin/python bench/projection_check.py [--baseline a100-sxm4-80gb] [--json]
 
-For every target with published results (accelbench/hardware/published_results.toml) and every model it has:
-refit the target's efficiency model (achieved ÷ roofline on intensity, accelbench/reports/efficiency.py)
-without that model's points, project that model at each published batch, and print projected ÷ published.
-Then the same with the baseline refitted without the model too: (projected target ÷ projected baseline) ÷
-(published target ÷ published baseline) for the same model and scenario — the ratio a hardware choice rests
-on. Prints the worst factor of each (a factor f and 1/f count alike). Points marked ``fit = false`` (Jetson
-GPU + 2 DLA results) are projected for reference but not counted in the worst factors; MLPerf BERT points are
-not fitted (variable-length sequences) but are projected from the target's other models and counted.
+Three checks (accelbench/reports/validation.py): leave one *model* out of its target's fit; leave one *target*
+out entirely (its chip's other targets and its toolchain still speak for it, as for a target nobody published);
+and *cross-family*: fit on MLPerf only and predict the vendors' tables, and the other way round. Each prints
+projected ÷ published per point and, where the baseline (or a target with its chip) published the same model,
+precision and batch, the ratio to it ÷ the published ratio — the figure a hardware choice rests on. The worst
+factor of each (f and 1/f count alike) closes each table. Points with ``fit = false`` (Jetson GPU + 2 DLA,
+MLPerf's variable-length BERT) count for ratios only: their absolute throughput is not the padded graph's.
 """
 
 from __future__ import annotations
@@ -20,25 +19,48 @@ import sys
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.catalog_schema import PUBLISHED_FAMILIES
 from accelbench.hardware.roofline import roofline_point
-from accelbench.reports.efficiency import leave_one_model_out
+from accelbench.reports.validation import cross_family, leave_one_model_out, leave_one_target_out, worst
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
 
 
-def worst(rows: list[dict], key: str) -> tuple[float | None, dict | None]:
-    """The factor farthest from 1 (f and 1/f alike) among counted rows (not GPU + DLA), and its row."""
-    best: tuple[float | None, dict | None] = (None, None)
-    for row in rows:
-        value = row[key]
-        if value is None or not row["counted"]:
-            continue
-        spread = max(value, 1 / value)
-        if best[0] is None or spread > best[0]:
-            best = (spread, row)
-    return best
+def checks(catalog, baseline: str) -> dict[str, list[dict]]:
+    out = {
+        "leave one model out": leave_one_model_out(catalog, roofline_point, baseline),
+        "leave one target out": leave_one_target_out(catalog, roofline_point, baseline),
+    }
+    for family in PUBLISHED_FAMILIES:
+        out[f"cross-family: fitted on {family} only"] = cross_family(
+            catalog, roofline_point, baseline, family
+        )
+    return out
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n## {title}\n")
+    print("| target | model | precision | batch | family | published inf/s | projected inf/s | projected ÷ "
+          "published | ratio to reference ÷ published ratio | reference | note |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['target']} | {r['model']} | {r['precision']} | {r['batch']} | {r['family']} | "
+            f"{r['published_ips']:,.1f} | {_fmt(r['projected_ips'], 6)} | {_fmt(r['factor'])} | "
+            f"{_fmt(r['ratio_factor'])} | {r['reference'] or '—'} | {r['reason']} |"
+        )
+    for key, what in (("factor", "projected ÷ published"), ("ratio_factor", "ratio to the reference")):
+        w, row = worst(rows, key)
+        if w is None:
+            print(f"worst {what}: none counted")
+        else:
+            within = sum(1 for r in rows if r[key] and max(r[key], 1 / r[key]) <= 1.25
+                         and r["counted_factor" if key == "factor" else "counted"])  # fmt: skip
+            n = sum(1 for r in rows if r[key] and r["counted_factor" if key == "factor" else "counted"])
+            print(f"worst {what}: {w:.3g}× ({row['target']} {row['model']} {row['precision']} batch "
+                  f"{row['batch']}: {row[key]:.3g}); {within} of {n} within 1.25×")  # fmt: skip
 
 
 def main() -> None:
@@ -53,23 +75,12 @@ def main() -> None:
     except BadInputError as err:
         print(f"projection_check: {err}", file=sys.stderr)
         sys.exit(2)
-    rows = leave_one_model_out(catalog, roofline_point, baseline)
+    results = checks(catalog, baseline)
     if args.json:
-        print(json.dumps(rows, indent=2, sort_keys=True))
+        print(json.dumps(results, indent=2, sort_keys=True))
         return
-    print(f"| target | model | precision | batch | published inf/s | projected inf/s | projected ÷ published "
-          f"| ratio to {baseline}: projected ÷ published | note |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['target']} | {r['model']} | {r['precision']} | {r['batch']} | {r['published_ips']:,.1f} | "
-              f"{_fmt(r['projected_ips'], 6)} | {_fmt(r['factor'])} | {_fmt(r['ratio_factor'])} | {r['reason']} |")  # fmt: skip
-    for key, what in (("factor", "projected ÷ published"), ("ratio_factor", f"ratio to {baseline}")):
-        spread, row = worst(rows, key)
-        where = f" ({row['target']} {row['model']} batch {row['batch']}: {row[key]:.3g})" if row else ""
-        print(f"worst {what}: {_fmt(spread)}×{where}")
-    counted = [r for r in rows if r["ratio_factor"] is not None and r["counted"]]
-    within = sum(1 for r in counted if max(r["ratio_factor"], 1 / r["ratio_factor"]) <= 1.25)
-    print(f"ratios to {baseline} within 1.25×: {within} of {len(counted)}")
+    for title, rows in results.items():
+        print_table(title, rows)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ builders as the built-in models (random weights; only shapes matter):
 
 - ``resnet50``: ``builtin:resnet50`` (ResNet-50 v1.5, 224×224) — the MLPerf and Neuron ResNet-50.
 - ``resnet101`` / ``resnet152``: the same bottleneck builder with (3, 4, 23, 3) / (3, 8, 36, 3) blocks.
-- ``bert-base-128``: ``builtin:bert-base`` (12 layers, 768 wide, sequence 128).
+- ``bert-base-128``: ``builtin:bert-base`` (12 layers, 768 wide, sequence 128); ``bert-base-384`` the same
+  encoder at sequence 384 (TensorRT's demoBERT tables).
 - ``bert-large-128`` / ``bert-large-384``: the encoder builder at 24 layers, 1024 wide, 16 heads, FFN 4096,
   sequence 128 / 384 (MLPerf's BERT is BERT-Large on SQuAD at 384; its 2-logit span head is not built, the
   builder's pooler stands in — both are < 0.01 % of the FLOPs).
@@ -39,6 +40,9 @@ BUILDERS = {
     "resnet101": lambda: build_resnet("resnet101", SEED, (3, 4, 23, 3)),
     "resnet152": lambda: build_resnet("resnet152", SEED, (3, 8, 36, 3)),
     "bert-base-128": lambda: build_builtin("bert-base"),
+    "bert-base-384": lambda: build_encoder(
+        "bert-base-384", EncoderSpec(**{**BERT_BASE.__dict__, "seq_len": 384}), SEED
+    ),
     "bert-large-128": lambda: build_encoder("bert-large-128", BERT_LARGE, SEED),
     "bert-large-384": lambda: build_encoder(
         "bert-large-384", EncoderSpec(**{**BERT_LARGE.__dict__, "seq_len": 384}), SEED

@@ -186,7 +186,9 @@ def test_projection_none_fits_and_precision_fallback():
     assert projection.precision_on(tpu, "fp16") == "bf16"  # v5e lists bf16 and int8 only
 
 
-@settings(max_examples=40)
+@settings(
+    max_examples=40, deadline=None
+)  # loads the catalog per example: two shared cores make it slow now and then
 @given(st.floats(1e-4, 1.0), st.floats(1e-4, 1.0), st.floats(0.05, 1.0))
 def test_projection_tighter_slo_never_raises_capacity(s1, s2, eff):
     l4 = load_catalog().get("l4")

@@ -196,11 +196,16 @@ PUBLISHED_POINT_KEYS: dict[str, tuple[str, bool]] = {
     "software": ("str", True),
     "source": ("str", True),
     "date": ("str", True),
+    "family": ("str", True),
     "scenario": ("str", False),
     "engines": ("str", False),
     "fit": ("bool", False),
     "note": ("str", False),
 }
+# Where a published figure comes from: a benchmark consortium's audited submission, or a vendor's own table
+# (NVIDIA's TensorRT READMEs, AWS's Neuron performance pages). bench/projection_check.py fits on one family and
+# predicts the other (docs/projections.md).
+PUBLISHED_FAMILIES = ("mlperf", "vendor-table")
 MODEL_COST_KEYS: dict[str, tuple[str, bool]] = {
     "params": ("int", False),
     "flops_per_inference": ("num", True),
@@ -236,6 +241,8 @@ def check_published(raw: Any, origin: Origin, target_ids: set[str] | frozenset[s
             raise fail(
                 origin, (*path, "model"), f"no [models.{point['model']!r}.{point['precision']}] graph cost"
             )
+        if point["family"] not in PUBLISHED_FAMILIES:
+            raise fail(origin, (*path, "family"), f"must be one of {', '.join(PUBLISHED_FAMILIES)}")
         if not point["source"].strip() or "://" not in point["source"]:
             raise fail(origin, (*path, "source"), "must be the URL the figure was read from")
         date = point["date"]

@@ -37,6 +37,7 @@ class PublishedPoint:
     software: str
     source: str
     date: str
+    family: str = "vendor-table"  # mlperf | vendor-table (catalog_schema.PUBLISHED_FAMILIES)
     scenario: str = ""
     engines: str = "gpu"
     fit: bool = True

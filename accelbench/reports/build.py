@@ -12,13 +12,14 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelbench.documents import Accuracy, ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError
 from accelbench.reports import efficiency as ef
 from accelbench.reports import projection as proj
+from accelbench.reports import validation as val
 from accelbench.reports.capacity import (
     DEFAULT_MAX_ERROR_RATE,
     capacity_at_slo,
@@ -114,7 +115,7 @@ class ReportData:
     targets: dict[str, Any]
     calibrations: dict[str, proj.Calibration]
     graph_costs: dict[tuple[str, str], dict[str, Any]]
-    efficiency_models: dict[str, ef.EfficiencyModel | None] = field(default_factory=dict)
+    efficiency_models: dict[tuple, ef.EfficiencyModel | None] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)  # results without a target or precision, one line each
 
 
@@ -141,8 +142,9 @@ def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
     return dict(sorted(groups.items()))
 
 
-def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[tuple[str, float, Any, float]]:
-    """(target id, measured ÷ roofline efficiency, roofline point, weight bytes) for every step in the SLO."""
+def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[tuple]:
+    """(target id, measured ÷ roofline efficiency, roofline point, weight bytes, model, precision, throughput)
+    for every step in the SLO."""
     samples = []
     pct = percentile_key(options.percentile)
     for (model, precision, tid), group in groups.items():
@@ -158,7 +160,8 @@ def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[t
                 eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
                 if eff and run_precision:
                     point = proj.roofline_at(roofline, gc, batch, targets[tid], run_precision)
-                    samples.append((tid, eff, point, float(gc["weight_bytes"])))
+                    samples.append((tid, eff, point, float(gc["weight_bytes"]), model, precision,
+                                    float(step.throughput_ips or 0)))  # fmt: skip
     return samples
 
 
@@ -173,32 +176,69 @@ def _calibrate(samples, targets) -> dict[str, proj.Calibration]:
 _ORIGIN_NOTES = {"device-check": "bench/device_check.py: a torch interpreter with CUDA graphs, not TensorRT"}
 
 
-def _efficiency_models(catalog, targets, samples, groups, roofline) -> dict[str, ef.EfficiencyModel | None]:
-    """target id → its published efficiency model, scaled by measured targets of the same toolchain."""
+def _efficiency_models(catalog, targets, samples, groups, roofline, pairs) -> dict[tuple, Any]:
+    """(model, precision, target id) → that target's published efficiency model for the model's kind, with its
+    latency floor, its validation range and the calibration by measured targets of its toolchain.
+
+    Calibration composes: the factor is measured ÷ the *same* model's projection of the measured target (its
+    own fit or its chip's, with its floor) at the batch of the step that sets its capacity, and it scales every
+    target of the toolchain alike, so the measured target's projection reproduces its measurement and the
+    ratios between projected targets stay the published ones. Per model where that model was measured on the
+    toolchain; otherwise the median of the models' factors, and the row says which.
+    """
     if not hasattr(catalog, "published_for"):  # a catalog without published results
         return {}
-    published = {tid: ef.model_for(catalog, t, roofline) for tid, t in targets.items()}
-    ratios: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for tid, eff, point, weight_bytes in samples:
-        ref = published.get(tid)
+    out: dict[tuple, Any] = {}
+    factors: dict[tuple[str, str, str], tuple[float, str]] = {}  # (toolchain, model, precision) → factor
+    for model, precision in pairs:
+        gc = _graph_cost_for(groups, model, precision)
+        for tid, t in targets.items():
+            eff = ef.model_for(catalog, t, roofline, model=model)
+            eff = ef.with_floor(eff, catalog, t, roofline, float(gc["flops_per_inference"]) if gc else None)
+            rng = val.validation_range(catalog, roofline, t.toolchain) if eff is not None else None
+            if rng is not None:
+                eff = replace(eff, validation=rng[0], validation_source=rng[1])
+            out[(model, precision, tid)] = eff
+    best: dict[tuple[str, str, str], tuple] = {}
+    for sample in samples:  # the step that sets each measured target's capacity (the highest throughput)
+        tid, _eff, _point, _wb, model, precision, ips = sample
+        key = (model, precision, tid)
+        if key not in best or ips > best[key][6]:
+            best[key] = sample
+    for (model, precision, tid), (_, eff, point, weight_bytes, *_rest) in sorted(best.items()):
+        ref = out.get((model, precision, tid))
         if ref is not None:
-            ratios[targets[tid].toolchain].append((tid, eff / ref.at_point(point, weight_bytes)[0]))
+            toolchain = targets[tid].toolchain
+            factors[(toolchain, model, precision)] = (
+                eff / ref.at_point(point, weight_bytes)[0],
+                f"{tid} at batch {point.batch}",
+            )
     origins = defaultdict(set)
     for (_, _, tid), g in groups.items():
         origins[targets[tid].toolchain] |= {r.doc.origin or "" for r in g.results}
-    out = {}
-    for tid, model in published.items():
-        pairs = ratios.get(targets[tid].toolchain)
-        if model is not None and pairs:
-            factor = statistics.median(r for _, r in pairs)
-            notes = sorted(_ORIGIN_NOTES.get(o, o) for o in origins[targets[tid].toolchain] if o)
-            where = ", ".join(sorted({t for t, _ in pairs}))
-            model = model.scaled(factor, (
-                f"×{factor:.3g} = median of {len(pairs)} step(s) measured on {where} ÷ that target's published "
-                f"efficiency" + (f" (measured with {'; '.join(notes)})" if notes else "")
-            ))  # fmt: skip
-        out[tid] = model
+    for (model, precision, tid), eff in list(out.items()):
+        toolchain = targets[tid].toolchain
+        own = factors.get((toolchain, model, precision))
+        same_tc = sorted(v for (tc, _m, _p), v in factors.items() if tc == toolchain)
+        if eff is None or not (own or same_tc):
+            continue
+        notes = sorted(_ORIGIN_NOTES.get(o, o) for o in origins[toolchain] if o)
+        how = f" (measured with {'; '.join(notes)})" if notes else ""
+        if own:
+            factor, where = own
+            text = (f"×{factor:.3g} = {model} measured on {where} ÷ its own projection there "
+                    f"(scales every {toolchain} target){how}")  # fmt: skip
+        else:
+            factor = statistics.median(f for f, _ in same_tc)
+            text = (f"×{factor:.3g} = median over {len(same_tc)} other model(s) measured on "
+                    f"{', '.join(sorted({w for _, w in same_tc}))} ÷ their projections ({model} was not "
+                    f"measured on {toolchain}){how}")  # fmt: skip
+        out[(model, precision, tid)] = eff.scaled(factor, text)
     return out
+
+
+def _graph_cost_for(groups, model: str, precision: str) -> dict[str, Any] | None:
+    return next((g.graph_cost() for (m, p, _), g in groups.items() if (m, p) == (model, precision)), None)
 
 
 def build_report(
@@ -231,11 +271,11 @@ def build_report(
         roofline = proj.default_roofline()
     samples = _measured_samples(groups, targets, graph_costs, options, roofline) if graph_costs else []
     calibrations = _calibrate(samples, targets)
-    models = _efficiency_models(catalog, targets, samples, groups, roofline) if graph_costs else {}
+    pairs = sorted({(m, p) for m, p, _ in groups})
+    models = _efficiency_models(catalog, targets, samples, groups, roofline, pairs) if graph_costs else {}
     rows: list[dict[str, Any]] = []
     for g in groups.values():
         rows.append(_measured_row(g, targets[g.target_id], options))
-    pairs = sorted({(m, p) for m, p, _ in groups})
     for model, precision in pairs:
         measured_here = {t for m, p, t in groups if (m, p) == (model, precision)}
         to_project = sorted(({baseline_id} | set(options.project)) - measured_here)
@@ -250,7 +290,7 @@ def build_report(
                     options,
                     calibrations,
                     roofline,
-                    models.get(tid),
+                    models.get((model, precision, tid)),
                 )
             )
     for row in rows:
@@ -353,7 +393,9 @@ def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:
 def _efficiency_choice(target, calibrations, published) -> tuple[Any, str, str, str]:
     """(efficiency or model, kind, source text, calibration text) for a projected row."""
     if published is not None:
-        return published, published.kind, published.label, published.calibration
+        notes = [n for n in (published.floor_source, published.validation_source) if n]
+        label = "; ".join([published.label, *notes])
+        return published, published.kind, label, published.calibration
     cal = proj.calibration_for(target.toolchain, calibrations)
     kind = "measured" if cal.samples else "assumed"
     return cal.efficiency, kind, cal.source, "none" if kind == "assumed" else cal.source

@@ -52,6 +52,10 @@ class EfficiencyModel:
     calibration: str = "none"
     # the same fit with each published point left out in turn (jackknife): their spread is part of the range
     jackknife: tuple[EfficiencyModel, ...] = ()
+    floor_s: float = 0.0  # no inference completes faster than this on the stack (latency_floor)
+    floor_source: str = ""
+    validation: tuple[float, float] | None = None  # (lowest, highest) projected ÷ published of the check
+    validation_source: str = ""
 
     def _curve(self, x: float | None) -> float:
         log_x = self.log_x_max if x is None or not math.isfinite(x) or x <= 0 else math.log(x)
@@ -78,8 +82,12 @@ class EfficiencyModel:
             # no stack runs a graph faster than its dense peak (MLPerf BERT's fractions above 1 come from
             # skipping padding), nor, in a report, faster than the roofline the report calls an upper bound
             ips = float(point.peak_flops_per_s) * min(c, 1.0) / flops if flops > 0 else cap * c
-            out.append(min(ips, cap, bound) * self.scale / bound)
-        return out[0], out[1], out[2]
+            floor = point.batch / self.floor_s if self.floor_s > 0 else math.inf
+            out.append(min(ips, cap, bound, floor) * self.scale / bound)
+        e, lo, hi = out
+        if self.validation:  # the truth lies within projected ÷ [highest, lowest] of the validation's factors
+            lo, hi = min(lo, e / self.validation[1]), max(hi, e / self.validation[0])
+        return e, lo, hi
 
     def scaled(self, factor: float, calibration: str) -> EfficiencyModel:
         return replace(self, scale=self.scale * factor, calibration=calibration)
@@ -170,6 +178,40 @@ class FittedPoint:
         return self.point.throughput_ips * flops / float(self.roofline.peak_flops_per_s)
 
 
+# ---------------------------------------------------------------- what a point says about other graphs
+# The fraction of peak a stack reaches depends on the chip, the toolchain, the batch and the kind of graph:
+# TensorRT runs BERT's fused attention and GEMMs at a different fraction than ResNet's convolutions. So a
+# projection prefers points of the same kind of model, on the same target, then on targets with the same chip
+# (same toolchain and compute capability: H200 and H100, L40S and L4, the A100s), and only then shifts points
+# of the other kind by the toolchain's measured difference between the kinds (``class_offset``).
+MODEL_CLASSES = (
+    ("cnn", ("resnet", "mobilenet", "efficientnet", "vgg", "yolo", "densenet", "inception")),
+    ("transformer", ("bert", "distilbert", "roberta", "minilm", "vit", "gpt", "llama", "t5")),
+)
+
+
+def model_class(name: str | None) -> str | None:
+    """``cnn`` | ``transformer`` from a model's name (the published models and the built-ins), else None."""
+    low = (name or "").lower()
+    for cls, prefixes in MODEL_CLASSES:
+        if low.startswith(prefixes):
+            return cls
+    return None
+
+
+def architecture(target: Any) -> str:
+    """Targets that share a chip and a toolchain (and so fractions of peak): toolchain + compute capability."""
+    cc = getattr(target, "compute_capability", None)
+    return f"{target.toolchain}/{cc}" if cc else f"{target.toolchain}/{target.id}"
+
+
+Use = Callable[[Any], bool]  # which published points may enter a fit (validation leaves some out)
+
+
+def _all(_point: Any) -> bool:
+    return True
+
+
 def point_roofline(point: Any, cost: Any, target: Any, roofline: RooflineFn) -> FittedPoint:
     """The roofline of a published point's own graph cost, batch and precision on its target."""
     rp = roofline(
@@ -179,14 +221,24 @@ def point_roofline(point: Any, cost: Any, target: Any, roofline: RooflineFn) -> 
     return FittedPoint(point, rp, float(cost["weight_bytes"]))
 
 
-def fitted_points(catalog: Any, target_id: str, roofline: RooflineFn, exclude_model: str | None = None):
+def fitted_points(
+    catalog: Any, target_id: str, roofline: RooflineFn, exclude_model: str | None = None, use: Use = _all
+) -> list[FittedPoint]:
     """The target's published points that enter its fit (``fit = true``), minus ``exclude_model``."""
     target = catalog.get(target_id)
     return [
         point_roofline(p, catalog.published_costs[p.model][p.precision], target, roofline)
         for p in catalog.published_for(target_id)
-        if p.fit and p.model != exclude_model
+        if p.fit and p.model != exclude_model and use(p)
     ]
+
+
+def _siblings(catalog: Any, target: Any) -> list[str]:
+    """The other targets with the target's chip, those with its power limit first (SXM before PCIe)."""
+    arch = architecture(target)
+    same = [t for tid, t in sorted(catalog.targets.items()) if tid != target.id and architecture(t) == arch]
+    tdp = getattr(target, "tdp_w", None) or 0
+    return [t.id for t in sorted(same, key=lambda t: (abs((getattr(t, "tdp_w", None) or 0) - tdp), t.id))]
 
 
 def _describe(points: Iterable[FittedPoint]) -> str:
@@ -198,126 +250,218 @@ def _describe(points: Iterable[FittedPoint]) -> str:
     return f"{len(pts)} point(s) of {', '.join(models)}; {' / '.join(srcs)} ({span})"
 
 
-def target_model(
-    catalog: Any, target_id: str, roofline: RooflineFn, exclude_model: str | None = None
-) -> EfficiencyModel | None:
-    """Fit on the target's own published points; None when it has none.
+def class_offset(
+    catalog: Any, toolchain: str, cls: str, roofline: RooflineFn, use: Use = _all
+) -> float | None:
+    """Mean log fraction of peak of ``cls`` points minus that of the other kind, batch slope removed, within
+    each chip that has both (median over chips); None when no chip of the toolchain has both kinds."""
+    by_arch: dict[str, list[FittedPoint]] = {}
+    for tid, t in sorted(catalog.targets.items()):
+        if t.toolchain == toolchain:
+            by_arch.setdefault(architecture(t), []).extend(fitted_points(catalog, tid, roofline, use=use))
+    offsets = []
+    for pts in by_arch.values():
+        kinds = {model_class(p.point.model) for p in pts}
+        if cls not in kinds or len(kinds - {cls, None}) == 0:
+            continue
+        sxy, sxx, _ = within_model_slope(pts)
+        slope = sxy / sxx if sxx > 1e-12 else 0.0
+        resid = {True: [], False: []}
+        for p in pts:
+            if model_class(p.point.model) is not None:
+                resid[model_class(p.point.model) == cls].append(
+                    math.log(p.peak_fraction) - slope * math.log(p.point.batch)
+                )
+        offsets.append(statistics.fmean(resid[True]) - statistics.fmean(resid[False]))
+    return statistics.median(offsets) if offsets else None
 
-    The batch slope comes from the target's models published at several batches, else from those of the
-    other targets of its toolchain (the toolchain's shape, this target's level). The range adds the
-    jackknife: the fit redone with each point left out, so a fit through two points still shows how much
-    it rests on each.
-    """
-    pts = fitted_points(catalog, target_id, roofline, exclude_model)
-    if not pts:
+
+def _closest_sibling_points(catalog: Any, target: Any, roofline: RooflineFn, use: Use, cls: str | None):
+    """The points of the same-chip targets nearest in power limit that have any (of ``cls`` if some do)."""
+    by_tdp: dict[float, list[FittedPoint]] = {}
+    tdp = getattr(target, "tdp_w", None) or 0
+    for tid in _siblings(catalog, target):
+        gap = abs((getattr(catalog.get(tid), "tdp_w", None) or 0) - tdp)
+        by_tdp.setdefault(gap, []).extend(fitted_points(catalog, tid, roofline, use=use))
+    groups = [pts for _, pts in sorted(by_tdp.items()) if pts]
+    for pts in groups:
+        if cls is not None and any(model_class(p.point.model) == cls for p in pts):
+            return pts
+    return groups[0] if groups else []
+
+
+@dataclass(frozen=True)
+class _Pool:
+    points: list[FittedPoint]
+    shifted: frozenset[int]  # indexes of points of the other kind, shifted by the class offset
+    offset: float
+    where: str
+
+
+def _pool(catalog: Any, target: Any, cls: str | None, roofline: RooflineFn, use: Use) -> _Pool | None:
+    """The points a projection of a ``cls`` graph on ``target`` rests on, in order of preference."""
+    own = fitted_points(catalog, target.id, roofline, use=use)
+    sib = _closest_sibling_points(catalog, target, roofline, use, cls)
+    chip = f"same chip: {target.toolchain}, compute capability {getattr(target, 'compute_capability', '')}"
+
+    def of_class(pts):
+        return [p for p in pts if model_class(p.point.model) == cls]
+
+    def borrowed(pts):
+        return f"borrowed from {', '.join(sorted({p.point.target for p in pts}))} ({chip})"
+
+    if cls is not None:
+        for pts, where in ((of_class(own), f"{target.id}'s"), (of_class(sib), None)):
+            if pts:
+                return _Pool(pts, frozenset(), 0.0, where or borrowed(pts))
+    for pts, where in ((own, f"{target.id}'s"), (sib, None)):
+        if not pts:
+            continue
+        offset = class_offset(catalog, target.toolchain, cls, roofline, use) if cls else None
+        if offset is None:
+            return _Pool(pts, frozenset(), 0.0, where or borrowed(pts))
+        shifted = frozenset(i for i, p in enumerate(pts) if model_class(p.point.model) != cls)
+        note = f"; other models shifted by the {target.toolchain} {cls} offset ×{math.exp(offset):.2f}"
+        return _Pool(pts, shifted, offset, (where or borrowed(pts)) + note)
+    return None
+
+
+def latency_floor(
+    catalog: Any, target: Any, roofline: RooflineFn, flops: float | None, use: Use = _all
+) -> tuple[float, str] | None:
+    """The fastest batch-1 inference published on the target (else on its chip) of a graph no bigger than
+    ``flops``: a bigger graph does not complete faster on that stack (kernel launches, clocks and the host round
+    trip cost time a roofline of FLOPs and bytes does not see). None when no such point exists."""
+    if not flops:
         return None
-    toolchain = catalog.get(target_id).toolchain
+    for tids in ([target.id], _siblings(catalog, target)):
+        pts = [
+            p for tid in tids for p in catalog.published_for(tid)
+            if p.batch == 1 and use(p) and p.engines == "gpu"
+            and float(catalog.published_costs[p.model][p.precision]["flops_per_inference"]) <= flops
+        ]  # fmt: skip
+        if pts:
+            best = max(pts, key=lambda p: p.throughput_ips)
+            return 1.0 / best.throughput_ips, (
+                f"latency floor {1e3 / best.throughput_ips:.3g} ms: the fastest batch-1 inference of a graph no "
+                f"bigger, {best.model} on {best.target} ({best.software.split(';')[0]}, {best.date})"
+            )
+    return None
+
+
+def target_model(
+    catalog: Any,
+    target_id: str,
+    roofline: RooflineFn,
+    exclude_model: str | None = None,
+    model: str | None = None,
+    use: Use = _all,
+) -> EfficiencyModel | None:
+    """Fit on the published points that speak for ``target_id`` (its own, else its chip's: ``_pool``) for a
+    graph of ``model``'s kind; None when there are none.
+
+    The batch slope comes from the pool's models published at several batches, else from those of the other
+    targets of its toolchain (the toolchain's shape, this target's level). The range adds the jackknife: the
+    fit redone with each point left out, so a fit through two points still shows how much it rests on each.
+    """
+    target = catalog.get(target_id)
+
+    def keep(p):
+        return p.model != exclude_model and use(p)
+
+    pool = _pool(catalog, target, model_class(model), roofline, keep)
+    if pool is None:
+        return None
     others = [
         fp
         for tid, t in sorted(catalog.targets.items())
-        if t.toolchain == toolchain and tid != target_id
-        for fp in fitted_points(catalog, tid, roofline)
+        if t.toolchain == target.toolchain and tid != target_id
+        for fp in fitted_points(catalog, tid, roofline, use=keep)
     ]
-    model = _fit_points(target_id, pts, others, toolchain)
-    if len(pts) > 1:
+    cls = model_class(model)
+    eff = _fit_points(target_id, pool, others, target.toolchain, cls)
+    if len(pool.points) > 1:
         jackknife = tuple(
-            _fit_points(target_id, pts[:i] + pts[i + 1 :], others, toolchain) for i in range(len(pts))
+            _fit_points(target_id, _without(pool, i), others, target.toolchain, cls)
+            for i in range(len(pool.points))
         )
-        model = replace(model, jackknife=jackknife)
-    return model
+        eff = replace(eff, jackknife=jackknife)
+    return eff
 
 
-def _fit_points(target_id: str, pts: list[FittedPoint], others: list[FittedPoint], toolchain: str):
+def with_floor(eff: EfficiencyModel | None, catalog: Any, target: Any, roofline: RooflineFn, flops: float | None,
+               use: Use = _all) -> EfficiencyModel | None:  # fmt: skip
+    """``eff`` with the target's latency floor for a graph of ``flops`` per inference, where one exists."""
+    floor = latency_floor(catalog, target, roofline, flops, use) if eff is not None else None
+    return replace(eff, floor_s=floor[0], floor_source=floor[1]) if floor else eff
+
+
+def _without(pool: _Pool, i: int) -> _Pool:
+    pts = pool.points[:i] + pool.points[i + 1 :]
+    shifted = frozenset(j - (j > i) for j in pool.shifted if j != i)
+    return _Pool(pts, shifted, pool.offset, pool.where)
+
+
+def _fit_points(
+    target_id: str, pool: _Pool, others: list[FittedPoint], toolchain: str, cls: str | None = None
+):
+    """The level from the pool; the batch slope from the pool's own models published at several batches, else
+    from the toolchain's models of the kind (pool and others), else from all of the toolchain's."""
+    pts = pool.points
     sxy, sxx, batch_range = within_model_slope(pts)
-    shape = f"{target_id}'s"
+    shape = "its own models"
     if sxx <= 1e-12:
-        sxy, sxx, batch_range = within_model_slope(others)
-        shape = f"the {toolchain} toolchain's"
+        everything = list({id(p.point): p for p in [*pts, *others]}.values())
+        same_kind = [p for p in everything if cls is not None and model_class(p.point.model) == cls]
+        sxy, sxx, batch_range = within_model_slope(same_kind)
+        shape = f"the {toolchain} toolchain's {cls} models"
+        if sxx <= 1e-12:
+            sxy, sxx, batch_range = within_model_slope(everything)
+            shape = f"the {toolchain} toolchain's models"
     slope = sxy / sxx if sxx > 1e-12 else 0.0
     label = (
-        f"published: fraction of peak fitted on {target_id}'s {_describe(pts)}; batch slope {slope:.2f} "
+        f"published: fraction of peak fitted on {pool.where} {_describe(pts)}; batch slope {slope:.2f} "
         f"from {shape} models published at several batches"
     )
-    samples = [(p.point.batch, p.peak_fraction) for p in pts]
+    samples = [
+        (p.point.batch, p.peak_fraction * (math.exp(pool.offset) if i in pool.shifted else 1.0))
+        for i, p in enumerate(pts)
+    ]
     return fit(samples, "published", label, slope=slope, x_range=batch_range)
 
 
-def toolchain_model(catalog: Any, toolchain: str, roofline: RooflineFn) -> EfficiencyModel | None:
-    """Median fraction of peak over every fitted point of the toolchain's targets; range = their min–max."""
+def toolchain_model(
+    catalog: Any, toolchain: str, roofline: RooflineFn, model: str | None = None, use: Use = _all
+) -> EfficiencyModel | None:
+    """Every fitted point of the toolchain's targets (of ``model``'s kind when there are any, else all, shifted
+    by the class offset), fitted with the batch slope; range = the points' spread around it."""
     pts = [
         fp
         for tid, t in sorted(catalog.targets.items())
         if t.toolchain == toolchain
-        for fp in fitted_points(catalog, tid, roofline)
+        for fp in fitted_points(catalog, tid, roofline, use=use)
     ]
     if not pts:
         return None
-    fractions = [p.peak_fraction for p in pts]
-    targets = sorted({p.point.target for p in pts})
-    label = (
-        f"{toolchain} toolchain median of {len(pts)} published point(s) on {', '.join(targets)} "
-        "(no published results for this target)"
+    cls = model_class(model)
+    same = [p for p in pts if cls is not None and model_class(p.point.model) == cls]
+    offset = class_offset(catalog, toolchain, cls, roofline, use) if cls and not same else None
+    chosen = same or pts
+    shifted = frozenset(
+        i for i, p in enumerate(chosen) if offset is not None and model_class(p.point.model) != cls
     )
-    return constant(
-        statistics.median(fractions), "toolchain-median", label, min(fractions), max(fractions), len(pts)
+    where = (
+        f"the {toolchain} toolchain (no published results for this target or its chip): "
+        f"{', '.join(sorted({p.point.target for p in chosen}))}"
     )
+    eff = _fit_points("", _Pool(chosen, shifted, offset or 0.0, where), pts, toolchain, cls)
+    return replace(eff, kind="toolchain-median", label=eff.label.replace("published: ", "toolchain: ", 1))
 
 
-def model_for(catalog: Any, target: Any, roofline: RooflineFn) -> EfficiencyModel | None:
-    """The target's own fit, else its toolchain's median, else None (no published data at all)."""
-    return target_model(catalog, target.id, roofline) or toolchain_model(catalog, target.toolchain, roofline)
-
-
-def leave_one_model_out(catalog: Any, roofline: RooflineFn, baseline_id: str) -> list[dict[str, Any]]:
-    """For every target and published model: refit without that model, project it, compare.
-
-    ``factor`` = projected ÷ published inferences/s; ``ratio_factor`` = (projected target ÷ projected
-    baseline) ÷ (published target ÷ published baseline) for the same model, precision and scenario, with both
-    sides refitted without that model. A target with a single published model cannot be left out (no fit).
-    """
-    rows = []
-    base_models: dict[str, EfficiencyModel | None] = {}
-    for tid in sorted({p.target for p in catalog.published}):
-        target = catalog.get(tid)
-        for model in sorted({p.model for p in catalog.published_for(tid)}):
-            eff = target_model(catalog, tid, roofline, exclude_model=model)
-            if model not in base_models:
-                base_models[model] = target_model(catalog, baseline_id, roofline, exclude_model=model)
-            for p in (p for p in catalog.published_for(tid) if p.model == model):
-                rows.append(_loo_row(catalog, target, p, eff, base_models[model], baseline_id, roofline))
-    return rows
-
-
-def _projected_ips(eff: EfficiencyModel, fp: FittedPoint) -> float:
-    return fp.bound_ips * eff.at_point(fp.roofline, fp.weight_bytes)[0]
-
-
-def _loo_row(catalog, target, p, eff, base_eff, baseline_id, roofline) -> dict[str, Any]:
-    fp = point_roofline(p, catalog.published_costs[p.model][p.precision], target, roofline)
-    row: dict[str, Any] = {
-        "target": target.id, "model": p.model, "precision": p.precision, "batch": p.batch,
-        "scenario": p.scenario, "published_ips": p.throughput_ips, "fitted": p.fit, "engines": p.engines,
-        "counted": p.engines == "gpu",
-        "projected_ips": None, "factor": None, "ratio_factor": None, "reason": "",
-    }  # fmt: skip
-    if eff is None:
-        row["reason"] = "no other published model on this target to fit on"
-        return row
-    row["projected_ips"] = _projected_ips(eff, fp)
-    row["factor"] = row["projected_ips"] / p.throughput_ips
-    # the same model and scenario on the baseline (offline vs offline, batch 1 vs batch 1)
-    same = (p.model, p.precision, p.scenario)
-    base_pub = next(
-        (q for q in catalog.published_for(baseline_id) if (q.model, q.precision, q.scenario) == same), None
+def model_for(
+    catalog: Any, target: Any, roofline: RooflineFn, model: str | None = None, use: Use = _all
+) -> EfficiencyModel | None:
+    """The fit for ``model``'s kind on the target (or its chip), else its toolchain's, else None."""
+    return target_model(catalog, target.id, roofline, model=model, use=use) or toolchain_model(
+        catalog, target.toolchain, roofline, model=model, use=use
     )
-    if base_pub is not None and base_eff is not None and target.id != baseline_id:
-        bfp = point_roofline(
-            base_pub, catalog.published_costs[p.model][p.precision], catalog.get(baseline_id), roofline
-        )
-        projected_ratio = row["projected_ips"] / _projected_ips(base_eff, bfp)
-        row["ratio_factor"] = projected_ratio / (p.throughput_ips / base_pub.throughput_ips)
-    if not p.fit and p.engines != "gpu":
-        row["reason"] = f"not a fitted point ({p.engines}): shown for reference"
-    elif not p.fit:
-        row["reason"] = "not a fitted point (" + p.note.split(":")[0] + "): projected from the other models"
-    return row

@@ -98,7 +98,8 @@ def efficiency_label(row: dict[str, Any]) -> str:
     lo, hi = row.get("projected_capacity_rps_low"), row.get("projected_capacity_rps_high")
     if lo is not None and hi is not None and hi > lo * 1.001:
         text += (
-            f"; projected range {fmt(lo)}–{fmt(hi)} req/s (spread of the efficiency fit, not a measurement)"
+            f"; projected range {fmt(lo)}–{fmt(hi)} req/s (spread of the efficiency fit and of its validation, "
+            "not a measurement)"
         )
     elif lo is not None:
         text += "; projected range: none (the fit passes through every published point: no spread to show)"
