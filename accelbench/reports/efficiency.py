@@ -142,9 +142,12 @@ def within_model_slope(points: Iterable[FittedPoint]) -> tuple[float, float, tup
     Only a model published at several batches says how the fraction grows with batch; comparing one model
     at batch 2048 with another at 1280 would mistake the models' difference for a batch effect.
     """
-    by_model: dict[str, list[tuple[float, float]]] = {}
-    for p in points:
-        by_model.setdefault(p.point.model, []).append((math.log(p.point.batch), math.log(p.peak_fraction)))
+    by_model: dict[tuple, list[tuple[float, float]]] = {}
+    for (
+        p
+    ) in points:  # one series per target, model and precision: pooled across targets, each keeps its level
+        key = (getattr(p.point, "target", ""), p.point.model, getattr(p.point, "precision", ""))
+        by_model.setdefault(key, []).append((math.log(p.point.batch), math.log(p.peak_fraction)))
     sxy = sxx = 0.0
     batches: list[float] = []
     for pts in by_model.values():
