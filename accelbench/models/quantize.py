@@ -9,6 +9,7 @@ files still match their hashes.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,8 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
     target = load_catalog(request.catalog_path).get(request.target)
     toolchain = toolchain_for(target)  # before any work: a TPU target fails fast
     resolved = resolve_model(request.model)
+    if getattr(resolved.card, "task", None) == "text-generation" and target.toolchain != "onnxruntime-cpu":
+        return _generative_recipe(request, resolved, target)
     precision = request.precision or toolchain.default_precision(target)
     if precision not in toolchain.precisions(target):
         raise BadInputError(
@@ -79,6 +82,26 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
         manifests.append(ctx.variant(precision, toolchain, options))
     manifests.insert(0, ctx.variant("fp32", ort_toolchain, VariantOptions(recipe="fp32-reference")))
     return manifests
+
+
+def _generative_recipe(request: QuantizeRequest, resolved: Any, target: Any) -> list[Manifest]:
+    """A generative model for an accelerator: the recipe folder (docs/quantization.md), built on the target."""
+    from accelbench.errors import ToolchainMissingError
+    from accelbench.models.toolchains import llm_recipes
+
+    manifest, recipe = llm_recipes.write_recipe(
+        resolved, target, request.precision, Path(request.out_dir), request.model
+    )
+    script = Path(request.out_dir) / manifest["name"] / llm_recipes.SCRIPT_FILE
+    if target.toolchain == "neuron" and shutil.which("inference_demo") is None:
+        # as for classic Neuron variants: the folder is written, and one line says where to build it
+        raise ToolchainMissingError(
+            f"NxD Inference (inference_demo) is not installed here; run {script} on an {target.name} "
+            "(Neuron DLAMI NxD Inference venv)"
+        )
+    for note in recipe.notes:
+        progress(f"{manifest['name']}: {note}")
+    return [manifest]
 
 
 def progress(line: str) -> None:
