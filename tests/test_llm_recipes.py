@@ -367,3 +367,96 @@ def test_jetson_script_exports_and_builds_with_documented_commands(folders, tmp_
     assert done.returncode == 0, done.stderr
     calls = [line.split()[0] for line in (bin_dir / "calls").read_text().splitlines()]
     assert calls == ["tensorrt-edgellm-quantize-llm", "tensorrt-edgellm-export-llm", "llm_build"]
+
+
+# ---------------------------------------------------------------- the spec's engine, and the agent's build
+def _spec(target_engine: str | None = None, model_engine: str | None = None, target: str = "l4", **extra):
+    from accelbench.experiment.spec import parse_spec
+
+    model = f'engine = "{model_engine}"\n' if model_engine else ""
+    tgt = f'engine = "{target_engine}"\n' if target_engine else ""
+    more = "".join(f'[[models]]\nuri = "{uri}"\n' for uri in extra.get("more_models", ()))
+    text = f'[[models]]\nuri = "builtin:llama-tiny"\nprecisions = ["fp8"]\n{model}{more}[[targets]]\nid = "{target}"\n{tgt}'
+    return parse_spec(text, "spec.toml")
+
+
+def test_a_spec_names_the_serving_engine_per_target_or_per_model():
+    spec = _spec("trtllm", more_models=["builtin:minilm-l6"])
+    assert [spec.engine_for(m, spec.targets[0]) for m in spec.models] == ["trtllm", "trtllm"]
+    spec = _spec(None, "trtllm", more_models=["builtin:minilm-l6"])
+    assert [spec.engine_for(m, spec.targets[0]) for m in spec.models] == ["trtllm", "triton-python"]
+    assert spec.only_target("l4").models[0].engine == "trtllm"
+    with pytest.raises(BadInputError, match=r"spec.toml: targets\[0\].engine: 'tensorrt' is not one of"):
+        _spec("tensorrt")
+
+
+@pytest.mark.parametrize(
+    ("target", "engine", "needle"),
+    [
+        ("inf2-xlarge", "trtllm", r"targets\[0\].engine: engine 'trtllm' does not run on inf2-xlarge"),
+        ("l4", "vllm", "does not run on l4"),
+        ("c7i.xlarge", "trtllm", "no generative recipe"),
+    ],
+)
+def test_the_catalog_check_refuses_an_engine_the_target_cannot_run(catalog, target, engine, needle):
+    from accelbench.experiment.spec import check_against_catalog
+
+    with pytest.raises(BadInputError, match=needle):
+        check_against_catalog(_spec(engine, target=target), catalog)
+    check_against_catalog(_spec("vllm", target="inf2-xlarge"), catalog)  # what AWS documents for inf2
+    check_against_catalog(_spec("trtllm", target="jetson-agx-orin-64gb"), catalog)
+
+
+def _writer(checkpoint, catalog):
+    def write(request):
+        manifest, _ = llm_recipes.write_recipe(
+            resolved(checkpoint),
+            catalog.get(request.target),
+            request.precision,
+            request.out_dir,
+            request.model,
+        )
+        return manifest
+
+    return write
+
+
+def test_the_agent_runs_the_recipe_when_the_toolchain_is_there(checkpoint, catalog, tmp_path, monkeypatch):
+    from accelbench.experiment import engines
+
+    env = _toolchain(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("HF_PTQ", env["HF_PTQ"])
+    lines = []
+    spec = _spec(None, "trtllm", more_models=["builtin:minilm-l6"])
+    rest = engines.prepare(spec, tmp_path / "work", None, lines.append, _writer(checkpoint, catalog))
+    assert [m.uri for m in rest.models] == ["builtin:minilm-l6"]  # the pipeline measures what Triton serves
+    assert (tmp_path / "work" / "variants" / "tiny-llama__l4__fp8" / "engine" / "config.json").is_file()
+    assert any("toolchain ready on NVIDIA L4" in line for line in lines)
+    assert any("trtllm engine built" in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("remove", "needle"), [("bin/trtllm-serve", "trtllm-serve not found"), (None, "does not measure")]
+)
+def test_the_agent_fails_the_job_in_one_line(checkpoint, catalog, tmp_path, monkeypatch, remove, needle):
+    from accelbench.experiment import engines
+
+    env = _toolchain(tmp_path)
+    if remove:
+        (tmp_path / remove).unlink()
+    monkeypatch.setenv("PATH", env["PATH"])
+    monkeypatch.setenv("HF_PTQ", env["HF_PTQ"])
+    with pytest.raises(ToolchainMissingError, match=needle) as err:
+        engines.prepare(
+            _spec("trtllm"), tmp_path / "work", None, lambda _: None, _writer(checkpoint, catalog)
+        )
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("l4: tiny-llama__l4__fp8: build_engine.sh: " if remove else "built ")
+
+
+def test_a_spec_without_recipe_engines_goes_to_the_pipeline_untouched(tmp_path):
+    from accelbench.experiment import engines
+
+    spec = _spec(None)
+    assert engines.prepare(spec, tmp_path, None, print) is spec

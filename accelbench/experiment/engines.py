@@ -49,12 +49,19 @@ def precisions_for(model: ModelSpec, target: Any) -> list[str]:
 
 
 def build_engines(
-    spec: ExperimentSpec, work: Path, catalog_path: str | None, log: Callable[[str], None]
+    spec: ExperimentSpec,
+    work: Path,
+    catalog_path: str | None,
+    log: Callable[[str], None],
+    write: Callable[[Any], dict[str, Any]] | None = None,
 ) -> list[BuiltEngine]:
-    """Write and build every recipe engine of a one-target spec here; one-line errors as the script says."""
+    """Write and build every recipe engine of a one-target spec here; one-line errors as the script says.
+
+    ``write(QuantizeRequest)`` makes the recipe folder and returns its manifest (``accelbench quantize``)."""
     from accelbench.hardware.catalog import load_catalog
     from accelbench.models.quantize import QuantizeRequest, quantize
 
+    write = write or (lambda request: quantize(request)[-1])
     target = load_catalog(catalog_path).get(spec.targets[0].id)
     built = []
     for model, engine in recipe_models(spec):
@@ -62,7 +69,7 @@ def build_engines(
         for precision in precisions_for(model, target):
             request = QuantizeRequest(model=model.uri, target=target.id, precision=precision,
                                       out_dir=work / "variants", catalog_path=catalog_path)  # fmt: skip
-            manifest = quantize(request)[-1]
+            manifest = write(request)
             if manifest["format"] != "hf-checkpoint":
                 raise BadInputError(f"{model.uri}: engine {engine!r} serves generative models only")
             folder = work / "variants" / manifest["name"]
@@ -75,12 +82,16 @@ def build_engines(
 
 
 def prepare(
-    spec: ExperimentSpec, work: Path, catalog_path: str | None, log: Callable[[str], None]
+    spec: ExperimentSpec,
+    work: Path,
+    catalog_path: str | None,
+    log: Callable[[str], None],
+    write: Callable[[Any], dict[str, Any]] | None = None,
 ) -> ExperimentSpec:
     """Build the spec's recipe engines; returns the spec the pipeline measures (its triton-python models)."""
     if not recipe_models(spec):
         return spec
-    built = build_engines(spec, work, catalog_path, log)
+    built = build_engines(spec, work, catalog_path, log, write)
     for engine in built:
         log(f"{engine.folder.name}: {engine.engine} engine built in {engine.folder / llm_recipes.ENGINE_DIR}")
     rest = without_recipe_models(spec)

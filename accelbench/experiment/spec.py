@@ -25,7 +25,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MODEL_PREFIXES = ("builtin:", "onnx:", "hf:")
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int4", "fp8")
 TARGET_MODES = ("local", "url", "project")
 LOAD_KINDS = ("closed", "open")
 PROTOCOLS = ("http", "grpc")
