@@ -198,7 +198,7 @@ def test_precisions_a_target_cannot_run_are_one_line(
 
 
 @pytest.mark.parametrize(("target_id", "default"), [("l4", "fp8"), ("h200-sxm", "fp8"), ("a100-sxm4-80gb", "int4"),
-                                                     ("jetson-orin-nx-16gb", "int4"), ("inf2-8xlarge", "bf16")])  # fmt: skip
+                                                     ("jetson-orin-nx-16gb", "int4"), ("inf2-8xlarge", "bf16"), ("t4", "bf16")])  # fmt: skip
 def test_default_precision_follows_the_hardware(checkpoint, catalog, tmp_path, target_id, default):
     manifest, _ = llm_recipes.write_recipe(
         resolved(checkpoint), catalog.get(target_id), None, tmp_path, "hf:x"
@@ -236,6 +236,15 @@ def test_the_inferentia_recipe_spans_the_neuroncores(folders):
     ((tool, argv),) = documented.invocations(recipe.script)
     argv, _, _ = documented.parse(argv, documented.documented(tool))
     assert argv["--tp-degree"] == "2" and argv["--torch-dtype"] == "bfloat16"
+
+
+def test_tensor_parallelism_divides_the_attention_heads(catalog):
+    from accelbench.models.toolchains import neuron_llm
+
+    big = catalog.get("inf2-48xlarge")
+    shape = llm_recipes.ModelShape("m", "llama", 2048, heads=4)
+    assert big.extra["neuroncores"] == 24 and neuron_llm.tp_degree(big, shape) == 4
+    assert neuron_llm.tp_degree(big, llm_recipes.ModelShape("m", "llama", 2048, heads=32)) == 16
 
 
 # ---------------------------------------------------------------- the scripts, run against fake toolchains

@@ -49,6 +49,7 @@ class ModelShape:
     context_length: int
     eos_token_id: int | None = None
     params: int | None = None
+    heads: int | None = None  # config.json num_attention_heads: tensor parallelism must divide it
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,9 @@ def model_shape(card: Any, hf_dir: Path) -> ModelShape:
         context_length=context,
         eos_token_id=eos,
         params=getattr(generative, "params", None),
+        heads=config.get("num_attention_heads")
+        if isinstance(config.get("num_attention_heads"), int)
+        else None,
     )
 
 

@@ -46,13 +46,16 @@ def refusal(target: Any, precision: str) -> str | None:
     return None
 
 
-def tp_degree(target: Any) -> int:
-    return int(getattr(target, "neuroncores", None) or 2)
+def tp_degree(target: Any, shape: common.ModelShape | None = None) -> int:
+    """The instance's NeuronCores, or the largest count below that divides the attention heads."""
+    cores = int((getattr(target, "extra", None) or {}).get("neuroncores") or 2)  # the catalog's neuroncores
+    heads = shape.heads if shape is not None and shape.heads else cores
+    return max(tp for tp in range(1, cores + 1) if heads % tp == 0)
 
 
 def requirements(target: Any, precision: str, shape: common.ModelShape) -> list[str]:
     return [
-        f"an {target.name} with the Neuron driver (/dev/neuron0; aws-neuronx-dkms) and {tp_degree(target)} "
+        f"an {target.name} with the Neuron driver (/dev/neuron0; aws-neuronx-dkms) and {tp_degree(target, shape)} "
         "NeuronCores free",
         "NxD Inference 0.9 (inference_demo on PATH): the Neuron DLAMI's NxD Inference venv, or pip install "
         "neuronx-distributed-inference --extra-index-url=https://pip.repos.neuron.amazonaws.com",
@@ -80,7 +83,7 @@ def _script(target: Any, precision: str, shape: common.ModelShape, requires: lis
         f"  inference_demo --model-type {shape.model_type} --task-type causal-lm run \\\n"
         f"    --model-path {common.HF_DIR} --compiled-model-path {common.ENGINE_DIR} "
         f"--torch-dtype {TORCH_DTYPE[precision]} \\\n"
-        f"    --tp-degree {tp_degree(target)} --batch-size {BATCH_SIZE} --max-context-length {seq_len // 2} "
+        f"    --tp-degree {tp_degree(target, shape)} --batch-size {BATCH_SIZE} --max-context-length {seq_len // 2} "
         f"--seq-len {seq_len} \\\n"
         f"    --on-device-sampling --top-k 1 --pad-token-id {shape.eos_token_id or 0} --enable-bucketing "
         "--compile-only \\\n"
@@ -106,7 +109,7 @@ def recipe(target: Any, precision: str, shape: common.ModelShape) -> common.Reci
         requires=requires,
         produces=(
             f"{common.ENGINE_DIR}/: NxD Inference compiled artifacts (NEFFs, neuron_config.json) for "
-            f"tp {tp_degree(target)}, batch {BATCH_SIZE}, that vLLM on Neuron (NxDI) serves"
+            f"tp {tp_degree(target, shape)}, batch {BATCH_SIZE}, that vLLM on Neuron (NxDI) serves"
         ),
         commands=["inference_demo"],
         serving_engine="vllm",

@@ -69,7 +69,9 @@ def precisions(target: Any = None) -> tuple[str, ...]:
 
 
 def default_precision(target: Any) -> str:
-    return "fp8" if has_fp8(target) else "int4"
+    if has_fp8(target):
+        return "fp8"
+    return "int4" if _cc(target) >= QUANT_MIN_CC else "bf16"
 
 
 def refusal(target: Any, precision: str) -> str | None:
