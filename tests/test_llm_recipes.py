@@ -95,8 +95,8 @@ def catalog():
     return load_catalog(None)
 
 
-def resolved(checkpoint):
-    return SimpleNamespace(card=Card(), hf_dir=checkpoint, onnx_path=None)
+def write(checkpoint, target, precision, out, uri="hf:tiny-llama", card=None):
+    return llm_recipes.write_recipe(card or Card(), checkpoint, None, target, precision, out, uri)
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +104,7 @@ def folders(checkpoint, catalog, tmp_path_factory):
     out = tmp_path_factory.mktemp("variants")
     made = {}
     for target_id, precision in CASES:
-        manifest, recipe = llm_recipes.write_recipe(
-            resolved(checkpoint), catalog.get(target_id), precision, out, "hf:tiny-llama"
-        )
+        manifest, recipe = write(checkpoint, catalog.get(target_id), precision, out)
         made[target_id, precision] = (out / manifest["name"], manifest, recipe)
     return made
 
@@ -122,6 +120,7 @@ def test_recipe_folder_has_checkpoint_script_and_manifest(folders, case):
     engine = manifest["engine"]
     assert engine["status"] == "must-build-on-target" and engine["script"] == "build_engine.sh"
     assert engine["commands"] == CASES[case][1] and engine["versions"] and engine["sources"]
+    assert engine["host_requirement"] == engine["requires"][0] and len(engine["requires"]) >= 2
     assert manifest["accuracy"]["verdict"] == "NOT_RUN"
     assert "build_engine.sh" in manifest["files"] and "hf/config.json" in manifest["files"]
     load_manifest(folder / "manifest.json")  # a valid accelbench.variant/1 document
@@ -193,16 +192,14 @@ def test_precisions_a_target_cannot_run_are_one_line(
     checkpoint, catalog, tmp_path, target_id, precision, needle
 ):
     with pytest.raises(BadInputError, match=needle) as err:
-        llm_recipes.write_recipe(resolved(checkpoint), catalog.get(target_id), precision, tmp_path, "hf:x")
+        write(checkpoint, catalog.get(target_id), precision, tmp_path)
     assert "\n" not in str(err.value) and not list(tmp_path.iterdir())  # nothing half-written
 
 
 @pytest.mark.parametrize(("target_id", "default"), [("l4", "fp8"), ("h200-sxm", "fp8"), ("a100-sxm4-80gb", "int4"),
                                                      ("jetson-orin-nx-16gb", "int4"), ("inf2-8xlarge", "bf16"), ("t4", "bf16")])  # fmt: skip
 def test_default_precision_follows_the_hardware(checkpoint, catalog, tmp_path, target_id, default):
-    manifest, _ = llm_recipes.write_recipe(
-        resolved(checkpoint), catalog.get(target_id), None, tmp_path, "hf:x"
-    )
+    manifest, _ = write(checkpoint, catalog.get(target_id), None, tmp_path)
     assert manifest["precision"] == default
 
 
@@ -214,21 +211,9 @@ def test_targets_without_a_recipe_and_unsupported_models(checkpoint, catalog, tm
     config = json.loads((odd / "config.json").read_text())
     (odd / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
     with pytest.raises(BadInputError, match="no model type 'gpt2'"):
-        llm_recipes.write_recipe(
-            SimpleNamespace(card=Card(), hf_dir=odd, onnx_path=None),
-            catalog.get("inf2-xlarge"),
-            None,
-            tmp_path,
-            "x",
-        )
-    with pytest.raises(BadInputError, match="no Hugging Face checkpoint"):
-        llm_recipes.write_recipe(
-            SimpleNamespace(card=Card(), hf_dir=tmp_path / "none", onnx_path=None),
-            catalog.get("l4"),
-            None,
-            tmp_path,
-            "x",
-        )
+        write(odd, catalog.get("inf2-xlarge"), None, tmp_path)
+    with pytest.raises(BadInputError, match="not a Hugging Face checkpoint"):
+        write(tmp_path / "none", catalog.get("l4"), None, tmp_path)
 
 
 def test_the_inferentia_recipe_spans_the_neuroncores(folders):
@@ -417,17 +402,14 @@ def test_the_catalog_check_refuses_an_engine_the_target_cannot_run(catalog, targ
 
 
 def _writer(checkpoint, catalog):
-    def write(request):
-        manifest, _ = llm_recipes.write_recipe(
-            resolved(checkpoint),
-            catalog.get(request.target),
-            request.precision,
-            request.out_dir,
-            request.model,
+    def make(request):
+        assert request.engine == "trtllm"  # the agent asks for the recipe, whatever the precision
+        manifest, _ = write(
+            checkpoint, catalog.get(request.target), request.precision, request.out_dir, request.model
         )
         return manifest
 
-    return write
+    return make
 
 
 def test_the_agent_runs_the_recipe_when_the_toolchain_is_there(checkpoint, catalog, tmp_path, monkeypatch):
@@ -469,3 +451,51 @@ def test_a_spec_without_recipe_engines_goes_to_the_pipeline_untouched(tmp_path):
 
     spec = _spec(None)
     assert engines.prepare(spec, tmp_path, None, print) is spec
+
+
+# ---------------------------------------------------------------- accelbench quantize builtin:llama-tiny
+@pytest.fixture(scope="module")
+def llama_tiny_out(tmp_path_factory):
+    return tmp_path_factory.mktemp("llama-tiny")
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize(
+    ("target_id", "precision", "code"),
+    [("l4", "fp8", 0), ("h100-sxm", "fp8", 0), ("a100-sxm4-80gb", "int4", 0), ("inf2-xlarge", "bf16", 3),
+     ("jetson-agx-orin-64gb", "int4", 0)],
+)  # fmt: skip
+def test_quantize_llama_tiny_writes_the_recipe_folder_without_a_gpu(
+    llama_tiny_out, target_id, precision, code
+):
+    from click.testing import CliRunner
+
+    from accelbench.cli import main
+
+    run = CliRunner().invoke(
+        main, ["quantize", "builtin:llama-tiny", "--target", target_id, "--precision", precision,
+               "--out", str(llama_tiny_out)],
+    )  # fmt: skip
+    assert run.exit_code == code, run.output
+    folder = llama_tiny_out / f"llama-tiny__{target_id}__{precision}"
+    if code == 0:
+        assert (
+            "engine NOT built here: it must be built on" in run.stdout
+            and "build_engine.sh there" in run.stdout
+        )
+    else:  # the Neuron convention: the folder is written, one line says where to build it
+        errors = [line for line in run.stderr.splitlines() if line.startswith("accelbench: error:")]
+        assert (
+            len(errors) == 1
+            and "inference_demo" in errors[0]
+            and str(folder / "build_engine.sh") in errors[0]
+        )
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["format"] == "hf-checkpoint" and manifest["card"]["task"] == "text-generation"
+    assert (folder / "hf" / "config.json").is_file() and (folder / "hf" / "tokenizer.json").is_file()
+    script = folder / "build_engine.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    if SHELLCHECK:
+        assert subprocess.run([SHELLCHECK, str(script)], capture_output=True).returncode == 0
+    calls = documented.invocations(script.read_text())
+    assert calls and all(documented.problems(tool, argv) == [] for tool, argv in calls)

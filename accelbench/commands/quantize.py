@@ -16,7 +16,8 @@ import click
     type=click.Choice(["fp32", "fp16", "bf16", "int8", "int4", "fp8"]),
     default=None,
     help="Variant precision; default: the target toolchain's (int8 for CPU and TensorRT, bf16 for Neuron; "
-    "generative models: fp8 on Ada/Hopper, int4 on A100 and Jetson Orin, bf16 on Inferentia2).",
+    "fp32 for a generative model, which also takes int4 and int8 on CPU targets; on accelerators its recipe's: "
+    "fp8 on Ada/Hopper, int4 on A100 and Jetson Orin, bf16 on Inferentia2).",
 )
 @click.option(
     "--out",

@@ -155,12 +155,22 @@ def copy_checkpoint(src: Path, dst: Path) -> list[str]:
     return copied
 
 
+def copy_tokenizer(src: Path, *destinations: Path) -> None:
+    """The tokenizer files (tokenizer.json, tokenizer_config.json, vocab.txt, ...) into each destination."""
+    for dst in destinations:
+        dst.mkdir(parents=True, exist_ok=True)
+        for path in sorted(src.iterdir()):
+            if path.is_file() and path.suffix in _HF_SUFFIXES and not (dst / path.name).exists():
+                shutil.copyfile(path, dst / path.name)
+
+
 def engine_block(target: Any, recipe: Recipe) -> dict[str, Any]:
     """The manifest's ``engine``: not built here, the script, and the recipe's facts (extra keys allowed)."""
     return {
         "status": "must-build-on-target",
         "script": SCRIPT_FILE,
-        "host_requirement": "; ".join(recipe.requires),
+        "host_requirement": recipe.requires[0],  # the device; `requires` has the whole list
+        "requires": list(recipe.requires),
         "tool": recipe.tool,
         "versions": dict(recipe.versions),
         "produces": recipe.produces,
@@ -231,44 +241,58 @@ def dispatch(actions: dict[str, str], default: str) -> str:
     )
 
 
-def hf_source(resolved: Any) -> Path:
-    """The Hugging Face checkpoint (config.json + safetensors) behind a resolved generative model."""
-    card = resolved.card
-    candidates = []
-    hf_dir = getattr(getattr(card, "generative", None), "hf_dir", None)
-    if hf_dir:
-        candidates.append(card.resolve_path(hf_dir) if hasattr(card, "resolve_path") else Path(hf_dir))
-    explicit = getattr(resolved, "hf_dir", None)
-    if explicit:
-        candidates.append(Path(explicit))
-    onnx_path = getattr(resolved, "onnx_path", None)
-    if onnx_path:
-        candidates += [Path(onnx_path).parent / HF_DIR, Path(onnx_path).parent]
-    for path in candidates:
-        if (path / "config.json").is_file() and any(path.glob("*.safetensors")):
-            return path
-    raise BadInputError(
-        f"{card.name}: no Hugging Face checkpoint (config.json + .safetensors) to write the recipe from"
-    )
+# precisions accelbench's own torch-cuda Triton model serves from hf/ on a GPU (quantize_llm.GPU_PRECISIONS)
+TORCH_CUDA_PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def wants_recipe(target: Any, precision: str | None, engine: str | None = None) -> bool:
+    """Whether a generative model on ``target`` gets this module's recipe folder: every Inferentia2 variant,
+    the quantized NVIDIA ones (fp8, int4, int8), and whatever a trtllm / vllm engine asks for."""
+    toolchain = getattr(target, "toolchain", None)
+    if toolchain not in ("tensorrt", "neuron"):
+        return False
+    if engine in ("trtllm", "vllm") or toolchain == "neuron":
+        return True
+    return precision is not None and precision not in TORCH_CUDA_PRECISIONS
+
+
+def checkpoint_of(card: Any) -> tuple[Path, Path | None]:
+    """(the Hugging Face checkpoint, the tokenizer folder) of a generative card, built for builtins; an
+    hf:DIR checkpoint is read where it is (its tokenizer files are in it), nothing is exported."""
+    if getattr(card, "source_scheme", "") == "builtin":
+        from accelbench.models.export_llm import generative_files  # builds the fixed-seed checkpoint once
+
+        files = generative_files(card)
+        return files.hf_dir, files.tokenizer_dir
+    spec = card.generative
+    return Path(spec.hf_dir or card.resolve_path(card.source_value)), None
 
 
 def write_recipe(
-    resolved: Any, target: Any, precision: str | None, out_dir: Path, source_uri: str
+    card: Any,
+    hf_dir: Path,
+    tokenizer_dir: Path | None,
+    target: Any,
+    precision: str | None,
+    out_dir: Path,
+    source_uri: str,
 ) -> tuple[Any, Recipe]:
-    """Write the recipe folder (hf/, build_engine.sh, manifest.json); returns (manifest, recipe)."""
+    """Write the recipe folder (hf/, tokenizer/, build_engine.sh, manifest.json); returns (manifest, recipe)."""
     from accelbench.models import accuracy
     from accelbench.models.manifest import variant_name, write_manifest
     from accelbench.util import sha256_file, sha256_json
 
     module = target_module(target)
     chosen = choose_precision(module, target, precision)
-    card = resolved.card
-    src = hf_source(resolved)
-    shape = model_shape(card, src)
+    if not (Path(hf_dir) / "config.json").is_file():
+        raise BadInputError(f"{hf_dir}: not a Hugging Face checkpoint (no config.json)")
+    shape = model_shape(card, Path(hf_dir))
     recipe = module.recipe(target, chosen, shape)  # before any file is written: a refusal leaves nothing
     out = Path(out_dir) / variant_name(card.name, target.id, chosen)
     out.mkdir(parents=True, exist_ok=True)
-    copied = copy_checkpoint(src, out / HF_DIR)
+    copied = copy_checkpoint(Path(hf_dir), out / HF_DIR)
+    if tokenizer_dir is not None:  # the recipes' tools read the tokenizer from the checkpoint folder
+        copy_tokenizer(Path(tokenizer_dir), out / HF_DIR, out / "tokenizer")
     write_script(out, recipe)
     metric = getattr(getattr(card, "accuracy", None), "metric", None) or "next_token_agreement"
     tolerance = getattr(getattr(card, "accuracy", None), "tolerance", None) or 0.0
