@@ -499,3 +499,34 @@ def test_quantize_llama_tiny_writes_the_recipe_folder_without_a_gpu(
         assert subprocess.run([SHELLCHECK, str(script)], capture_output=True).returncode == 0
     calls = documented.invocations(script.read_text())
     assert calls and all(documented.problems(tool, argv) == [] for tool, argv in calls)
+
+
+@pytest.mark.slow
+@pytest.mark.hf
+def test_a_campaign_agent_without_the_recipe_toolchain_fails_the_job_in_one_line(tmp_path):
+    """A real agent and server (SQLite): the job's spec serves llama-tiny with trtllm on an L4; this host has
+    no NVIDIA driver, so the recipe's check fails and so does the job, with the script's one line."""
+    from campaign_helpers import api_client, end_agents, start_agent
+    from service_fixtures import create_token, running_server
+
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    spec = (
+        'name = "llm"\n[[models]]\nuri = "builtin:llama-tiny"\nprecisions = ["fp8"]\nengine = "trtllm"\n'
+        '[[targets]]\nid = "l4"\nmode = "local"\n'
+    )
+    with running_server(db, tmp_path, "--public-read") as server:
+        runner = create_token(db, "runner", "agents")
+        api = api_client(server.base_url)
+        headers = {"Authorization": f"Bearer {server.token}"}
+        campaign = api.post("/api/v1/campaigns", json={"spec": spec}, headers=headers).json()
+        agent = start_agent(server.base_url, runner, "l4", tmp_path / "host", "host", "--once")
+        try:
+            assert agent.wait(timeout=300) == 0
+        finally:
+            end_agents([agent])
+        (job,) = api.get(f"/api/v1/campaigns/{campaign['id']}").json()["jobs"]
+    assert job["status"] == "failed" and "\n" not in job["reason"], job["reason"]
+    assert job["reason"] == (
+        "l4: llama-tiny__l4__fp8: build_engine.sh: nvidia-smi not found: no NVIDIA driver on this host"
+    )
+    assert (tmp_path / "host" / "job-1" / "variants" / "llama-tiny__l4__fp8" / "build_engine.sh").is_file()
