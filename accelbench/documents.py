@@ -470,7 +470,9 @@ class VariantManifest(_Part):
     target: str
     precision: Literal["fp32", "fp16", "bf16", "int8", "int4", "fp8"]
     recipe: str
-    format: Literal["onnx", "tensorrt-plan", "neuron"]
+    format: Literal["onnx", "tensorrt-plan", "neuron", "hf-checkpoint"] = Field(
+        description="hf-checkpoint: a generative recipe folder whose model_file is the hf/ checkpoint"
+    )
     model_file: str
     toolchain: Toolchain
     inputs: list[TensorSpec]

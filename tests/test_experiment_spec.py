@@ -97,7 +97,7 @@ def test_bad_values_name_file_key_and_allowed_values(extra, key, allowed):
     [
         ('[[models]]\nuri = "s3:x"\n[[targets]]\nid = "l4"', "models[0].uri"),
         (
-            '[[models]]\nuri = "builtin:x"\nprecisions = ["int4"]\n[[targets]]\nid = "l4"',
+            '[[models]]\nuri = "builtin:x"\nprecisions = ["int2"]\n[[targets]]\nid = "l4"',
             "models[0].precisions",
         ),
         ('[[models]]\nuri = "builtin:x"\n[[targets]]\nid = "l4"\nmode = "remote"', "targets[0].mode"),

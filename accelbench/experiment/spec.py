@@ -16,7 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from accelbench.errors import BadInputError
+from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.models.toolchains.llm_recipes import check_engine
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,11 +25,15 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MODEL_PREFIXES = ("builtin:", "onnx:", "hf:")
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int4", "fp8")
 TARGET_MODES = ("local", "url", "project")
 LOAD_KINDS = ("closed", "open")
 PROTOCOLS = ("http", "grpc")
 PRICE_BASES = ("on-demand", "spot", "reserved")
+# what serves a model on a target: accelbench's Triton python backend, or a generative recipe's engine
+# (docs/quantization.md: TensorRT-LLM / Edge-LLM for NVIDIA, vLLM on NxD Inference for Inferentia2)
+ENGINES = ("triton-python", "trtllm", "vllm")
+DEFAULT_ENGINE = "triton-python"
 DEFAULT_SPEC_RESOURCE = "default_spec.toml"
 
 
@@ -58,8 +63,11 @@ class ModelSpec:
 
     uri: str
     precisions: tuple[str, ...] = ("fp32", "int8")
+    engine: str | None = None  # overrides the target's engine for this model
 
     def __post_init__(self) -> None:
+        if self.engine is not None:
+            _one_of("engine", self.engine, ENGINES)
         if not isinstance(self.uri, str) or not self.uri.strip():
             raise SpecError(
                 "uri", "must be a non-empty string (builtin:NAME, onnx:PATH, hf:ID or a card .toml)"
@@ -87,8 +95,11 @@ class TargetSpec:
     id: str
     mode: str = "project"
     url: str | None = None
+    engine: str | None = None  # None: triton-python
 
     def __post_init__(self) -> None:
+        if self.engine is not None:
+            _one_of("engine", self.engine, ENGINES)
         if not isinstance(self.id, str) or not self.id:
             raise SpecError("id", "must be a catalog target id (see `accelbench targets`)")
         _one_of("mode", self.mode, TARGET_MODES)
@@ -217,6 +228,10 @@ class ExperimentSpec:
             raise SpecError("baseline", "must be a catalog target id, e.g. a100-sxm4-80gb")
         if not isinstance(self.out, str) or not self.out:
             raise SpecError("out", "must be a folder path")
+
+    def engine_for(self, model: ModelSpec, target: TargetSpec) -> str:
+        """The serving engine of ``model`` on ``target``: the model's, else the target's, else triton-python."""
+        return model.engine or target.engine or DEFAULT_ENGINE
 
     @property
     def measured_targets(self) -> tuple[TargetSpec, ...]:
@@ -355,8 +370,23 @@ def check_against_catalog(spec: ExperimentSpec, catalog: Any) -> None:
         catalog.get(spec.baseline)
     except BadInputError as err:
         raise BadInputError(f"{spec.source}: baseline: {err}") from None
+    for i, target in enumerate(spec.targets):
+        _check_engines(spec, i, target, catalog.get(target.id))
     for target_id in spec.price.overrides:
         try:
             catalog.get(target_id)
         except BadInputError as err:
             raise BadInputError(f"{spec.source}: price.overrides.{target_id}: {err}") from None
+
+
+def _check_engines(spec: ExperimentSpec, i: int, target: TargetSpec, hw: Any) -> None:
+    """Every engine a spec names must run on its target (trtllm on NVIDIA, vllm on Inferentia2)."""
+    for model in spec.models:
+        engine = spec.engine_for(model, target)
+        if engine == DEFAULT_ENGINE:
+            continue
+        try:
+            check_engine(hw, engine)
+        except (BadInputError, ToolchainMissingError) as err:
+            where = f"models[{spec.models.index(model)}].engine" if model.engine else f"targets[{i}].engine"
+            raise BadInputError(f"{spec.source}: {where}: {err}") from None

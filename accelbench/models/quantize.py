@@ -9,6 +9,7 @@ files still match their hashes.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,14 +43,23 @@ class QuantizeRequest:
     options: dict[str, Any] = field(
         default_factory=dict
     )  # extra VariantOptions fields (probe, dla_core, ...)
+    engine: str | None = None  # generative models: trtllm / vllm ask for the accelerator recipe's folder
 
 
 def quantize(request: QuantizeRequest) -> list[Manifest]:
     """Write the FP32 reference and the requested variant; returns their manifests (reference first)."""
     from accelbench.hardware.catalog import load_catalog
-    from accelbench.models.loader import resolve_model
+    from accelbench.models.loader import generative_card, resolve_model
 
     target = load_catalog(request.catalog_path).get(request.target)
+    if (card := generative_card(request.model)) is not None:
+        from accelbench.models.toolchains import llm_recipes
+
+        if llm_recipes.wants_recipe(target, request.precision, request.engine):
+            return _generative_recipe(request, target, card)
+        from accelbench.models.quantize_llm import quantize_generative  # torch/optimum for these only
+
+        return quantize_generative(request, target, card)
     toolchain = toolchain_for(target)  # before any work: a TPU target fails fast
     resolved = resolve_model(request.model)
     precision = request.precision or toolchain.default_precision(target)
@@ -79,6 +89,27 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
         manifests.append(ctx.variant(precision, toolchain, options))
     manifests.insert(0, ctx.variant("fp32", ort_toolchain, VariantOptions(recipe="fp32-reference")))
     return manifests
+
+
+def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list[Manifest]:
+    """A generative model for an accelerator: the recipe folder (docs/quantization.md), built on the target."""
+    from accelbench.errors import ToolchainMissingError
+    from accelbench.models.toolchains import llm_recipes
+
+    hf_dir, tokenizer_dir = llm_recipes.checkpoint_of(card)
+    manifest, recipe = llm_recipes.write_recipe(
+        card, hf_dir, tokenizer_dir, target, request.precision, Path(request.out_dir), request.model
+    )
+    script = Path(request.out_dir) / manifest["name"] / llm_recipes.SCRIPT_FILE
+    if target.toolchain == "neuron" and shutil.which("inference_demo") is None:
+        # as for classic Neuron variants: the folder is written, and one line says where to build it
+        raise ToolchainMissingError(
+            f"NxD Inference (inference_demo) is not installed here; run {script} on an {target.name} "
+            "(Neuron DLAMI NxD Inference venv)"
+        )
+    for note in recipe.notes:
+        progress(f"{manifest['name']}: {note}")
+    return [manifest]
 
 
 def progress(line: str) -> None:
@@ -113,7 +144,7 @@ class _Context:
         name = variant_name(card.name, self.target.id, precision)
         out = Path(self.request.out_dir) / name
         source = {"uri": self.request.model, "sha256": sha256_file(self.resolved.onnx_path)}
-        reused = _reusable(out, source, options.recipe)
+        reused = reusable_variant(out, source, options.recipe)
         if reused is not None:
             progress(f"{name}: up to date, reused")
             return reused
@@ -163,7 +194,7 @@ class _Context:
         return gate
 
 
-def _reusable(out: Path, source: dict[str, str], recipe: str | None) -> Manifest | None:
+def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> Manifest | None:
     """The existing manifest when the folder was made from the same source and recipe and is intact."""
     if not (out / "manifest.json").is_file():
         return None

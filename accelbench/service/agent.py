@@ -258,6 +258,7 @@ class ResultPusher:
 def run_job(api: Api, cfg: AgentConfig, runner_id: int, job: dict[str, Any], stop: threading.Event,
             say: Callable[[str], None]) -> str:  # fmt: skip
     """Run one claimed job to its end; returns done, failed, released, lost or unreachable."""
+    from accelbench.experiment.engines import prepare as prepare_engines
     from accelbench.experiment.pipeline import run_experiment
     from accelbench.experiment.spec import parse_spec
 
@@ -272,6 +273,8 @@ def run_job(api: Api, cfg: AgentConfig, runner_id: int, job: dict[str, Any], sto
         f"({sum(len(d.get('steps') or []) for d in job.get('documents') or [])} step(s) already pushed)")  # fmt: skip
     try:
         spec = parse_spec(job["spec"], f"campaign {job['campaign_id']}").only_target(job["target"])
+        # engine = "trtllm" | "vllm": run the recipe's build_engine.sh here; no toolchain fails in one line
+        spec = prepare_engines(spec, work, cfg.catalog_path, lambda line: progress.note("engine", line))
         run_experiment(spec, out_dir=work, catalog_path=cfg.catalog_path, progress=progress, on_result=pusher,
                        command=f"accelbench agent --target {cfg.target} (campaign {job['campaign_id']}, job {job_id})")  # fmt: skip
         progress.check()  # the job was lost while the last sweep ran

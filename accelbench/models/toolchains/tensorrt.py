@@ -9,7 +9,7 @@ ONNX and the manifest says the engine must be built on the target.
 
 from __future__ import annotations
 
-import shlex
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -208,20 +208,13 @@ def build_script(
     weak = {"int8": "--int8 --fp16", "fp16": "--fp16", "fp32": ""}[precision]
     shape_args = " ".join(f"--{w}Shapes={_shape_flag(shapes, w)}" for w in ("min", "opt", "max"))
     dla = f" --useDLACore={dla_core} --allowGPUFallback" if dla_core is not None else ""
-    want = chip_key(target.name)
     return f"""#!/usr/bin/env bash
 # Build the TensorRT engine for this variant ON THE TARGET: {host_requirement(target)}.
 # Engines are not portable across GPU models or TensorRT versions, so this cannot be done ahead of time.
 set -euo pipefail
 cd "$(dirname "$0")"
 TRTEXEC="${{TRTEXEC:-$(command -v trtexec || echo /usr/src/tensorrt/bin/trtexec)}}"
-GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)"
-# Whole words only: an "NVIDIA L40S" must not pass for an "NVIDIA L4"
-GPU_WORDS=" $(echo "${{GPU^^}}" | tr -- '-_(),' '     ') "
-if [[ "$GPU_WORDS" != *" "{shlex.quote(want)}" "* && -z "${{ACCELBENCH_FORCE:-}}" ]]; then
-  echo "build_engine.sh: this host's GPU is '${{GPU:-none}}', not {target.name}; set ACCELBENCH_FORCE=1 to build anyway" >&2
-  exit 1
-fi
+{gpu_guard(target)}
 # TensorRT version: trtexec prints e.g. [TensorRT v100300] (10.3.0); fall back to the Debian package
 TRT_TAG="$("$TRTEXEC" --help 2>&1 | grep -oE 'TensorRT v[0-9]+' | head -n1 | grep -oE '[0-9]+' || true)"
 if [[ -n "$TRT_TAG" ]]; then
@@ -242,6 +235,18 @@ echo "building {PLAN_FILE} with TensorRT $TRT_MAJOR on $GPU" >&2
   {shape_args} \\
   --memPoolSize=workspace:{WORKSPACE_MIB}{dla} --skipInference
 """
+
+
+def gpu_guard(target: Any, script: str = SCRIPT_FILE) -> str:
+    """Bash lines that exit 1 unless this host's GPU is the target's (whole words: an L40S is not an L4)."""
+    want = re.sub(r"[^A-Z0-9.]", "", chip_key(target.name))  # a plain word inside the quoted pattern
+    return f"""GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)"
+# Whole words only: an "NVIDIA L40S" must not pass for an "NVIDIA L4"
+GPU_WORDS=" $(echo "${{GPU^^}}" | tr -- '-_(),' '     ') "
+if [[ "$GPU_WORDS" != *" {want} "* && -z "${{ACCELBENCH_FORCE:-}}" ]]; then
+  echo "{script}: this host's GPU is '${{GPU:-none}}', not {target.name}; set ACCELBENCH_FORCE=1 to build anyway" >&2
+  exit 1
+fi"""
 
 
 def build_engine(
