@@ -291,7 +291,7 @@ def steps_section(data: Any) -> Section:
                 with_interval(step.throughput_rps, thr.get("low"), thr.get("high")),
                 with_interval(value, low if has else None, high if has else None, scale=1000.0),
                 step_slo(step, o.slo_us, key) if step.verdict != "INVALID" else "—",
-                str(n if n is not None else (step.requests if step.requests is not None else "—")),
+                fmt(n if n is not None else step.requests),
                 attempts_text(step), "; ".join(step.reasons or []) or "—",
             ])  # fmt: skip
         tables.append(Table(f"{model} {precision} on {tid}", ["run", "offered", "verdict", "throughput (req/s)",
