@@ -30,7 +30,8 @@ def num(value: float | int | None, digits: int = DIGITS) -> str:
         return "0"
     magnitude = math.floor(math.log10(abs(value)))
     if magnitude >= digits - 1:  # no decimals left: round to the figures kept, then separate thousands
-        return f"{round(value, digits - 1 - magnitude):,.0f}"
+        scale = 10 ** (magnitude - digits + 1)  # half away from zero (round() would give 12,340 for 12,345)
+        return f"{math.copysign(math.floor(abs(value) / scale + 0.5) * scale, value):,.0f}"
     if magnitude < -4:
         return f"{value:.{digits}g}"
     return f"{value:.{digits}g}" if magnitude >= 0 else f"{value:.{digits - 1 - magnitude}f}".rstrip("0")

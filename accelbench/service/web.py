@@ -66,6 +66,8 @@ def dashboard(request: Request, session: Session, _who: Reader,
     latest_rows, total = queries.list_results(session, {}, 20, 0)
     latest = tables.results_table([queries.summary(r) for r in latest_rows], _host_labels(latest_rows))
     latest.id, latest.caption = "latest", "Latest results"
+    if fmt == "csv":
+        return _csv([latest], table, "dashboard")
     overview = []
     for model in models:
         try:
@@ -84,8 +86,6 @@ def dashboard(request: Request, session: Session, _who: Reader,
     series = sorted(
         {(r.model, r.target, r.precision) for r in queries.stored_rows(session) if r.target and r.precision}
     )
-    if fmt == "csv":
-        return _csv([latest], table, "dashboard")
     return _page(request, "dashboard.html", models=overview, targets=targets, latest=latest, total=total,
                  series=series)  # fmt: skip
 
@@ -111,7 +111,7 @@ def results_page(
     any size); each row links to its result page. ``format=csv`` downloads the page's rows."""
     chosen = {"model": model, "target": target, "precision": precision, "host": host, "origin": origin}
     filters: dict[str, Any] = {**chosen,
-                               "since": _day(since), "until": _day(until + timedelta(days=1)) if until else None}  # fmt: skip
+                               "since": _day(since), "until": _day(until + timedelta(days=1)) if until and until < date.max else None}  # fmt: skip
     rows, total = queries.list_results(session, filters, per_page, (page - 1) * per_page)
     listing = tables.results_table([queries.summary(r) for r in rows], _host_labels(rows))
     if fmt == "csv":
@@ -129,8 +129,7 @@ def results_page(
         )
 
     return _page(request, "results.html", listing=listing, total=total, page=page, pages=pages, link=link,
-                 chosen={**chosen, "since": since, "until": until}, choices=choices, hosts=hosts,
-                 csv_link=link(page) + "&format=csv&table=results")  # fmt: skip
+                 chosen={**chosen, "since": since, "until": until}, choices=choices, hosts=hosts)  # fmt: skip
 
 
 def _day(day: date | None) -> datetime | None:
