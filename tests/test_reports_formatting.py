@@ -107,3 +107,20 @@ def test_free_text_keeps_words_versions_and_hashes_and_rounds_long_numbers(text,
 
 def test_csv_keeps_every_digit():
     assert f.csv_text(["a", "b"], [[1238.0234171603388, None]]) == "a,b\n1238.0234171603388,\n"
+
+
+def test_attempts_say_how_often_a_step_was_measured():
+    from accelbench.documents import Step
+
+    first = Step(index=0, offered={"concurrency": 1}, verdict="INVALID", reasons=["drift: +30%"])
+    second = Step(
+        index=0, offered={"concurrency": 1}, verdict="INVALID", reasons=["no steady state: …"], attempt=2
+    )
+    step = Step(
+        index=0, offered={"concurrency": 1}, verdict="VALID", attempt=3, earlier_attempts=[first, second]
+    )
+    assert f.attempts_text(first) == "1"
+    assert (
+        f.attempts_text(step) == "3 (attempt 1 INVALID: drift: +30%; attempt 2 INVALID: no steady state: …)"
+    )
+    assert f.attempts_text(step, reasons=False) == "3 (2 INVALID before)"

@@ -265,16 +265,20 @@ def provenance_items(provenance: Mapping[str, Any] | None) -> list[tuple[str, st
     return [(term, str(text)) for term, text in items if text]
 
 
-def attempts_text(step: Any) -> str:
-    """How many times a step was measured and what the earlier attempts were judged: ``1`` or
-    ``2 (attempt 1 INVALID: drift …)``."""
+def attempts_text(step: Any, reasons: bool = True) -> str:
+    """How many times a step was measured and what the earlier attempts were judged: ``1``, or
+    ``2 (attempt 1 INVALID: drift …)``; without ``reasons`` (a page that lists them apart) ``2 (1 INVALID)``."""
     earlier = list(getattr(step, "earlier_attempts", None) or [])
     if not earlier:
         return "1"
-    past = "; ".join(
-        f"attempt {e.attempt or i + 1} {e.verdict}: {'; '.join(e.reasons or []) or 'no reason'}"
-        for i, e in enumerate(earlier)
-    )
+    if reasons:
+        past = "; ".join(
+            f"attempt {e.attempt or i + 1} {e.verdict}: {'; '.join(e.reasons or []) or 'no reason'}"
+            for i, e in enumerate(earlier)
+        )
+    else:
+        verdicts = [e.verdict for e in earlier]
+        past = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(verdicts)) + " before"
     return f"{getattr(step, 'attempt', None) or len(earlier) + 1} ({past})"
 
 

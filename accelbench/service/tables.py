@@ -82,7 +82,7 @@ def steps_table(steps: list[Any]) -> PageTable:
                       "requests", "reasons", "attempts"], raw_headers=["index", *_STEP_RAW, "attempt"])  # fmt: skip
     for step in steps:
         shown, raw = _step_cells(step)
-        table.rows.append([str(step.index), *shown, f.attempts_text(step)])
+        table.rows.append([str(step.index), *shown, f.attempts_text(step, reasons=False)])
         table.raw.append([step.index, *raw, step.attempt or 1])
         table.row_classes.append(f"verdict-{step.verdict.lower()}")
     return table
