@@ -1,4 +1,5 @@
-"""Server-rendered pages of campaigns and runners (no JavaScript needed; a running campaign's page refreshes).
+"""Server-rendered pages of campaigns and runners (no JavaScript needed; a running campaign's page refreshes
+itself when asked to, ``?live=1``: a page that reloads on its own is a barrier unless the reader chose it).
 
 /campaigns              every campaign, and the form that submits a spec
 /campaigns/{id}         every job (status, runner, attempts, last heartbeat, log tail) and the live report
@@ -123,6 +124,7 @@ def campaign_page(
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
     fmt: Annotated[Literal["html", "csv"], Query(alias="format", description="csv: the jobs table")] = "html",
+    live: Annotated[bool, Query(description="reload the page every 5 s while the campaign runs")] = False,
 ) -> Response:
     from accelbench.service.campaigns import _campaign, campaign_json
 
@@ -132,7 +134,8 @@ def campaign_page(
         return _jobs_csv(campaign_id, data["jobs"])
     for job in data["jobs"]:
         job["log_lines"] = job["log_tail"].splitlines()[-15:]
-    return _render("campaign.html", campaign=data, finished=data["status"] not in (jobs.QUEUED, jobs.RUNNING))
+    return _render("campaign.html", campaign=data, finished=data["status"] not in (jobs.QUEUED, jobs.RUNNING),
+                   live=live)  # fmt: skip
 
 
 def _jobs_csv(campaign_id: int, jobs_: list[dict[str, Any]]) -> Response:
