@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         small, large = _client(Path(tmp), 100), _client(Path(tmp), args.rows)
-        pages = {"page 1": "/results", "last page of the small table": "/results?page=2",
+        pages = {"page 1": "/results", "page 2": "/results?page=2",
                  "filtered (model, target, dates)": "/results?model=model-1&target=l4&since=2026-01-10&until=2026-02-10"}  # fmt: skip
         deep = f"/results?page={args.rows // 50}"
         print(f"/results page views, median of {args.repeats} (ms): 100 rows vs {args.rows:,} rows")

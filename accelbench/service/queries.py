@@ -44,10 +44,13 @@ def list_results(session: Any, filters: dict[str, Any], limit: int, offset: int)
 
 
 def filter_choices(session: Any) -> dict[str, list[Any]]:
-    """The distinct values of each filterable column (indexed: each is an index scan), for the page's
-    selects; a host comes with the id of one of its results, whose probe names it for people."""
-    out: dict[str, list[Any]] = {}
-    for name in ("model", "target", "precision", "origin"):
+    """The values each filter's select offers: the distinct values of the indexed columns (each an index
+    scan) and the known origins; a host comes with the id of one of its results, whose probe names it."""
+    from accelbench.documents import ORIGINS
+
+    # origin is a closed set and not indexed (a DISTINCT over it would read every stored document's row)
+    out: dict[str, list[Any]] = {"origin": list(ORIGINS)}
+    for name in ("model", "target", "precision"):
         column = getattr(Result, name)
         values = session.execute(sa.select(column).where(column.is_not(None)).distinct().order_by(column))
         out[name] = list(values.scalars())
