@@ -332,6 +332,14 @@ class Step(_Part):
     last_error: str | None = None
     verdict: Verdict
     reasons: list[str] = Field(default_factory=list)
+    attempt: int | None = Field(
+        None, ge=1, description="which measurement of this step this is (1 = first); absent: the first"
+    )
+    earlier_attempts: list[Step] | None = Field(
+        None,
+        description="the earlier measurements of this step, judged INVALID (drift, no steady state) and "
+        "measured again (--retries); oldest first, each with its own figures, verdict and reasons",
+    )
 
 
 class ServerInfo(_Part):

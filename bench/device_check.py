@@ -20,6 +20,7 @@ import io
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -250,8 +251,49 @@ def measure_model(
     return rows
 
 
+METHOD = ("in-process torch interpreter of the built-in ONNX graph (accelbench/serving/onnx_torch.py), CUDA graph "
+          "replay, timed with CUDA events; a step at batch b = b requests batched by the server; no server, no "
+          "network, no TensorRT")  # fmt: skip
+
+
+def measuring_provenance(probe: dict, argv: list[str]) -> dict:
+    """The packages and command of the measuring run, read by the measuring process on the measuring host:
+    the package versions of its own probe (``accelbench probe``, run with this interpreter) and its argv.
+    Written into summary.json, so a later ``--rebuild-results`` on another machine copies them, never reads
+    its own (the 2026-11-30 H200 files once said torch 2.13.0+cpu: the rebuilding machine's; CORRECTIONS.md)."""
+    packages = {k: v for k, v in (probe.get("packages") or {}).items() if v}
+    return {
+        "packages": packages or {"torch": torch.__version__},
+        "command": shlex.join(["python3", *argv]),
+        "method": METHOD,
+    }
+
+
+# summaries from before the measuring run recorded its provenance (the 2026-11-30 H200 run): what a rebuild
+# says instead, as corrected in bench/results/h200/2026-11-30/CORRECTIONS.md
+LEGACY_COMMAND = "python3 bench/device_check.py --out OUT"
+LEGACY_METHOD = METHOD.replace(
+    "accelbench/serving/onnx_torch.py", "bench/device/onnx_torch.py"
+)  # its path then
+LEGACY_NOTE = (
+    "corrected 2026-12-01: packages had been filled in by the machine that rebuilt these files (torch 2.13.0+cpu, "
+    "not this host's); they are now this run's probe.json packages, read on the H200 by the measuring run's own "
+    "accelbench probe (its log records torch.__version__ 2.11.0+cu130); the measuring run did not record its exact "
+    "command line, so the command is the documented invocation; see CORRECTIONS.md"
+)
+
+
+def recorded_provenance(summary: dict, probe: dict) -> dict:
+    """What a rebuild copies: summary.json's own ``provenance`` (written by the measuring run), or, for a run
+    from before it was written, the measuring host's probe.json packages, said so in a note."""
+    if summary.get("provenance"):
+        return summary["provenance"]
+    packages = {k: v for k, v in (probe.get("packages") or {}).items() if v}
+    return {"packages": packages, "command": LEGACY_COMMAND, "method": LEGACY_METHOD, "note": LEGACY_NOTE}
+
+
 def result_documents(
-    rows: list[dict], probe: dict, created_at: str, metrics_by_model: dict
+    rows: list[dict], probe: dict, created_at: str, metrics_by_model: dict, measured: dict
 ) -> list[ResultDocument]:
     """accelbench.result/1 documents, one per model × precision; each batch size is one step.
 
@@ -274,11 +316,10 @@ def result_documents(
                                  activation_bytes_per_inference=first["activation_bytes_per_inference"],
                                  precision=first["precision"]),
             provenance=Provenance(
-                host=probe, packages={"torch": torch.__version__}, manifest_hash=None, repository_config=None,
-                server=None, created_at=created_at, command="python3 bench/device_check.py --out OUT",
-                method="in-process torch interpreter of the built-in ONNX graph (accelbench/serving/onnx_torch.py), "
-                       "CUDA graph replay, timed with CUDA events; a step at batch b = b requests batched "
-                       "by the server; no server, no network, no TensorRT",
+                host=probe, packages=measured["packages"], manifest_hash=None, repository_config=None,
+                server=None, created_at=created_at, command=measured["command"],
+                **({"note": measured["note"]} if measured.get("note") else {}),
+                method=measured.get("method") or METHOD,
             ),
             load_profile=LoadProfile(kind="closed", protocol="in-process", levels=[r["batch"] for r in mine],
                                      duration_s=None, warmup_s=None, processes=1, seed=0),
@@ -334,7 +375,8 @@ def rebuild_results(folder: Path) -> int:
     models = dict.fromkeys(r["model"] for r in summary["rows"])
     metrics = {m: load_card(f"builtin:{m}").accuracy.metric for m in models}
     (folder / "results").mkdir(exist_ok=True)
-    for doc in result_documents(summary["rows"], probe, summary["created_at"], metrics):
+    measured = recorded_provenance(summary, probe)
+    for doc in result_documents(summary["rows"], probe, summary["created_at"], metrics, measured):
         (folder / "results" / f"{doc.variant}.json").write_text(dump_json(doc))
     return 0
 
@@ -383,12 +425,13 @@ def main(argv=None) -> int:
     rows = []
     for name in args.models.split(","):
         rows += measure_model(name, batches, args.device, args.dtype, args.quick, catalog)
-    (out / "summary.json").write_text(
-        json.dumps({"created_at": created_at, "rows": rows, "ceilings": ceilings}, indent=2)
-    )
+    measured = measuring_provenance(probe, sys.argv if argv is None else [sys.argv[0], *argv])
+    (out / "summary.json").write_text(json.dumps(
+        {"created_at": created_at, "rows": rows, "ceilings": ceilings, "provenance": measured}, indent=2
+    ))  # fmt: skip
     (out / "summary.md").write_text(summary_markdown(rows, ceilings, peaks))
     metrics = {m: load_card(f"builtin:{m}").accuracy.metric for m in args.models.split(",")}
-    write_results_tar(out / "results.tar.gz", result_documents(rows, probe, created_at, metrics))
+    write_results_tar(out / "results.tar.gz", result_documents(rows, probe, created_at, metrics, measured))
     log(f"done in {time.perf_counter() - t0:.1f} s")
     (out / "log.txt").write_text("\n".join(LOG) + "\n")
     return 0

@@ -289,7 +289,11 @@ def test_the_web_form_submits_a_campaign_and_a_bad_spec_shows_its_line(api, live
         assert made.status_code == 303 and made.headers["location"].startswith("/campaigns/")
         shown = browser.get(made.headers["location"])
         assert shown.status_code == 200 and 'data-status="queued"' in shown.text and "cpu-local" in shown.text
-        assert '<meta http-equiv="refresh"' in shown.text  # unfinished: the page refreshes itself
+        assert (
+            '<meta http-equiv="refresh"' not in shown.text and "?live=1" in shown.text
+        )  # reloads when asked
+        live = browser.get(made.headers["location"] + "?live=1")
+        assert '<meta http-equiv="refresh"' in live.text  # unfinished and asked: the page refreshes itself
         bad = browser.post("/campaigns", data={**form, "spec": "name = ["})
         assert bad.status_code == 422 and 'role="alert"' in bad.text and "not valid TOML" in bad.text
         assert "name = [" in bad.text  # the spec stays in the form to fix

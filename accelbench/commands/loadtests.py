@@ -88,7 +88,9 @@ def _step_line(step) -> str:
     lat = step.latency_us
     errors = sum(to_dict(step.errors).values()) if step.errors else 0
     text = (
-        f"step {step.index} {_offered(to_dict(step.offered))}: {step.throughput_rps:.1f} req/s  "
+        f"step {step.index} {_offered(to_dict(step.offered))}"
+        + (f" (attempt {step.attempt})" if (step.attempt or 1) > 1 else "")
+        + f": {step.throughput_rps:.1f} req/s  "
         f"p50 {lat.p50 if lat else None} µs  p99 {lat.p99 if lat else None} µs  errors {errors}  {step.verdict}"
     )
     return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
@@ -161,6 +163,10 @@ def register(group: click.Group) -> None:
         "--repeats", type=click.IntRange(min=1), default=1, show_default=True,
         help="Independent runs of the whole sweep, one result document each (the report combines them).",
     )  # fmt: skip
+    @click.option(
+        "--retries", type=click.IntRange(min=0), default=2, show_default=True,
+        help="Re-measure a step judged INVALID for drift or no steady state up to N times; every attempt is kept.",
+    )  # fmt: skip
     @click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(file_okay=False))
     @click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO.")
     @click.option("--server-log", type=click.Path(dir_okay=False), default=None,
@@ -169,12 +175,13 @@ def register(group: click.Group) -> None:
     @click.pass_context
     def loadtest(ctx, repo, url, grpc_url, model, manifest_path, card_uri, input_data, shapes, target, precision,
                  protocol, concurrency, rate, batch_size, duration, max_duration, warmup, processes, master_bind,
-                 expect_workers, worker_timeout, check_every, seed, repeats, out_dir, tritonserver, server_log,
-                 json_mode) -> None:  # fmt: skip
+                 expect_workers, worker_timeout, check_every, seed, repeats, retries, out_dir, tritonserver,
+                 server_log, json_mode) -> None:  # fmt: skip
         """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
         from accelbench.errors import BadInputError
         from accelbench.loadtests.api import loadtest as run
         from accelbench.loadtests.profiles import LoadProfile, parse_levels
+        from accelbench.loadtests.verdict import Limits
 
         if (concurrency is None) == (rate is None):
             raise BadInputError("give exactly one of --concurrency or --rate")
@@ -197,7 +204,8 @@ def register(group: click.Group) -> None:
             doc, path = run(model=model, profile=profile, out_dir=out_dir, repo=repo, url=url, grpc_url=grpc_url,
                             manifest_path=manifest_path, card_uri=card_uri, tritonserver=tritonserver,
                             command=command, on_event=on_event, master_bind=bind, server_log=server_log,
-                            repeats=repeats, target=target, precision=precision)  # fmt: skip
+                            repeats=repeats, target=target, precision=precision,
+                            limits=Limits(retries=retries))  # fmt: skip
         finally:
             if live is not None:
                 live.stop()

@@ -31,10 +31,13 @@ def init_cmd(path: str, force: bool) -> None:
 @click.option("--token", default=None, help="API token for --push [default: $ACCELBENCH_TOKEN].")
 @click.option("--repeats", type=click.IntRange(min=1), default=None,
               help="Independent runs of each sweep (overrides the spec's load.repeats); the report combines them.")  # fmt: skip
+@click.option("--retries", type=click.IntRange(min=0), default=None,
+              help="Re-measure a step judged INVALID for drift or no steady state up to N times "
+                   "(overrides the spec's load.retries, default 2); every attempt is kept.")  # fmt: skip
 @click.pass_context
 def run_cmd(
     ctx: click.Context, spec: str | None, out_dir: str | None, target_id: str | None, quiet: bool,
-    push_url: str | None, token: str | None, repeats: int | None,
+    push_url: str | None, token: str | None, repeats: int | None, retries: int | None,
 ) -> None:  # fmt: skip
     """Quantize, accuracy-gate, serve, load-test and report, resuming what finished.
 
@@ -48,10 +51,13 @@ def run_cmd(
     experiment = load_spec(spec)
     if target_id:
         experiment = experiment.only_target(target_id)
-    if repeats is not None:
+    if repeats is not None or retries is not None:
         from dataclasses import replace
 
-        experiment = replace(experiment, load=replace(experiment.load, repeats=repeats))
+        load = experiment.load
+        load = replace(load, repeats=load.repeats if repeats is None else repeats,
+                       retries=load.retries if retries is None else retries)  # fmt: skip
+        experiment = replace(experiment, load=load)
     progress = make_progress(quiet=quiet)
     sink = None
     if push_url:

@@ -292,8 +292,10 @@ def step_note(step: Step) -> str:
     from accelbench.loadtests.profiles import offered_label
 
     p99 = step.latency_us.p99 if step.latency_us else None
+    again = f" (attempt {step.attempt})" if (step.attempt or 1) > 1 else ""
     text = (
-        f"  {offered_label(to_dict(step.offered))}: {step.throughput_rps} req/s, p99 {p99} µs, {step.verdict}"
+        f"  {offered_label(to_dict(step.offered))}{again}: {step.throughput_rps} req/s, p99 {p99} µs, "
+        f"{step.verdict}"
     )
     return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
@@ -308,7 +310,7 @@ def _limits(spec: ExperimentSpec) -> Any:
     """The step verdict's limits: the sample floor follows the SLO's percentile."""
     from accelbench.loadtests.verdict import Limits
 
-    return Limits(judged_percentile=float(spec.slo.percentile))
+    return Limits(judged_percentile=float(spec.slo.percentile), retries=spec.load.retries)
 
 
 def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: Path | None,

@@ -130,6 +130,7 @@ class LoadSpec:
     batch_size: int = 1
     seed: int = 0
     repeats: int = 1  # independent runs of each sweep; the report combines them (docs/statistics.md)
+    retries: int = 2  # re-measurements of a step judged INVALID for drift or no steady state
 
     def __post_init__(self) -> None:
         _one_of("kind", self.kind, LOAD_KINDS)
@@ -148,6 +149,8 @@ class LoadSpec:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(key, f"{value!r} must be a whole number >= 1")
+        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
+            raise SpecError("retries", f"{self.retries!r} must be a whole number >= 0")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise SpecError("seed", f"{self.seed!r} must be a whole number")
 

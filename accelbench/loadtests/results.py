@@ -121,17 +121,38 @@ def load_document(path: str | os.PathLike) -> ResultDocument | None:
 
 
 def resumable(doc: ResultDocument | None, manifest_hash: str, load_profile: dict[str, Any]) -> bool:
-    """True when ``doc`` measured the same variant under the same load profile."""
+    """True when ``doc`` measured the same variant under the same load profile, from this host with these
+    packages: a document's provenance is that of the process that measured its steps, so steps measured
+    elsewhere (a results folder copied between hosts) are measured again, never relabelled as this host's."""
     return bool(
         doc
         and (doc.provenance.manifest_hash or "") == manifest_hash
         and to_dict(doc.load_profile) == load_profile
+        and doc.provenance.host == host_probe()
+        and doc.provenance.packages == package_versions()
     )
 
 
 def finished_steps(doc: ResultDocument) -> list[Step]:
-    """Steps that ran to their end (VALID or INVALID); a step cut short is measured again."""
-    return [s for s in doc.steps if not s.aborted]
+    """Steps that ran to their end (VALID or INVALID); a step cut short is measured again. A re-measurement
+    cut short gives back the attempt before it (with its own earlier attempts), so none is lost."""
+    out = []
+    for step in doc.steps:
+        while step is not None and step.aborted:
+            step = _previous_attempt(step)
+        if step is not None:
+            out.append(step)
+    return out
+
+
+def _previous_attempt(step: Step) -> Step | None:
+    earlier = list(step.earlier_attempts or [])
+    if not earlier:
+        return None
+    previous = earlier.pop()
+    if earlier:
+        previous.earlier_attempts = earlier
+    return previous
 
 
 def save(doc: ResultDocument, path: str | os.PathLike) -> None:
@@ -140,8 +161,19 @@ def save(doc: ResultDocument, path: str | os.PathLike) -> None:
 
 
 def put_step(doc: ResultDocument, step: Step | Mapping[str, Any], path: str | os.PathLike) -> Step:
-    """Record ``step`` (replacing an earlier attempt at the same index), rewrite the file; the typed step."""
+    """Record ``step``, rewrite the file; the typed step. A finished step already at that index is being
+    measured again (``--retries``): it is kept, with its own earlier attempts, in ``step.earlier_attempts``;
+    one cut short is replaced."""
     step = step if isinstance(step, Step) else Step.model_validate(step)
+    old = next((s for s in doc.steps if s.index == step.index), None)
+    if old is not None and not old.aborted:
+        earlier = list(old.earlier_attempts or [])
+        old = old.model_copy()
+        if old.earlier_attempts is not None:
+            old.earlier_attempts = None
+            old.__pydantic_fields_set__.discard("earlier_attempts")
+        step.earlier_attempts = [*earlier, old]
+        step.attempt = len(step.earlier_attempts) + 1
     doc.steps = [s for s in doc.steps if s.index != step.index] + [step]
     save(doc, path)
     return step

@@ -24,7 +24,7 @@ from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.profiles import LoadProfile, offered_label
-from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, analyse, judge
+from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, analyse, judge, worth_retrying
 from accelbench.serving.server import free_port
 
 PAYLOAD_COUNT = 64  # distinct pre-built requests rotated per process
@@ -199,16 +199,33 @@ def run_sweep(
         repository_config=repository_config, command=command, profile_label=profile.label(),
         target=target, precision=precision,
     )  # fmt: skip
-    doc.steps, _ = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
+    doc.steps, was_complete = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
     done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
+    child = (server, model, payloads, expected_outputs, profile, limits, on_event, master_bind)
     if todo:
-        _run_child(doc, path, todo, server, model, payloads, expected_outputs, profile, limits, on_event,
-                   master_bind)  # fmt: skip
+        _run_child(doc, path, todo, *child)
+    if todo or not was_complete:  # a finished document is not re-measured by a rerun
+        for _ in range(limits.retries):
+            again = to_retry(doc, profile, limits.retries)
+            if not again:
+                break
+            _run_child(doc, path, again, *child)
     doc.complete = True
     results.save(doc, path)
     return doc, path
+
+
+def to_retry(doc: ResultDocument, profile: LoadProfile, retries: int) -> list[dict[str, Any]]:
+    """The planned steps to measure again: INVALID only for drift or no steady state, with attempts left
+    (``retries`` more than the first). The new attempt replaces the step; the old one is kept inside it."""
+    steps = {s.index: s for s in doc.steps}
+    return [
+        plan for plan in profile.steps()
+        if (s := steps.get(plan["index"])) is not None and not s.aborted
+        and worth_retrying(s.verdict, s.reasons) and (s.attempt or 1) <= retries
+    ]  # fmt: skip
 
 
 def _run_child(doc, path, todo, server, model, payloads, expected, profile, limits, on_event, bind) -> None:

@@ -42,6 +42,10 @@ class Limits:
     drift_batches: int = 20
     drift_p: float = st.DRIFT_P
     drift_change: float = st.DRIFT_CHANGE
+    # a step judged INVALID only for drift or no steady state is measured again up to this many times
+    # (spec ``[load] retries``, ``--retries``): on a shared machine such a step is often a burst of load
+    # from elsewhere, not the server; errors, a saturated load generator or a cut-short step are not retried
+    retries: int = 2
 
     @property
     def sample_floor(self) -> int:
@@ -121,6 +125,14 @@ def _round(value: float | None) -> float | None:
 
 def _rounded(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (_round(v) if k != "confidence" else v) for k, v in d.items()}
+
+
+RETRYABLE = ("drift:", "no steady state:")  # the INVALID reasons another measurement may not repeat
+
+
+def worth_retrying(verdict: str, reasons: Sequence[str]) -> bool:
+    """True when a step is INVALID only for reasons of the time it ran at (drift, no steady state)."""
+    return verdict == INVALID and bool(reasons) and all(r.startswith(RETRYABLE) for r in reasons)
 
 
 def judge(

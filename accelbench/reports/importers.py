@@ -121,10 +121,13 @@ def _base_doc(
         run_id=f"{model}__{target}__{precision}__{origin}-b{batch}", origin=origin, model=model,
         variant=f"{model}__{target}__{precision}", target=target, precision=precision, batch_size=batch,
         accuracy=None, graph_cost=None,
+        # host, packages and command are the measuring run's, which the file does not record: left empty,
+        # never filled in with the importing machine's; the import itself is named in the note
         provenance=Provenance(
             host={}, packages={}, manifest_hash="", repository_config="", server=ServerInfo(url="", version=""),
-            created_at=utc_now_iso(), command=command,
+            created_at=utc_now_iso(), command=None,
             imported_from=ImportedFrom(file=src.name, sha256=sha256_file(src)),
+            note=f"imported by `{command}`: the measuring host, its packages and command are not in the file",
         ),
         load_profile=LoadProfile(kind=kind, protocol=None, levels=[], duration_s=None),
         steps=[], complete=True,

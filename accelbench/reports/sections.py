@@ -12,6 +12,7 @@ from typing import Any
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.cost import DEFAULT_AMORTIZATION_YEARS, HOURS_PER_MONTH
+from accelbench.reports.formatting import attempts_text, num, offered_text, round_in_text, with_interval
 
 
 @dataclass
@@ -30,37 +31,11 @@ class Section:
     tables: list[Table] = field(default_factory=list)
 
 
-def fmt(value: float | None, digits: int = 4) -> str:
-    """``digits`` significant figures; whole numbers with thousands separators from 1000 up."""
-    if value is None:
-        return "—"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
+fmt = num  # the report's figures: at most four significant figures (formatting.num)
 
 
 def _usd(value: float | None) -> str:
     return "—" if value is None else f"${fmt(value)}"
-
-
-def with_interval(value: float | None, low: float | None, high: float | None, *, kind: str = "measured",
-                  scale: float = 1.0, prefix: str = "") -> str:  # fmt: skip
-    """``58.1 [55.0, 61.2]`` for a measured number and its 95 % interval (``open`` where no order statistic
-    bounds it); a projected number keeps its label and shows a range, never a measured-looking interval."""
-    if value is None:
-        return "—"
-
-    def one(v: float | None, missing: str) -> str:
-        return missing if v is None else prefix + fmt(v / scale)
-
-    text = prefix + fmt(value / scale)
-    if kind == "projected":
-        if low is None and high is None:
-            return f"{text} (proj)"
-        return f"{text} (proj, range {one(low, '?')}–{one(high, '?')})"
-    if low is None and high is None:
-        return text
-    return f"{text} [{one(low, 'open')}, {one(high, 'open')}]"
 
 
 def _measured(
@@ -282,8 +257,9 @@ def provenance_section(data: Any) -> Section:
                   r["precision_used"] or "—", r["reason"]] for r in data.rows if r["status"] == "projected"]  # fmt: skip
     prices = {}
     for r in data.rows:
-        prices[r["target"]] = [r["target"], _usd(r["usd_per_hour"]), r["price_basis"] or "—", r["price_note"] or "",
-                               r["price_source"] or "—", r["price_as_of"] or "—"]  # fmt: skip
+        prices[r["target"]] = [r["target"], _usd(r["usd_per_hour"]), r["price_basis"] or "—",
+                               round_in_text(r["price_note"] or ""), round_in_text(r["price_source"] or "—"),
+                               r["price_as_of"] or "—"]  # fmt: skip
     return Section("Provenance", tables=[
         Table("Measured rows", ["target", "model", "precision", "origin", "host", "measured at", "versions",
                                 "step that set the capacity", "result files"], measured),
@@ -309,21 +285,27 @@ def steps_section(data: Any) -> Section:
             thr = step_throughput_interval(step) or {}
             value, low, high = step_latency_interval(step, key)
             has = bool(thr)
-            offered = ", ".join(f"{k} {v:g}" for k, v in sorted(to_dict(step.offered).items()))
+            offered = offered_text(to_dict(step.offered))
             n = step.statistics.n if step.statistics else None
             rows.append([
                 run_id, offered, step.verdict,
                 with_interval(step.throughput_rps, thr.get("low"), thr.get("high")),
                 with_interval(value, low if has else None, high if has else None, scale=1000.0),
                 step_slo(step, o.slo_us, key) if step.verdict != "INVALID" else "—",
-                str(n if n is not None else (step.requests if step.requests is not None else "—")),
-                "; ".join(step.reasons or []) or "—",
+                fmt(n if n is not None else step.requests),
+                attempts_text(step), "; ".join(step.reasons or []) or "—",
             ])  # fmt: skip
         tables.append(Table(f"{model} {precision} on {tid}", ["run", "offered", "verdict", "throughput (req/s)",
-                                                             f"{key} (ms)", "SLO", "requests", "reasons"], rows))  # fmt: skip
+                                                             f"{key} (ms)", "SLO", "requests", "attempts",
+                                                             "reasons"], rows))  # fmt: skip
     return Section(
         "Load steps",
-        paragraphs=["Every measured step; INVALID steps are listed with their reasons and never used."],
+        paragraphs=[
+            "Every measured step. A step judged INVALID for drift or no steady state is measured again "
+            "(`--retries`, default 2) and the first VALID or LOW-PRECISION attempt is used; the attempts "
+            "column gives each earlier attempt's verdict and reason. A step that stayed INVALID is listed "
+            "with its figures, intervals and reasons and never used."
+        ],
         tables=tables,
     )
 

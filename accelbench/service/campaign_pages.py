@@ -1,4 +1,5 @@
-"""Server-rendered pages of campaigns and runners (no JavaScript needed; a running campaign's page refreshes).
+"""Server-rendered pages of campaigns and runners (no JavaScript needed; a running campaign's page refreshes
+itself when asked to, ``?live=1``: a page that reloads on its own is a barrier unless the reader chose it).
 
 /campaigns              every campaign, and the form that submits a spec
 /campaigns/{id}         every job (status, runner, attempts, last heartbeat, log tail) and the live report
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
@@ -29,7 +30,10 @@ TEMPLATES = Path(__file__).parent / "templates"
 def _render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
     from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+    from accelbench.reports.formatting import FILTERS
+
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+    env.filters.update(FILTERS)
     return HTMLResponse(env.get_template(name).render(**context), status_code=status)
 
 
@@ -119,14 +123,27 @@ def campaign_page(
     campaign_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
-) -> HTMLResponse:
+    fmt: Annotated[Literal["html", "csv"], Query(alias="format", description="csv: the jobs table")] = "html",
+    live: Annotated[bool, Query(description="reload the page every 5 s while the campaign runs")] = False,
+) -> Response:
     from accelbench.service.campaigns import _campaign, campaign_json
 
     queue.reap_expired(session)
     data = campaign_json(session, _campaign(session, campaign_id))
+    if fmt == "csv":
+        return _jobs_csv(campaign_id, data["jobs"])
     for job in data["jobs"]:
         job["log_lines"] = job["log_tail"].splitlines()[-15:]
-    return _render("campaign.html", campaign=data, finished=data["status"] not in (jobs.QUEUED, jobs.RUNNING))
+    return _render("campaign.html", campaign=data, finished=data["status"] not in (jobs.QUEUED, jobs.RUNNING),
+                   live=live)  # fmt: skip
+
+
+def _jobs_csv(campaign_id: int, jobs_: list[dict[str, Any]]) -> Response:
+    from accelbench.reports.formatting import csv_text
+
+    keys = ["id", "target", "status", "runner", "attempts", "max_attempts", "heartbeat_at", "reason"]
+    return Response(csv_text(keys, [[j.get(k) for k in keys] for j in jobs_]), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="campaign-{campaign_id}-jobs.csv"'})  # fmt: skip
 
 
 def campaign_report(session: Any, catalog: Any, campaign_id: int, formats: tuple[str, ...] = ()) -> Any:

@@ -42,6 +42,8 @@ def history(
         point = {
             **queries.summary(row),
             "capacity_rps": measured["capacity_rps"], "latency_us": measured["latency_us"],
+            "capacity_low": measured.get("capacity_low"), "capacity_high": measured.get("capacity_high"),
+            "latency_low_us": measured.get("latency_low_us"), "latency_high_us": measured.get("latency_high_us"),
             "meets_slo": measured["meets_slo"], "cost_per_million_usd": measured["cost_per_million_usd"],
             "reason": measured["reason"], "change": None,
         }  # fmt: skip

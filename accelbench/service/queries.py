@@ -21,12 +21,57 @@ def _where(query: Any, filters: dict[str, str | None]) -> Any:
     return query
 
 
-def list_results(
-    session: Any, filters: dict[str, str | None], limit: int, offset: int
-) -> tuple[list[Any], int]:
-    total = session.execute(_where(sa.select(sa.func.count(Result.id)), filters)).scalar_one()
-    query = _where(sa.select(Result), filters).order_by(Result.created_at.desc(), Result.id.desc())
+def _between(query: Any, filters: dict[str, Any]) -> Any:
+    """The results page's extra filters: origin, and a range of creation dates (inclusive, UTC days)."""
+    if filters.get("origin"):
+        query = query.where(Result.origin == filters["origin"])
+    if filters.get("since"):
+        query = query.where(Result.created_at >= filters["since"])
+    if filters.get("until"):
+        query = query.where(Result.created_at < filters["until"])
+    return query
+
+
+def list_results(session: Any, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[Any], int]:
+    """One page of results, newest first, and how many match. The order is the ``created_at`` index's, so
+    a page costs an index walk of ``offset + limit`` rows, not a sort of the table."""
+    total = session.execute(
+        _between(_where(sa.select(sa.func.count(Result.id)), filters), filters)
+    ).scalar_one()
+    query = _between(_where(sa.select(Result), filters), filters)
+    query = query.order_by(Result.created_at.desc(), Result.id.desc())
     return list(session.execute(query.limit(limit).offset(offset)).scalars()), total
+
+
+def filter_choices(session: Any) -> dict[str, list[Any]]:
+    """The values each filter's select offers: the distinct values of the indexed columns (each an index
+    scan) and the known origins; a host comes with the id of one of its results, whose probe names it."""
+    from accelbench.documents import ORIGINS
+
+    # origin is a closed set and not indexed (a DISTINCT over it would read every stored document's row)
+    out: dict[str, list[Any]] = {"origin": list(ORIGINS)}
+    for name in ("model", "target", "precision"):
+        column = getattr(Result, name)
+        values = session.execute(sa.select(column).where(column.is_not(None)).distinct().order_by(column))
+        out[name] = list(values.scalars())
+    hosts = session.execute(
+        sa.select(Result.host, sa.func.min(Result.id)).where(Result.host.is_not(None)).group_by(Result.host)
+    )
+    out["host"] = sorted(hosts.all())
+    return out
+
+
+def rows_by_id(session: Any, ids: list[int]) -> dict[int, Any]:
+    if not ids:
+        return {}
+    return {r.id: r for r in session.execute(sa.select(Result).where(Result.id.in_(ids))).scalars()}
+
+
+def rows_by_hash(session: Any, hashes: list[str]) -> dict[str, Any]:
+    if not hashes:
+        return {}
+    query = sa.select(Result).where(Result.content_hash.in_(hashes))
+    return {r.content_hash: r for r in session.execute(query).scalars()}
 
 
 def _iso(value: Any) -> str | None:

@@ -7,39 +7,67 @@ of the options, so changing the SLO is a plain form submit; ``/report.html`` ser
 from __future__ import annotations
 
 import re
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
+from accelbench.reports import formatting
 from accelbench.service import history as hist
-from accelbench.service import queries, views
+from accelbench.service import queries, tables, views
 from accelbench.service.auth import COOKIE, Principal, lookup, require
 from accelbench.service.deps import get_session
 from accelbench.service.errors import ApiError
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+templates.env.filters.update(formatting.FILTERS)
 Reader = Annotated[Principal, Depends(require("read"))]
 Session = Annotated[Any, Depends(get_session)]
 Options = Annotated[Any, Depends(views.report_options)]
 PERCENTILES = ("50", "90", "95", "99", "99.9")
+Format = Annotated[Literal["html", "csv"], Query(description="csv: download the table named by `table`")]
+TableId = Annotated[str, Query(max_length=40, description="which table of the page to download as CSV")]
+PER_PAGE = 50
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
     return templates.TemplateResponse(request, name, context)
 
 
+def _csv(page_tables: list[tables.PageTable], table: str, name: str) -> Response:
+    """One of a page's tables as CSV, every digit kept; an unknown table id → 404."""
+    found = next((t for t in page_tables if t.id == table), None)
+    if found is None:
+        known = ", ".join(t.id for t in page_tables)
+        raise ApiError(404, f"no table {table[:40]!r} on this page (tables: {known})")
+    return Response(found.csv(), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{name}-{found.id}.csv"'})  # fmt: skip
+
+
+def _host_labels(rows: list[Any]) -> dict[str, str]:
+    """Content hash → the host as people read it (CPU, GPUs), from each document's own probe."""
+    return {row.content_hash: formatting.host_label(doc.provenance.host)
+            for row, doc in zip(rows, views.documents(rows), strict=True)}  # fmt: skip
+
+
 @router.get("/", response_class=HTMLResponse)
-def dashboard(request: Request, session: Session, _who: Reader) -> HTMLResponse:
+def dashboard(request: Request, session: Session, _who: Reader,
+              fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "latest") -> Response:  # fmt: skip
     """Models, targets, the latest results, and per model what is measured and what is projected."""
     from accelbench.reports.build import ReportOptions
 
     models, targets = queries.models_and_targets(session)
-    latest, total = queries.list_results(session, {}, 20, 0)
+    latest_rows, total = queries.list_results(session, {}, 20, 0)
+    latest = tables.results_table([queries.summary(r) for r in latest_rows], _host_labels(latest_rows))
+    latest.id, latest.caption = "latest", "Latest results"
+    if fmt == "csv":
+        return _csv([latest], table, "dashboard")
     overview = []
     for model in models:
         try:
@@ -62,6 +90,52 @@ def dashboard(request: Request, session: Session, _who: Reader) -> HTMLResponse:
                  series=series)  # fmt: skip
 
 
+@router.get("/results", response_class=HTMLResponse)
+def results_page(
+    request: Request,
+    session: Session,
+    _who: Reader,
+    fmt: Annotated[Format, Query(alias="format")] = "html",
+    table: TableId = "results",
+    model: Annotated[str | None, Query(max_length=200)] = None,
+    target: Annotated[str | None, Query(max_length=100)] = None,
+    precision: Annotated[str | None, Query(max_length=20)] = None,
+    host: Annotated[str | None, Query(max_length=200)] = None,
+    origin: Annotated[str | None, Query(max_length=60)] = None,
+    since: Annotated[date | None, Query(description="created on or after this day (UTC)")] = None,
+    until: Annotated[date | None, Query(description="created on or before this day (UTC)")] = None,
+    page: Annotated[int, Query(ge=1, le=10**6)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=500)] = PER_PAGE,
+) -> Response:
+    """Every stored result, newest first, filtered and paged (the ``created_at`` index keeps a page cheap at
+    any size); each row links to its result page. ``format=csv`` downloads the page's rows."""
+    chosen = {"model": model, "target": target, "precision": precision, "host": host, "origin": origin}
+    filters: dict[str, Any] = {**chosen,
+                               "since": _day(since), "until": _day(until + timedelta(days=1)) if until and until < date.max else None}  # fmt: skip
+    rows, total = queries.list_results(session, filters, per_page, (page - 1) * per_page)
+    listing = tables.results_table([queries.summary(r) for r in rows], _host_labels(rows))
+    if fmt == "csv":
+        return _csv([listing], table, "results")
+    choices = queries.filter_choices(session)
+    host_rows = queries.rows_by_id(session, [i for _, i in choices["host"]])
+    hosts = [(value, formatting.host_label(views.documents([host_rows[i]])[0].provenance.host))
+             for value, i in choices["host"] if i in host_rows]  # fmt: skip
+    kept = {k: v for k, v in {**chosen, "since": since, "until": until}.items() if v}
+    pages = max(1, -(-total // per_page))
+
+    def link(n: int) -> str:
+        return "/results?" + urlencode(
+            {**kept, "page": n, **({"per_page": per_page} if per_page != PER_PAGE else {})}
+        )
+
+    return _page(request, "results.html", listing=listing, total=total, page=page, pages=pages, link=link,
+                 chosen={**chosen, "since": since, "until": until}, choices=choices, hosts=hosts)  # fmt: skip
+
+
+def _day(day: date | None) -> datetime | None:
+    return datetime.combine(day, time(0), tzinfo=timezone.utc) if day else None
+
+
 def _report_body(html: str) -> tuple[Markup, Markup]:
     """The report page's <style> and <body> content, to embed it unchanged under the controls."""
     style = re.search(r"<style>(.*?)</style>", html, re.S)
@@ -71,12 +145,26 @@ def _report_body(html: str) -> tuple[Markup, Markup]:
 
 @router.get("/report", response_class=HTMLResponse)
 def report_page(request: Request, session: Session, _who: Reader, options: Options,
-                model: Annotated[str, Query(min_length=1, max_length=200)]) -> HTMLResponse:  # fmt: skip
-    """One model's report with SLO, percentile, price-basis and baseline controls (a GET form)."""
+                model: Annotated[str, Query(min_length=1, max_length=200)],
+                fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "ranking") -> Response:  # fmt: skip
+    """One model's report with SLO, percentile, price-basis and baseline controls (a GET form). Each ranking
+    row links to the result documents behind it; ``format=csv&table=results`` is the report's results.csv."""
     rendered = views.render(session, request.app.state.catalog, options, model, formats=("html",))
+    ranked = sorted((r for r in rendered.data.rows if r["model"] == model),
+                    key=lambda r: (r["rank"] is None, r["rank"] or 0, r["target"], r["precision"]))  # fmt: skip
+    links = {(r["target"], r["precision"]): "/results?" + urlencode({"model": model, "target": r["target"],
+                                                                      "precision": r["precision"]})
+             for r in ranked if r["status"] == "measured"}  # fmt: skip
+    ranking = tables.ranking_table(ranked, links)
+    if fmt == "csv":
+        if table == "results":
+            from accelbench.reports.table import flat_rows, to_csv_text
+
+            o = rendered.data.options
+            return Response(to_csv_text(flat_rows(ranked, o.slo_ms, o.percentile)), media_type="text/csv; charset=utf-8",
+                            headers={"Content-Disposition": 'attachment; filename="results.csv"'})  # fmt: skip
+        return _csv([ranking], table, "report")
     style, body = _report_body(rendered.outputs["report.html"].decode("utf-8"))
-    ranking = sorted((r for r in rendered.data.rows if r["model"] == model),
-                     key=lambda r: (r["rank"] is None, r["rank"] or 0, r["target"], r["precision"]))  # fmt: skip
     return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
                  body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
                  targets=sorted(request.app.state.catalog.targets), query=request.url.query)  # fmt: skip
@@ -91,28 +179,47 @@ def report_file(request: Request, session: Session, _who: Reader, options: Optio
 
 
 @router.get("/results/{content_hash}", response_class=HTMLResponse)
-def result_page(request: Request, content_hash: str, session: Session, _who: Reader) -> HTMLResponse:
-    """One result: its steps and verdicts, provenance, host, and the variant manifest when it was pushed."""
-    detail = queries.detail(queries.get_result(session, content_hash), session)
-    return _page(request, "result.html", r=detail, doc=detail["document"])
+def result_page(request: Request, content_hash: str, session: Session, _who: Reader,
+                fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "steps") -> Response:  # fmt: skip
+    """One result: host summary (the full probe behind a disclosure), provenance, accuracy, every step with
+    its intervals, verdict, reasons and attempts, and the variant manifest when it was pushed."""
+    row = queries.get_result(session, content_hash)
+    detail = queries.detail(row, session)
+    doc = views.documents([row])[0]
+    page_tables = [tables.steps_table(doc.steps), tables.attempts_table(doc.steps),
+                   tables.accuracy_table(detail["document"].get("accuracy")),
+                   tables.probe_table(detail["provenance"].get("host"))]  # fmt: skip
+    if fmt == "csv":
+        return _csv(page_tables, table, f"result-{content_hash[:12]}")
+    return _page(request, "result.html", r=detail, doc=detail["document"], tables={t.id: t for t in page_tables},
+                 host=formatting.host_summary(detail["provenance"].get("host")),
+                 provenance=formatting.provenance_items(detail["provenance"]))  # fmt: skip
 
 
 @router.get("/history", response_class=HTMLResponse)
 def history_page(request: Request, session: Session, _who: Reader, options: Options,
                  model: Annotated[str, Query(min_length=1, max_length=200)],
                  target: Annotated[str, Query(min_length=1, max_length=100)],
-                 precision: Annotated[str, Query(min_length=1, max_length=20)]) -> HTMLResponse:  # fmt: skip
+                 precision: Annotated[str, Query(min_length=1, max_length=20)],
+                 fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "runs") -> Response:  # fmt: skip
     """Every run of one (model, target, precision) at the SLO, with a trend plot flagging big moves."""
     from accelbench.reports.capacity import percentile_key
     from accelbench.reports.plots import trend_chart
 
     data = hist.history(session, request.app.state.catalog, options, model, target, precision)
-    runs = [{"label": (r["created_at"] or r["received_at"] or "")[:16].replace("T", " "),
-             "capacity_rps": r["capacity_rps"], "latency_us": r["latency_us"],
-             "flagged": bool(r["change"] and r["change"]["regression"])} for r in data["runs"]]  # fmt: skip
+    rows = queries.rows_by_hash(session, [r["id"] for r in data["runs"]])
+    labels = _host_labels(list(rows.values()))
+    for r in data["runs"]:
+        r["host_label"] = labels.get(r["id"])
+    runs = tables.history_table(data["runs"])
+    if fmt == "csv":
+        return _csv([runs], table, "history")
+    points = [{"label": (r["created_at"] or r["received_at"] or "")[:16].replace("T", " "),
+               "capacity_rps": r["capacity_rps"], "latency_us": r["latency_us"],
+               "flagged": bool(r["change"] and r["change"]["regression"])} for r in data["runs"]]  # fmt: skip
     key = percentile_key(options.percentile)
-    svg = trend_chart(f"{model} on {target} at {precision}: {key} ≤ {options.slo_ms:g} ms", runs, key)
-    return _page(request, "history.html", h=data, plot=Markup(svg), options=options)
+    svg = trend_chart(f"{model} on {target} at {precision}: {key} ≤ {options.slo_ms:g} ms", points, key)
+    return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
 
 
 @router.get("/login", response_class=HTMLResponse)
