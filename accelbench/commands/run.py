@@ -52,7 +52,13 @@ def run_cmd(
         from dataclasses import replace
 
         experiment = replace(experiment, load=replace(experiment.load, repeats=repeats))
+    from accelbench.processes import record_children_in
+
     progress = make_progress(quiet=quiet)
+    # a killed earlier run on this folder may have left its tritonserver running: end it, say so
+    left = record_children_in(out_dir or str(experiment.out))
+    if left:
+        click.echo(f"accelbench run: {left}", err=True)
     sink = None
     if push_url:
         import os
