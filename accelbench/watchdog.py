@@ -69,9 +69,9 @@ def describe(pid: int) -> str:
     return "?"
 
 
-def kill_all(procs: list[Proc], groups: list[int]) -> list[Proc]:
-    """SIGKILL the live ones among ``procs`` and the groups in ``groups`` led by one of them; returns the
-    processes that were alive (and are now gone or going)."""
+def kill_all(procs: list[Proc], groups: list[int], wait_s: float = KILL_WAIT_S) -> list[Proc]:
+    """SIGKILL the live ones among ``procs`` and the groups in ``groups`` led by one of them, waiting up to
+    ``wait_s`` for them to go; returns the processes that were alive (and are now gone or going)."""
     import psutil
 
     live = [p for p in procs if alive(p.pid, p.start)]
@@ -86,8 +86,8 @@ def kill_all(procs: list[Proc], groups: list[int]) -> list[Proc]:
             psutil.Process(p.pid).kill()
     # not psutil.wait_procs: a killed process that is not our child stays a zombie until its new parent
     # reaps it, and a zombie is gone for our purpose
-    deadline = time.monotonic() + KILL_WAIT_S
-    while any(alive(p.pid, p.start) for p in live) and time.monotonic() < deadline:
+    deadline = time.monotonic() + wait_s
+    while wait_s and any(alive(p.pid, p.start) for p in live) and time.monotonic() < deadline:
         time.sleep(0.05)
     return live
 
@@ -186,7 +186,7 @@ class Watch:
             pid = int(msg["end"])
             self.roots.pop(pid, None)
             family = self.seen.pop(pid, set())
-            kill_all(list(family), [])  # the group is ended; a descendant that left it goes too
+            kill_all(list(family), [], wait_s=0)  # the group is ended; a descendant that left it goes too
         self.write()
 
     def refresh(self) -> bool:
@@ -217,9 +217,11 @@ class Watch:
 
     def end_all(self) -> None:
         """The owner is gone: everything still alive that it started goes."""
+        if not self.roots:
+            return  # a clean exit: everything was ended already
         self.refresh()
         procs = [*self.roots.values(), *(p for family in self.seen.values() for p in family)]
-        kill_all(procs, list(self.roots))
+        kill_all(procs, list(self.roots), wait_s=0)  # SIGKILL is certain; nobody waits for our answer
         self.roots.clear()
         self.seen.clear()
         self.write()
