@@ -66,9 +66,11 @@ def _kill_and_check_gone(proc: subprocess.Popen, members: list[psutil.Process]) 
     deadline = time.monotonic() + GONE_WITHIN_S
     while True:
         left = []
+        # the test's own children (its own supervisor has the same command line) are not the killed one's
+        ours = {c.pid for c in psutil.Process().children(recursive=True)}
         for p in psutil.process_iter(["cmdline"]):
             with contextlib.suppress(psutil.Error):
-                if not _live(p):
+                if not _live(p) or p.pid in ours:
                     continue
                 if os.getpgid(p.pid) in groups or " ".join(p.info["cmdline"] or []) in cmdlines:
                     left.append((p.pid, " ".join(p.info["cmdline"] or [])[:120]))
