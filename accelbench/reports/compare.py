@@ -179,7 +179,7 @@ def compare_markdown(rows: list[dict[str, Any]], key: str) -> str:
              "change | cost change | verdict |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         proj = " (proj)" if "projected" in (r["old_status"], r["new_status"]) else ""
-        verdict = r["verdict"]
+        verdict = r["verdict"] + (f" [{r['basis'].split(':')[0]}]" if r.get("basis") else "")
         change = pct(r["capacity_change"])
         if r["capacity_ratio_low"] is not None:
             change += f" [{r['capacity_ratio_low'] - 1:+.1%}, {r['capacity_ratio_high'] - 1:+.1%}]"
