@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -191,19 +192,32 @@ def test_failed_accuracy_is_not_ranked_unless_asked(tmp_path):
     assert row["ranked"] is True and row["rank"] is not None
 
 
+MINILM = ("minilm-l6", "int8", "cpu-local")
+
+
+def _scaled(dst: Path, factor: float) -> Path:
+    """The recorded results with the MiniLM INT8 throughput and its interval scaled by ``factor``."""
+    shutil.copytree(MEASURED, dst)
+    doc_path = dst / "minilm-l6__cpu-local__int8__closed-http-b1.json"
+    doc = json.loads(doc_path.read_text())
+    for s in doc["steps"]:
+        s["throughput_rps"] = s["throughput_ips"] = s["throughput_rps"] * factor
+        thr = (s.get("statistics") or {}).get("throughput_rps")
+        if thr:
+            thr.update({k: thr[k] * factor for k in ("value", "low", "high", "se")})
+    doc_path.write_text(json.dumps(doc))
+    return dst
+
+
 def test_compare_flags_a_regression_only_when_intervals_say_so(tmp_path):
     """Recorded documents with statistics (the default run on the 2-core machine); the new side's MiniLM INT8
-    throughput and its interval scaled by 0.7 (a real 30 % loss), and by 0.97 (inside the noise)."""
-    for name, factor in (("new", 0.7), ("noise", 0.97)):
-        shutil.copytree(MEASURED, tmp_path / name)
-        doc_path = tmp_path / name / "minilm-l6__cpu-local__int8__closed-http-b1.json"
-        doc = json.loads(doc_path.read_text())
-        for s in doc["steps"]:
-            s["throughput_rps"] = s["throughput_ips"] = s["throughput_rps"] * factor
-            thr = (s.get("statistics") or {}).get("throughput_rps")
-            if thr:
-                thr.update({k: thr[k] * factor for k in ("value", "low", "high", "se")})
-        doc_path.write_text(json.dumps(doc))
+    throughput and its interval scaled far beyond the host's measured noise floor (six of its SDs), and by 0.97
+    (inside the noise). Single runs on cpu-local: judged against that floor."""
+    from accelbench.reports.noise import floor_for
+
+    far = math.exp(-6 * floor_for("cpu-local").sd_log_capacity)
+    for name, factor in (("new", far), ("noise", 0.97)):
+        _scaled(tmp_path / name, factor)
     out = json.loads(run("report", "--compare", str(MEASURED), str(tmp_path / "new"), "--slo-p99-ms", "100",
                          "--out", str(tmp_path / "cmp"), "--json"))  # fmt: skip
     flagged = {(r["model"], r["precision"], r["target"]) for r in out["rows"] if r["regression"]}
@@ -218,6 +232,25 @@ def test_compare_flags_a_regression_only_when_intervals_say_so(tmp_path):
     )
     assert not any(r["regression"] or r["judged"] for r in plain["rows"])
     assert "interval" in out["rule"] and (tmp_path / "cmp" / "compare.md").exists()
+    minilm = next(r for r in noise["rows"] if (r["model"], r["precision"], r["target"]) == MINILM)
+    assert minilm["verdict"] == "inconclusive: single runs (within the noise floor)"
+    assert minilm["basis"].startswith("noise floor")
+
+
+def test_compare_with_history_judges_against_the_spread_of_earlier_runs(tmp_path):
+    for i, factor in enumerate((0.9, 0.95, 0.98, 1.05, 1.1)):  # five earlier runs, about 8 % apart
+        _scaled(tmp_path / "history" / f"run-{i}", factor)
+    for name, factor in (("new", 0.7), ("noise", 0.93)):
+        _scaled(tmp_path / name, factor)
+
+    def minilm(new: str) -> dict:
+        out = json.loads(run("report", "--compare", str(MEASURED), str(tmp_path / new), "--history",
+                             str(tmp_path / "history"), "--json"))  # fmt: skip
+        return next(r for r in out["rows"] if (r["model"], r["precision"], r["target"]) == MINILM)
+
+    noise, worse = minilm("noise"), minilm("new")
+    assert noise["verdict"] == "ok" and noise["basis"].startswith("history: 5 earlier runs"), noise
+    assert worse["regression"] and worse["basis"].startswith("history: 5 earlier runs"), worse
 
 
 # ---------------------------------------------------------------- bad input: one line, exit 2

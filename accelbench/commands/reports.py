@@ -93,9 +93,17 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     metavar="OLD NEW",
     help="Compare two result folders instead of reporting one set.",
 )
+@click.option(
+    "--history",
+    multiple=True,
+    type=click.Path(exists=True),
+    metavar="DIR",
+    help="With --compare: earlier runs of the same configurations (repeatable); their spread is the between-run "
+    "variance the change is judged against (docs/statistics.md).",
+)
 @click.pass_context
 def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, target_qps, headroom, project,
-               include_failed, max_error_rate, amortization_years, usd_per_kwh, out_dir, as_json, compare) -> None:  # fmt: skip
+               include_failed, max_error_rate, amortization_years, usd_per_kwh, out_dir, as_json, compare, history) -> None:  # fmt: skip
     """Cost per million requests at the latency SLO, against the baseline: report.md, report.html, results.csv/.parquet."""
     from accelbench.reports.build import ReportOptions
     from accelbench.reports.cost import parse_price_overrides
@@ -111,7 +119,8 @@ def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, 
     if compare:
         from accelbench.reports.run_compare import run_compare
 
-        click.echo(run_compare(compare[0], compare[1], catalog_of(ctx), options, out_dir, as_json), nl=False)
+        text = run_compare(compare[0], compare[1], catalog_of(ctx), options, out_dir, as_json, history)
+        click.echo(text, nl=False)
         return
     from accelbench.reports.report import make_report
     from accelbench.reports.table import to_json_text

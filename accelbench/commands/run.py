@@ -58,7 +58,13 @@ def run_cmd(
         load = replace(load, repeats=load.repeats if repeats is None else repeats,
                        retries=load.retries if retries is None else retries)  # fmt: skip
         experiment = replace(experiment, load=load)
+    from accelbench.processes import record_children_in
+
     progress = make_progress(quiet=quiet)
+    # a killed earlier run on this folder may have left its tritonserver running: end it, say so
+    left = record_children_in(out_dir or str(experiment.out))
+    if left:
+        click.echo(f"accelbench run: {left}", err=True)
     sink = None
     if push_url:
         import os

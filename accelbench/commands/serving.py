@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 
 import click
@@ -58,6 +59,11 @@ def repository_cmd(
             click.echo(f"  note: {note}")
 
 
+def _say_leftovers(line: str | None) -> None:
+    if line:
+        click.echo(f"accelbench: {line}", err=True)
+
+
 _PORT = click.IntRange(1, 65535)  # out of range used to reach socket.bind and end in a traceback
 
 
@@ -83,8 +89,11 @@ def serve_cmd(
     log_file: str | None,
 ) -> None:
     """Serve a model repository with tritonserver in the foreground until Ctrl-C."""
+    from accelbench.processes import record_children_in
     from accelbench.serving.server import LocalTriton
 
+    if os.path.isdir(repo):  # what a killed earlier `serve` of this repository left running ends first
+        _say_leftovers(record_children_in(repo))
     # SIGTERM takes the same clean path as Ctrl-C, so the server is stopped in LocalTriton's finally
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     server = LocalTriton(

@@ -31,6 +31,7 @@ from accelbench.loadtests.process_side import (  # noqa: E402
     user_class,
 )
 from accelbench.loadtests.statistics import warmup_cut  # noqa: E402
+from accelbench.processes import end_member, start_member  # noqa: E402
 
 users.init_grpc_gevent()
 SAMPLE_MARGIN = 1.05  # no point judging before the floor plus a typical warm-up cut
@@ -279,7 +280,7 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
     else:
         runner = env.create_master_runner("127.0.0.1", int(cfg["master_port"]))
         workers = [
-            subprocess.Popen(
+            start_member(
                 [sys.executable, "-m", "accelbench.loadtests.runner", config_path, "--worker", str(i)]
             )
             for i in range(n)
@@ -314,8 +315,6 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
 
 
 def _finish(runner, workers: list) -> None:
-    from accelbench.processes import end_member
-
     runner.quit()  # the workers exit on the quit message; one that does not is killed
     for w in workers:
         end_member(w, grace_s=10)

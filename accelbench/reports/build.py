@@ -486,20 +486,30 @@ def _rank(rows: list[dict[str, Any]], options: ReportOptions) -> None:
 
 def compare_to_cheapest(ranked: list[dict[str, Any]], confidence: float = 0.95) -> None:
     """Each measured row after the cheapest measured one: is the cheapest significantly cheaper? Welch on the
-    log cost ratio (statistics.cost_ratio), Holm-corrected across the ranking; sets ``row["comparison"]``."""
+    log cost ratio (statistics.cost_ratio) with each capacity's SE including the between-run variance
+    (repeats, else the host kind's noise floor; reports/noise.py), Holm-corrected across the ranking; a single
+    run with neither is "inconclusive: single runs". Sets ``row["comparison"]``."""
     from accelbench.loadtests.statistics import cost_ratio, holm
+    from accelbench.reports.noise import capacity_se_between
 
     measured = [r for r in ranked if r["status"] == "measured" and r["capacity_se"] is not None]
     if len(measured) < 2:
         return
-    best, others = measured[0], measured[1:]
-    ratios = [
-        cost_ratio(best["usd_per_hour"], best["capacity_rps"], best["capacity_se"], best["capacity_df"] or 1,
-                   r["usd_per_hour"], r["capacity_rps"], r["capacity_se"], r["capacity_df"] or 1, confidence)
-        for r in others
-    ]  # fmt: skip
-    adjusted = holm([x.p for x in ratios])
+    best, rest = measured[0], measured[1:]
     name = f"{best['target']} {best['precision']}"
+    best_se = capacity_se_between(best)
+    others, ratios = [], []
+    for r in rest:
+        se = capacity_se_between(r)
+        if best_se is None or se is None:  # the between-run variance is unknown: no claim either way
+            single = ", ".join(x["target"] for x, v in ((best, best_se), (r, se)) if v is None)
+            r["comparison"] = (f"against {name}: inconclusive: single runs (no between-run variance for {single}; "
+                               "measure with --repeats 3)")  # fmt: skip
+            continue
+        others.append(r)
+        ratios.append(cost_ratio(best["usd_per_hour"], best["capacity_rps"], *best_se,
+                                 r["usd_per_hour"], r["capacity_rps"], *se, confidence))  # fmt: skip
+    adjusted = holm([x.p for x in ratios])
     for row, ratio, p in zip(others, ratios, adjusted, strict=True):
         if p < 1 - confidence and ratio.high < 1:
             row["comparison"] = (

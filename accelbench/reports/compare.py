@@ -1,30 +1,41 @@
 """Compare two sets of results: per model × precision × target, what changed, and is it a regression?
 
-A change is a regression only when the intervals say so, never at a fixed percentage (docs/statistics.md):
+A change is judged against the between-run variance (reports/noise.py: repeats, else the history of the same
+configuration, else the noise floor measured on this kind of host), never at a fixed percentage and never
+against one run's own interval alone (docs/statistics.md):
 
-- capacity: the 95 % Welch interval of new ÷ old capacity (log scale, from each step's batch-means standard
-  error) lies entirely below 1;
-- latency at capacity: the new percentile's exact 95 % interval lies entirely above the old one's;
-- the SLO: it was PASS and is now FAIL (INCONCLUSIVE is not evidence of a regression).
+- capacity: the 95 % interval of new ÷ old capacity (log scale; SE = the between-run SD × √(1/n_old + 1/n_new),
+  or the runs' own Welch SE where that is larger) lies entirely below 1;
+- latency at capacity: the same interval for new ÷ old latency lies entirely above 1;
+- the SLO: it was PASS and is now FAIL (INCONCLUSIVE is not evidence of a regression), with a basis as above.
 
-A side without intervals (an imported or older result) is compared but never called a regression: "not
-judged". ``judge_change`` is the rule on two rows, for any caller (the service's history uses it).
+Two single runs with no basis are "inconclusive: single runs"; with only the noise floor, a change within it
+is "inconclusive: single runs (within the noise floor)". A side without intervals (an imported or older
+result) is compared but "not judged". ``judge_change`` is the rule on two rows, for any caller (the
+service's history uses it).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
+from scipy import stats
+
 from accelbench.loadtests.statistics import FAIL, PASS, cost_ratio
 from accelbench.reports.capacity import percentile_key
+from accelbench.reports.noise import Spread, floor_for, history_spread
 from accelbench.reports.sections import fmt
 
 CONFIDENCE = 0.95
+SINGLE = "inconclusive: single runs"
 RULE = (
-    "regression = capacity down with the 95 % interval of new/old capacity entirely below 1 (Welch, batch means), "
-    "or the latency at capacity up with non-overlapping exact 95 % intervals, or an SLO verdict gone from PASS "
-    "to FAIL; rows without intervals are not judged"
+    "regression = capacity down with the 95 % interval of new/old capacity entirely below 1, or the latency at "
+    "capacity up with the 95 % interval of new/old latency entirely above 1, or an SLO verdict gone from PASS to "
+    "FAIL; the intervals use the between-run variance (repeats on both sides, else the history of the same "
+    "configuration, else the noise floor measured on this kind of host, docs/statistics.md); two single runs "
+    f"with none of these are '{SINGLE}'; rows without intervals are not judged"
 )
 
 
@@ -42,51 +53,107 @@ def capacity_ratio(old: Mapping[str, Any], new: Mapping[str, Any], confidence: f
                       1.0, new["capacity_rps"], new["capacity_se"], new.get("capacity_df") or 1, confidence)  # fmt: skip
 
 
-def judge_change(
-    old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, key: str = "p99"
-) -> dict[str, Any]:
+def _runs(row: Mapping[str, Any]) -> int:
+    return int(row.get("runs") or 1)
+
+
+def between_interval(old_value: float, new_value: float, sd_log: float, df: float, n_old: int, n_new: int,
+                     within_se: float = 0.0, within_df: float = math.inf,
+                     confidence: float = CONFIDENCE) -> tuple[float, float, float]:  # fmt: skip
+    """new ÷ old with the interval from the between-run SD of the log (or the within-run SE where larger)."""
+    se = sd_log * math.sqrt(1.0 / n_old + 1.0 / n_new)
+    if within_se > se:
+        se, df = within_se, within_df
+    d = math.log(new_value / old_value)
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, df)) * se if df > 0 else math.inf
+    return math.exp(d), math.exp(d - half), math.exp(d + half)
+
+
+def _basis(old: Mapping[str, Any], new: Mapping[str, Any], spread: Spread | None) -> Spread | None:
+    """The between-run spread to judge with: the caller's (history), else the host kind's noise floor."""
+    if spread is not None:
+        return spread
+    same = old.get("target") == new.get("target")
+    return floor_for(new["target"]) if same and new.get("target") else None
+
+
+def judge_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, key: str = "p99",
+                 spread: Spread | None = None) -> dict[str, Any]:  # fmt: skip
     """Is ``new`` a regression against ``old``? Rows carry capacity_rps/_se/_df, latency_us, latency_low_us,
-    latency_high_us and slo_verdict (report rows do). Returns regression, judged, flags and the capacity
-    ratio's interval."""
+    latency_high_us, slo_verdict and (repeated rows) runs; report rows do. ``spread``: the between-run
+    variance from the history of this configuration, if known. Returns regression, judged, basis, verdict,
+    flags and the capacity ratio's interval."""
     out: dict[str, Any] = {"regression": False, "judged": False, "flags": [], "capacity_ratio": None,
-                           "capacity_ratio_low": None, "capacity_ratio_high": None}  # fmt: skip
+                           "capacity_ratio_low": None, "capacity_ratio_high": None, "basis": None,
+                           "verdict": "not judged (no intervals)"}  # fmt: skip
     if not old or not new:
         return out
-    flags: list[str] = []
-    if old.get("slo_verdict") == PASS and new.get("slo_verdict") == FAIL:
-        flags.append("SLO verdict PASS → FAIL")
-    ratio = capacity_ratio(old, new)
-    if ratio is not None:
-        out.update(
-            judged=True,
-            capacity_ratio=ratio.ratio,
-            capacity_ratio_low=ratio.low,
-            capacity_ratio_high=ratio.high,
-        )
-        if ratio.high < 1.0:
-            flags.append(f"capacity down {1 - ratio.high:.1%}–{1 - ratio.low:.1%} (95 %)")
-    old_high, new_low = old.get("latency_high_us"), new.get("latency_low_us")
-    if old_high is not None and new_low is not None:
-        out["judged"] = True
-        if new_low > old_high:
-            flags.append(
-                f"{key} up: new interval from {new_low / 1000:.3g} ms above old up to {old_high / 1000:.3g} ms"
-            )
-    out["flags"] = flags
-    out["regression"] = bool(flags)
+    within = capacity_ratio(old, new)
+    has_latency = old.get("latency_high_us") is not None and new.get("latency_low_us") is not None
+    if within is None and not has_latency:
+        return out
+    repeated = _runs(old) >= 2 and _runs(new) >= 2
+    basis = _basis(old, new, spread)
+    if not repeated and basis is None:
+        if within is not None:
+            out["capacity_ratio"] = within.ratio
+        out["verdict"] = SINGLE
+        return out
+    flags = _flags(old, new, key, within, repeated, basis, out)
+    out["basis"] = "repeats" if repeated else f"{basis.basis}: {basis.source}"
+    out.update(judged=True, flags=flags, regression=bool(flags))
+    if flags:
+        out["verdict"] = "REGRESSION: " + "; ".join(flags)
+    elif not repeated and basis.basis == "noise floor":
+        out["verdict"] = f"{SINGLE} (within the noise floor)"
+    else:
+        out["verdict"] = "ok"
     return out
 
 
-def compare_rows(old: Any, new: Any) -> list[dict[str, Any]]:
-    """Join two ReportData on (model, precision, target) and judge each measured change."""
+def _flags(old, new, key, within, repeated, basis, out) -> list[str]:
+    flags: list[str] = []
+    if old.get("slo_verdict") == PASS and new.get("slo_verdict") == FAIL:
+        flags.append("SLO verdict PASS → FAIL")
+    n_old, n_new = _runs(old), _runs(new)
+    if within is not None:
+        if repeated:  # the rows' own SEs are the between-run ones (reports/repeats.py)
+            ratio, low, high = within.ratio, within.low, within.high
+        elif basis.sd_log_capacity is not None:
+            within_se = math.hypot(
+                old["capacity_se"] / old["capacity_rps"], new["capacity_se"] / new["capacity_rps"]
+            )
+            ratio, low, high = between_interval(old["capacity_rps"], new["capacity_rps"], basis.sd_log_capacity,
+                                                basis.df, n_old, n_new, within_se, within.df)  # fmt: skip
+        else:
+            ratio = low = high = None
+        if ratio is not None:
+            out.update(capacity_ratio=ratio, capacity_ratio_low=low, capacity_ratio_high=high)
+            if high < 1.0:
+                flags.append(f"capacity down {1 - high:.1%}–{1 - low:.1%} (95 %)")
+    sd_lat = basis.sd_log_latency if basis is not None else None
+    if sd_lat is not None and old.get("latency_us") and new.get("latency_us"):
+        _, low, high = between_interval(old["latency_us"], new["latency_us"], sd_lat, basis.df, n_old, n_new)
+        if low > 1.0:
+            flags.append(f"{key} up {low - 1:.1%}–{high - 1:.1%} (95 %)")
+    return flags
+
+
+def compare_rows(old: Any, new: Any, history: Mapping[tuple, list[Mapping[str, Any]]] | None = None
+                 ) -> list[dict[str, Any]]:  # fmt: skip
+    """Join two ReportData on (model, precision, target) and judge each measured change; ``history``: earlier
+    single-run rows per (model, precision, target), whose spread is the between-run variance."""
     key = percentile_key(new.options.percentile)
+    history = history or {}
     old_rows = {(r["model"], r["precision"], r["target"]): r for r in old.rows}
     new_rows = {(r["model"], r["precision"], r["target"]): r for r in new.rows}
     out = []
     for k in sorted(set(old_rows) | set(new_rows)):
         o, n = old_rows.get(k), new_rows.get(k)
         measured = bool(o and n and o["status"] == n["status"] == "measured")
-        verdict = judge_change(o, n, key) if measured else judge_change(None, None, key)
+        earlier = history.get(k, [])
+        spread = history_spread([h["capacity_rps"] for h in earlier], [h["latency_us"] for h in earlier])
+        verdict = judge_change(o, n, key, spread) if measured else judge_change(None, None, key)
         out.append({
             "model": k[0], "precision": k[1], "target": k[2],
             "old_status": o and o["status"], "new_status": n and n["status"],
@@ -112,10 +179,7 @@ def compare_markdown(rows: list[dict[str, Any]], key: str) -> str:
              "change | cost change | verdict |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         proj = " (proj)" if "projected" in (r["old_status"], r["new_status"]) else ""
-        if r["regression"]:
-            verdict = "REGRESSION: " + "; ".join(r["flags"])
-        else:
-            verdict = "ok" if r["judged"] else "not judged (no intervals)"
+        verdict = r["verdict"] + (f" [{r['basis'].split(':')[0]}]" if r.get("basis") else "")
         change = pct(r["capacity_change"])
         if r["capacity_ratio_low"] is not None:
             change += f" [{r['capacity_ratio_low'] - 1:+.1%}, {r['capacity_ratio_high'] - 1:+.1%}]"

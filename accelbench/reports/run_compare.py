@@ -1,25 +1,58 @@
-"""``accelbench report --compare OLD NEW``: build both tables with the same options and compare them."""
+"""``accelbench report --compare OLD NEW [--history DIR...]``: build both tables with the same options and
+compare them; earlier runs of the same configuration (``--history``) give the between-run variance."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from accelbench.errors import BadInputError
 from accelbench.reports.build import ReportOptions, build_report
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.compare import RULE, compare_markdown, compare_rows
 from accelbench.reports.inputs import load_documents
+from accelbench.reports.repeats import repeat_key
 from accelbench.util import atomic_write_text
 
 
-def run_compare(
-    old: str, new: str, catalog: Any, options: ReportOptions, out_dir: str | None, as_json: bool
-) -> str:
+def _sources(data: Any) -> set[str]:
+    return {s for r in data.rows for s in (r.get("sources") or "").split(";") if s}
+
+
+def history_rows(paths: Sequence[str], catalog: Any, options: ReportOptions, like: Any,
+                 exclude: set[str]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:  # fmt: skip
+    """One measured row per earlier result document (each a single run) of the same (model, precision,
+    target) *and load profile* as a group of ``like`` (the new side); documents in ``exclude`` left out."""
+    loads = {key: {repeat_key(r.doc)[1] for r in group.results} for key, group in like.groups.items()}
+    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for doc in load_documents(list(paths)):
+        key = (doc.model, doc.precision, doc.target)
+        if repeat_key(doc)[1] not in loads.get(key, ()):
+            continue
+        try:
+            rows = build_report([doc], catalog, options).rows
+        except BadInputError:
+            continue  # a document that names no target or precision cannot be one of these runs
+        for row in rows:
+            if (row["status"] == "measured" and row["target"] == doc.target and row["capacity_rps"]
+                    and row["sources"] not in exclude):  # fmt: skip
+                found.setdefault(key, []).append(row)
+    return found
+
+
+def run_compare(old: str, new: str, catalog: Any, options: ReportOptions, out_dir: str | None, as_json: bool,
+                history: Sequence[str] = ()) -> str:  # fmt: skip
     """Write compare.md (and compare.json) under ``out_dir``; return what to print."""
     old_data = build_report(load_documents([old]), catalog, options)
     new_data = build_report(load_documents([new]), catalog, options)
-    rows = compare_rows(old_data, new_data)
+    earlier = (
+        history_rows(history, catalog, options, new_data, _sources(old_data) | _sources(new_data))
+        if history
+        else {}
+    )
+    rows = compare_rows(old_data, new_data, earlier)
     text_md = compare_markdown(rows, percentile_key(options.percentile))
     text_json = json.dumps({"rule": RULE, "rows": rows}, indent=2, sort_keys=True) + "\n"
     if out_dir is not None:

@@ -31,6 +31,7 @@ from typing import Any
 from accelbench import __version__
 from accelbench.errors import AccelbenchError, BadInputError, ServerError
 from accelbench.experiment.progress import Progress
+from accelbench.processes import record_children_in
 
 RETRY_S = 300.0  # how long a call keeps retrying a server that is restarting before giving up
 CLAIM_WAIT_S = 10.0  # one long poll; short enough that a stopped agent exits promptly
@@ -329,6 +330,9 @@ def run_agent(cfg: AgentConfig, stop: threading.Event | None = None,
     stop = stop or threading.Event()
     say = say or (lambda line: print(f"accelbench agent: {line}", file=sys.stderr, flush=True))
     api = Api(cfg.server, cfg.token, cfg.retry_s)
+    left = record_children_in(cfg.work_dir)  # what a killed agent on this work folder left running
+    if left:
+        say(left)
     outcomes: dict[str, int] = {}
     try:
         runner_id = register(api, cfg)

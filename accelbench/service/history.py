@@ -1,7 +1,9 @@
 """The history of one (model, target, precision): each stored run at the report's SLO, oldest first, and
-whether it moved beyond the run-to-run variation from the run before: ``accelbench report --compare``'s rule
-(``accelbench.reports.compare.judge_change``: the 95 % intervals of the two runs, not a fixed percentage),
-called, not copied. Runs without step statistics (imports, older results) are listed but not judged."""
+whether it moved beyond the run-to-run variation from the run before of the same load profile:
+``accelbench report --compare``'s rule (``accelbench.reports.compare.judge_change``), called, not copied,
+with the between-run variance from the earlier runs of that load (``reports.noise.history_spread``, at least
+three), else the host kind's noise floor, else "inconclusive: single runs". Runs without step statistics
+(imports, older results) are listed but not judged."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ def history(
     from accelbench.reports.build import build_report
     from accelbench.reports.capacity import percentile_key
     from accelbench.reports.compare import RULE, judge_change
+    from accelbench.reports.noise import history_spread
+    from accelbench.reports.repeats import repeat_key
     from accelbench.service.views import documents
 
     rows = queries.stored_rows(session, model=model, target=target, precision=precision)
@@ -30,7 +34,7 @@ def history(
         raise ApiError(404, f"no results stored for {model} on {target} at {precision}")
     rows.sort(key=lambda r: (aware(r.created_at) or aware(r.received_at), r.id))
     points: list[dict[str, Any]] = []
-    previous = None
+    earlier: dict[str, list[dict[str, Any]]] = {}  # measured rows so far, per load profile
     for row in rows:
         try:
             data = build_report(documents([row]), catalog, options)
@@ -47,12 +51,16 @@ def history(
             "meets_slo": measured["meets_slo"], "cost_per_million_usd": measured["cost_per_million_usd"],
             "reason": measured["reason"], "change": None,
         }  # fmt: skip
-        if previous is not None:  # the --compare rule on the two rows, called, not copied
-            verdict = judge_change(previous, measured, percentile_key(options.percentile))
+        load = repeat_key(documents([row])[0])[1]
+        before = earlier.setdefault(load, [])
+        if before:  # the --compare rule on the two rows, called, not copied
+            previous = before[-1]
+            spread = history_spread([r["capacity_rps"] for r in before], [r["latency_us"] for r in before])
+            verdict = judge_change(previous, measured, percentile_key(options.percentile), spread)
             point["change"] = {"capacity_change": _change(previous["capacity_rps"], measured["capacity_rps"]),
                                "latency_change": _change(previous["latency_us"], measured["latency_us"]),
                                **verdict}  # fmt: skip
         points.append(point)
-        previous = measured
+        before.append(measured)
     return {"model": model, "target": target, "precision": precision, "rule": RULE,
             "slo_ms": options.slo_ms, "percentile": options.percentile, "runs": points}  # fmt: skip
