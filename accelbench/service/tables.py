@@ -154,12 +154,12 @@ def history_table(runs: list[dict[str, Any]]) -> PageTable:
         elif change.get("regression"):
             text = Cell("moved: " + "; ".join(change.get("flags") or []), cls="flag")
         elif change.get("judged"):
-            text = "within the intervals"
+            text = change.get("verdict") or "ok"  # the between-run rule's verdict (reports/compare.judge_change)
             if change.get("capacity_ratio"):
                 text += (f" (capacity × {f.num(change['capacity_ratio'], 3)}, 95 % "
                          f"{f.num(change['capacity_ratio_low'], 3)}–{f.num(change['capacity_ratio_high'], 3)})")  # fmt: skip
         else:
-            text = "not judged (no intervals)"
+            text = change.get("verdict") or "not judged (no intervals)"
         table.rows.append([f.when(r.get("created_at") or r.get("received_at")), r.get("host_label") or r.get("host") or "—",
                            f.with_interval(r["capacity_rps"], r.get("capacity_low"), r.get("capacity_high"), unit="req/s"),
                            f.latency_ms(r["latency_us"], r.get("latency_low_us"), r.get("latency_high_us")), text,
