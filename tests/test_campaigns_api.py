@@ -39,8 +39,9 @@ ONE_JOB = SPEC.replace('id = "c7i.large"\nmode = "local"', 'id = "c7i.large"\nmo
 def api(live_server):
     runner = create_token(live_server.db_url, "runner", "agents")
     read = create_token(live_server.db_url, "read", "reader")
+    other = create_token(live_server.db_url, "runner", "other-host")
     with httpx.Client(base_url=live_server.base_url + "/api/v1", timeout=60) as client:
-        yield client, {"admin": live_server.token, "runner": runner, "read": read}
+        yield client, {"admin": live_server.token, "runner": runner, "read": read, "other": other}
 
 
 def _h(token: str) -> dict[str, str]:
@@ -53,23 +54,33 @@ def _submit(client, tokens, spec=SPEC, **extra) -> dict:
     return r.json()
 
 
-def _runner(client, tokens, name: str, target: str = "cpu-local", labels=None) -> int:
+SECRETS: dict[int, str] = {}  # runner id → runner secret (each server's ids are its own; names are unique)
+
+
+def _runner(client, tokens, name: str, target: str = "cpu-local", labels=None, token: str = "runner") -> int:
     body = {"name": name, "target": target, "labels": labels or {}, "probe": {}, "version": "test"}
-    r = client.post("/runners", json=body, headers=_h(tokens["runner"]))
+    r = client.post("/runners", json=body, headers=_h(tokens[token]))
     assert r.status_code == 200, r.text
+    if r.json()["secret"]:
+        SECRETS[r.json()["id"]] = r.json()["secret"]
     return r.json()["id"]
 
 
 def _claim(client, tokens, runner_id: int, wait_s: float = 0.0):
-    r = client.post(
-        "/jobs/claim", json={"runner_id": runner_id, "wait_s": wait_s}, headers=_h(tokens["runner"])
-    )
+    body = {"runner_id": runner_id, "runner_secret": SECRETS.get(runner_id, ""), "wait_s": wait_s}
+    r = client.post("/jobs/claim", json=body, headers=_h(tokens["runner"]))
     assert r.status_code in (200, 204), r.text
     return r.json() if r.status_code == 200 else None
 
 
+def _ids(job, runner_id) -> dict:
+    """What proves a job call comes from the runner holding the job: its ids and both secrets."""
+    return {"runner_id": runner_id, "attempt": job["attempt"], "runner_secret": SECRETS.get(runner_id, ""),
+            "lease_secret": job.get("lease_secret", "")}  # fmt: skip
+
+
 def _call(client, tokens, job, runner_id, what, **extra):
-    body = {"runner_id": runner_id, "attempt": job["attempt"], **extra}
+    body = {**_ids(job, runner_id), **extra}
     return client.post(f"/jobs/{job['id']}/{what}", json=body, headers=_h(tokens["runner"]))
 
 
@@ -118,7 +129,75 @@ def test_scopes(api):
     _error(client.post("/campaigns", json={"spec": SPEC}), 401)
     body = {"name": "x", "target": "cpu-local"}
     assert "may not runner" in _error(client.post("/runners", json=body, headers=_h(tokens["read"])), 403)
-    _error(client.post("/jobs/claim", json={"runner_id": 999999}, headers=_h(tokens["runner"])), 404)
+    _error(client.post("/jobs/claim", json={"runner_id": 999999}, headers=_h(tokens["runner"])), 403)
+
+
+JOB_ROUTES = ("heartbeat", "documents", "results", "done", "fail", "release")
+
+
+def _job_route(client, token, job_id, what, ids, doc):
+    """One job call with ``ids`` (runner_id, attempt, secrets) and the body the route needs."""
+    if what == "documents":
+        return client.put(f"/jobs/{job_id}/documents", json={**ids, "document": doc}, headers=_h(token))
+    body = {**ids, "result": doc} if what == "results" else {**ids, "reason": "x"}
+    return client.post(f"/jobs/{job_id}/{what}", json=body, headers=_h(token))
+
+
+def test_another_runner_cannot_act_on_a_runners_job(api):
+    """Runner B (its own token, its own runner secret) is refused 403 on every job route of runner A's job,
+    whether it names itself, names A without A's secret, or drops the lease secret; A's name cannot be taken
+    over; A's own calls still work and the history credits A."""
+    client, tokens = api
+    _drain(client, tokens, "cpu-local")
+    campaign = _submit(client, tokens, ONE_JOB)
+    a = _runner(client, tokens, "owner-a")
+    b = _runner(client, tokens, "intruder-b", token="other")
+    job = _claim(client, tokens, a)
+    assert job["lease_secret"].startswith("abl_") and SECRETS[a].startswith("abr_")
+    doc = json.loads(sorted((DATA / "cpu-local").glob("*.json"))[0].read_text())
+    forged = [
+        {**_ids(job, b), "attempt": job["attempt"]},  # B as itself: it never held the job
+        {**_ids(job, a), "runner_secret": SECRETS[b]},  # B naming A, with its own secret
+        {**_ids(job, a), "runner_secret": ""},  # A's id, no secret
+        {**_ids(job, a), "lease_secret": ""},  # A's runner secret but no lease secret
+        {**_ids(job, a), "lease_secret": "abl_" + "x" * 43},
+    ]
+    for ids in forged:
+        for what in JOB_ROUTES:
+            r = _job_route(client, tokens["other"], job["id"], what, ids, doc)
+            _error(r, 403)
+    b_claims_a = {"runner_id": a, "runner_secret": SECRETS[b], "wait_s": 0}
+    _error(client.post("/jobs/claim", json=b_claims_a, headers=_h(tokens["other"])), 403)
+    takeover = {"name": "owner-a", "target": "cpu-local", "labels": {"x": "y"}, "probe": {}, "version": "t"}
+    assert "belongs to another runner" in _error(client.post("/runners", json=takeover,
+                                                             headers=_h(tokens["other"])), 409)  # fmt: skip
+    listed = {r["name"]: r for r in client.get("/runners", headers=_h(tokens["admin"])).json()["runners"]}
+    assert listed["owner-a"]["labels"] == {}
+    for what in ("heartbeat", "documents", "results"):
+        assert _job_route(client, tokens["runner"], job["id"], what, _ids(job, a), doc).status_code < 300
+    assert _call(client, tokens, job, a, "done").status_code == 200
+    got = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["admin"])).json()
+    assert got["jobs"][0]["history"][-1]["runner"] == "owner-a" and got["jobs"][0]["status"] == "done"
+
+
+def test_a_runner_re_registers_with_its_secret_or_its_own_token(api):
+    client, tokens = api
+    first = client.post(
+        "/runners", json={"name": "restarts", "target": "cpu-local"}, headers=_h(tokens["runner"])
+    )
+    secret = first.json()["secret"]
+    again = client.post("/runners", json={"name": "restarts", "target": "cpu-local", "secret": secret},
+                        headers=_h(tokens["other"]))  # fmt: skip
+    assert again.status_code == 200 and again.json() == {**first.json(), "secret": None}
+    lost = client.post(
+        "/runners", json={"name": "restarts", "target": "cpu-local"}, headers=_h(tokens["runner"])
+    )
+    assert lost.status_code == 200 and lost.json()["secret"] not in (
+        None,
+        secret,
+    )  # rotated: the old one is dead
+    body = {"runner_id": first.json()["id"], "runner_secret": secret, "wait_s": 0}
+    _error(client.post("/jobs/claim", json=body, headers=_h(tokens["runner"])), 403)
 
 
 def test_lease_expiry_requeues_then_expires_after_the_last_attempt(api):
@@ -165,7 +244,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     job = _claim(client, tokens, rid)
     doc = json.loads(sorted((DATA / "cpu-local").glob("*.json"))[0].read_text())
     partial = {**doc, "steps": doc["steps"][:1], "complete": False}
-    body = {"runner_id": rid, "attempt": job["attempt"], "document": partial}
+    body = {**_ids(job, rid), "document": partial}
     assert (
         client.put(f"/jobs/{job['id']}/documents", json=body, headers=_h(tokens["runner"])).json()["steps"]
         == 1
@@ -173,7 +252,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     time.sleep(LEASE_S + 0.5)
     again = _claim(client, tokens, rid)
     assert again["id"] == job["id"] and again["documents"] == [partial]
-    push = {"runner_id": rid, "attempt": again["attempt"], "result": doc, "source": "x.json"}
+    push = {**_ids(again, rid), "result": doc, "source": "x.json"}
     first = client.post(f"/jobs/{job['id']}/results", json=push, headers=_h(tokens["runner"]))
     second = client.post(f"/jobs/{job['id']}/results", json=push, headers=_h(tokens["runner"]))
     assert first.status_code in (200, 201) and second.status_code == 200
@@ -182,7 +261,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     assert _call(client, tokens, again, rid, "done").json()["status"] == "done"  # a retried call: same answer
     got = client.get(f"/campaigns/{again['campaign_id']}", headers=_h(tokens["read"])).json()
     assert got["results"] == [first.json()["id"]] and got["status"] == "done"
-    stale = {**push, "attempt": job["attempt"]}
+    stale = {**push, **_ids(job, rid)}
     assert "no longer held" in _error(client.post(f"/jobs/{job['id']}/results", json=stale,
                                                   headers=_h(tokens["runner"])), 409)  # fmt: skip
 
@@ -303,7 +382,7 @@ def test_the_web_form_submits_a_campaign_and_a_bad_spec_shows_its_line(api, live
 @pytest.mark.parametrize(
     "path,body,status",
     [("/jobs/claim", {"runner_id": 2**40}, 422), ("/jobs/0/heartbeat", {"runner_id": 1, "attempt": 1}, 422),
-     ("/jobs/2147483647/done", {"runner_id": 1, "attempt": 1}, 404),
+     ("/jobs/2147483647/done", {"runner_id": 1, "attempt": 1}, 403),
      ("/runners", {"name": "a\x00b", "target": "cpu-local"}, 422), ("/jobs/1/documents", None, 405)],
 )  # fmt: skip
 def test_bad_ids_and_nul_are_one_line_errors_never_500(api, path, body, status):

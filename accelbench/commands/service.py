@@ -112,8 +112,53 @@ def push_cmd(results: tuple[str, ...], server_url: str, token: str | None) -> No
     click.echo(f"pushed {counts['created']} new, {counts['existing']} already stored, to {server_url}")
 
 
+@click.group("result")
+def result_group() -> None:
+    """Hide or unhide a stored result on a results server (admin token)."""
+
+
+def _hide_call(result_id: str, server_url: str, token: str | None, action: str, reason: str) -> None:
+    from accelbench.service.agent import Api
+
+    api = Api(server_url, token or os.environ.get("ACCELBENCH_TOKEN"), retry_s=10.0)
+    try:
+        answer = api.call("POST", f"/results/{result_id}/{action}", {"reason": reason})
+    finally:
+        api.close()
+    click.echo(f"result {answer['id']}: {'hidden' if answer['hidden'] else 'shown'} on {server_url}")
+
+
+_SERVER = click.option(
+    "--server", "server_url", required=True, envvar="ACCELBENCH_SERVER", help="e.g. http://127.0.0.1:8080"
+)
+_ADMIN_TOKEN = click.option(
+    "--token", default=None, help="Admin-scoped API token [default: $ACCELBENCH_TOKEN]."
+)
+
+
+@result_group.command("hide")
+@click.argument("result_id")
+@_SERVER
+@_ADMIN_TOKEN
+@click.option("--reason", required=True, help="Why (kept with who and when in the result's hide log).")
+def result_hide_cmd(result_id: str, server_url: str, token: str | None, reason: str) -> None:
+    """Hide RESULT_ID (its content hash) from every page, listing and report; it is kept and can be shown again."""
+    _hide_call(result_id, server_url, token, "hide", reason)
+
+
+@result_group.command("unhide")
+@click.argument("result_id")
+@_SERVER
+@_ADMIN_TOKEN
+@click.option("--reason", default="", help="Why it is shown again (recorded).")
+def result_unhide_cmd(result_id: str, server_url: str, token: str | None, reason: str) -> None:
+    """Show a hidden RESULT_ID again."""
+    _hide_call(result_id, server_url, token, "unhide", reason)
+
+
 def register(group: click.Group) -> None:
     """Add the service's commands to the top-level group."""
     group.add_command(server_cmd)
     group.add_command(token_group)
     group.add_command(push_cmd)
+    group.add_command(result_group)

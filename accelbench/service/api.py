@@ -6,8 +6,10 @@ from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as FastPath
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
 
 from accelbench import __version__
 from accelbench.service import history, ingest, queries, views
@@ -128,6 +130,38 @@ def get_result(
 ) -> dict[str, Any]:
     """One result: its indexed columns, the document as pushed, and the variant manifest when known."""
     return queries.detail(queries.get_result(session, content_hash), session)
+
+
+class HideIn(BaseModel):
+    reason: str = Field("", max_length=500, description="why (shown in the result's hide log)")
+
+
+def _hide(hidden: bool) -> Any:
+    def endpoint(
+        content_hash: Annotated[str, FastPath(max_length=64)],
+        body: HideIn,
+        session: Annotated[Any, Depends(get_session)],
+        who: Annotated[Principal, Depends(require("admin"))],
+    ) -> dict[str, Any]:
+        if hidden and not body.reason.strip():
+            raise ApiError(422, "field reason: say why the result is hidden (one line)")
+        reason = " ".join(body.reason.replace("\x00", "").split())
+        row = queries.set_hidden(session, content_hash, hidden, who.name, reason)
+        return {"id": row.content_hash, "hidden": row.hidden_at is not None, "log": row.hidden_log}
+
+    endpoint.__doc__ = (
+        "Hide a result from every listing, page and report (kept, and recorded: who, when, why)."
+        if hidden
+        else "Show a hidden result again (recorded like the hide)."
+    )
+    return endpoint
+
+
+for _hidden in (True, False):
+    router.add_api_route(
+        f"/results/{{content_hash}}/{'hide' if _hidden else 'unhide'}", _hide(_hidden), methods=["POST"],
+        tags=["results"], responses=ERRORS, name="hide_result" if _hidden else "unhide_result",
+    )  # fmt: skip
 
 
 @router.get("/report", tags=["reports"], responses=ERRORS)

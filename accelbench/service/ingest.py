@@ -18,6 +18,43 @@ from accelbench.service.errors import ApiError
 from accelbench.service.validate import check_result, check_variant
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # a long sweep with stability windows is ~1 MB
+MAX_JSON_DEPTH = 64  # a result document nests 6 deep; 100,000 nested lists would exhaust the recursion
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (numbers must be finite)")
+
+
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped); cheap: only the brackets are walked."""
+    depth = deepest = 0
+    for char in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        depth += 1 if char in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_json(body: bytes | str) -> Any:
+    """The parsed body, or ApiError 400 with one line: not UTF-8, not JSON, nested deeper than MAX_JSON_DEPTH,
+    NaN/Infinity (``parse_constant``), or a number too long to convert (Python's int digit limit)."""
+    try:
+        text = body.decode("utf-8") if isinstance(body, bytes) else body
+    except UnicodeDecodeError:
+        raise ApiError(400, "body is not UTF-8 text") from None
+    if (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        raise ApiError(400, f"body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise ApiError(
+            400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+        ) from None
+    except RecursionError:
+        raise ApiError(400, "body nests too deeply to parse") from None
+    except ValueError as err:  # NaN/Infinity, or an integer over Python's digit limit
+        raise ApiError(400, f"body is not acceptable JSON: {' '.join(str(err).split())[:200]}") from None
 
 
 async def read_body(request: Any, limit: int) -> bytes:
@@ -62,15 +99,8 @@ class Submission:
 
 def parse_submission(body: bytes) -> Submission:
     """Bytes → the documents, or ApiError 400 (not JSON) / 422 (wrong shape, naming the field)."""
-    try:
-        text = body.decode("utf-8")
-        obj = json.loads(text)
-    except UnicodeDecodeError:
-        raise ApiError(400, "body is not UTF-8 text") from None
-    except json.JSONDecodeError as err:
-        raise ApiError(
-            400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
-        ) from None
+    obj = parse_json(body)
+    text = body.decode("utf-8")
     if not isinstance(obj, dict):
         raise ApiError(422, "body must be a JSON object: a result document or {result, variant, source}")
     refuse_nul(text)
@@ -90,8 +120,9 @@ def parse_submission(body: bytes) -> Submission:
             raise ApiError(
                 422, "variant: field 'manifest_hash': differs from the result's provenance.manifest_hash"
             )
-    if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()):
-        raise ApiError(422, "field 'source': must be a file name (no folders)")
+    if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()
+                               or len(source) > 300):  # fmt: skip
+        raise ApiError(422, "field 'source': must be a file name (no folders, at most 300 characters)")
     from accelbench.documents import dump_json
 
     return Submission(result, result_text or dump_json(result), variant, source or f"{result.run_id}.json")
@@ -116,7 +147,7 @@ def columns(doc: Any) -> dict[str, Any]:
         "schema": doc.schema_id, "run_id": doc.run_id, "model": doc.model, "variant": doc.variant,
         "target": doc.target or "", "precision": doc.precision or "", "manifest_hash": prov.manifest_hash,
         "host": str(host.get("hostname") or host.get("name") or host.get("cpu") or "")[:200] or None,
-        "accelbench_version": (prov.packages or {}).get("accelbench"), "origin": doc.origin,
+        "accelbench_version": ((prov.packages or {}).get("accelbench") or "")[:40] or None, "origin": doc.origin,
         "created_at": _created_at(prov.created_at) if prov.created_at else None,
         "summary": {"steps": len(doc.steps), "verdicts": verdicts, "complete": doc.complete},
     }  # fmt: skip

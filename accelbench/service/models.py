@@ -59,6 +59,10 @@ class Result(Base):
     summary: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # steps, verdicts: what listings show
     document: Mapped[str] = mapped_column(sa.Text)
     variant_id: Mapped[int | None] = mapped_column(sa.ForeignKey("variants.id"))
+    hidden_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), index=True)
+    hidden_by: Mapped[str | None] = mapped_column(sa.String(200))
+    hidden_reason: Mapped[str | None] = mapped_column(sa.String(500))
+    hidden_log: Mapped[list[dict[str, Any]] | None] = mapped_column(sa.JSON)  # every hide and unhide
 
 
 class Token(Base):

@@ -82,17 +82,17 @@ def render(
     """``render_report`` over every stored result (or one model's): the function ``accelbench report`` calls.
     Unknown model → 404, a bad option (unknown target id, percentile) → 422.
 
-    Results are only ever added, so (how many, the newest id) identifies what a report was built from: a
-    rendered report is reused until a push changes that (a big history would otherwise make every page view
+    (how many, the newest id, the sum of ids) of the visible results identifies what a report was built from:
+    a rendered report is reused until a push (or a hide) changes that (a big history would otherwise make every page view
     rebuild the report and its plots; conbench#1616).
     """
     from accelbench.reports.report import render_report
 
-    count, newest = queries.fingerprint(session, model)
+    count, newest, ids = queries.fingerprint(session, model)
     if not count:
         raise ApiError(404, f"no results stored for model {model!r}" if model else "no results stored yet")
     bind = session.get_bind()  # one process may serve several databases (tests): they must not share entries
-    key = (str(bind.url), id(bind), model, repr(options), formats, count, newest, id(catalog))
+    key = (str(bind.url), id(bind), model, repr(options), formats, count, newest, ids, id(catalog))
     with _LOCK:
         if key in _RENDERED:
             _RENDERED.move_to_end(key)
@@ -102,8 +102,20 @@ def render(
         rendered = render_report(documents(rows), catalog, options, formats=formats)
     except BadInputError as err:
         raise ApiError(422, str(err)) from None
+    except Exception as err:  # noqa: BLE001 - a stored document the report cannot take: one line, logged
+        raise ApiError(422, problem_line(err, model or "(all)")) from None
     with _LOCK:
         _RENDERED[key] = rendered
         while len(_RENDERED) > _RENDERED_MAX:
             _RENDERED.popitem(last=False)
     return rendered
+
+
+def problem_line(err: Exception, model: str) -> str:
+    """The one line a page shows where one model's report could not be built (unexpected errors are logged)."""
+    if isinstance(err, ApiError):
+        return err.message
+    from accelbench.service.errors import log
+
+    log.exception("the report of model %r could not be built", model)
+    return f"this model's report could not be built ({type(err).__name__}); the server log has the details"

@@ -42,12 +42,11 @@ def dashboard(request: Request, session: Session, _who: Reader) -> HTMLResponse:
     latest, total = queries.list_results(session, {}, 20, 0)
     overview = []
     for model in models:
-        try:
+        try:  # each model in its own guard: one bad series is one error line, never a 500 for the page
             rendered = views.render(session, request.app.state.catalog, ReportOptions(), model)
-        except ApiError as err:  # e.g. only results without a target: one model must not hide the others
-            overview.append(
-                {"model": model, "measured": [], "projected": [], "best": None, "problem": err.message}
-            )
+        except Exception as err:  # noqa: BLE001 - e.g. only results without a target; logged when unexpected
+            overview.append({"model": model, "measured": [], "projected": [], "best": None,
+                             "problem": views.problem_line(err, model)})  # fmt: skip
             continue
         rows = rendered.data.rows
         best = next((r for r in rows if r["rank"] == 1), None)
@@ -55,9 +54,7 @@ def dashboard(request: Request, session: Session, _who: Reader) -> HTMLResponse:
                          "projected": sorted({r["target"] for r in rows if r["status"] == "projected"}),
                          "best": best})  # fmt: skip
     # a history is one (model, target, precision) series; results without a target have none
-    series = sorted(
-        {(r.model, r.target, r.precision) for r in queries.stored_rows(session) if r.target and r.precision}
-    )
+    series = queries.series(session)
     return _page(request, "dashboard.html", models=overview, targets=targets, latest=latest, total=total,
                  series=series)  # fmt: skip
 
