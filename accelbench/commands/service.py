@@ -37,9 +37,17 @@ def _db_url(db: str | None) -> str:
 @click.option("--public-read", is_flag=True, help="Let anyone read results and reports without a token.")
 @click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
               help="Refuse (413) a pushed document larger than this.")  # fmt: skip
+@click.option("--request-timeout", "request_timeout_s", type=click.FloatRange(min=1), default=120.0,
+              show_default=True, help="Answer 503 to a request (its body included) not answered within this many seconds.")  # fmt: skip
 @click.pass_context
 def server_cmd(
-    ctx: click.Context, db: str | None, host: str, port: int, public_read: bool, max_body_mb: float
+    ctx: click.Context,
+    db: str | None,
+    host: str,
+    port: int,
+    public_read: bool,
+    max_body_mb: float,
+    request_timeout_s: float,
 ) -> None:
     """Collect result documents from every host and serve the comparison reports (API and web pages)."""
     _need_service_extra()
@@ -47,7 +55,7 @@ def server_cmd(
     from accelbench.service.server import serve
 
     settings = Settings(db_url=_db_url(db), public_read=public_read, max_body_bytes=int(max_body_mb * 1024 * 1024),
-                        catalog_path=(ctx.obj or {}).get("catalog_path"))  # fmt: skip
+                        catalog_path=(ctx.obj or {}).get("catalog_path"), request_timeout_s=request_timeout_s)  # fmt: skip
     serve(settings, host=host, port=port)
 
 

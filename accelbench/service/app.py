@@ -16,6 +16,7 @@ class Settings:
     public_read: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     catalog_path: str | None = None
+    request_timeout_s: float = 120.0  # limits.REQUEST_TIMEOUT_S
 
 
 def create_app(settings: Settings, engine: Any = None) -> Any:
@@ -47,6 +48,11 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     app.state.sessions = db.sessionmaker_for(engine)
     app.state.catalog = load_catalog(settings.catalog_path)
     errors.install(app)
+    from accelbench.service.limits import Limits
+
+    app.add_middleware(
+        Limits, documents_limit=settings.max_body_bytes, timeout_s=settings.request_timeout_s
+    )  # added last: runs first, before auth
     for router in (api.router, web.router, *extra_routers()):
         app.include_router(router)
     _add_document_schemas(app, api.document_components())
