@@ -359,9 +359,11 @@ def test_runners_page_shows_labels_probe_version_and_marks_offline(api, live_ser
 
 def test_the_web_form_submits_a_campaign_and_a_bad_spec_shows_its_line(api, live_server):
     _, tokens = api
-    cookies = {"accelbench_token": tokens["admin"]}
     form = {"spec": ONE_JOB, "lease_s": "60", "max_attempts": "2"}
-    with httpx.Client(base_url=live_server.base_url, cookies=cookies, timeout=60) as browser:
+    with httpx.Client(base_url=live_server.base_url, timeout=60) as browser:
+        assert (
+            browser.post("/login", data={"token": tokens["admin"]}).status_code == 303
+        )  # the session cookie
         page = browser.get("/campaigns")
         assert page.status_code == 200 and '<form method="post" action="/campaigns">' in page.text
         made = browser.post("/campaigns", data=form)
@@ -372,10 +374,9 @@ def test_the_web_form_submits_a_campaign_and_a_bad_spec_shows_its_line(api, live
         bad = browser.post("/campaigns", data={**form, "spec": "name = ["})
         assert bad.status_code == 422 and 'role="alert"' in bad.text and "not valid TOML" in bad.text
         assert "name = [" in bad.text  # the spec stays in the form to fix
-    reader = httpx.post(
-        live_server.base_url + "/campaigns", data=form, cookies={"accelbench_token": tokens["read"]}
-    )
-    assert reader.status_code == 403
+    with httpx.Client(base_url=live_server.base_url, timeout=60) as reader:
+        assert reader.post("/login", data={"token": tokens["read"]}).status_code == 303
+        assert reader.post("/campaigns", data=form).status_code == 403
     _drain(*api, "cpu-local")
 
 

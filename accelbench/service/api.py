@@ -107,7 +107,7 @@ async def post_result(request: Request, _who: Annotated[Principal, Depends(requi
 @router.get("/results", tags=["results"], responses=ERRORS)
 def list_results(
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
     model: str | None = None,
     target: str | None = None,
     precision: str | None = None,
@@ -126,7 +126,7 @@ def list_results(
 def get_result(
     content_hash: str,
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
 ) -> dict[str, Any]:
     """One result: its indexed columns, the document as pushed, and the variant manifest when known."""
     return queries.detail(queries.get_result(session, content_hash), session)
@@ -168,7 +168,7 @@ for _hidden in (True, False):
 def get_report(
     request: Request,
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
     options: Annotated[Any, Depends(views.report_options)],
     model: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
@@ -181,7 +181,7 @@ def get_report(
 def get_history(
     request: Request,
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
     options: Annotated[Any, Depends(views.report_options)],
     model: Annotated[str, Query(min_length=1, max_length=200)],
     target: Annotated[str, Query(min_length=1, max_length=100)],

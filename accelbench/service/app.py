@@ -17,6 +17,7 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     catalog_path: str | None = None
     request_timeout_s: float = 120.0  # limits.REQUEST_TIMEOUT_S
+    behind_proxy: bool = False  # a TLS reverse proxy in front: trust its X-Forwarded-Proto/-Host
 
 
 def create_app(settings: Settings, engine: Any = None) -> Any:
@@ -49,7 +50,9 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     app.state.catalog = load_catalog(settings.catalog_path)
     errors.install(app)
     from accelbench.service.limits import Limits
+    from accelbench.service.security import Security
 
+    app.add_middleware(Security, behind_proxy=settings.behind_proxy)
     app.add_middleware(
         Limits, documents_limit=settings.max_body_bytes, timeout_s=settings.request_timeout_s
     )  # added last: runs first, before auth

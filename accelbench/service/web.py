@@ -17,13 +17,24 @@ from markupsafe import Markup
 
 from accelbench.service import history as hist
 from accelbench.service import queries, views
-from accelbench.service.auth import COOKIE, Principal, lookup, require
+from accelbench.service.auth import (
+    COOKIE,
+    LOGIN_SCOPES,
+    SECURE_COOKIE,
+    SESSION_MAX_AGE_S,
+    Principal,
+    end_session,
+    lookup,
+    require,
+    session_cookie,
+    start_session,
+)
 from accelbench.service.deps import get_session
 from accelbench.service.errors import ApiError
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
-Reader = Annotated[Principal, Depends(require("read"))]
+Reader = Annotated[Principal, Depends(require("read", public=True))]
 Session = Annotated[Any, Depends(get_session)]
 Options = Annotated[Any, Depends(views.report_options)]
 PERCENTILES = ("50", "90", "95", "99", "99.9")
@@ -119,22 +130,35 @@ def login_form(request: Request) -> HTMLResponse:
 
 @router.post("/login", response_class=HTMLResponse)
 def login(request: Request, token: Annotated[str, Form(max_length=200)]) -> Response:
-    """Check the token and keep it in an HttpOnly cookie: pages then work without JavaScript."""
+    """Check a read or admin token and start a server-side session: the cookie holds the session id (HttpOnly,
+    SameSite=Strict, Max-Age; ``__Host-`` and Secure over TLS), never the token. Runner and push tokens are
+    refused: they belong to machines, and a browser session must not be able to act as one."""
     with request.app.state.sessions() as session:
         principal = lookup(session, token.strip())
-    if principal is None or not principal.can("read"):
-        page = _page(request, "login.html", error="that token is unknown, revoked, or may not read")
-        page.status_code = 401
-        return page
+        if principal is None or principal.scope not in LOGIN_SCOPES:
+            why = ("that token is unknown, revoked, or may not read" if principal is None else
+                   f"a {principal.scope} token is for agents and pushes, not for the pages: use a read or admin token")  # fmt: skip
+            page = _page(request, "login.html", error=why)
+            page.status_code = 401 if principal is None else 403
+            return page
+        sid = start_session(session, principal)
     response = RedirectResponse("/", status_code=303)
-    response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict")
+    secure = request.url.scheme == "https"
+    response.set_cookie(SECURE_COOKIE if secure else COOKIE, sid, max_age=SESSION_MAX_AGE_S, path="/",
+                        secure=secure, httponly=True, samesite="strict")  # fmt: skip
     return response
 
 
-@router.get("/logout")
-def logout() -> Response:
+@router.post("/logout")
+def logout(request: Request) -> Response:
+    """End the session on the server (the id is dead even if the cookie were kept) and drop the cookie."""
+    sid = session_cookie(request)
+    if sid:
+        with request.app.state.sessions() as session:
+            end_session(session, sid)
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(COOKIE)
+    response.delete_cookie(COOKIE, path="/")
+    response.delete_cookie(SECURE_COOKIE, path="/", secure=True, httponly=True, samesite="strict")
     return response
 
 
