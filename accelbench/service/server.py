@@ -6,7 +6,6 @@ import sys
 
 from accelbench.service.app import Settings
 
-
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
