@@ -417,3 +417,93 @@ def test_an_idle_agent_exits_after_idle_exit(api, live_server, tmp_path):
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 0, result.output
     assert "no t4 job for 0.5 s; exiting" in result.output and result.output.strip().endswith('{"idle": 1}')
+
+
+def test_a_runner_behind_many_jobs_it_cannot_take_still_gets_its_job(api):
+    """Labels are matched in SQL: 60 older jobs asking for a label this runner lacks do not starve it (the
+    claim used to read the 50 oldest and filter in Python)."""
+    client, tokens = api
+    _drain(client, tokens, "c7i.2xlarge")
+    spec = ONE_JOB.replace('"cpu-local"', '"c7i.2xlarge"')
+    for _ in range(60):
+        _submit(client, tokens, spec, labels={"gpu": "a100"})
+    mine = _submit(client, tokens, spec, labels={"site": "lab"})
+    rid = _runner(client, tokens, "starving", "c7i.2xlarge", labels={"site": "lab", "extra": "x"})
+    job = _claim(client, tokens, rid)
+    assert job is not None and job["id"] == mine["jobs"][0]["id"]
+    assert _call(client, tokens, job, rid, "done").status_code == 200
+    assert _claim(client, tokens, rid) is None  # the a100 jobs stay queued for a runner that offers it
+    a100 = _runner(client, tokens, "has-a100", "c7i.2xlarge", labels={"gpu": "a100"})
+    taken = _claim(client, tokens, a100)
+    assert taken is not None and taken["labels"] == {"gpu": "a100"}
+    _call(client, tokens, taken, a100, "done")
+    _drain_labelled(client, tokens, a100)
+
+
+def _drain_labelled(client, tokens, rid) -> None:
+    while (job := _claim(client, tokens, rid)) is not None:
+        assert _call(client, tokens, job, rid, "done").status_code == 200
+
+
+def test_a_job_past_its_time_limit_is_revoked_although_heartbeats_continue(api):
+    client, tokens = api
+    _drain(client, tokens, "cpu-local")
+    campaign = _submit(client, tokens, ONE_JOB, lease_s=60, time_limit_s=2.0, max_attempts=1)
+    assert campaign["jobs"][0]["time_limit_s"] == 2.0
+    rid = _runner(client, tokens, "wedged")
+    job = _claim(client, tokens, rid)
+    deadline = time.monotonic() + 30
+    beats = 0
+    while time.monotonic() < deadline:
+        r = _call(client, tokens, job, rid, "heartbeat")
+        if r.status_code != 200:
+            break
+        beats += 1
+        time.sleep(0.5)
+    assert beats >= 1 and "no longer held" in _error(r, 409)  # the agent is told to stop
+    got = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["read"])).json()["jobs"][0]
+    assert got["status"] == "expired" and "time limit of 2 s passed" in got["reason"]
+    assert got["history"][-1]["outcome"] == "time limit of 2 s passed"
+
+
+def test_cancel_and_requeue(api, live_server):
+    client, tokens = api
+    _drain(client, tokens, "cpu-local")
+    campaign = _submit(client, tokens, ONE_JOB, max_attempts=1)
+    job_id = campaign["jobs"][0]["id"]
+    rid = _runner(client, tokens, "cancelled-agent")
+    job = _claim(client, tokens, rid)
+    assert "may not admin" in _error(client.post(f"/jobs/{job_id}/cancel", headers=_h(tokens["runner"])), 403)
+    args = ["--server", live_server.base_url, "--token", tokens["admin"]]
+    cancel = CliRunner().invoke(main, ["job", "cancel", str(job_id), *args])
+    assert cancel.exit_code == 0 and f"job {job_id} (cpu-local): cancelled" in cancel.output, cancel.output
+    assert "no longer held" in _error(_call(client, tokens, job, rid, "heartbeat"), 409)  # told to stop
+    got = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["read"])).json()
+    assert got["jobs"][0]["status"] == "cancelled" and got["status"] == "failed"
+    again = CliRunner().invoke(main, ["job", "cancel", str(job_id), *args])
+    assert again.exit_code == 2 and "cannot take 'cancel'" in again.output and again.output.count("\n") == 1
+    requeue = CliRunner().invoke(main, ["job", "requeue", str(job_id), *args])
+    assert requeue.exit_code == 0 and "queued" in requeue.output, requeue.output
+    fresh = _claim(client, tokens, rid)
+    assert fresh["id"] == job_id and fresh["attempt"] == 1
+    assert "lease secret" in _error(_call(client, tokens, job, rid, "done"), 403)  # the old lease is dead
+    assert _call(client, tokens, fresh, rid, "done").status_code == 200
+    history = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["read"])).json()["jobs"][0][
+        "history"
+    ]
+    assert [h["outcome"] for h in history] == ["cancelled by test", "requeued by test", "done"]
+    _error(client.post("/jobs/2147483647/requeue", headers=_h(tokens["admin"])), 404)
+
+
+def test_default_runner_names_are_per_host_target_and_device(monkeypatch):
+    from accelbench.service.agent import AgentConfig
+
+    monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    plain = AgentConfig(server="http://x", target="l4").runner_name
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    first = AgentConfig(server="http://x", target="l4").runner_name
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    second = AgentConfig(server="http://x", target="l4").runner_name
+    assert len({plain, first, second}) == 3 and first.endswith("-l4-dev0") and second.endswith("-l4-dev1")
+    assert AgentConfig(server="http://x", target="l4", name="mine").runner_name == "mine"

@@ -77,7 +77,7 @@ def test_every_answer_carries_the_security_headers(live_server):
     for path, headers in (("/login", {}), ("/", auth), ("/api/v1/health", {}), ("/api/v1/results", auth)):
         r = httpx.get(live_server.base_url + path, headers=headers, timeout=60)
         assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
-        assert r.headers["referrer-policy"] == "no-referrer"
+        assert r.headers["referrer-policy"] == "same-origin"
         csp = r.headers["content-security-policy"]
         assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "script-src" not in csp
 
@@ -86,7 +86,12 @@ def test_public_read_shows_results_and_reports_only(request, tmp_path):
     with running_server(new_database("sqlite", request, tmp_path), tmp_path, "--public-read") as server:
         auth = {"Authorization": f"Bearer {server.token}"}
         raw = (DATA / "resnet50__cpu-local__fp32__closed-http-b1.json").read_bytes()
-        assert httpx.post(server.base_url + "/api/v1/results", content=raw, headers=auth).status_code == 201
+        assert (
+            httpx.post(
+                server.base_url + "/api/v1/results", content=raw, headers=auth, timeout=120
+            ).status_code
+            == 201
+        )
         for path in ("/api/v1/results", "/api/v1/report?model=resnet50", "/"):
             assert httpx.get(server.base_url + path, timeout=120).status_code == 200, path
         for path in (

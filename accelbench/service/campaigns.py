@@ -47,7 +47,8 @@ def _no_nul(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
-Labels = dict[Annotated[Text, Field(min_length=1, max_length=100)], Annotated[Text, Field(max_length=200)]]
+LabelKey = Annotated[Text, Field(min_length=1, max_length=100, pattern=r"^[^=]+$")]  # stored as "key=value"
+Labels = dict[LabelKey, Annotated[Text, Field(max_length=200)]]
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 PathId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
@@ -56,6 +57,12 @@ class CampaignIn(BaseModel):
     spec: Text = Field(max_length=200_000, description="The experiment spec, TOML text (accelbench init)")
     lease_s: float = Field(jobs.DEFAULT_LEASE_S, gt=0, le=86400, description="lease per heartbeat, seconds")
     max_attempts: int = Field(jobs.DEFAULT_MAX_ATTEMPTS, ge=1, le=100)
+    time_limit_s: float | None = Field(
+        None,
+        gt=0,
+        le=30 * 86400,
+        description="per job from its claim [default: the server's --job-time-limit]",
+    )
     labels: Labels = Field(
         default_factory=dict, max_length=50, description="labels every job asks its runner for"
     )
@@ -122,7 +129,7 @@ def job_json(job: Any, runner: str | None) -> dict[str, Any]:
         "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
         "heartbeat_at": _iso(job.heartbeat_at), "lease_until": _iso(job.lease_until),
         "finished_at": _iso(job.finished_at), "reason": job.reason, "log_tail": job.log_tail,
-        "history": job.history,
+        "history": job.history, "time_limit_s": job.time_limit_s,
     }  # fmt: skip
 
 
@@ -151,8 +158,9 @@ def post_campaign(
 ) -> JSONResponse:
     """Queue one job per measured target of the spec; projected targets are computed by the report."""
     spec = parse_campaign_spec(body.spec, request.app.state.catalog)
+    limit_s = body.time_limit_s or request.app.state.settings.job_time_limit_s
     campaign = queue.create_campaign(session, spec, body.spec, created_by=who.name, lease_s=body.lease_s,
-                                     max_attempts=body.max_attempts, labels=body.labels)  # fmt: skip
+                                     max_attempts=body.max_attempts, labels=body.labels, time_limit_s=limit_s)  # fmt: skip
     return JSONResponse(campaign_json(session, campaign), status_code=201)
 
 
@@ -296,10 +304,11 @@ def job_heartbeat(
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("runner"))],
 ) -> dict[str, Any]:
-    """Extend the lease; 409 when the lease already expired and the job was requeued."""
+    """Extend the lease; 409 (stop) when the lease expired, the time limit passed or an admin cancelled it."""
     queue.reap_expired(session)
-    until = queue.heartbeat(session, _owned(session, job_id, call), call.log_tail)
-    return {"lease_until": _iso(until)}
+    job = _owned(session, job_id, call)
+    until = queue.heartbeat(session, job, call.log_tail)
+    return {"lease_until": _iso(until), "time_limit_s": job.time_limit_s}
 
 
 @router.get("/jobs/{job_id}/documents", tags=["jobs"])
@@ -429,6 +438,34 @@ def _finish(event: str) -> Any:
                         "release": "Give the job back to the queue (the agent was stopped)."}[event]  # fmt: skip
     return endpoint
 
+
+def _admin(event: str) -> Any:
+    def endpoint(
+        job_id: PathId,
+        session: Annotated[Any, Depends(get_session)],
+        who: Annotated[Principal, Depends(require("admin"))],
+    ) -> dict[str, Any]:
+        from accelbench.service.campaign_models import Job
+
+        job = session.get(Job, job_id)
+        if job is None:
+            raise ApiError(404, f"no job {job_id}")
+        try:
+            queue.admin_change(session, job, event, who.name)
+        except jobs.TransitionError as err:
+            raise ApiError(409, f"job {job_id}: {err}") from None
+        return job_json(job, None)
+
+    endpoint.__doc__ = {"cancel": "Cancel a queued or running job; a running one's agent is told to stop (409 on "
+                                  "its next call).",
+                        "requeue": "Put a running, failed, expired or cancelled job back in the queue with a fresh "
+                                   "set of attempts."}[event]  # fmt: skip
+    return endpoint
+
+
+for _event in ("cancel", "requeue"):
+    router.add_api_route(f"/jobs/{{job_id}}/{_event}", _admin(_event), methods=["POST"], tags=["jobs"],
+                         name=f"job_{_event}")  # fmt: skip
 
 for _event in ("done", "fail", "release"):
     router.add_api_route(f"/jobs/{{job_id}}/{_event}", _finish(_event), methods=["POST"], tags=["jobs"],

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from accelbench.service import jobs
-from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobResult, Runner
+from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobLabel, JobResult, Runner
 from accelbench.service.models import aware, utcnow
 
 # A lease that ran out while the server itself was down is not the agent's fault: after a (re)start every lease
@@ -28,16 +28,25 @@ class JobLost(Exception):
     """The job is not this runner's any more (its lease expired and it was requeued, or it finished)."""
 
 
+def label_rows(labels: dict[str, str]) -> list[str]:
+    """A label set as the "key=value" strings ``job_labels`` holds and a claim matches."""
+    return [f"{k}={v}" for k, v in sorted(labels.items())]
+
+
 def create_campaign(session: Any, spec: Any, spec_text: str, *, created_by: str, lease_s: float,
-                    max_attempts: int, labels: dict[str, str]) -> Campaign:  # fmt: skip
+                    max_attempts: int, labels: dict[str, str],
+                    time_limit_s: float | None = jobs.DEFAULT_TIME_LIMIT_S) -> Campaign:  # fmt: skip
     """One campaign, one queued job per measured target of ``spec`` (a validated ExperimentSpec). Commits."""
     campaign = Campaign(name=spec.name, spec=spec_text, projected=[t.id for t in spec.projected_targets],
                         created_by=created_by, created_at=utcnow())  # fmt: skip
     session.add(campaign)
     session.flush()
     for target in spec.measured_targets:
-        session.add(Job(campaign_id=campaign.id, target=target.id, labels=dict(labels), status=jobs.QUEUED,
-                        attempts=0, max_attempts=max_attempts, lease_s=lease_s, log_tail="", history=[]))  # fmt: skip
+        job = Job(campaign_id=campaign.id, target=target.id, labels=dict(labels), status=jobs.QUEUED, attempts=0,
+                  max_attempts=max_attempts, lease_s=lease_s, log_tail="", history=[], time_limit_s=time_limit_s)  # fmt: skip
+        session.add(job)
+        session.flush()
+        session.add_all(JobLabel(job_id=job.id, label=label) for label in label_rows(labels))
     session.commit()
     return campaign
 
@@ -118,17 +127,24 @@ def reap_expired(session: Any, now: Any = None) -> int:
     now = now or utcnow()
     rows = session.execute(
         sa.select(
-            Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history, Job.lease_s
-        ).where(Job.status == jobs.RUNNING, Job.lease_until <= now)  # fmt: skip
-    ).all()
+            Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history, Job.lease_s,
+            Job.claimed_at, Job.time_limit_s,
+        ).where(Job.status == jobs.RUNNING, sa.or_(Job.lease_until <= now, Job.time_limit_s.is_not(None)))
+    ).all()  # fmt: skip
     changed = 0
-    for job_id, attempts, max_attempts, until, runner_id, history, lease_s in rows:
-        if now < jobs.lease_until(STARTED_AT, lease_s):
+    for job_id, attempts, max_attempts, until, runner_id, history, lease_s, claimed_at, limit_s in rows:
+        over = jobs.past_time_limit(claimed_at, limit_s, now)
+        if not over and not jobs.lease_expired(until, now):
+            continue
+        if not over and now < jobs.lease_until(STARTED_AT, lease_s):
             continue  # the server was down while this lease ran out: give the agent one period to check in
         after = jobs.after_expiry(attempts, max_attempts)
-        reason = None if after == jobs.QUEUED else f"lease expired on each of {attempts} attempts"
+        what = f"time limit of {limit_s:g} s passed" if over else "lease expired"
+        reason = None if after == jobs.QUEUED else f"{what} on the last of {attempts} attempts"
+        if not over and after != jobs.QUEUED:
+            reason = f"lease expired on each of {attempts} attempts"
         entry = {"attempt": attempts, "runner": runner_names(session, {runner_id}).get(runner_id),
-                 "outcome": "lease expired", "reason": None, "at": now.isoformat()}  # fmt: skip
+                 "outcome": what, "reason": None, "at": now.isoformat()}  # fmt: skip
         done = session.execute(
             sa.update(Job)
             .where(Job.id == job_id, Job.status == jobs.RUNNING, Job.lease_until == until)
@@ -136,6 +152,7 @@ def reap_expired(session: Any, now: Any = None) -> int:
                 status=after,
                 runner_id=None,
                 lease_until=None,
+                lease_hash=None,
                 reason=reason,
                 history=[*history, entry],
                 finished_at=now if after == jobs.EXPIRED else None,
@@ -156,15 +173,18 @@ def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str],
     with engine.connect() as conn:
         if sqlite:
             conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock first: no other claim reads meanwhile
+        unmet = sa.select(JobLabel.id).where(JobLabel.job_id == Job.id)  # a label the runner does not offer
+        if labels:
+            unmet = unmet.where(JobLabel.label.not_in(label_rows(labels)))
         query = (
-            sa.select(Job.id, Job.labels, Job.lease_s)
-            .where(Job.status == jobs.QUEUED, Job.target == target)
+            sa.select(Job.id, Job.lease_s)
+            .where(Job.status == jobs.QUEUED, Job.target == target, ~sa.exists(unmet))
             .order_by(Job.id)
-            .limit(50)
+            .limit(1)
         )
-        if not sqlite:
-            query = query.with_for_update(skip_locked=True)
-        picked = next((r for r in conn.execute(query) if jobs.labels_match(_labels(r.labels), labels)), None)
+        if not sqlite:  # the oldest row no other claim holds; a locked one is skipped, not waited for
+            query = query.with_for_update(skip_locked=True, of=Job)
+        picked = conn.execute(query).first()
         if picked is None:
             conn.rollback()
             return None
@@ -187,10 +207,6 @@ def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str],
             return None
         conn.commit()
         return picked.id, lease_secret
-
-
-def _labels(value: Any) -> dict[str, str]:
-    return json.loads(value) if isinstance(value, str) else dict(value or {})
 
 
 def owned_job(session: Any, job_id: int, runner: Runner, attempt: int, lease_secret: str | None) -> Job:
@@ -287,6 +303,23 @@ def finish(session: Any, job: Job, event: str, reason: str | None = None) -> Non
     else:
         job.finished_at = now
     _touch_runner(session, runner.id if runner else None, now)
+    session.commit()
+
+
+def admin_change(session: Any, job: Job, event: str, who: str) -> None:
+    """``cancel`` or ``requeue`` by an admin (recorded in the history). Commits. TransitionError if the
+    job's state does not allow it."""
+    now = utcnow()
+    after = jobs.next_state(job.status, event)
+    runner = session.get(Runner, job.runner_id) if job.runner_id else None
+    job.history = [*job.history, {"attempt": job.attempts, "runner": runner.name if runner else None,
+                                  "outcome": f"{ {'cancel': 'cancelled', 'requeue': 'requeued'}[event]} by {who}",
+                                  "reason": None, "at": now.isoformat()}]  # fmt: skip
+    job.status, job.lease_until, job.lease_hash = after, None, None
+    if event == "cancel":
+        job.finished_at, job.reason = now, f"cancelled by {who}"
+    else:
+        job.runner_id, job.attempts, job.finished_at, job.reason = None, 0, None, None
     session.commit()
 
 

@@ -3,7 +3,8 @@ every unsafe method.
 
 - Headers: ``Content-Security-Policy`` (no script at all on the pages, styles and SVG inline as the report
   has them, no framing, forms only to this origin), ``X-Frame-Options: DENY``, ``X-Content-Type-Options:
-  nosniff``, ``Referrer-Policy: no-referrer`` (a page's query names models and prices). FastAPI's ``/docs``
+  nosniff``, ``Referrer-Policy: same-origin`` (a page's query names models and prices: no other site sees it;
+  ``no-referrer`` would make a browser send ``Origin: null`` on the pages' own forms). FastAPI's ``/docs``
   page loads Swagger UI from a CDN and runs it: it gets a policy allowing that, and nothing else does.
 - CSRF: a POST/PUT/PATCH/DELETE without an ``Authorization`` header (so a browser's, carrying the session
   cookie) is refused (403) when ``Sec-Fetch-Site`` says cross-site/same-site or ``Origin`` names another
@@ -23,7 +24,7 @@ DOCS_CSP = ("default-src 'none'; script-src 'unsafe-inline' https://cdn.jsdelivr
             "style-src 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
             "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
 _HEADERS = [(b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"no-referrer")]  # fmt: skip
+            (b"referrer-policy", b"same-origin")]  # fmt: skip
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
 
@@ -34,6 +35,8 @@ def cross_site(method: str, headers: dict[bytes, bytes], behind_proxy: bool) -> 
     fetch_site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
     if fetch_site and fetch_site not in ("same-origin", "none"):
         return f"a {fetch_site} request (Sec-Fetch-Site) may not change anything here"
+    if fetch_site == "same-origin":  # the browser itself says so (it is not a header a page can forge)
+        return None
     origin = headers.get(b"origin", b"").decode("latin-1")
     if origin and origin != "null":
         host = headers.get(

@@ -38,6 +38,7 @@ Reader = Annotated[Principal, Depends(require("read", public=True))]
 Session = Annotated[Any, Depends(get_session)]
 Options = Annotated[Any, Depends(views.report_options)]
 PERCENTILES = ("50", "90", "95", "99", "99.9")
+DASHBOARD_WAIT_BELOW = 50  # a model with fewer results is built on the dashboard's request (tens of ms)
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -54,7 +55,12 @@ def dashboard(request: Request, session: Session, _who: Reader) -> HTMLResponse:
     overview = []
     for model in models:
         try:  # each model in its own guard: one bad series is one error line, never a 500 for the page
-            rendered = views.render(session, request.app.state.catalog, ReportOptions(), model)
+            # never built on the request path: precomputed on ingest (views.after_push), or being built now
+            rendered = views.render_for_page(
+                request.app, session, ReportOptions(), model, wait=False, wait_below=DASHBOARD_WAIT_BELOW
+            ).rendered
+            if rendered is None:
+                raise ApiError(503, "its report is being prepared; reload in a moment")
         except Exception as err:  # noqa: BLE001 - e.g. only results without a target; logged when unexpected
             overview.append({"model": model, "measured": [], "projected": [], "best": None,
                              "problem": views.problem_line(err, model)})  # fmt: skip
@@ -80,14 +86,16 @@ def _report_body(html: str) -> tuple[Markup, Markup]:
 @router.get("/report", response_class=HTMLResponse)
 def report_page(request: Request, session: Session, _who: Reader, options: Options,
                 model: Annotated[str, Query(min_length=1, max_length=200)]) -> HTMLResponse:  # fmt: skip
-    """One model's report with SLO, percentile, price-basis and baseline controls (a GET form)."""
-    rendered = views.render(session, request.app.state.catalog, options, model, formats=("html",))
+    """One model's report with SLO, percentile, price-basis and baseline controls (a GET form). After a push
+    it shows the report built before it until the background build with the new results is ready."""
+    page = views.render_for_page(request.app, session, options, model, formats=("html",))
+    rendered = page.rendered
     style, body = _report_body(rendered.outputs["report.html"].decode("utf-8"))
     ranking = sorted((r for r in rendered.data.rows if r["model"] == model),
                      key=lambda r: (r["rank"] is None, r["rank"] or 0, r["target"], r["precision"]))  # fmt: skip
     return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
                  body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
-                 targets=sorted(request.app.state.catalog.targets), query=request.url.query)  # fmt: skip
+                 targets=sorted(request.app.state.catalog.targets), query=request.url.query, stale=page.stale)  # fmt: skip
 
 
 @router.get("/report.html")
