@@ -37,6 +37,9 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     @asynccontextmanager
     async def lifespan(_app: Any):
         yield
+        from accelbench.service.views import shutdown
+
+        shutdown()
         engine.dispose()
 
     app = FastAPI(

@@ -210,6 +210,17 @@ def _pool() -> Any:
     return _WORKER
 
 
+def shutdown() -> None:
+    """Stop the build process (the server is stopping): a build in progress is abandoned, not waited for."""
+    global _WORKER
+    with _LOCK:
+        worker, _WORKER = _WORKER, None
+    if worker is not None:
+        for proc in list(getattr(worker, "_processes", {}).values()):
+            proc.terminate()
+        worker.shutdown(wait=False, cancel_futures=True)
+
+
 def schedule(app: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> None:
     """Build this query's report in the build process (once at a time per query; again when results arrived
     during the build), and keep it where ``render_for_page`` finds it."""
