@@ -76,6 +76,21 @@ def dashboard(request: Request, session: Session, _who: Reader) -> HTMLResponse:
                  series=series)  # fmt: skip
 
 
+_BODIES: dict[int, tuple[Any, tuple[Markup, Markup]]] = {}  # id(rendered) → (rendered, its style and body)
+
+
+def _report_parts(rendered: Any) -> tuple[Markup, Markup]:
+    """``_report_body`` of a rendered report, once per rendering (a report over hundreds of runs is MBs)."""
+    hit = _BODIES.get(id(rendered))
+    if hit is not None and hit[0] is rendered:
+        return hit[1]
+    parts = _report_body(rendered.outputs["report.html"].decode("utf-8"))
+    if len(_BODIES) >= 64:
+        _BODIES.clear()
+    _BODIES[id(rendered)] = (rendered, parts)
+    return parts
+
+
 def _report_body(html: str) -> tuple[Markup, Markup]:
     """The report page's <style> and <body> content, to embed it unchanged under the controls."""
     style = re.search(r"<style>(.*?)</style>", html, re.S)
@@ -90,7 +105,7 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
     it shows the report built before it until the background build with the new results is ready."""
     page = views.render_for_page(request.app, session, options, model, formats=("html",))
     rendered = page.rendered
-    style, body = _report_body(rendered.outputs["report.html"].decode("utf-8"))
+    style, body = _report_parts(rendered)
     ranking = sorted((r for r in rendered.data.rows if r["model"] == model),
                      key=lambda r: (r["rank"] is None, r["rank"] or 0, r["target"], r["precision"]))  # fmt: skip
     return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
