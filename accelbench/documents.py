@@ -14,6 +14,7 @@ perf_analyzer imports before this schema) becomes ``offered.rate_rps``.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,16 +44,50 @@ APIS = ("triton", "triton-grpc", "openai-completions", "openai-chat")
 ORIGINS = ("accelbench-loadtest", "perf_analyzer-import", "locust-import", "device-check")
 
 
+FLOAT_MAX = (
+    1.7976931348623157e308  # sys.float_info.max: every number must fit a float (reports compute in float)
+)
+
+
 def _number(value: Any) -> int | float:
     # numpy scalars arrive from measurements; bools are not numbers; ints stay ints so files round-trip
     if type(value) not in (int, float) and hasattr(value, "item"):
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"must be a number, got {value!r}")
+        raise ValueError(f"must be a number, got {str(value)[:40]!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    if (
+        isinstance(value, int) and not -FLOAT_MAX <= value <= FLOAT_MAX
+    ):  # a 4001-digit integer overflows float()
+        raise ValueError("must be a number within the float range (about ±1.8e308)")
     return value
 
 
-Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number"})]
+def _non_negative(value: Any) -> int | float:
+    value = _number(value)
+    if value < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return value
+
+
+_BOUNDED = {"minimum": -FLOAT_MAX, "maximum": FLOAT_MAX}
+Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number", **_BOUNDED})]
+# durations, latencies, rates: never negative
+Amount = Annotated[int | float, PlainValidator(_non_negative),
+                   WithJsonSchema({"type": "number", "minimum": 0, "maximum": FLOAT_MAX})]  # fmt: skip
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]  # requests, errors, processes: whole and never negative
+# the strings the results service indexes, bounded to their database columns (the same on SQLite and
+# PostgreSQL: SQLite would store a longer one, PostgreSQL would refuse it)
+RUN_ID_MAX, MODEL_MAX, VARIANT_MAX, TARGET_MAX, PRECISION_MAX, ORIGIN_MAX, HASH_MAX = (
+    300,
+    200,
+    300,
+    100,
+    20,
+    60,
+    64,
+)
 Verdict = Literal["VALID", "LOW-PRECISION", "INVALID"]
 AccuracyVerdict = Literal["PASS", "FAIL", "NOT_RUN"]
 
@@ -98,9 +133,9 @@ class GraphCost(_Part):
 class Offered(_Part):
     """The load a step offered: closed loop ``concurrency``, open loop ``rate_rps``, Locust ``users``."""
 
-    concurrency: int | None = None
-    rate_rps: Number | None = None
-    users: int | None = None
+    concurrency: Count | None = None
+    rate_rps: Amount | None = None
+    users: Count | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -113,22 +148,22 @@ class Offered(_Part):
 
 
 class Errors(_Part):
-    connection: int = 0
-    timeout: int = 0
-    server: int = 0
-    wrong_output: int = 0
+    connection: Count = 0
+    timeout: Count = 0
+    server: Count = 0
+    wrong_output: Count = 0
 
 
 class LatencyUs(_Part):
     """Latency percentiles in µs (``None`` when nothing was recorded)."""
 
-    p50: Number | None = None
-    p90: Number | None = None
-    p95: Number | None = None
-    p99: Number | None = None
-    p99_9: Number | None = Field(None, alias="p99.9")
-    max: Number | None = None
-    mean: Number | None = None
+    p50: Amount | None = None
+    p90: Amount | None = None
+    p95: Amount | None = None
+    p99: Amount | None = None
+    p99_9: Amount | None = Field(None, alias="p99.9")
+    max: Amount | None = None
+    mean: Amount | None = None
 
     def at(self, key: str) -> int | float | None:
         """The value under a document key ("p99", "p99.9", "max"; a key a stage added), None when absent."""
@@ -205,8 +240,8 @@ class Drift(_Part):
 class Truncated(_Part):
     """What MSER-5 cut from the start of the measured window as warm-up."""
 
-    requests: int | None = None
-    seconds: Number | None = None
+    requests: Count | None = None
+    seconds: Amount | None = None
 
 
 class StepStatistics(_Part):
@@ -306,21 +341,21 @@ class Step(_Part):
     index: int
     offered: Offered
     started_at: str | None = None
-    duration_s: Number | None = None
-    requests: int | None = None
-    inferences: int | None = None
+    duration_s: Amount | None = None
+    requests: Count | None = None
+    inferences: Count | None = None
     errors: Errors | None = None
-    error_rate: Number | None = None
-    dropped: int | None = None
-    throughput_rps: Number | None = None
-    throughput_ips: Number | None = None
+    error_rate: Amount | None = None
+    dropped: Count | None = None
+    throughput_rps: Amount | None = None
+    throughput_ips: Amount | None = None
     latency_us: LatencyUs | None = None
     latency_from: str | None = None
-    latency_resolution_us: Number | None = None
+    latency_resolution_us: Amount | None = None
     histogram: str | None = None
     server_stats: ServerStats | None = None
     metrics: Metrics | None = None
-    energy_per_request_j: Number | None = None
+    energy_per_request_j: Amount | None = None
     loadgen: Loadgen | None = None
     windows: list[Window] | None = None
     stable: bool | None = None  # written before step statistics replaced the window-agreement rule
@@ -357,7 +392,7 @@ class Provenance(_Part):
 
     host: dict[str, Any] = Field(default_factory=dict)
     packages: dict[str, str] = Field(default_factory=dict)
-    manifest_hash: str | None = None
+    manifest_hash: str | None = Field(None, max_length=HASH_MAX)
     repository_config: str | None = None
     server: ServerInfo | None = None
     created_at: str | None = None
@@ -372,16 +407,16 @@ class LoadProfile(_Part):
 
     kind: Literal["closed", "open"]
     protocol: str | None = None
-    levels: list[Number] = Field(default_factory=list)
-    duration_s: Number | None = None
-    warmup_s: Number | None = None
-    processes: int | None = None
+    levels: list[Amount] = Field(default_factory=list)
+    duration_s: Amount | None = None
+    warmup_s: Amount | None = None
+    processes: Count | None = None
     seed: int | None = None
-    batch_size: int | None = None
-    window_s: Number | None = None
-    max_duration_s: Number | None = None
+    batch_size: int | None = Field(None, ge=1, le=2**31 - 1)
+    window_s: Amount | None = None
+    max_duration_s: Amount | None = None
     max_in_flight: int | None = None
-    timeout_s: Number | None = None
+    timeout_s: Amount | None = None
     check_every: int | None = Field(
         None, description="every Nth answer's outputs were fully decoded and checked (every answer leanly)"
     )
@@ -401,16 +436,19 @@ class ResultDocument(_Part):
     model_config = ConfigDict(title="accelbench.result/1")
 
     schema_id: Literal["accelbench.result/1"] = Field(RESULT_SCHEMA, alias="schema")
-    run_id: str
+    run_id: str = Field(min_length=1, max_length=RUN_ID_MAX)
     origin: str = Field(
-        description="accelbench-loadtest | perf_analyzer-import | locust-import | device-check"
+        max_length=ORIGIN_MAX,
+        description="accelbench-loadtest | perf_analyzer-import | locust-import | device-check",
     )
-    model: str
-    variant: str
-    target: str | None
-    precision: str | None
-    batch_size: int
-    task: str | None = Field(None, description="the card's task; text-generation for generative models")
+    model: str = Field(max_length=MODEL_MAX)
+    variant: str = Field(max_length=VARIANT_MAX)
+    target: str | None = Field(max_length=TARGET_MAX)
+    precision: str | None = Field(max_length=PRECISION_MAX)
+    batch_size: int = Field(ge=1, le=2**31 - 1)
+    task: str | None = Field(
+        None, max_length=PRECISION_MAX, description="the card's task; text-generation for generative models"
+    )
     accuracy: Accuracy | None = None
     graph_cost: GraphCost | None = None
     provenance: Provenance
@@ -471,7 +509,7 @@ class VariantManifest(_Part):
     model_config = ConfigDict(title="accelbench.variant/1")
 
     schema_id: Literal["accelbench.variant/1"] = Field(VARIANT_SCHEMA, alias="schema")
-    name: str
+    name: str = Field(max_length=MODEL_MAX)
     model: str
     card: dict[str, Any]
     source: Source
@@ -494,7 +532,7 @@ class VariantManifest(_Part):
     )
     files: dict[str, str]
     created_at: str
-    manifest_hash: str
+    manifest_hash: str = Field(max_length=HASH_MAX)
 
     def model_post_init(self, context: Any, /) -> None:
         self.__pydantic_fields_set__.add("schema_id")

@@ -62,10 +62,14 @@ def sha256_file(path: str | os.PathLike, chunk_bytes: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def canonical_json_text(obj: Any) -> str:
+    """Compact JSON with sorted keys: what ``sha256_json`` hashes."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
 def sha256_json(obj: Any) -> str:
     """Hash of a JSON-able object, independent of key order."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json_text(obj).encode("utf-8")).hexdigest()
 
 
 def utc_now_iso() -> str:

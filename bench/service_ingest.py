@@ -1,14 +1,16 @@
 """Results service throughput: the ingest rate of real result documents and the latency of the report page,
 driving `accelbench server`'s own API with Locust (as a library), on SQLite and on a throwaway PostgreSQL.
 
-    .venv/bin/python bench/service_ingest.py [--db sqlite,postgresql] [--users 4] [--ingest-s 15]
-        [--report-users 2] [--report-s 15]
+    .venv/bin/python bench/service_ingest.py [--db sqlite,postgresql] [--results 1000] [--batch 50]
+        [--pushers 4] [--report-users 2] [--report-s 20]
 
-Ingest: each Locust user POSTs the committed cpu-local result documents (tests/data/reports/cpu-local), each
-made distinct by a run-id suffix so every request is a real insert (201), not an idempotent 200. Report: GET
-/report?model=minilm-l6 (the HTML page: report build, plots, template) and /api/v1/report (JSON) over what
-the ingest phase stored. Prints requests/s and latency percentiles per phase and database. Everything runs on
-127.0.0.1; on a shared 2-core machine read the figures as a range.
+Ingest: ``--results`` committed cpu-local result documents (tests/data/reports/cpu-local), each made distinct
+by a run-id suffix so every one is a real insert, pushed by ``--pushers`` threads through POST
+/api/v1/results/batch (what ``accelbench push`` sends), timed from the first byte to the last answer; then,
+side by side, 200 more through the one-document route. Report: Locust users GET /report?model=minilm-l6 (the
+page) while another user pushes one more document every 2 s, so the page views include the first view after
+each push; printed with p50/p99, and the one view right after a push on its own. Everything runs on 127.0.0.1;
+on a shared 2-core machine read the figures as a range.
 """
 
 from __future__ import annotations
@@ -99,80 +101,121 @@ def server(db: str, tmp: Path):
         log.close()
 
 
-def run_locust(user_class: type, host: str, users: int, seconds: float) -> dict:
-    env = Environment(user_classes=[user_class], host=host)
-    runner = env.create_local_runner()
-    runner.start(users, spawn_rate=users)
-    gevent.sleep(seconds)
-    runner.quit()
-    out = {}
-    for (name, method), entry in sorted(env.stats.entries.items()):
-        out[f"{method} {name}"] = {
-            "requests": entry.num_requests, "failures": entry.num_failures, "rps": entry.num_requests / seconds,
-            "p50_ms": entry.get_response_time_percentile(0.5), "p95_ms": entry.get_response_time_percentile(0.95),
-            "p99_ms": entry.get_response_time_percentile(0.99), "max_ms": entry.max_response_time,
-        }  # fmt: skip
-    return out
+def distinct(n: int, tag: str) -> dict:
+    base = DOCS[n % len(DOCS)]
+    return dict(base, run_id=f"{base['run_id']}-{tag}{n}")
+
+
+def push_all(url: str, token: str, count: int, batch: int, pushers: int) -> float:
+    """Push ``count`` distinct documents in batches from ``pushers`` threads; documents per second."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    auth = {"Authorization": f"Bearer {token}"}
+    batches = [[{"result": distinct(n, "b"), "source": f"b{n}.json"} for n in range(i, min(i + batch, count))]
+               for i in range(0, count, batch)]  # fmt: skip
+
+    def send(bodies: list) -> int:
+        with httpx.Client(base_url=url, headers=auth, timeout=300) as client:
+            answer = client.post("/api/v1/results/batch", json={"results": bodies})
+            answer.raise_for_status()
+            return answer.json()["created"]
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(pushers) as pool:
+        created = sum(pool.map(send, batches))
+    elapsed = time.perf_counter() - started
+    assert created == count, f"{created} of {count} stored"
+    return count / elapsed
+
+
+def push_single(url: str, token: str, count: int, pushers: int) -> float:
+    from concurrent.futures import ThreadPoolExecutor
+
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def send(n: int) -> None:
+        with httpx.Client(base_url=url, headers=auth, timeout=300) as client:
+            client.post("/api/v1/results", json=distinct(n, "s")).raise_for_status()
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(pushers) as pool:
+        list(pool.map(send, range(count)))
+    return count / (time.perf_counter() - started)
+
+
+def wait_fresh(url: str, token: str, timeout_s: float = 900) -> float:
+    """Seconds until the report page shows every stored result (the background build after the pushes)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout_s:
+        page = httpx.get(
+            url + "/report?model=minilm-l6", headers={"Authorization": f"Bearer {token}"}, timeout=600
+        )
+        page.raise_for_status()
+        if "Newer results are being added" not in page.text:
+            return time.perf_counter() - started
+        time.sleep(1.0)
+    raise SystemExit(f"the report page was not fresh after {timeout_s:.0f} s")
 
 
 def users_for(token: str):
     auth = {"Authorization": f"Bearer {token}"}
 
-    class Ingest(HttpUser):
+    class Report(HttpUser):
         wait_time = constant(0)
+
+        @task
+        def page(self) -> None:
+            self.client.get("/report?model=minilm-l6", headers=auth, name="/report?model=minilm-l6 (page)")
+
+    class Pusher(HttpUser):
+        wait_time = constant(2.0)
 
         @task
         def push(self) -> None:
             n = next(COUNTER)
-            doc = dict(DOCS[n % len(DOCS)], run_id=f"{DOCS[n % len(DOCS)]['run_id']}-bench{n}")
-            with self.client.post("/api/v1/results", json=doc, headers=auth, name="/api/v1/results",
-                                  catch_response=True) as response:  # fmt: skip
+            with self.client.post("/api/v1/results", json=distinct(n, "live"), headers=auth,
+                                  name="/api/v1/results (one push per 2 s)", catch_response=True) as response:  # fmt: skip
                 if response.status_code != 201:
                     response.failure(f"{response.status_code}: {response.text[:100]}")
 
-    class Report(HttpUser):
-        wait_time = constant(0)
-
-        @task(1)
-        def page(self) -> None:
-            self.client.get("/report?model=minilm-l6", headers=auth, name="/report?model=minilm-l6 (page)")
-
-        @task(1)
-        def json_report(self) -> None:
-            self.client.get(
-                "/api/v1/report?model=minilm-l6", headers=auth, name="/api/v1/report?model=minilm-l6"
-            )
-
-    return Ingest, Report
+    return Report, Pusher
 
 
 def bench_one(kind: str, args: argparse.Namespace, tmp: Path) -> None:
     with postgres(tmp) if kind == "postgresql" else _sqlite(tmp) as db, server(db, tmp) as (url, token):
-        ingest_user, report_user = users_for(token)
-        ingest = run_locust(ingest_user, url, args.users, args.ingest_s)
-        stored = httpx.get(url + "/api/v1/results?limit=1", headers={"Authorization": f"Bearer {token}"},
-                           timeout=60).json()["total"]  # fmt: skip
-        cold = {}
-        for path in ("/report?model=minilm-l6", "/api/v1/report?model=minilm-l6"):
-            started = time.perf_counter()  # the first view after the pushes builds the report (no cache)
-            httpx.get(
-                url + path, headers={"Authorization": f"Bearer {token}"}, timeout=600
-            ).raise_for_status()
-            cold[path] = time.perf_counter() - started
-            if path.startswith("/report"):  # one more push, so the JSON report is built afresh too
-                extra = dict(DOCS[1], run_id=f"{DOCS[1]['run_id']}-cold")
-                httpx.post(url + "/api/v1/results", json=extra, headers={"Authorization": f"Bearer {token}"},
-                           timeout=60).raise_for_status()  # fmt: skip
-        report = run_locust(report_user, url, args.report_users, args.report_s)
-    print(f"\n== {kind}: {args.users} ingest users × {args.ingest_s:g} s, then {args.report_users} report users × "
-          f"{args.report_s:g} s over {stored} stored documents ({stored // 2} of them minilm-l6)")  # fmt: skip
-    for path, seconds in cold.items():
-        print(f"first view after a push (report built, not cached): GET {path}  {seconds * 1000:.0f} ms")
-    for name, s in {**ingest, **report}.items():
-        print(
-            f"{name:44s} {s['requests']:6d} req ({s['failures']} failed)  {s['rps']:8.1f} req/s  "
-            f"p50 {s['p50_ms']:.0f} ms  p95 {s['p95_ms']:.0f} ms  p99 {s['p99_ms']:.0f} ms  max {s['max_ms']:.0f} ms"
-        )
+        auth = {"Authorization": f"Bearer {token}"}
+        batch_rate = push_all(url, token, args.results, args.batch, args.pushers)
+        single_rate = push_single(url, token, 200, args.pushers)
+        stored = httpx.get(url + "/api/v1/results?limit=1", headers=auth, timeout=60).json()["total"]
+        built_s = wait_fresh(url, token)
+        httpx.post(
+            url + "/api/v1/results", json=distinct(0, "cold"), headers=auth, timeout=60
+        ).raise_for_status()
+        started = time.perf_counter()
+        first = httpx.get(url + "/report?model=minilm-l6", headers=auth, timeout=600)
+        first_ms = (time.perf_counter() - started) * 1000
+        first.raise_for_status()
+        report_user, pusher_user = users_for(token)
+        env = Environment(user_classes=[report_user, pusher_user], host=url)
+        runner = env.create_local_runner()
+        runner.start(args.report_users + 1, spawn_rate=args.report_users + 1)
+        gevent.sleep(args.report_s)
+        runner.quit()
+        rows = {f"{m} {n}": e for (n, m), e in sorted(env.stats.entries.items())}
+    print(f"\n== {kind}: {stored} stored documents ({stored // 2} of them minilm-l6); the machine is shared "
+          "with other work, so read these as a range")  # fmt: skip
+    print(f"ingest: {batch_rate:.0f} documents/s through POST /api/v1/results/batch ({args.batch} per request, "
+          f"{args.pushers} pushers); {single_rate:.0f} documents/s one per request; ratio {batch_rate / single_rate:.1f}x")  # fmt: skip
+    print(
+        f"background build of the minilm-l6 page after the ingest: {built_s:.1f} s (no page view waited for it)"
+    )
+    print(
+        f"first view of the report page right after a push: {first_ms:.0f} ms "
+        f"({'the previous build, marked as being updated' if 'Newer results' in first.text else 'fresh'})"
+    )
+    for name, e in rows.items():
+        print(f"{name:52s} {e.num_requests:6d} req ({e.num_failures} failed)  p50 {e.get_response_time_percentile(0.5):.0f} ms  "
+              f"p99 {e.get_response_time_percentile(0.99):.0f} ms  max {e.max_response_time:.0f} ms")  # fmt: skip
 
 
 @contextmanager
@@ -183,10 +226,11 @@ def _sqlite(tmp: Path):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="sqlite,postgresql")
-    parser.add_argument("--users", type=int, default=4)
-    parser.add_argument("--ingest-s", type=float, default=15.0)
+    parser.add_argument("--results", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--pushers", type=int, default=4)
     parser.add_argument("--report-users", type=int, default=2)
-    parser.add_argument("--report-s", type=float, default=15.0)
+    parser.add_argument("--report-s", type=float, default=20.0)
     args = parser.parse_args()
     print(f"accelbench service benchmark, {os.cpu_count()} CPUs, documents from tests/data/reports/cpu-local "
           f"({len(DOCS)} files, {sum(len(json.dumps(d)) for d in DOCS) // len(DOCS)} bytes each on average)")  # fmt: skip

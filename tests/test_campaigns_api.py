@@ -39,8 +39,9 @@ ONE_JOB = SPEC.replace('id = "c7i.large"\nmode = "local"', 'id = "c7i.large"\nmo
 def api(live_server):
     runner = create_token(live_server.db_url, "runner", "agents")
     read = create_token(live_server.db_url, "read", "reader")
+    other = create_token(live_server.db_url, "runner", "other-host")
     with httpx.Client(base_url=live_server.base_url + "/api/v1", timeout=60) as client:
-        yield client, {"admin": live_server.token, "runner": runner, "read": read}
+        yield client, {"admin": live_server.token, "runner": runner, "read": read, "other": other}
 
 
 def _h(token: str) -> dict[str, str]:
@@ -53,23 +54,33 @@ def _submit(client, tokens, spec=SPEC, **extra) -> dict:
     return r.json()
 
 
-def _runner(client, tokens, name: str, target: str = "cpu-local", labels=None) -> int:
+SECRETS: dict[int, str] = {}  # runner id → runner secret (each server's ids are its own; names are unique)
+
+
+def _runner(client, tokens, name: str, target: str = "cpu-local", labels=None, token: str = "runner") -> int:
     body = {"name": name, "target": target, "labels": labels or {}, "probe": {}, "version": "test"}
-    r = client.post("/runners", json=body, headers=_h(tokens["runner"]))
+    r = client.post("/runners", json=body, headers=_h(tokens[token]))
     assert r.status_code == 200, r.text
+    if r.json()["secret"]:
+        SECRETS[r.json()["id"]] = r.json()["secret"]
     return r.json()["id"]
 
 
 def _claim(client, tokens, runner_id: int, wait_s: float = 0.0):
-    r = client.post(
-        "/jobs/claim", json={"runner_id": runner_id, "wait_s": wait_s}, headers=_h(tokens["runner"])
-    )
+    body = {"runner_id": runner_id, "runner_secret": SECRETS.get(runner_id, ""), "wait_s": wait_s}
+    r = client.post("/jobs/claim", json=body, headers=_h(tokens["runner"]))
     assert r.status_code in (200, 204), r.text
     return r.json() if r.status_code == 200 else None
 
 
+def _ids(job, runner_id) -> dict:
+    """What proves a job call comes from the runner holding the job: its ids and both secrets."""
+    return {"runner_id": runner_id, "attempt": job["attempt"], "runner_secret": SECRETS.get(runner_id, ""),
+            "lease_secret": job.get("lease_secret", "")}  # fmt: skip
+
+
 def _call(client, tokens, job, runner_id, what, **extra):
-    body = {"runner_id": runner_id, "attempt": job["attempt"], **extra}
+    body = {**_ids(job, runner_id), **extra}
     return client.post(f"/jobs/{job['id']}/{what}", json=body, headers=_h(tokens["runner"]))
 
 
@@ -118,7 +129,75 @@ def test_scopes(api):
     _error(client.post("/campaigns", json={"spec": SPEC}), 401)
     body = {"name": "x", "target": "cpu-local"}
     assert "may not runner" in _error(client.post("/runners", json=body, headers=_h(tokens["read"])), 403)
-    _error(client.post("/jobs/claim", json={"runner_id": 999999}, headers=_h(tokens["runner"])), 404)
+    _error(client.post("/jobs/claim", json={"runner_id": 999999}, headers=_h(tokens["runner"])), 403)
+
+
+JOB_ROUTES = ("heartbeat", "documents", "results", "done", "fail", "release")
+
+
+def _job_route(client, token, job_id, what, ids, doc):
+    """One job call with ``ids`` (runner_id, attempt, secrets) and the body the route needs."""
+    if what == "documents":
+        return client.put(f"/jobs/{job_id}/documents", json={**ids, "document": doc}, headers=_h(token))
+    body = {**ids, "result": doc} if what == "results" else {**ids, "reason": "x"}
+    return client.post(f"/jobs/{job_id}/{what}", json=body, headers=_h(token))
+
+
+def test_another_runner_cannot_act_on_a_runners_job(api):
+    """Runner B (its own token, its own runner secret) is refused 403 on every job route of runner A's job,
+    whether it names itself, names A without A's secret, or drops the lease secret; A's name cannot be taken
+    over; A's own calls still work and the history credits A."""
+    client, tokens = api
+    _drain(client, tokens, "cpu-local")
+    campaign = _submit(client, tokens, ONE_JOB)
+    a = _runner(client, tokens, "owner-a")
+    b = _runner(client, tokens, "intruder-b", token="other")
+    job = _claim(client, tokens, a)
+    assert job["lease_secret"].startswith("abl_") and SECRETS[a].startswith("abr_")
+    doc = json.loads(sorted((DATA / "cpu-local").glob("*.json"))[0].read_text())
+    forged = [
+        {**_ids(job, b), "attempt": job["attempt"]},  # B as itself: it never held the job
+        {**_ids(job, a), "runner_secret": SECRETS[b]},  # B naming A, with its own secret
+        {**_ids(job, a), "runner_secret": ""},  # A's id, no secret
+        {**_ids(job, a), "lease_secret": ""},  # A's runner secret but no lease secret
+        {**_ids(job, a), "lease_secret": "abl_" + "x" * 43},
+    ]
+    for ids in forged:
+        for what in JOB_ROUTES:
+            r = _job_route(client, tokens["other"], job["id"], what, ids, doc)
+            _error(r, 403)
+    b_claims_a = {"runner_id": a, "runner_secret": SECRETS[b], "wait_s": 0}
+    _error(client.post("/jobs/claim", json=b_claims_a, headers=_h(tokens["other"])), 403)
+    takeover = {"name": "owner-a", "target": "cpu-local", "labels": {"x": "y"}, "probe": {}, "version": "t"}
+    assert "belongs to another runner" in _error(client.post("/runners", json=takeover,
+                                                             headers=_h(tokens["other"])), 409)  # fmt: skip
+    listed = {r["name"]: r for r in client.get("/runners", headers=_h(tokens["admin"])).json()["runners"]}
+    assert listed["owner-a"]["labels"] == {}
+    for what in ("heartbeat", "documents", "results"):
+        assert _job_route(client, tokens["runner"], job["id"], what, _ids(job, a), doc).status_code < 300
+    assert _call(client, tokens, job, a, "done").status_code == 200
+    got = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["admin"])).json()
+    assert got["jobs"][0]["history"][-1]["runner"] == "owner-a" and got["jobs"][0]["status"] == "done"
+
+
+def test_a_runner_re_registers_with_its_secret_or_its_own_token(api):
+    client, tokens = api
+    first = client.post(
+        "/runners", json={"name": "restarts", "target": "cpu-local"}, headers=_h(tokens["runner"])
+    )
+    secret = first.json()["secret"]
+    again = client.post("/runners", json={"name": "restarts", "target": "cpu-local", "secret": secret},
+                        headers=_h(tokens["other"]))  # fmt: skip
+    assert again.status_code == 200 and again.json() == {**first.json(), "secret": None}
+    lost = client.post(
+        "/runners", json={"name": "restarts", "target": "cpu-local"}, headers=_h(tokens["runner"])
+    )
+    assert lost.status_code == 200 and lost.json()["secret"] not in (
+        None,
+        secret,
+    )  # rotated: the old one is dead
+    body = {"runner_id": first.json()["id"], "runner_secret": secret, "wait_s": 0}
+    _error(client.post("/jobs/claim", json=body, headers=_h(tokens["runner"])), 403)
 
 
 def test_lease_expiry_requeues_then_expires_after_the_last_attempt(api):
@@ -165,7 +244,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     job = _claim(client, tokens, rid)
     doc = json.loads(sorted((DATA / "cpu-local").glob("*.json"))[0].read_text())
     partial = {**doc, "steps": doc["steps"][:1], "complete": False}
-    body = {"runner_id": rid, "attempt": job["attempt"], "document": partial}
+    body = {**_ids(job, rid), "document": partial}
     assert (
         client.put(f"/jobs/{job['id']}/documents", json=body, headers=_h(tokens["runner"])).json()["steps"]
         == 1
@@ -173,7 +252,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     time.sleep(LEASE_S + 0.5)
     again = _claim(client, tokens, rid)
     assert again["id"] == job["id"] and again["documents"] == [partial]
-    push = {"runner_id": rid, "attempt": again["attempt"], "result": doc, "source": "x.json"}
+    push = {**_ids(again, rid), "result": doc, "source": "x.json"}
     first = client.post(f"/jobs/{job['id']}/results", json=push, headers=_h(tokens["runner"]))
     second = client.post(f"/jobs/{job['id']}/results", json=push, headers=_h(tokens["runner"]))
     assert first.status_code in (200, 201) and second.status_code == 200
@@ -182,7 +261,7 @@ def test_partial_documents_come_back_with_the_next_claim_and_results_are_stored_
     assert _call(client, tokens, again, rid, "done").json()["status"] == "done"  # a retried call: same answer
     got = client.get(f"/campaigns/{again['campaign_id']}", headers=_h(tokens["read"])).json()
     assert got["results"] == [first.json()["id"]] and got["status"] == "done"
-    stale = {**push, "attempt": job["attempt"]}
+    stale = {**push, **_ids(job, rid)}
     assert "no longer held" in _error(client.post(f"/jobs/{job['id']}/results", json=stale,
                                                   headers=_h(tokens["runner"])), 409)  # fmt: skip
 
@@ -280,9 +359,11 @@ def test_runners_page_shows_labels_probe_version_and_marks_offline(api, live_ser
 
 def test_the_web_form_submits_a_campaign_and_a_bad_spec_shows_its_line(api, live_server):
     _, tokens = api
-    cookies = {"accelbench_token": tokens["admin"]}
     form = {"spec": ONE_JOB, "lease_s": "60", "max_attempts": "2"}
-    with httpx.Client(base_url=live_server.base_url, cookies=cookies, timeout=60) as browser:
+    with httpx.Client(base_url=live_server.base_url, timeout=60) as browser:
+        assert (
+            browser.post("/login", data={"token": tokens["admin"]}).status_code == 303
+        )  # the session cookie
         page = browser.get("/campaigns")
         assert page.status_code == 200 and '<form method="post" action="/campaigns">' in page.text
         made = browser.post("/campaigns", data=form)
@@ -297,17 +378,16 @@ def test_the_web_form_submits_a_campaign_and_a_bad_spec_shows_its_line(api, live
         bad = browser.post("/campaigns", data={**form, "spec": "name = ["})
         assert bad.status_code == 422 and 'role="alert"' in bad.text and "not valid TOML" in bad.text
         assert "name = [" in bad.text  # the spec stays in the form to fix
-    reader = httpx.post(
-        live_server.base_url + "/campaigns", data=form, cookies={"accelbench_token": tokens["read"]}
-    )
-    assert reader.status_code == 403
+    with httpx.Client(base_url=live_server.base_url, timeout=60) as reader:
+        assert reader.post("/login", data={"token": tokens["read"]}).status_code == 303
+        assert reader.post("/campaigns", data=form).status_code == 403
     _drain(*api, "cpu-local")
 
 
 @pytest.mark.parametrize(
     "path,body,status",
     [("/jobs/claim", {"runner_id": 2**40}, 422), ("/jobs/0/heartbeat", {"runner_id": 1, "attempt": 1}, 422),
-     ("/jobs/2147483647/done", {"runner_id": 1, "attempt": 1}, 404),
+     ("/jobs/2147483647/done", {"runner_id": 1, "attempt": 1}, 403),
      ("/runners", {"name": "a\x00b", "target": "cpu-local"}, 422), ("/jobs/1/documents", None, 405)],
 )  # fmt: skip
 def test_bad_ids_and_nul_are_one_line_errors_never_500(api, path, body, status):
@@ -341,3 +421,93 @@ def test_an_idle_agent_exits_after_idle_exit(api, live_server, tmp_path):
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 0, result.output
     assert "no t4 job for 0.5 s; exiting" in result.output and result.output.strip().endswith('{"idle": 1}')
+
+
+def test_a_runner_behind_many_jobs_it_cannot_take_still_gets_its_job(api):
+    """Labels are matched in SQL: 60 older jobs asking for a label this runner lacks do not starve it (the
+    claim used to read the 50 oldest and filter in Python)."""
+    client, tokens = api
+    _drain(client, tokens, "c7i.2xlarge")
+    spec = ONE_JOB.replace('"cpu-local"', '"c7i.2xlarge"')
+    for _ in range(60):
+        _submit(client, tokens, spec, labels={"gpu": "a100"})
+    mine = _submit(client, tokens, spec, labels={"site": "lab"})
+    rid = _runner(client, tokens, "starving", "c7i.2xlarge", labels={"site": "lab", "extra": "x"})
+    job = _claim(client, tokens, rid)
+    assert job is not None and job["id"] == mine["jobs"][0]["id"]
+    assert _call(client, tokens, job, rid, "done").status_code == 200
+    assert _claim(client, tokens, rid) is None  # the a100 jobs stay queued for a runner that offers it
+    a100 = _runner(client, tokens, "has-a100", "c7i.2xlarge", labels={"gpu": "a100"})
+    taken = _claim(client, tokens, a100)
+    assert taken is not None and taken["labels"] == {"gpu": "a100"}
+    _call(client, tokens, taken, a100, "done")
+    _drain_labelled(client, tokens, a100)
+
+
+def _drain_labelled(client, tokens, rid) -> None:
+    while (job := _claim(client, tokens, rid)) is not None:
+        assert _call(client, tokens, job, rid, "done").status_code == 200
+
+
+def test_a_job_past_its_time_limit_is_revoked_although_heartbeats_continue(api):
+    client, tokens = api
+    _drain(client, tokens, "cpu-local")
+    campaign = _submit(client, tokens, ONE_JOB, lease_s=60, time_limit_s=2.0, max_attempts=1)
+    assert campaign["jobs"][0]["time_limit_s"] == 2.0
+    rid = _runner(client, tokens, "wedged")
+    job = _claim(client, tokens, rid)
+    deadline = time.monotonic() + 30
+    beats = 0
+    while time.monotonic() < deadline:
+        r = _call(client, tokens, job, rid, "heartbeat")
+        if r.status_code != 200:
+            break
+        beats += 1
+        time.sleep(0.5)
+    assert beats >= 1 and "no longer held" in _error(r, 409)  # the agent is told to stop
+    got = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["read"])).json()["jobs"][0]
+    assert got["status"] == "expired" and "time limit of 2 s passed" in got["reason"]
+    assert got["history"][-1]["outcome"] == "time limit of 2 s passed"
+
+
+def test_cancel_and_requeue(api, live_server):
+    client, tokens = api
+    _drain(client, tokens, "cpu-local")
+    campaign = _submit(client, tokens, ONE_JOB, max_attempts=1)
+    job_id = campaign["jobs"][0]["id"]
+    rid = _runner(client, tokens, "cancelled-agent")
+    job = _claim(client, tokens, rid)
+    assert "may not admin" in _error(client.post(f"/jobs/{job_id}/cancel", headers=_h(tokens["runner"])), 403)
+    args = ["--server", live_server.base_url, "--token", tokens["admin"]]
+    cancel = CliRunner().invoke(main, ["job", "cancel", str(job_id), *args])
+    assert cancel.exit_code == 0 and f"job {job_id} (cpu-local): cancelled" in cancel.output, cancel.output
+    assert "no longer held" in _error(_call(client, tokens, job, rid, "heartbeat"), 409)  # told to stop
+    got = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["read"])).json()
+    assert got["jobs"][0]["status"] == "cancelled" and got["status"] == "failed"
+    again = CliRunner().invoke(main, ["job", "cancel", str(job_id), *args])
+    assert again.exit_code == 2 and "cannot take 'cancel'" in again.output and again.output.count("\n") == 1
+    requeue = CliRunner().invoke(main, ["job", "requeue", str(job_id), *args])
+    assert requeue.exit_code == 0 and "queued" in requeue.output, requeue.output
+    fresh = _claim(client, tokens, rid)
+    assert fresh["id"] == job_id and fresh["attempt"] == 1
+    assert "lease secret" in _error(_call(client, tokens, job, rid, "done"), 403)  # the old lease is dead
+    assert _call(client, tokens, fresh, rid, "done").status_code == 200
+    history = client.get(f"/campaigns/{campaign['id']}", headers=_h(tokens["read"])).json()["jobs"][0][
+        "history"
+    ]
+    assert [h["outcome"] for h in history] == ["cancelled by test", "requeued by test", "done"]
+    _error(client.post("/jobs/2147483647/requeue", headers=_h(tokens["admin"])), 404)
+
+
+def test_default_runner_names_are_per_host_target_and_device(monkeypatch):
+    from accelbench.service.agent import AgentConfig
+
+    monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    plain = AgentConfig(server="http://x", target="l4").runner_name
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    first = AgentConfig(server="http://x", target="l4").runner_name
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    second = AgentConfig(server="http://x", target="l4").runner_name
+    assert len({plain, first, second}) == 3 and first.endswith("-l4-dev0") and second.endswith("-l4-dev1")
+    assert AgentConfig(server="http://x", target="l4", name="mine").runner_name == "mine"

@@ -22,8 +22,8 @@ def test_a_browser_without_a_token_gets_the_login_form_and_a_bad_token_is_refuse
     refused = login.post(live_server.base_url + "/login", data={"token": "abk_wrong"})
     assert refused.status_code == 401 and "unknown, revoked" in refused.text
     ok = login.post(live_server.base_url + "/login", data={"token": live_server.token})
-    assert ok.status_code == 303 and "accelbench_token" in ok.headers["set-cookie"]
-    assert "HttpOnly" in ok.headers["set-cookie"]
+    assert ok.status_code == 303 and "accelbench_session=abs_" in ok.headers["set-cookie"]
+    assert "HttpOnly" in ok.headers["set-cookie"] and live_server.token not in ok.headers["set-cookie"]
     assert login.get(live_server.base_url + "/", headers=HTML).status_code == 200  # the cookie lets it in
     login.close()
 

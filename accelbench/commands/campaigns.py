@@ -69,11 +69,13 @@ def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str
 @click.option("--lease-s", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
               help="A job whose agent sends no heartbeat for this long goes back to the queue.")  # fmt: skip
 @click.option("--max-attempts", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option("--time-limit-s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="A job running longer than this from its claim is revoked, heartbeats or not [default: the server's].")  # fmt: skip
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label every job asks for.")
 @click.option("--wait", is_flag=True, help="Wait until every job finished; exit 1 unless all are done.")
 @click.pass_context
 def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, lease_s: float, max_attempts: int,
-               labels: tuple[str, ...], wait: bool) -> None:  # fmt: skip
+               time_limit_s: float | None, labels: tuple[str, ...], wait: bool) -> None:  # fmt: skip
     """Turn SPEC into a campaign on SERVER: one job per measured target; prints the campaign's page."""
     from accelbench.errors import BadInputError
     from accelbench.experiment.spec import load_spec
@@ -86,7 +88,8 @@ def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, le
         raise BadInputError(f"{spec}: cannot read the spec: {err}") from None
     api = Api(server, token, retry_s=10.0)
     try:
-        body = {"spec": text, "lease_s": lease_s, "max_attempts": max_attempts, "labels": _labels(labels)}
+        body = {"spec": text, "lease_s": lease_s, "max_attempts": max_attempts, "labels": _labels(labels),
+                "time_limit_s": time_limit_s}  # fmt: skip
         campaign = api.call("POST", "/campaigns", body)
         click.echo(f"campaign {campaign['id']}: {len(campaign['jobs'])} job(s) "
                    f"({', '.join(j['target'] for j in campaign['jobs'])}); {api.url}{campaign['url']}")  # fmt: skip
@@ -103,7 +106,53 @@ def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, le
         api.close()
 
 
+@click.group("job")
+def job_group() -> None:
+    """Cancel or requeue campaign jobs on a results server (admin token)."""
+
+
+def _job_change(event: str, job_ids: tuple[int, ...], server: str, token: str | None) -> None:
+    from accelbench.service.agent import Api, JobLost
+
+    api = Api(server, token, retry_s=10.0)
+    try:
+        for job_id in job_ids:
+            try:
+                job = api.call("POST", f"/jobs/{job_id}/{event}", {})
+            except JobLost as err:  # 409: its state does not allow it (e.g. cancel a finished job)
+                from accelbench.errors import BadInputError
+
+                raise BadInputError(f"{api.url}: {err}") from None
+            click.echo(f"job {job['id']} ({job['target']}): {job['status']}")
+    finally:
+        api.close()
+
+
+_JOB_SERVER = click.option("--server", required=True, help="The results server, e.g. http://127.0.0.1:8080")
+_JOB_TOKEN = click.option(
+    "--token", envvar="ACCELBENCH_TOKEN", default=None, help="Admin-scoped " + _TOKEN_HELP
+)
+
+
+@job_group.command("cancel")
+@click.argument("job_ids", nargs=-1, required=True, type=click.IntRange(1))
+@_JOB_SERVER
+@_JOB_TOKEN
+def job_cancel_cmd(job_ids: tuple[int, ...], server: str, token: str | None) -> None:
+    """Cancel queued or running jobs; a running job's agent is told to stop at its next heartbeat."""
+    _job_change("cancel", job_ids, server, token)
+
+
+@job_group.command("requeue")
+@click.argument("job_ids", nargs=-1, required=True, type=click.IntRange(1))
+@_JOB_SERVER
+@_JOB_TOKEN
+def job_requeue_cmd(job_ids: tuple[int, ...], server: str, token: str | None) -> None:
+    """Put running, failed, expired or cancelled jobs back in the queue with a fresh set of attempts."""
+    _job_change("requeue", job_ids, server, token)
+
+
 def register(group: click.Group) -> None:
     """Add the campaign commands to the top-level group."""
-    for command in (agent_cmd, submit_cmd):
+    for command in (agent_cmd, submit_cmd, job_group):
         group.add_command(command)

@@ -34,21 +34,43 @@ def _db_url(db: str | None) -> str:
 @click.option("--db", default=None, envvar="ACCELBENCH_DB", help=_DB_HELP + " Also ACCELBENCH_DB.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 to share it).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
-@click.option("--public-read", is_flag=True, help="Let anyone read results and reports without a token.")
+@click.option("--public-read", is_flag=True,
+              help="Let anyone read results and reports without a token (campaigns, runners and jobs still need one).")  # fmt: skip
 @click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
               help="Refuse (413) a pushed document larger than this.")  # fmt: skip
+@click.option("--request-timeout", "request_timeout_s", type=click.FloatRange(min=1), default=120.0,
+              show_default=True, help="Answer 503 to a request (its body included) not answered within this many seconds.")  # fmt: skip
+@click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Serve HTTPS with this certificate (PEM); session cookies are then __Host- and Secure.")  # fmt: skip
+@click.option(
+    "--ssl-keyfile",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The certificate's key (PEM).",
+)
+@click.option("--behind-proxy", is_flag=True,
+              help="A TLS reverse proxy is in front: trust its X-Forwarded-Proto/-Host (then let only the proxy reach the port).")  # fmt: skip
+@click.option("--job-time-limit", "job_time_limit_s", type=click.FloatRange(min=1), default=6 * 3600.0,
+              show_default=True, help="Seconds a campaign job may run from its claim unless its campaign says (submit --time-limit-s).")  # fmt: skip
 @click.pass_context
 def server_cmd(
-    ctx: click.Context, db: str | None, host: str, port: int, public_read: bool, max_body_mb: float
-) -> None:
+    ctx: click.Context, db: str | None, host: str, port: int, public_read: bool, max_body_mb: float,
+    request_timeout_s: float, ssl_certfile: str | None, ssl_keyfile: str | None, behind_proxy: bool,
+    job_time_limit_s: float,
+) -> None:  # fmt: skip
     """Collect result documents from every host and serve the comparison reports (API and web pages)."""
     _need_service_extra()
     from accelbench.service.app import Settings
     from accelbench.service.server import serve
 
     settings = Settings(db_url=_db_url(db), public_read=public_read, max_body_bytes=int(max_body_mb * 1024 * 1024),
-                        catalog_path=(ctx.obj or {}).get("catalog_path"))  # fmt: skip
-    serve(settings, host=host, port=port)
+                        catalog_path=(ctx.obj or {}).get("catalog_path"), request_timeout_s=request_timeout_s,
+                        behind_proxy=behind_proxy, job_time_limit_s=job_time_limit_s)  # fmt: skip
+    if bool(ssl_certfile) != bool(ssl_keyfile):
+        from accelbench.errors import BadInputError
+
+        raise BadInputError("give --ssl-certfile and --ssl-keyfile together")
+    serve(settings, host=host, port=port, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
 
 
 @click.group("token")
@@ -112,8 +134,53 @@ def push_cmd(results: tuple[str, ...], server_url: str, token: str | None) -> No
     click.echo(f"pushed {counts['created']} new, {counts['existing']} already stored, to {server_url}")
 
 
+@click.group("result")
+def result_group() -> None:
+    """Hide or unhide a stored result on a results server (admin token)."""
+
+
+def _hide_call(result_id: str, server_url: str, token: str | None, action: str, reason: str) -> None:
+    from accelbench.service.agent import Api
+
+    api = Api(server_url, token or os.environ.get("ACCELBENCH_TOKEN"), retry_s=10.0)
+    try:
+        answer = api.call("POST", f"/results/{result_id}/{action}", {"reason": reason})
+    finally:
+        api.close()
+    click.echo(f"result {answer['id']}: {'hidden' if answer['hidden'] else 'shown'} on {server_url}")
+
+
+_SERVER = click.option(
+    "--server", "server_url", required=True, envvar="ACCELBENCH_SERVER", help="e.g. http://127.0.0.1:8080"
+)
+_ADMIN_TOKEN = click.option(
+    "--token", default=None, help="Admin-scoped API token [default: $ACCELBENCH_TOKEN]."
+)
+
+
+@result_group.command("hide")
+@click.argument("result_id")
+@_SERVER
+@_ADMIN_TOKEN
+@click.option("--reason", required=True, help="Why (kept with who and when in the result's hide log).")
+def result_hide_cmd(result_id: str, server_url: str, token: str | None, reason: str) -> None:
+    """Hide RESULT_ID (its content hash) from every page, listing and report; it is kept and can be shown again."""
+    _hide_call(result_id, server_url, token, "hide", reason)
+
+
+@result_group.command("unhide")
+@click.argument("result_id")
+@_SERVER
+@_ADMIN_TOKEN
+@click.option("--reason", default="", help="Why it is shown again (recorded).")
+def result_unhide_cmd(result_id: str, server_url: str, token: str | None, reason: str) -> None:
+    """Show a hidden RESULT_ID again."""
+    _hide_call(result_id, server_url, token, "unhide", reason)
+
+
 def register(group: click.Group) -> None:
     """Add the service's commands to the top-level group."""
     group.add_command(server_cmd)
     group.add_command(token_group)
     group.add_command(push_cmd)
+    group.add_command(result_group)

@@ -27,6 +27,8 @@ _STYLE = {
     "font.size": 9,
     "axes.grid": True,
     "grid.alpha": 0.3,
+    # every text is drawn as given: a model or target name with '$' (mathtext) must not break a plot
+    "text.parse_math": False,
 }
 _MARKERS = {"int8": "o", "fp8": "P", "fp16": "^", "bf16": "v", "tf32": "D", "fp32": "s"}
 _LINES = {"int8": "-", "fp32": "--"}

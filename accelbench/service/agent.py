@@ -65,10 +65,25 @@ class AgentConfig:
     idle_exit_s: float | None = (
         None  # exit when no job came for this long (a rented host that has nothing to do)
     )
+    secrets: dict[int, str] = field(
+        default_factory=dict, repr=False
+    )  # runner id → secret (register fills it)
+
+    def secret_for(self, runner_id: int) -> str:
+        return self.secrets.get(runner_id, "")
 
     @property
     def runner_name(self) -> str:
-        return self.name or f"{platform.node()}-{self.target}"
+        """--name, else HOST-TARGET, with the device when one is pinned (CUDA_VISIBLE_DEVICES or
+        NEURON_RT_VISIBLE_CORES): one runner per (host, target, device), so two agents on one host for one
+        target each have a row of their own."""
+        if self.name:
+            return self.name
+        import os
+
+        device = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("NEURON_RT_VISIBLE_CORES") or ""
+        device = "".join(c if c.isalnum() else "_" for c in device.strip())
+        return f"{platform.node()}-{self.target}" + (f"-dev{device}" if device else "")
 
 
 class Api:
@@ -263,7 +278,9 @@ def run_job(api: Api, cfg: AgentConfig, runner_id: int, job: dict[str, Any], sto
     from accelbench.experiment.pipeline import run_experiment
     from accelbench.experiment.spec import parse_spec
 
-    job_id, call = job["id"], {"runner_id": runner_id, "attempt": job["attempt"]}
+    job_id = job["id"]
+    call = {"runner_id": runner_id, "runner_secret": cfg.secret_for(runner_id), "attempt": job["attempt"],
+            "lease_secret": job.get("lease_secret") or ""}  # fmt: skip
     work = cfg.work_dir / f"job-{job_id}"
     results = prepare_work_dir(work, job.get("documents") or [])
     progress = AgentProgress(quiet=cfg.quiet, stop=stop)
@@ -312,16 +329,50 @@ def run_job(api: Api, cfg: AgentConfig, runner_id: int, job: dict[str, Any], sto
         beat.end()
 
 
+IDENTITY_FILE = "runner.json"  # in the work folder: {name, id, secret}, mode 600
+
+
+def _identity(cfg: AgentConfig) -> dict[str, Any]:
+    try:
+        data = json.loads((cfg.work_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("name") == cfg.runner_name else {}
+
+
+def _keep_identity(cfg: AgentConfig, identity: dict[str, Any]) -> None:
+    import os
+
+    cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    path = cfg.work_dir / IDENTITY_FILE
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(identity, out)
+    os.replace(tmp, path)
+
+
 def register(api: Api, cfg: AgentConfig) -> int:
+    """Register (or re-register with the secret kept in the work folder); returns the runner id. The runner
+    secret the server issues is kept in WORK/runner.json (mode 600) and sent with every job call."""
     from accelbench.hardware.catalog import load_catalog
     from accelbench.hardware.probe import probe_host
 
     catalog = load_catalog(cfg.catalog_path)
     catalog.get(cfg.target)  # an unknown --target is one line before anything is sent
     probe = probe_host(known_ids=list(catalog.targets))
+    known = _identity(cfg)
     body = {"name": cfg.runner_name, "target": cfg.target, "labels": cfg.labels, "probe": probe,
-            "version": __version__}  # fmt: skip
-    return api.call("POST", "/runners", body)["id"]
+            "version": __version__, "secret": known.get("secret")}  # fmt: skip
+    try:
+        answer = api.call("POST", "/runners", body)
+    except JobLost as err:  # 409: the name belongs to another runner
+        raise BadInputError(f"{api.url}: {err}") from None
+    secret = answer.get("secret") or known.get("secret") or ""
+    if answer.get("secret"):
+        _keep_identity(cfg, {"name": cfg.runner_name, "id": answer["id"], "secret": secret})
+    cfg.secrets[answer["id"]] = secret
+    return answer["id"]
 
 
 def run_agent(cfg: AgentConfig, stop: threading.Event | None = None,
@@ -339,8 +390,12 @@ def run_agent(cfg: AgentConfig, stop: threading.Event | None = None,
         say(f"runner {cfg.runner_name} (id {runner_id}) polling {api.url} for {cfg.target} jobs")
         idle_since = time.monotonic()
         while not stop.is_set():
-            job = api.call("POST", "/jobs/claim", {"runner_id": runner_id, "wait_s": CLAIM_WAIT_S},
-                           timeout_s=CLAIM_WAIT_S + 30)  # fmt: skip
+            claim = {
+                "runner_id": runner_id,
+                "runner_secret": cfg.secret_for(runner_id),
+                "wait_s": CLAIM_WAIT_S,
+            }
+            job = api.call("POST", "/jobs/claim", claim, timeout_s=CLAIM_WAIT_S + 30)
             if job is None:
                 if cfg.idle_exit_s is not None and time.monotonic() - idle_since >= cfg.idle_exit_s:
                     say(f"no {cfg.target} job for {cfg.idle_exit_s:g} s; exiting")

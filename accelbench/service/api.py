@@ -6,8 +6,10 @@ from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as FastPath
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
 
 from accelbench import __version__
 from accelbench.service import history, ingest, queries, views
@@ -90,7 +92,7 @@ def document_components() -> dict[str, Any]:
 async def post_result(request: Request, _who: Annotated[Principal, Depends(require("push"))]) -> Response:
     """Store a result document once by content hash: 201 when new, 200 when it was already stored."""
     body = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
-    sub = ingest.parse_submission(body)
+    sub = await run_in_threadpool(ingest.parse_submission, body)  # CPU work off the event loop
 
     def write() -> tuple[str, bool]:
         with request.app.state.sessions() as session:
@@ -98,14 +100,47 @@ async def post_result(request: Request, _who: Annotated[Principal, Depends(requi
             return row.content_hash, created
 
     content_hash, created = await run_in_threadpool(write)
+    if created:
+        views.after_push(request.app, [sub.result.model])
     payload = {"id": content_hash, "created": created, "url": f"/api/v1/results/{content_hash}"}
     return JSONResponse(payload, status_code=201 if created else 200)
+
+
+_BATCH_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {
+        "type": "object", "required": ["results"], "additionalProperties": False,
+        "properties": {"results": {"type": "array", "minItems": 1, "maxItems": ingest.MAX_BATCH,
+                                   "items": _RESULT_BODY["content"]["application/json"]["schema"]}},
+    }}},
+}  # fmt: skip
+
+
+@router.post("/results/batch", tags=["results"], openapi_extra={"requestBody": _BATCH_BODY}, responses=ERRORS)
+async def post_results_batch(
+    request: Request, _who: Annotated[Principal, Depends(require("push"))]
+) -> Response:
+    """Store up to 500 documents in one transaction (what ``accelbench push`` sends): each once by content
+    hash; one invalid document refuses the batch with 422 naming it (``results[3]: …``)."""
+    body = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
+    subs = await run_in_threadpool(ingest.parse_batch, body)  # CPU work off the event loop
+
+    def write() -> list[tuple[str, bool]]:
+        with request.app.state.sessions() as session:
+            return ingest.store_many(session, subs)
+
+    stored = await run_in_threadpool(write)
+    views.after_push(
+        request.app, sorted({s.result.model for s, (_, c) in zip(subs, stored, strict=True) if c})
+    )
+    return JSONResponse({"created": sum(c for _, c in stored), "existing": sum(not c for _, c in stored),
+                         "ids": [h for h, _ in stored]})  # fmt: skip
 
 
 @router.get("/results", tags=["results"], responses=ERRORS)
 def list_results(
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
     model: str | None = None,
     target: str | None = None,
     precision: str | None = None,
@@ -124,17 +159,49 @@ def list_results(
 def get_result(
     content_hash: str,
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
 ) -> dict[str, Any]:
     """One result: its indexed columns, the document as pushed, and the variant manifest when known."""
     return queries.detail(queries.get_result(session, content_hash), session)
+
+
+class HideIn(BaseModel):
+    reason: str = Field("", max_length=500, description="why (shown in the result's hide log)")
+
+
+def _hide(hidden: bool) -> Any:
+    def endpoint(
+        content_hash: Annotated[str, FastPath(max_length=64)],
+        body: HideIn,
+        session: Annotated[Any, Depends(get_session)],
+        who: Annotated[Principal, Depends(require("admin"))],
+    ) -> dict[str, Any]:
+        if hidden and not body.reason.strip():
+            raise ApiError(422, "field reason: say why the result is hidden (one line)")
+        reason = " ".join(body.reason.replace("\x00", "").split())
+        row = queries.set_hidden(session, content_hash, hidden, who.name, reason)
+        return {"id": row.content_hash, "hidden": row.hidden_at is not None, "log": row.hidden_log}
+
+    endpoint.__doc__ = (
+        "Hide a result from every listing, page and report (kept, and recorded: who, when, why)."
+        if hidden
+        else "Show a hidden result again (recorded like the hide)."
+    )
+    return endpoint
+
+
+for _hidden in (True, False):
+    router.add_api_route(
+        f"/results/{{content_hash}}/{'hide' if _hidden else 'unhide'}", _hide(_hidden), methods=["POST"],
+        tags=["results"], responses=ERRORS, name="hide_result" if _hidden else "unhide_result",
+    )  # fmt: skip
 
 
 @router.get("/report", tags=["reports"], responses=ERRORS)
 def get_report(
     request: Request,
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
     options: Annotated[Any, Depends(views.report_options)],
     model: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
@@ -147,7 +214,7 @@ def get_report(
 def get_history(
     request: Request,
     session: Annotated[Any, Depends(get_session)],
-    _who: Annotated[Principal, Depends(require("read"))],
+    _who: Annotated[Principal, Depends(require("read", public=True))],
     options: Annotated[Any, Depends(views.report_options)],
     model: Annotated[str, Query(min_length=1, max_length=200)],
     target: Annotated[str, Query(min_length=1, max_length=100)],

@@ -16,6 +16,9 @@ class Settings:
     public_read: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     catalog_path: str | None = None
+    request_timeout_s: float = 120.0  # limits.REQUEST_TIMEOUT_S
+    job_time_limit_s: float = 6 * 3600.0  # jobs.DEFAULT_TIME_LIMIT_S: a campaign's jobs unless it says
+    behind_proxy: bool = False  # a TLS reverse proxy in front: trust its X-Forwarded-Proto/-Host
 
 
 def create_app(settings: Settings, engine: Any = None) -> Any:
@@ -34,6 +37,9 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     @asynccontextmanager
     async def lifespan(_app: Any):
         yield
+        from accelbench.service.views import shutdown
+
+        shutdown()
         engine.dispose()
 
     app = FastAPI(
@@ -47,6 +53,13 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     app.state.sessions = db.sessionmaker_for(engine)
     app.state.catalog = load_catalog(settings.catalog_path)
     errors.install(app)
+    from accelbench.service.limits import Limits
+    from accelbench.service.security import Security
+
+    app.add_middleware(Security, behind_proxy=settings.behind_proxy)
+    app.add_middleware(
+        Limits, documents_limit=settings.max_body_bytes, timeout_s=settings.request_timeout_s
+    )  # added last: runs first, before auth
     for router in (api.router, web.router, *extra_routers()):
         app.include_router(router)
     _add_document_schemas(app, api.document_components())

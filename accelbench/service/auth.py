@@ -8,6 +8,11 @@ Scopes and what each grants (a route asks for one scope; ``admin`` passes every 
     admin   everything, including campaigns and tokens
 
 Use in a route: ``principal: Principal = Depends(require("push"))``.
+
+Browsers: ``/login`` takes a read or admin token (never a runner or push token) and sets a session cookie that
+holds a random session id, stored hashed in ``web_sessions`` with an expiry; the token never reaches the
+browser's cookie jar. The cookie is accepted on the pages only, never on ``/api`` routes, and unsafe methods
+are checked for a foreign Origin/Sec-Fetch-Site (``security.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,11 @@ class Principal:
 
 
 ANONYMOUS_READER = Principal("anonymous", "read")
-COOKIE = "accelbench_token"
+SESSION_PREFIX = "abs_"
+SESSION_MAX_AGE_S = 12 * 3600
+COOKIE = "accelbench_session"  # over plain HTTP: a __Host- cookie must be Secure, which HTTP cannot carry
+SECURE_COOKIE = "__Host-accelbench_session"  # over TLS (or behind a TLS proxy): Secure, Path=/, no Domain
+LOGIN_SCOPES = ("read", "admin")  # runner and push tokens are for machines, not for a browser session
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
@@ -94,11 +103,60 @@ def lookup(session: Any, token: str) -> Principal | None:
     return Principal(row.name, row.scope, row.id) if row else None
 
 
-def require(scope: str) -> Any:
+def start_session(session: Any, principal: Principal) -> str:
+    """A new browser session for ``principal``'s token; returns the session id (only its hash is stored)."""
+    from datetime import timedelta
+
+    from accelbench.service.models import WebSession, utcnow
+
+    sid = SESSION_PREFIX + secrets.token_urlsafe(32)
+    now = utcnow()
+    session.add(WebSession(session_hash=hash_token(sid), token_id=principal.token_id, created_at=now,
+                           expires_at=now + timedelta(seconds=SESSION_MAX_AGE_S)))  # fmt: skip
+    session.commit()
+    return sid
+
+
+def end_session(session: Any, sid: str) -> None:
+    import sqlalchemy as sa
+
+    from accelbench.service.models import WebSession, utcnow
+
+    session.execute(
+        sa.update(WebSession).where(WebSession.session_hash == hash_token(sid)).values(ended_at=utcnow())
+    )
+    session.commit()
+
+
+def session_principal(session: Any, sid: str) -> Principal | None:
+    """The token behind a live (not ended, not expired) session whose token is not revoked."""
+    import sqlalchemy as sa
+
+    from accelbench.service.models import Token, WebSession, utcnow
+
+    row = session.execute(
+        sa.select(Token)
+        .join(WebSession, WebSession.token_id == Token.id)
+        .where(
+            WebSession.session_hash == hash_token(sid),
+            WebSession.ended_at.is_(None),
+            WebSession.expires_at > utcnow(),
+            Token.revoked_at.is_(None),
+        )  # fmt: skip
+    ).scalar_one_or_none()
+    return Principal(row.name, row.scope, row.id) if row else None
+
+
+def session_cookie(request: Request) -> str:
+    return request.cookies.get(SECURE_COOKIE) or request.cookies.get(COOKIE) or ""
+
+
+def require(scope: str, public: bool = False) -> Any:
     """A FastAPI dependency that lets the request through only with a token granting ``scope``.
 
-    No or unknown token → 401; a valid token without the scope → 403. A ``read`` route is open when the
-    server runs with --public-read.
+    No or unknown token → 401; a valid token without the scope → 403. A ``read`` route marked ``public``
+    (results and reports) is open when the server runs with --public-read; campaigns, runners and jobs are
+    not. A page (not ``/api``) also takes the browser session cookie.
     """
     if scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}")
@@ -108,15 +166,19 @@ def require(scope: str) -> Any:
         request: Request,
         creds: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008 (bearer is local: no Annotated)
     ) -> Principal:
-        # a browser without JavaScript cannot send a header: the pages' login form sets this cookie instead
-        token = creds.credentials if creds is not None else request.cookies.get(COOKIE, "")
-        if not token:
-            if scope == "read" and request.app.state.settings.public_read:
+        # a browser without JavaScript cannot send a header: the pages' login form sets a session cookie,
+        # which the /api routes never take (a cookie is what a cross-site request carries along)
+        token = creds.credentials if creds is not None else ""
+        sid = "" if token or request.url.path.startswith("/api/") else session_cookie(request)
+        if not token and not sid:
+            if scope == "read" and public and request.app.state.settings.public_read:
                 return ANONYMOUS_READER
             raise ApiError(401, "missing API token: send Authorization: Bearer TOKEN", _CHALLENGE)
         with request.app.state.sessions() as session:
-            principal = lookup(session, token)
+            principal = lookup(session, token) if token else session_principal(session, sid)
         if principal is None:
+            if sid:
+                raise ApiError(401, "the login session ended or expired: log in again", _CHALLENGE)
             raise ApiError(401, "invalid or revoked API token", _CHALLENGE)
         if not principal.can(scope):
             raise ApiError(403, f"token {principal.name!r} (scope {principal.scope}) may not {scope}")

@@ -37,6 +37,8 @@ class Runner(Base):
     probe: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # accelbench.hardware.probe.probe_host()
     version: Mapped[str] = mapped_column(sa.String(40))
     token_name: Mapped[str] = mapped_column(sa.String(200))
+    secret_hash: Mapped[str | None] = mapped_column(sa.String(64))  # sha256 of the runner secret
+    token_id: Mapped[int | None] = mapped_column(sa.Integer)  # the registration token that made it
     registered_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), default=utcnow)
 
@@ -61,6 +63,20 @@ class Job(Base):
     reason: Mapped[str | None] = mapped_column(sa.Text)  # one line: why it failed or expired
     log_tail: Mapped[str] = mapped_column(sa.Text, default="")
     history: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON)  # one entry per attempt: runner, outcome
+    lease_hash: Mapped[str | None] = mapped_column(sa.String(64))  # sha256 of the current lease's secret
+    time_limit_s: Mapped[float | None] = mapped_column(
+        sa.Float
+    )  # from its claim; heartbeats do not extend it
+
+
+class JobLabel(Base):
+    """One label a job asks for, as "key=value": what the claim's SQL matches against the runner's labels."""
+
+    __tablename__ = "job_labels"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id"), index=True)
+    label: Mapped[str] = mapped_column(sa.String(301))
 
 
 class JobDocument(Base):

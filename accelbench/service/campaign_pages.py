@@ -112,7 +112,8 @@ async def submit_form(request: Request, who: Annotated[Principal, Depends(requir
             except (ApiError, ValueError) as err:
                 return _campaigns(session, getattr(err, "message", str(err)), text, status=422)
             campaign = queue.create_campaign(session, spec, text, created_by=who.name, lease_s=lease_s,
-                                             max_attempts=attempts, labels={})  # fmt: skip
+                                             max_attempts=attempts, labels={},
+                                             time_limit_s=request.app.state.settings.job_time_limit_s)  # fmt: skip
             return RedirectResponse(f"/campaigns/{campaign.id}", status_code=303)
 
     return await run_in_threadpool(write)

@@ -2,15 +2,18 @@
 
 What an agent does, in order (every call with a ``runner`` token)::
 
-    POST /api/v1/runners                      register (name, target, labels, host probe) → runner id
+    POST /api/v1/runners                      register (name, target, labels, host probe) → runner id and
+                                              its runner secret (once; the agent keeps it)
     POST /api/v1/jobs/claim                   long-poll for a job of its target → job, spec, partial documents
     POST /api/v1/jobs/{id}/heartbeat          every lease/3 seconds: extends the lease, carries the log tail
     PUT  /api/v1/jobs/{id}/documents          the partial result document after each step (resume point)
     POST /api/v1/jobs/{id}/results            each finished sweep (stored once, by content hash)
     POST /api/v1/jobs/{id}/done | fail | release
 
-A call about a job the runner no longer holds (its lease expired and the job went to another agent) is 409,
-and the agent drops the job.
+A claim carries the runner secret and returns a lease secret; every job call carries both (``runner_secret``,
+``lease_secret``). A call without them, or from a runner that never held the job, is 403: a runner token
+cannot act for another runner. A call about a job the runner held but no longer holds (its lease expired and
+the job went to another agent) is 409, and the agent drops the job.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def _no_nul(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
-Labels = dict[Annotated[Text, Field(min_length=1, max_length=100)], Annotated[Text, Field(max_length=200)]]
+LabelKey = Annotated[Text, Field(min_length=1, max_length=100, pattern=r"^[^=]+$")]  # stored as "key=value"
+Labels = dict[LabelKey, Annotated[Text, Field(max_length=200)]]
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 PathId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
@@ -53,13 +57,23 @@ class CampaignIn(BaseModel):
     spec: Text = Field(max_length=200_000, description="The experiment spec, TOML text (accelbench init)")
     lease_s: float = Field(jobs.DEFAULT_LEASE_S, gt=0, le=86400, description="lease per heartbeat, seconds")
     max_attempts: int = Field(jobs.DEFAULT_MAX_ATTEMPTS, ge=1, le=100)
+    time_limit_s: float | None = Field(
+        None,
+        gt=0,
+        le=30 * 86400,
+        description="per job from its claim [default: the server's --job-time-limit]",
+    )
     labels: Labels = Field(
         default_factory=dict, max_length=50, description="labels every job asks its runner for"
     )
 
 
+Secret = Annotated[str, Field(max_length=100)]
+
+
 class RunnerIn(BaseModel):
     name: Text = Field(min_length=1, max_length=200)
+    secret: Secret | None = Field(None, description="this runner's secret, when re-registering (a restart)")
     target: Text = Field(min_length=1, max_length=100)
     labels: Labels = Field(default_factory=dict, max_length=50)
     probe: dict[str, Any] = Field(default_factory=dict, description="accelbench.hardware.probe.probe_host()")
@@ -68,12 +82,15 @@ class RunnerIn(BaseModel):
 
 class ClaimIn(BaseModel):
     runner_id: Id
+    runner_secret: Secret = ""
     wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)
 
 
 class JobCall(BaseModel):
     runner_id: Id
     attempt: int = Field(ge=0, le=MAX_ID)
+    runner_secret: Secret = ""
+    lease_secret: Secret = ""
     log_tail: str = Field("", max_length=100_000)
     reason: str | None = Field(None, max_length=10_000)
 
@@ -112,7 +129,7 @@ def job_json(job: Any, runner: str | None) -> dict[str, Any]:
         "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
         "heartbeat_at": _iso(job.heartbeat_at), "lease_until": _iso(job.lease_until),
         "finished_at": _iso(job.finished_at), "reason": job.reason, "log_tail": job.log_tail,
-        "history": job.history,
+        "history": job.history, "time_limit_s": job.time_limit_s,
     }  # fmt: skip
 
 
@@ -141,8 +158,9 @@ def post_campaign(
 ) -> JSONResponse:
     """Queue one job per measured target of the spec; projected targets are computed by the report."""
     spec = parse_campaign_spec(body.spec, request.app.state.catalog)
+    limit_s = body.time_limit_s or request.app.state.settings.job_time_limit_s
     campaign = queue.create_campaign(session, spec, body.spec, created_by=who.name, lease_s=body.lease_s,
-                                     max_attempts=body.max_attempts, labels=body.labels)  # fmt: skip
+                                     max_attempts=body.max_attempts, labels=body.labels, time_limit_s=limit_s)  # fmt: skip
     return JSONResponse(campaign_json(session, campaign), status_code=201)
 
 
@@ -194,7 +212,8 @@ def post_runner(
     session: Annotated[Any, Depends(get_session)],
     who: Annotated[Principal, Depends(require("runner"))],
 ) -> dict[str, Any]:
-    """Register (or refresh) an agent; the id it gets is what it claims jobs with."""
+    """Register (or refresh) an agent: its id and, for a new runner (or one re-registered by the token that
+    made it, without its secret), its runner secret, shown once. Another runner's name is 409."""
     from accelbench.errors import BadInputError
 
     try:
@@ -202,11 +221,13 @@ def post_runner(
     except BadInputError as err:
         raise ApiError(422, f"field target: {err}") from None
     try:
-        runner = queue.register_runner(session, name=body.name, target=body.target, labels=body.labels,
-                                       probe=body.probe, version=body.version, token_name=who.name)  # fmt: skip
-    except queue.JobLost as err:
+        runner, secret = queue.register_runner(
+            session, name=body.name, target=body.target, labels=body.labels, probe=body.probe,
+            version=body.version, token_name=who.name, token_id=who.token_id, secret=body.secret,
+        )  # fmt: skip
+    except (queue.JobLost, queue.NameTaken) as err:
         raise ApiError(409, str(err)) from None
-    return {"id": runner.id, "name": runner.name}
+    return {"id": runner.id, "name": runner.name, "secret": secret}
 
 
 @router.get("/runners", tags=["runners"])
@@ -218,13 +239,12 @@ def list_runners(
     return {"runners": runner_rows(session)}
 
 
-def _runner(session: Any, runner_id: int) -> Any:
-    from accelbench.service.campaign_models import Runner
-
-    runner = session.get(Runner, runner_id)
-    if runner is None:
-        raise ApiError(404, f"no runner {runner_id}: register first (POST /api/v1/runners)")
-    return runner
+def _authenticated(session: Any, runner_id: int, secret: str) -> Any:
+    """The runner, when ``secret`` is its runner secret; 403 otherwise (an unknown id answers the same)."""
+    try:
+        return queue.authenticate_runner(session, runner_id, secret)
+    except queue.NotYours as err:
+        raise ApiError(403, str(err)) from None
 
 
 @router.post("/jobs/claim", tags=["jobs"], responses={204: {"description": "no job within wait_s"}})
@@ -238,13 +258,13 @@ async def claim_job(
 
     def attempt() -> dict[str, Any] | None:
         with sessions() as session:
-            runner = _runner(session, body.runner_id)
+            runner = _authenticated(session, body.runner_id, body.runner_secret)
             queue.touch_runner(session, runner.id)
             queue.reap_expired(session)
-            job_id = queue.claim(engine, runner.id, runner.target, dict(runner.labels or {}))
-            if job_id is None:
+            claimed = queue.claim(engine, runner.id, runner.target, dict(runner.labels or {}))
+            if claimed is None:
                 return None
-            return _claimed(session, job_id)
+            return {**_claimed(session, claimed[0]), "lease_secret": claimed[1]}
 
     deadline = time.monotonic() + body.wait_s
     while True:
@@ -266,12 +286,15 @@ def _claimed(session: Any, job_id: int) -> dict[str, Any]:
 
 
 def _owned(session: Any, job_id: int, call: JobCall) -> Any:
+    runner = _authenticated(session, call.runner_id, call.runner_secret)
     try:
-        return queue.owned_job(session, job_id, call.runner_id, call.attempt)
+        return queue.owned_job(session, job_id, runner, call.attempt, call.lease_secret)
     except LookupError as err:
         raise ApiError(404, str(err)) from None
     except queue.JobLost as err:
         raise ApiError(409, str(err)) from None
+    except queue.NotYours as err:
+        raise ApiError(403, str(err)) from None
 
 
 @router.post("/jobs/{job_id}/heartbeat", tags=["jobs"])
@@ -281,10 +304,11 @@ def job_heartbeat(
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("runner"))],
 ) -> dict[str, Any]:
-    """Extend the lease; 409 when the lease already expired and the job was requeued."""
+    """Extend the lease; 409 (stop) when the lease expired, the time limit passed or an admin cancelled it."""
     queue.reap_expired(session)
-    until = queue.heartbeat(session, _owned(session, job_id, call), call.log_tail)
-    return {"lease_until": _iso(until)}
+    job = _owned(session, job_id, call)
+    until = queue.heartbeat(session, job, call.log_tail)
+    return {"lease_until": _iso(until), "time_limit_s": job.time_limit_s}
 
 
 @router.get("/jobs/{job_id}/documents", tags=["jobs"])
@@ -301,10 +325,11 @@ def _job_body(**documents: dict[str, Any]) -> dict[str, Any]:
     """OpenAPI for a runner's JSON body: its JobCall fields (runner_id, attempt) and the documents it carries
     (described by the components the app adds: accelbench.service.api.document_components)."""
     call = JobCall.model_json_schema()["properties"]
+    ids = ("runner_id", "attempt", "runner_secret", "lease_secret")
     schema = {
         "type": "object",
-        "required": ["runner_id", "attempt", *[k for k in documents if k in ("document", "result")]],
-        "properties": {"runner_id": call["runner_id"], "attempt": call["attempt"], **documents},
+        "required": [*ids[:2], *[k for k in documents if k in ("document", "result")]],
+        "properties": {**{k: call[k] for k in ids}, **documents},
     }
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
@@ -327,13 +352,10 @@ async def put_job_document(
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    from accelbench.service.ingest import read_body, refuse_nul
+    from accelbench.service.ingest import parse_json, read_body, refuse_nul
 
     raw = await read_body(request, request.app.state.settings.max_body_bytes)
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ApiError(400, f"body is not valid JSON: {err}") from None
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise ApiError(422, "body must be a JSON object")
     refuse_nul(raw.decode("utf-8", "replace"))
@@ -346,7 +368,8 @@ def _call(body: dict[str, Any]) -> JobCall:
     from accelbench.service.errors import validation_message
 
     try:
-        return JobCall(runner_id=body.pop("runner_id", None), attempt=body.pop("attempt", None))
+        return JobCall(**{k: body.pop(k) for k in ("runner_id", "attempt", "runner_secret", "lease_secret")
+                          if k in body})  # fmt: skip
     except ValidationError as err:
         raise ApiError(422, validation_message(list(err.errors()))) from None
 
@@ -395,11 +418,13 @@ def _finish(event: str) -> Any:
     ) -> dict[str, Any]:
         from accelbench.service.campaign_models import Job
 
+        _authenticated(session, call.runner_id, call.runner_secret)
         done = session.get(Job, job_id)
-        if done is not None and (done.status, done.runner_id, done.attempts) == (
-            {"done": jobs.DONE, "fail": jobs.FAILED}.get(event),
-            call.runner_id,
-            call.attempt,
+        if (
+            done is not None
+            and (done.status, done.runner_id, done.attempts)
+            == ({"done": jobs.DONE, "fail": jobs.FAILED}.get(event), call.runner_id, call.attempt)
+            and queue.same_hash(done.lease_hash, call.lease_secret)
         ):  # the same call again (its answer was lost on the way): the same answer, not a 409
             return {"id": done.id, "status": done.status}
         job = _owned(session, job_id, call)
@@ -413,6 +438,34 @@ def _finish(event: str) -> Any:
                         "release": "Give the job back to the queue (the agent was stopped)."}[event]  # fmt: skip
     return endpoint
 
+
+def _admin(event: str) -> Any:
+    def endpoint(
+        job_id: PathId,
+        session: Annotated[Any, Depends(get_session)],
+        who: Annotated[Principal, Depends(require("admin"))],
+    ) -> dict[str, Any]:
+        from accelbench.service.campaign_models import Job
+
+        job = session.get(Job, job_id)
+        if job is None:
+            raise ApiError(404, f"no job {job_id}")
+        try:
+            queue.admin_change(session, job, event, who.name)
+        except jobs.TransitionError as err:
+            raise ApiError(409, f"job {job_id}: {err}") from None
+        return job_json(job, None)
+
+    endpoint.__doc__ = {"cancel": "Cancel a queued or running job; a running one's agent is told to stop (409 on "
+                                  "its next call).",
+                        "requeue": "Put a running, failed, expired or cancelled job back in the queue with a fresh "
+                                   "set of attempts."}[event]  # fmt: skip
+    return endpoint
+
+
+for _event in ("cancel", "requeue"):
+    router.add_api_route(f"/jobs/{{job_id}}/{_event}", _admin(_event), methods=["POST"], tags=["jobs"],
+                         name=f"job_{_event}")  # fmt: skip
 
 for _event in ("done", "fail", "release"):
     router.add_api_route(f"/jobs/{{job_id}}/{_event}", _finish(_event), methods=["POST"], tags=["jobs"],

@@ -80,6 +80,33 @@ class Pusher:
         raise BadInputError(f"{label}: the server refused it ({response.status_code}): {message}")
 
 
+BATCH = 50  # documents per POST /api/v1/results/batch
+
+
+def send_batch(pusher: Pusher, bodies: list[dict[str, Any]], label: str) -> tuple[int, int] | None:
+    """(created, existing) for one batch; None when the server has no batch route (an older server)."""
+    import httpx
+
+    try:
+        response = pusher.client.post("/api/v1/results/batch", json={"results": bodies})
+    except httpx.HTTPError as err:
+        raise ServerError(
+            f"results server {pusher.url} is not reachable ({type(err).__name__}: {err})"
+        ) from None
+    if response.status_code in (404, 405):
+        return None
+    if response.status_code == 200:
+        answer = response.json()
+        return int(answer["created"]), int(answer["existing"])
+    try:
+        message = response.json().get("error") or response.text
+    except ValueError:
+        message = response.text[:200]
+    if response.status_code >= 500:
+        raise ServerError(f"results server {pusher.url} failed ({response.status_code}): {message}")
+    raise BadInputError(f"{label}: the server refused it ({response.status_code}): {message}")
+
+
 def result_files(paths: list[str]) -> list[tuple[Path, Any]]:
     """(file, ResultDocument) for every result document under ``paths``, found as ``accelbench report``
     finds them: other JSON files (manifests, telemetry) are skipped, a malformed result document is an error."""
@@ -94,14 +121,27 @@ def push_paths(paths: list[str], server_url: str, token: str | None) -> dict[str
     manifests = _manifests(paths)
     pusher = Pusher(server_url, token)
     counts = {"created": 0, "existing": 0}
+    batched = True
     try:
-        for index, (file, doc) in enumerate(results):
+        for start in range(0, len(results), BATCH):
+            chunk = results[start : start + BATCH]
             try:
-                created = pusher.send(envelope(doc, file.name, manifests), str(file))
+                answer = None
+                if batched:
+                    bodies = [envelope(doc, file.name, manifests) for file, doc in chunk]
+                    label = f"{chunk[0][0]} … {chunk[-1][0]}" if len(chunk) > 1 else str(chunk[0][0])
+                    answer = send_batch(pusher, bodies, label)
+                    batched = answer is not None
+                if answer is None:  # an older server: one POST per document
+                    answer = (0, 0)
+                    for file, doc in chunk:
+                        created = pusher.send(envelope(doc, file.name, manifests), str(file))
+                        answer = (answer[0] + created, answer[1] + (not created))
             except ServerError as err:
-                raise ServerError(f"{err}; {index} of {len(results)} sent, the files stay on disk: "
+                raise ServerError(f"{err}; {start} of {len(results)} sent, the files stay on disk: "
                                   "run accelbench push again when it is up") from None  # fmt: skip
-            counts["created" if created else "existing"] += 1
+            counts["created"] += answer[0]
+            counts["existing"] += answer[1]
     finally:
         pusher.close()
     return counts

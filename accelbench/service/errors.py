@@ -92,6 +92,16 @@ def install(app: Any) -> None:
         log.warning("database error on %s %s: %s", request.method, request.url.path, str(err).splitlines()[0])
         return error_response(503, "the database is not reachable; retry later")
 
+    @app.exception_handler(RecursionError)
+    async def _too_deep(request, _err: Exception):
+        return error_response(400, "the request nests too deeply to parse")
+
+    @app.exception_handler(ValueError)
+    async def _bad_value(request, err: Exception):
+        # e.g. a JSON integer over Python's digit limit in a body FastAPI parses: the client's input
+        log.warning("ValueError on %s %s: %s", request.method, request.url.path, str(err)[:200])
+        return error_response(400, f"the request is not acceptable: {' '.join(str(err).split())[:200]}")
+
     @app.exception_handler(Exception)
     async def _unexpected(request, err: Exception):
         log.exception("unexpected error on %s %s", request.method, request.url.path)

@@ -40,6 +40,11 @@ def history(
             data = build_report(documents([row]), catalog, options)
         except BadInputError as err:
             raise ApiError(422, str(err)) from None
+        except Exception as err:  # noqa: BLE001 - one run the report cannot take is left out, logged
+            from accelbench.service.views import problem_line
+
+            problem_line(err, model)
+            continue
         measured = next((r for r in data.rows if r["target"] == target and r["status"] == "measured"), None)
         if measured is None:  # cannot happen for a stored row of this target; never a 500 if it does
             continue

@@ -18,6 +18,43 @@ from accelbench.service.errors import ApiError
 from accelbench.service.validate import check_result, check_variant
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # a long sweep with stability windows is ~1 MB
+MAX_JSON_DEPTH = 64  # a result document nests 6 deep; 100,000 nested lists would exhaust the recursion
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (numbers must be finite)")
+
+
+def json_depth(text: str) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped); cheap: only the brackets are walked."""
+    depth = deepest = 0
+    for char in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        depth += 1 if char in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_json(body: bytes | str) -> Any:
+    """The parsed body, or ApiError 400 with one line: not UTF-8, not JSON, nested deeper than MAX_JSON_DEPTH,
+    NaN/Infinity (``parse_constant``), or a number too long to convert (Python's int digit limit)."""
+    try:
+        text = body.decode("utf-8") if isinstance(body, bytes) else body
+    except UnicodeDecodeError:
+        raise ApiError(400, "body is not UTF-8 text") from None
+    if (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        raise ApiError(400, f"body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise ApiError(
+            400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+        ) from None
+    except RecursionError:
+        raise ApiError(400, "body nests too deeply to parse") from None
+    except ValueError as err:  # NaN/Infinity, or an integer over Python's digit limit
+        raise ApiError(400, f"body is not acceptable JSON: {' '.join(str(err).split())[:200]}") from None
 
 
 async def read_body(request: Any, limit: int) -> bytes:
@@ -58,22 +95,20 @@ class Submission:
     result_text: str  # verbatim when the body was the bare document
     variant: Any  # VariantManifest | None
     source: str
+    content_hash: str = ""  # sha256 of the canonical document (computed once, from the one to_dict)
 
 
 def parse_submission(body: bytes) -> Submission:
     """Bytes → the documents, or ApiError 400 (not JSON) / 422 (wrong shape, naming the field)."""
-    try:
-        text = body.decode("utf-8")
-        obj = json.loads(text)
-    except UnicodeDecodeError:
-        raise ApiError(400, "body is not UTF-8 text") from None
-    except json.JSONDecodeError as err:
-        raise ApiError(
-            400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
-        ) from None
+    return submission_of(parse_json(body), body.decode("utf-8"))
+
+
+def submission_of(obj: Any, text: str | None = None) -> Submission:
+    """A parsed body (a bare document, kept verbatim as ``text`` when given, or the envelope) → Submission."""
     if not isinstance(obj, dict):
         raise ApiError(422, "body must be a JSON object: a result document or {result, variant, source}")
-    refuse_nul(text)
+    if text is not None:
+        refuse_nul(text)
     if "result" in obj and "schema" not in obj:
         unknown = sorted(set(obj) - {"result", "variant", "source"})
         if unknown:
@@ -81,7 +116,7 @@ def parse_submission(body: bytes) -> Submission:
         result, variant, source = obj.get("result"), obj.get("variant"), obj.get("source")
         result_text = ""  # filled from the validated document below
     else:
-        result, variant, source, result_text = obj, None, None, text
+        result, variant, source, result_text = obj, None, None, text or ""
     result = check_result(result, "result" if "result" in obj and "schema" not in obj else "body")
     if variant is not None:
         variant = check_variant(variant, "variant")
@@ -90,11 +125,20 @@ def parse_submission(body: bytes) -> Submission:
             raise ApiError(
                 422, "variant: field 'manifest_hash': differs from the result's provenance.manifest_hash"
             )
-    if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()):
-        raise ApiError(422, "field 'source': must be a file name (no folders)")
-    from accelbench.documents import dump_json
+    if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()
+                               or len(source) > 300):  # fmt: skip
+        raise ApiError(422, "field 'source': must be a file name (no folders, at most 300 characters)")
+    import hashlib
 
-    return Submission(result, result_text or dump_json(result), variant, source or f"{result.run_id}.json")
+    from accelbench.documents import to_dict
+    from accelbench.util import canonical_json_text
+
+    # once: the content hash is the sha256 of this canonical text, and a document that came in the envelope
+    # is stored as it (compact, sorted keys: json's C encoder; an indented dump runs the pure-Python one)
+    canonical = canonical_json_text(to_dict(result))
+    content_hash = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return Submission(result, result_text or canonical + "\n", variant, source or f"{result.run_id}.json",
+                      content_hash)  # fmt: skip
 
 
 def _created_at(value: Any) -> datetime | None:
@@ -116,7 +160,7 @@ def columns(doc: Any) -> dict[str, Any]:
         "schema": doc.schema_id, "run_id": doc.run_id, "model": doc.model, "variant": doc.variant,
         "target": doc.target or "", "precision": doc.precision or "", "manifest_hash": prov.manifest_hash,
         "host": str(host.get("hostname") or host.get("name") or host.get("cpu") or "")[:200] or None,
-        "accelbench_version": (prov.packages or {}).get("accelbench"), "origin": doc.origin,
+        "accelbench_version": ((prov.packages or {}).get("accelbench") or "")[:40] or None, "origin": doc.origin,
         "created_at": _created_at(prov.created_at) if prov.created_at else None,
         "summary": {"steps": len(doc.steps), "verdicts": verdicts, "complete": doc.complete},
     }  # fmt: skip
@@ -129,7 +173,7 @@ def store(session: Any, sub: Submission) -> tuple[Any, bool]:
 
     from accelbench.service.models import Result
 
-    content_hash = sub.result.content_hash()
+    content_hash = sub.content_hash or sub.result.content_hash()
     existing = session.execute(
         sa.select(Result).where(Result.content_hash == content_hash)
     ).scalar_one_or_none()
@@ -149,6 +193,54 @@ def store(session: Any, sub: Submission) -> tuple[Any, bool]:
             sa.select(Result).where(Result.content_hash == content_hash)
         ).scalar_one(), False
     return row, True
+
+
+MAX_BATCH = 500
+
+
+def parse_batch(body: bytes) -> list[Submission]:
+    """``{"results": [DOCUMENT | {result, variant, source}, …]}`` → submissions; 422 names the item."""
+    obj = parse_json(body)
+    if not isinstance(obj, dict) or set(obj) != {"results"} or not isinstance(obj["results"], list):
+        raise ApiError(422, 'body must be {"results": [result document or {result, variant, source}, ...]}')
+    if not 1 <= len(obj["results"]) <= MAX_BATCH:
+        raise ApiError(422, f"field 'results': 1 to {MAX_BATCH} documents per batch")
+    refuse_nul(body.decode("utf-8"))
+    out = []
+    for index, item in enumerate(obj["results"]):
+        try:
+            out.append(submission_of(item))
+        except ApiError as err:
+            raise ApiError(err.status, f"results[{index}]: {err.message}") from None
+    return out
+
+
+def store_many(session: Any, subs: list[Submission]) -> list[tuple[str, bool]]:
+    """Store a batch in one transaction: (content hash, created) per submission, in order. Commits."""
+    import sqlalchemy as sa
+    from sqlalchemy.exc import IntegrityError
+
+    from accelbench.service.models import Result
+
+    hashes = [s.content_hash or s.result.content_hash() for s in subs]
+    known = set(
+        session.execute(sa.select(Result.content_hash).where(Result.content_hash.in_(set(hashes)))).scalars()
+    )
+    out, seen = [], set()
+    for sub, content_hash in zip(subs, hashes, strict=True):
+        created = content_hash not in known and content_hash not in seen
+        if created:
+            seen.add(content_hash)
+            variant_id = _store_variant(session, sub.variant) if sub.variant is not None else None
+            session.add(Result(content_hash=content_hash, source=sub.source, document=sub.result_text,
+                               variant_id=variant_id, **columns(sub.result)))  # fmt: skip
+        out.append((content_hash, created))
+    try:
+        session.commit()
+    except IntegrityError:  # one of them arrived concurrently: store one by one, each once
+        session.rollback()
+        return [(row.content_hash, created) for row, created in (store(session, sub) for sub in subs)]
+    return out
 
 
 def _store_variant(session: Any, manifest: Any) -> int:

@@ -6,6 +6,10 @@
       └── lease expired ┘
           (attempts < max)   lease expired, attempts == max ──▶ expired
 
+An admin may ``cancel`` a queued or running job (``cancelled``; a running one's agent is told to stop at its
+next call) and ``requeue`` a running, failed, expired or cancelled one (attempts start again). A running job
+past its time limit (from its claim; heartbeats do not extend it) is revoked like an expired lease.
+
 A job is claimed by one runner at a time; its lease runs ``lease_s`` seconds from the last heartbeat. A lease
 that runs out puts the job back in the queue until it has been tried ``max_attempts`` times; then it is
 ``expired``, like a job a runner gave up on. A released job (the agent was told to stop) goes back to the
@@ -19,9 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 QUEUED, RUNNING, DONE, FAILED, EXPIRED = "queued", "running", "done", "failed", "expired"
-STATES = (QUEUED, RUNNING, DONE, FAILED, EXPIRED)
-FINAL = (DONE, FAILED, EXPIRED)
+CANCELLED = "cancelled"
+STATES = (QUEUED, RUNNING, DONE, FAILED, EXPIRED, CANCELLED)
+FINAL = (DONE, FAILED, EXPIRED, CANCELLED)
 DEFAULT_LEASE_S = 120.0
+DEFAULT_TIME_LIMIT_S = 6 * 3600.0  # the server's default for a job from its claim (--job-time-limit)
 DEFAULT_MAX_ATTEMPTS = 3
 
 # event -> (states it may happen in, the state after it)
@@ -31,6 +37,8 @@ _TRANSITIONS = {
     "done": ((RUNNING,), DONE),
     "fail": ((RUNNING,), FAILED),
     "release": ((RUNNING,), QUEUED),
+    "cancel": ((QUEUED, RUNNING), CANCELLED),  # an admin: the agent is told to stop at its next call
+    "requeue": ((RUNNING, FAILED, EXPIRED, CANCELLED), QUEUED),  # an admin: a fresh set of attempts
 }
 
 
@@ -51,6 +59,13 @@ def next_state(state: str, event: str) -> str:
 def after_expiry(attempts: int, max_attempts: int) -> str:
     """Where a job goes when its lease ran out: back to the queue, or ``expired`` after its last attempt."""
     return QUEUED if attempts < max_attempts else EXPIRED
+
+
+def past_time_limit(claimed_at: datetime | None, time_limit_s: float | None, now: datetime) -> bool:
+    """A running job claimed longer ago than its time limit: revoked even while heartbeats arrive."""
+    if claimed_at is None or time_limit_s is None:
+        return False
+    return _naive(claimed_at) + timedelta(seconds=time_limit_s) <= _naive(now)
 
 
 def lease_until(now: datetime, lease_s: float) -> datetime:
@@ -97,7 +112,7 @@ class Summary:
     def status(self) -> str:
         if not self.finished:
             return RUNNING if self.counts.get(RUNNING) or self.counts.get(DONE) else QUEUED
-        return DONE if all(self.counts.get(s, 0) == 0 for s in (FAILED, EXPIRED)) else FAILED
+        return DONE if all(self.counts.get(s, 0) == 0 for s in (FAILED, EXPIRED, CANCELLED)) else FAILED
 
 
 def summarize(states: list[str]) -> Summary:

@@ -59,6 +59,10 @@ class Result(Base):
     summary: Mapped[dict[str, Any]] = mapped_column(sa.JSON)  # steps, verdicts: what listings show
     document: Mapped[str] = mapped_column(sa.Text)
     variant_id: Mapped[int | None] = mapped_column(sa.ForeignKey("variants.id"))
+    hidden_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), index=True)
+    hidden_by: Mapped[str | None] = mapped_column(sa.String(200))
+    hidden_reason: Mapped[str | None] = mapped_column(sa.String(500))
+    hidden_log: Mapped[list[dict[str, Any]] | None] = mapped_column(sa.JSON)  # every hide and unhide
 
 
 class Token(Base):
@@ -71,3 +75,16 @@ class Token(Base):
     token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
+
+
+class WebSession(Base):
+    """A browser login: the cookie holds the session id (its sha256 is kept here), never the token."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    session_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    token_id: Mapped[int] = mapped_column(sa.ForeignKey("tokens.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.orm import defer
 
 from accelbench.service.errors import ApiError
 from accelbench.service.models import Result, Variant, aware
@@ -13,7 +14,11 @@ from accelbench.service.models import Result, Variant, aware
 FILTERS = ("model", "target", "precision", "variant", "host")
 
 
+VISIBLE = Result.hidden_at.is_(None)  # a hidden result is in no listing, page or report
+
+
 def _where(query: Any, filters: dict[str, str | None]) -> Any:
+    query = query.where(VISIBLE)
     for name in FILTERS:
         value = filters.get(name)
         if value:
@@ -40,6 +45,7 @@ def list_results(session: Any, filters: dict[str, Any], limit: int, offset: int)
     ).scalar_one()
     query = _between(_where(sa.select(Result), filters), filters)
     query = query.order_by(Result.created_at.desc(), Result.id.desc())
+    query = query.options(defer(Result.document))  # a listing shows indexed columns, never documents
     return list(session.execute(query.limit(limit).offset(offset)).scalars()), total
 
 
@@ -52,10 +58,14 @@ def filter_choices(session: Any) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {"origin": list(ORIGINS)}
     for name in ("model", "target", "precision"):
         column = getattr(Result, name)
-        values = session.execute(sa.select(column).where(column.is_not(None)).distinct().order_by(column))
+        values = session.execute(
+            sa.select(column).where(VISIBLE, column.is_not(None)).distinct().order_by(column)
+        )
         out[name] = list(values.scalars())
     hosts = session.execute(
-        sa.select(Result.host, sa.func.min(Result.id)).where(Result.host.is_not(None)).group_by(Result.host)
+        sa.select(Result.host, sa.func.min(Result.id))
+        .where(VISIBLE, Result.host.is_not(None))
+        .group_by(Result.host)
     )
     out["host"] = sorted(hosts.all())
     return out
@@ -74,6 +84,14 @@ def rows_by_hash(session: Any, hashes: list[str]) -> dict[str, Any]:
     return {r.content_hash: r for r in session.execute(query).scalars()}
 
 
+def series(session: Any) -> list[tuple[str, str, str]]:
+    """Every (model, target, precision) with a visible result: what has a history (indexed columns only)."""
+    query = sa.select(Result.model, Result.target, Result.precision).where(
+        VISIBLE, Result.target != "", Result.precision != ""
+    )
+    return sorted({tuple(r) for r in session.execute(query.distinct())})
+
+
 def _iso(value: Any) -> str | None:
     value = aware(value)
     return value.isoformat() if value is not None else None
@@ -90,8 +108,9 @@ def summary(row: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def get_result(session: Any, content_hash: str) -> Any:
-    row = session.execute(sa.select(Result).where(Result.content_hash == content_hash)).scalar_one_or_none()
+def get_result(session: Any, content_hash: str, hidden_too: bool = False) -> Any:
+    query = sa.select(Result).where(Result.content_hash == content_hash)
+    row = session.execute(query if hidden_too else query.where(VISIBLE)).scalar_one_or_none()
     if row is None:
         raise ApiError(404, f"no result with id {content_hash[:80]!r}")
     return row
@@ -114,18 +133,34 @@ def stored_rows(session: Any, model: str | None = None, target: str | None = Non
     return list(session.execute(query.order_by(Result.id)).scalars())
 
 
-def fingerprint(session: Any, model: str | None = None) -> tuple[int, int]:
-    """(how many results, the newest id) for one model or all: changes exactly when a result is added."""
-    query = sa.select(sa.func.count(Result.id), sa.func.max(Result.id))
+def fingerprint(session: Any, model: str | None = None) -> tuple[int, int, int]:
+    """(how many visible results, the newest id, the sum of their ids) for one model or all: changes when a
+    result is added, hidden or unhidden."""
+    query = sa.select(sa.func.count(Result.id), sa.func.max(Result.id), sa.func.sum(Result.id)).where(VISIBLE)
     if model:
         query = query.where(Result.model == model)
-    count, newest = session.execute(query).one()
-    return int(count or 0), int(newest or 0)
+    count, newest, total = session.execute(query).one()
+    return int(count or 0), int(newest or 0), int(total or 0)
 
 
 def models_and_targets(session: Any) -> tuple[list[str], list[str]]:
-    models = session.execute(sa.select(Result.model).distinct().order_by(Result.model)).scalars()
+    models = session.execute(
+        sa.select(Result.model).where(VISIBLE).distinct().order_by(Result.model)
+    ).scalars()
     targets = session.execute(
-        sa.select(Result.target).where(Result.target.is_not(None)).distinct().order_by(Result.target)
+        sa.select(Result.target).where(VISIBLE, Result.target.is_not(None)).distinct().order_by(Result.target)
     ).scalars()
     return list(models), list(targets)
+
+
+def set_hidden(session: Any, content_hash: str, hidden: bool, who: str, reason: str) -> Any:
+    """Hide (or unhide) one result, recording who, when and why in its ``hidden_log``. Commits."""
+    from accelbench.service.models import utcnow
+
+    row = get_result(session, content_hash, hidden_too=True)
+    now = utcnow()
+    entry = {"action": "hide" if hidden else "unhide", "by": who, "at": now.isoformat(), "reason": reason}
+    row.hidden_log = [*(row.hidden_log or []), entry]
+    row.hidden_at, row.hidden_by, row.hidden_reason = (now, who, reason) if hidden else (None, None, None)
+    session.commit()
+    return row

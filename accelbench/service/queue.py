@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from accelbench.service import jobs
-from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobResult, Runner
+from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobLabel, JobResult, Runner
 from accelbench.service.models import aware, utcnow
 
 # A lease that ran out while the server itself was down is not the agent's fault: after a (re)start every lease
@@ -28,39 +28,98 @@ class JobLost(Exception):
     """The job is not this runner's any more (its lease expired and it was requeued, or it finished)."""
 
 
+def label_rows(labels: dict[str, str]) -> list[str]:
+    """A label set as the "key=value" strings ``job_labels`` holds and a claim matches."""
+    return [f"{k}={v}" for k, v in sorted(labels.items())]
+
+
 def create_campaign(session: Any, spec: Any, spec_text: str, *, created_by: str, lease_s: float,
-                    max_attempts: int, labels: dict[str, str]) -> Campaign:  # fmt: skip
+                    max_attempts: int, labels: dict[str, str],
+                    time_limit_s: float | None = jobs.DEFAULT_TIME_LIMIT_S) -> Campaign:  # fmt: skip
     """One campaign, one queued job per measured target of ``spec`` (a validated ExperimentSpec). Commits."""
     campaign = Campaign(name=spec.name, spec=spec_text, projected=[t.id for t in spec.projected_targets],
                         created_by=created_by, created_at=utcnow())  # fmt: skip
     session.add(campaign)
     session.flush()
     for target in spec.measured_targets:
-        session.add(Job(campaign_id=campaign.id, target=target.id, labels=dict(labels), status=jobs.QUEUED,
-                        attempts=0, max_attempts=max_attempts, lease_s=lease_s, log_tail="", history=[]))  # fmt: skip
+        job = Job(campaign_id=campaign.id, target=target.id, labels=dict(labels), status=jobs.QUEUED, attempts=0,
+                  max_attempts=max_attempts, lease_s=lease_s, log_tail="", history=[], time_limit_s=time_limit_s)  # fmt: skip
+        session.add(job)
+        session.flush()
+        session.add_all(JobLabel(job_id=job.id, label=label) for label in label_rows(labels))
     session.commit()
     return campaign
 
 
+class NameTaken(Exception):
+    """The runner name belongs to another runner (registered with another token, and no secret of it given)."""
+
+
+class NotYours(Exception):
+    """The call does not prove it comes from the runner holding the job (wrong runner or lease secret): 403."""
+
+
+RUNNER_SECRET_PREFIX, LEASE_SECRET_PREFIX = "abr_", "abl_"
+
+
+def new_secret(prefix: str) -> tuple[str, str]:
+    """(secret, its sha256): the secret is returned once, only the hash is stored."""
+    import secrets
+
+    from accelbench.service.auth import hash_token
+
+    secret = prefix + secrets.token_urlsafe(32)
+    return secret, hash_token(secret)
+
+
+def same_hash(stored: str | None, secret: str | None) -> bool:
+    import hmac
+
+    from accelbench.service.auth import hash_token
+
+    return bool(stored) and bool(secret) and hmac.compare_digest(stored or "", hash_token(secret or ""))
+
+
 def register_runner(session: Any, *, name: str, target: str, labels: dict[str, str], probe: dict[str, Any],
-                    version: str, token_name: str) -> Runner:  # fmt: skip
-    """Create or refresh the runner called ``name`` (an agent restarting keeps its row). Commits."""
+                    version: str, token_name: str, token_id: int | None,
+                    secret: str | None = None) -> tuple[Runner, str | None]:  # fmt: skip
+    """Create or refresh the runner called ``name``; returns (runner, new secret or None). Commits.
+
+    A new name gets a runner secret (returned once, stored hashed). An existing name is refreshed when the
+    call carries that runner's secret (an agent restarting), or gets a new secret (the old one stops working)
+    when it comes with the registration token that created the runner (the agent lost its secret); any other
+    caller gets NameTaken: one runner cannot take over another's name, labels or jobs.
+    """
     from sqlalchemy.exc import IntegrityError
 
     now = utcnow()
-    for _ in range(2):  # two agents registering the same new name at once: the loser updates the winner's row
+    for _ in range(2):  # two agents registering the same new name at once: the loser sees the winner's row
         runner = session.execute(sa.select(Runner).where(Runner.name == name)).scalar_one_or_none()
+        issued = None
         if runner is None:
-            runner = Runner(name=name, registered_at=now)
+            runner = Runner(name=name, registered_at=now, token_id=token_id)
             session.add(runner)
+            issued, runner.secret_hash = new_secret(RUNNER_SECRET_PREFIX)
+        elif not same_hash(runner.secret_hash, secret):
+            if runner.token_id is None or runner.token_id != token_id:
+                raise NameTaken(f"runner name {name!r} belongs to another runner: choose another --name")
+            issued, runner.secret_hash = new_secret(RUNNER_SECRET_PREFIX)
         runner.target, runner.labels, runner.probe = target, labels, probe
         runner.version, runner.token_name, runner.last_seen = version, token_name, now
         try:
             session.commit()
-            return runner
+            return runner, issued
         except IntegrityError:
             session.rollback()
     raise JobLost(f"runner name {name!r} is being registered concurrently; try again")
+
+
+def authenticate_runner(session: Any, runner_id: int, secret: str | None) -> Runner:
+    """The runner if ``secret`` is its runner secret; NotYours otherwise (an unknown id says the same)."""
+    runner = session.get(Runner, runner_id)
+    if runner is None or not same_hash(runner.secret_hash, secret):
+        raise NotYours(f"runner {runner_id}: wrong or missing runner secret (register again to get one)")
+    return runner
 
 
 def reap_expired(session: Any, now: Any = None) -> int:
@@ -68,17 +127,24 @@ def reap_expired(session: Any, now: Any = None) -> int:
     now = now or utcnow()
     rows = session.execute(
         sa.select(
-            Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history, Job.lease_s
-        ).where(Job.status == jobs.RUNNING, Job.lease_until <= now)  # fmt: skip
-    ).all()
+            Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history, Job.lease_s,
+            Job.claimed_at, Job.time_limit_s,
+        ).where(Job.status == jobs.RUNNING, sa.or_(Job.lease_until <= now, Job.time_limit_s.is_not(None)))
+    ).all()  # fmt: skip
     changed = 0
-    for job_id, attempts, max_attempts, until, runner_id, history, lease_s in rows:
-        if now < jobs.lease_until(STARTED_AT, lease_s):
+    for job_id, attempts, max_attempts, until, runner_id, history, lease_s, claimed_at, limit_s in rows:
+        over = jobs.past_time_limit(claimed_at, limit_s, now)
+        if not over and not jobs.lease_expired(until, now):
+            continue
+        if not over and now < jobs.lease_until(STARTED_AT, lease_s):
             continue  # the server was down while this lease ran out: give the agent one period to check in
         after = jobs.after_expiry(attempts, max_attempts)
-        reason = None if after == jobs.QUEUED else f"lease expired on each of {attempts} attempts"
+        what = f"time limit of {limit_s:g} s passed" if over else "lease expired"
+        reason = None if after == jobs.QUEUED else f"{what} on the last of {attempts} attempts"
+        if not over and after != jobs.QUEUED:
+            reason = f"lease expired on each of {attempts} attempts"
         entry = {"attempt": attempts, "runner": runner_names(session, {runner_id}).get(runner_id),
-                 "outcome": "lease expired", "reason": None, "at": now.isoformat()}  # fmt: skip
+                 "outcome": what, "reason": None, "at": now.isoformat()}  # fmt: skip
         done = session.execute(
             sa.update(Job)
             .where(Job.id == job_id, Job.status == jobs.RUNNING, Job.lease_until == until)
@@ -86,6 +152,7 @@ def reap_expired(session: Any, now: Any = None) -> int:
                 status=after,
                 runner_id=None,
                 lease_until=None,
+                lease_hash=None,
                 reason=reason,
                 history=[*history, entry],
                 finished_at=now if after == jobs.EXPIRED else None,
@@ -96,22 +163,28 @@ def reap_expired(session: Any, now: Any = None) -> int:
     return changed
 
 
-def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str], now: Any = None) -> int | None:
-    """Atomically take the oldest queued job for ``target`` whose labels the runner offers; its id or None."""
+def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str],
+          now: Any = None) -> tuple[int, str] | None:  # fmt: skip
+    """Atomically take the oldest queued job for ``target`` whose labels the runner offers: (its id, the new
+    lease's secret), or None."""
     now = now or utcnow()
+    lease_secret, lease_hash = new_secret(LEASE_SECRET_PREFIX)
     sqlite = engine.dialect.name == "sqlite"
     with engine.connect() as conn:
         if sqlite:
             conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock first: no other claim reads meanwhile
+        unmet = sa.select(JobLabel.id).where(JobLabel.job_id == Job.id)  # a label the runner does not offer
+        if labels:
+            unmet = unmet.where(JobLabel.label.not_in(label_rows(labels)))
         query = (
-            sa.select(Job.id, Job.labels, Job.lease_s)
-            .where(Job.status == jobs.QUEUED, Job.target == target)
+            sa.select(Job.id, Job.lease_s)
+            .where(Job.status == jobs.QUEUED, Job.target == target, ~sa.exists(unmet))
             .order_by(Job.id)
-            .limit(50)
+            .limit(1)
         )
-        if not sqlite:
-            query = query.with_for_update(skip_locked=True)
-        picked = next((r for r in conn.execute(query) if jobs.labels_match(_labels(r.labels), labels)), None)
+        if not sqlite:  # the oldest row no other claim holds; a locked one is skipped, not waited for
+            query = query.with_for_update(skip_locked=True, of=Job)
+        picked = conn.execute(query).first()
         if picked is None:
             conn.rollback()
             return None
@@ -126,27 +199,39 @@ def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str], now:
                 heartbeat_at=now,
                 lease_until=jobs.lease_until(now, picked.lease_s),
                 reason=None,
+                lease_hash=lease_hash,
             )  # fmt: skip
         )
         if done.rowcount != 1:
             conn.rollback()
             return None
         conn.commit()
-        return picked.id
+        return picked.id, lease_secret
 
 
-def _labels(value: Any) -> dict[str, str]:
-    return json.loads(value) if isinstance(value, str) else dict(value or {})
+def owned_job(session: Any, job_id: int, runner: Runner, attempt: int, lease_secret: str | None) -> Job:
+    """The job if ``runner`` (already authenticated) holds it on this attempt with this lease secret.
 
-
-def owned_job(session: Any, job_id: int, runner_id: int, attempt: int) -> Job:
-    """The job if this runner holds it on this attempt; JobLost otherwise."""
+    LookupError: no such job. JobLost (409): the runner did hold this attempt but the job moved on (its lease
+    expired, it finished, it was cancelled): the agent drops it. NotYours (403): the runner never held this
+    attempt, or the lease secret is wrong."""
     job = session.get(Job, job_id)
     if job is None:
         raise LookupError(f"no job {job_id}")
-    if job.status != jobs.RUNNING or job.runner_id != runner_id or job.attempts != attempt:
+    if job.status == jobs.RUNNING and job.runner_id == runner.id and job.attempts == attempt:
+        if not same_hash(job.lease_hash, lease_secret):
+            raise NotYours(f"job {job_id}: wrong or missing lease secret")
+        return job
+    if held_before(job, runner, attempt):
         raise JobLost(f"job {job_id} is {job.status} and no longer held by this runner (attempt {attempt})")
-    return job
+    raise NotYours(f"job {job_id} (attempt {attempt}) is not held by runner {runner.name!r}")
+
+
+def held_before(job: Job, runner: Runner, attempt: int) -> bool:
+    """Whether ``runner`` held ``attempt`` of the job (its history, or it holds it still)."""
+    if job.runner_id == runner.id and job.attempts == attempt:
+        return True
+    return any(e.get("attempt") == attempt and e.get("runner") == runner.name for e in job.history or [])
 
 
 def heartbeat(session: Any, job: Job, log_tail: str) -> Any:
@@ -214,10 +299,27 @@ def finish(session: Any, job: Job, event: str, reason: str | None = None) -> Non
     job.status, job.reason = after, (" ".join(reason.replace("\x00", "").split())[:500] if reason else None)
     job.lease_until = None
     if event == "release":
-        job.runner_id, job.attempts = None, max(0, job.attempts - 1)
+        job.runner_id, job.attempts, job.lease_hash = None, max(0, job.attempts - 1), None
     else:
         job.finished_at = now
     _touch_runner(session, runner.id if runner else None, now)
+    session.commit()
+
+
+def admin_change(session: Any, job: Job, event: str, who: str) -> None:
+    """``cancel`` or ``requeue`` by an admin (recorded in the history). Commits. TransitionError if the
+    job's state does not allow it."""
+    now = utcnow()
+    after = jobs.next_state(job.status, event)
+    runner = session.get(Runner, job.runner_id) if job.runner_id else None
+    job.history = [*job.history, {"attempt": job.attempts, "runner": runner.name if runner else None,
+                                  "outcome": f"{ {'cancel': 'cancelled', 'requeue': 'requeued'}[event]} by {who}",
+                                  "reason": None, "at": now.isoformat()}]  # fmt: skip
+    job.status, job.lease_until, job.lease_hash = after, None, None
+    if event == "cancel":
+        job.finished_at, job.reason = now, f"cancelled by {who}"
+    else:
+        job.runner_id, job.attempts, job.finished_at, job.reason = None, 0, None, None
     session.commit()
 
 
@@ -236,7 +338,9 @@ def campaign_result_rows(session: Any, campaign_id: int) -> list[Any]:
         .join(Job, Job.id == JobResult.job_id)
         .where(Job.campaign_id == campaign_id)
     )
-    query = sa.select(Result).where(Result.id.in_(ids)).order_by(Result.id)  # no DISTINCT: PostgreSQL's json
+    query = (
+        sa.select(Result).where(Result.id.in_(ids), Result.hidden_at.is_(None)).order_by(Result.id)
+    )  # no DISTINCT: PostgreSQL's json
     return list(session.execute(query).scalars())
 
 

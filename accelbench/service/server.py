@@ -6,8 +6,19 @@ import sys
 
 from accelbench.service.app import Settings
 
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
-def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning") -> None:
+
+def exposure_warning(host: str, tls: bool, behind_proxy: bool) -> str | None:
+    """The one line printed when the server listens beyond loopback with neither TLS nor a stated proxy."""
+    if host in LOOPBACK or host.startswith("127.") or tls or behind_proxy:
+        return None
+    return (f"accelbench server: warning: listening on {host} over plain HTTP: tokens and session cookies "
+            "cross the network in clear; give --ssl-certfile/--ssl-keyfile, or --behind-proxy for a TLS proxy")  # fmt: skip
+
+
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning",
+          ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:  # fmt: skip
     """Run until SIGINT/SIGTERM. Migrations are applied before the port opens."""
     import uvicorn
 
@@ -19,8 +30,18 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_lev
     engine = db.open_database(settings.db_url)
     app = create_app(settings, engine=engine)
     print(f"accelbench server: database {db.describe(settings.db_url)}", file=sys.stderr, flush=True)
-    print(f"accelbench server: listening on http://{host}:{port}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+    warning = exposure_warning(host, bool(ssl_certfile), settings.behind_proxy)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    scheme = "https" if ssl_certfile else "http"
+    print(f"accelbench server: listening on {scheme}://{host}:{port}", file=sys.stderr, flush=True)
+    proxy = (
+        {"proxy_headers": True, "forwarded_allow_ips": "*"}
+        if settings.behind_proxy
+        else {"proxy_headers": False}
+    )
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, **proxy)  # fmt: skip
     server = uvicorn.Server(config)
     try:
         server.run()

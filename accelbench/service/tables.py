@@ -154,7 +154,8 @@ def history_table(runs: list[dict[str, Any]]) -> PageTable:
         elif change.get("regression"):
             text = Cell("moved: " + "; ".join(change.get("flags") or []), cls="flag")
         elif change.get("judged"):
-            text = change.get("verdict") or "ok"  # the between-run rule's verdict (reports/compare.judge_change)
+            # the between-run rule's verdict (reports/compare.judge_change)
+            text = change.get("verdict") or "ok"
             if change.get("capacity_ratio"):
                 text += (f" (capacity × {f.num(change['capacity_ratio'], 3)}, 95 % "
                          f"{f.num(change['capacity_ratio_low'], 3)}–{f.num(change['capacity_ratio_high'], 3)})")  # fmt: skip

@@ -20,20 +20,32 @@ from markupsafe import Markup
 from accelbench.reports import formatting
 from accelbench.service import history as hist
 from accelbench.service import queries, tables, views
-from accelbench.service.auth import COOKIE, Principal, lookup, require
+from accelbench.service.auth import (
+    COOKIE,
+    LOGIN_SCOPES,
+    SECURE_COOKIE,
+    SESSION_MAX_AGE_S,
+    Principal,
+    end_session,
+    lookup,
+    require,
+    session_cookie,
+    start_session,
+)
 from accelbench.service.deps import get_session
 from accelbench.service.errors import ApiError
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.filters.update(formatting.FILTERS)
-Reader = Annotated[Principal, Depends(require("read"))]
+Reader = Annotated[Principal, Depends(require("read", public=True))]
 Session = Annotated[Any, Depends(get_session)]
 Options = Annotated[Any, Depends(views.report_options)]
 PERCENTILES = ("50", "90", "95", "99", "99.9")
 Format = Annotated[Literal["html", "csv"], Query(description="csv: download the table named by `table`")]
 TableId = Annotated[str, Query(max_length=40, description="which table of the page to download as CSV")]
 PER_PAGE = 50
+DASHBOARD_WAIT_BELOW = 50  # a model with fewer results is built on the dashboard's request (tens of ms)
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -70,12 +82,16 @@ def dashboard(request: Request, session: Session, _who: Reader,
         return _csv([latest], table, "dashboard")
     overview = []
     for model in models:
-        try:
-            rendered = views.render(session, request.app.state.catalog, ReportOptions(), model)
-        except ApiError as err:  # e.g. only results without a target: one model must not hide the others
-            overview.append(
-                {"model": model, "measured": [], "projected": [], "best": None, "problem": err.message}
-            )
+        try:  # each model in its own guard: one bad series is one error line, never a 500 for the page
+            # never built on the request path: precomputed on ingest (views.after_push), or being built now
+            rendered = views.render_for_page(
+                request.app, session, ReportOptions(), model, wait=False, wait_below=DASHBOARD_WAIT_BELOW
+            ).rendered
+            if rendered is None:
+                raise ApiError(503, "its report is being prepared; reload in a moment")
+        except Exception as err:  # noqa: BLE001 - e.g. only results without a target; logged when unexpected
+            overview.append({"model": model, "measured": [], "projected": [], "best": None,
+                             "problem": views.problem_line(err, model)})  # fmt: skip
             continue
         rows = rendered.data.rows
         best = next((r for r in rows if r["rank"] == 1), None)
@@ -83,9 +99,7 @@ def dashboard(request: Request, session: Session, _who: Reader,
                          "projected": sorted({r["target"] for r in rows if r["status"] == "projected"}),
                          "best": best})  # fmt: skip
     # a history is one (model, target, precision) series; results without a target have none
-    series = sorted(
-        {(r.model, r.target, r.precision) for r in queries.stored_rows(session) if r.target and r.precision}
-    )
+    series = queries.series(session)
     return _page(request, "dashboard.html", models=overview, targets=targets, latest=latest, total=total,
                  series=series)  # fmt: skip
 
@@ -136,6 +150,21 @@ def _day(day: date | None) -> datetime | None:
     return datetime.combine(day, time(0), tzinfo=timezone.utc) if day else None
 
 
+_BODIES: dict[int, tuple[Any, tuple[Markup, Markup]]] = {}  # id(rendered) → (rendered, its style and body)
+
+
+def _report_parts(rendered: Any) -> tuple[Markup, Markup]:
+    """``_report_body`` of a rendered report, once per rendering (a report over hundreds of runs is MBs)."""
+    hit = _BODIES.get(id(rendered))
+    if hit is not None and hit[0] is rendered:
+        return hit[1]
+    parts = _report_body(rendered.outputs["report.html"].decode("utf-8"))
+    if len(_BODIES) >= 64:
+        _BODIES.clear()
+    _BODIES[id(rendered)] = (rendered, parts)
+    return parts
+
+
 def _report_body(html: str) -> tuple[Markup, Markup]:
     """The report page's <style> and <body> content, to embed it unchanged under the controls."""
     style = re.search(r"<style>(.*?)</style>", html, re.S)
@@ -148,8 +177,10 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
                 model: Annotated[str, Query(min_length=1, max_length=200)],
                 fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "ranking") -> Response:  # fmt: skip
     """One model's report with SLO, percentile, price-basis and baseline controls (a GET form). Each ranking
-    row links to the result documents behind it; ``format=csv&table=results`` is the report's results.csv."""
-    rendered = views.render(session, request.app.state.catalog, options, model, formats=("html",))
+    row links to the result documents behind it; ``format=csv&table=results`` is the report's results.csv.
+    After a push it shows the report built before it until the background build with the new results is ready."""
+    page = views.render_for_page(request.app, session, options, model, formats=("html",))
+    rendered = page.rendered
     ranked = sorted((r for r in rendered.data.rows if r["model"] == model),
                     key=lambda r: (r["rank"] is None, r["rank"] or 0, r["target"], r["precision"]))  # fmt: skip
     links = {(r["target"], r["precision"]): "/results?" + urlencode({"model": model, "target": r["target"],
@@ -164,10 +195,10 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
             return Response(to_csv_text(flat_rows(ranked, o.slo_ms, o.percentile)), media_type="text/csv; charset=utf-8",
                             headers={"Content-Disposition": 'attachment; filename="results.csv"'})  # fmt: skip
         return _csv([ranking], table, "report")
-    style, body = _report_body(rendered.outputs["report.html"].decode("utf-8"))
+    style, body = _report_parts(rendered)
     return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
                  body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
-                 targets=sorted(request.app.state.catalog.targets), query=request.url.query)  # fmt: skip
+                 targets=sorted(request.app.state.catalog.targets), query=request.url.query, stale=page.stale)  # fmt: skip
 
 
 @router.get("/report.html")
@@ -229,22 +260,35 @@ def login_form(request: Request) -> HTMLResponse:
 
 @router.post("/login", response_class=HTMLResponse)
 def login(request: Request, token: Annotated[str, Form(max_length=200)]) -> Response:
-    """Check the token and keep it in an HttpOnly cookie: pages then work without JavaScript."""
+    """Check a read or admin token and start a server-side session: the cookie holds the session id (HttpOnly,
+    SameSite=Strict, Max-Age; ``__Host-`` and Secure over TLS), never the token. Runner and push tokens are
+    refused: they belong to machines, and a browser session must not be able to act as one."""
     with request.app.state.sessions() as session:
         principal = lookup(session, token.strip())
-    if principal is None or not principal.can("read"):
-        page = _page(request, "login.html", error="that token is unknown, revoked, or may not read")
-        page.status_code = 401
-        return page
+        if principal is None or principal.scope not in LOGIN_SCOPES:
+            why = ("that token is unknown, revoked, or may not read" if principal is None else
+                   f"a {principal.scope} token is for agents and pushes, not for the pages: use a read or admin token")  # fmt: skip
+            page = _page(request, "login.html", error=why)
+            page.status_code = 401 if principal is None else 403
+            return page
+        sid = start_session(session, principal)
     response = RedirectResponse("/", status_code=303)
-    response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict")
+    secure = request.url.scheme == "https"
+    response.set_cookie(SECURE_COOKIE if secure else COOKIE, sid, max_age=SESSION_MAX_AGE_S, path="/",
+                        secure=secure, httponly=True, samesite="strict")  # fmt: skip
     return response
 
 
-@router.get("/logout")
-def logout() -> Response:
+@router.post("/logout")
+def logout(request: Request) -> Response:
+    """End the session on the server (the id is dead even if the cookie were kept) and drop the cookie."""
+    sid = session_cookie(request)
+    if sid:
+        with request.app.state.sessions() as session:
+            end_session(session, sid)
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(COOKIE)
+    response.delete_cookie(COOKIE, path="/")
+    response.delete_cookie(SECURE_COOKIE, path="/", secure=True, httponly=True, samesite="strict")
     return response
 
 

@@ -1,0 +1,73 @@
+"""Browser-facing defences (ASGI middleware): security headers on every answer, and a cross-site check on
+every unsafe method.
+
+- Headers: ``Content-Security-Policy`` (no script at all on the pages, styles and SVG inline as the report
+  has them, no framing, forms only to this origin), ``X-Frame-Options: DENY``, ``X-Content-Type-Options:
+  nosniff``, ``Referrer-Policy: same-origin`` (a page's query names models and prices: no other site sees it;
+  ``no-referrer`` would make a browser send ``Origin: null`` on the pages' own forms). FastAPI's ``/docs``
+  page loads Swagger UI from a CDN and runs it: it gets a policy allowing that, and nothing else does.
+- CSRF: a POST/PUT/PATCH/DELETE without an ``Authorization`` header (so a browser's, carrying the session
+  cookie) is refused (403) when ``Sec-Fetch-Site`` says cross-site/same-site or ``Origin`` names another
+  origin than the one the request was sent to. The cookie is also SameSite=Strict and never accepted on /api.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from accelbench.service.errors import error_response
+
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
+DOCS_CSP = ("default-src 'none'; script-src 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "style-src 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
+            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
+_HEADERS = [(b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"same-origin")]  # fmt: skip
+UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def cross_site(method: str, headers: dict[bytes, bytes], behind_proxy: bool) -> str | None:
+    """Why an unsafe browser request is refused as cross-site, or None."""
+    if method not in UNSAFE or b"authorization" in headers:
+        return None
+    fetch_site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
+    if fetch_site and fetch_site not in ("same-origin", "none"):
+        return f"a {fetch_site} request (Sec-Fetch-Site) may not change anything here"
+    if fetch_site == "same-origin":  # the browser itself says so (it is not a header a page can forge)
+        return None
+    origin = headers.get(b"origin", b"").decode("latin-1")
+    if origin and origin != "null":
+        host = headers.get(
+            b"x-forwarded-host" if behind_proxy and b"x-forwarded-host" in headers else b"host", b""
+        )
+        if urlsplit(origin).netloc.lower() != host.decode("latin-1").lower():
+            return f"a request from {origin} may not change anything here (Origin is another site)"
+    elif origin == "null":
+        return "a request from an opaque origin (Origin: null) may not change anything here"
+    return None
+
+
+class Security:
+    def __init__(self, app: Any, behind_proxy: bool = False) -> None:
+        self.app, self.behind_proxy = app, behind_proxy
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        policy = (DOCS_CSP if path in ("/docs", "/redoc", "/docs/oauth2-redirect") else CSP).encode()
+
+        async def with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"content-security-policy", policy),
+                                      *_HEADERS]  # fmt: skip
+            await send(message)
+
+        why = cross_site(scope.get("method", "GET"), dict(scope.get("headers") or []), self.behind_proxy)
+        if why:
+            await error_response(403, why)(scope, receive, with_headers)
+            return
+        await self.app(scope, receive, with_headers)
