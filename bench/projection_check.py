@@ -10,6 +10,11 @@ Then the same with the baseline refitted without the model too: (projected targe
 on. Prints the worst factor of each (a factor f and 1/f count alike). Points marked ``fit = false`` (Jetson
 GPU + 2 DLA results) are projected for reference but not counted in the worst factors; MLPerf BERT points are
 not fitted (variable-length sequences) but are projected from the target's other models and counted.
+
+Then the generative points (``[[llm_points]]``, accelbench/reports/llm_projection.py): each published output-token
+rate projected from the efficiency refitted without it (its target's other points, else its toolchain's, else
+all), projected ÷ published per point and the worst (``--json`` prints both lists under "classic" and
+"generative" with ``--generative``).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports.efficiency import leave_one_model_out
+from accelbench.reports.llm_projection import LlmEfficiencies, leave_one_out
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -45,6 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=None, help="target the ratios are taken to (catalog baseline)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--generative", action="store_true", help="with --json: print the LLM rows too")
     args = parser.parse_args()
     try:
         catalog = load_catalog()
@@ -54,8 +61,10 @@ def main() -> None:
         print(f"projection_check: {err}", file=sys.stderr)
         sys.exit(2)
     rows = leave_one_model_out(catalog, roofline_point, baseline)
+    llm_rows = leave_one_out(LlmEfficiencies(catalog))
     if args.json:
-        print(json.dumps(rows, indent=2, sort_keys=True))
+        out = {"classic": rows, "generative": llm_rows} if args.generative else rows
+        print(json.dumps(out, indent=2, sort_keys=True))
         return
     print(f"| target | model | precision | batch | published inf/s | projected inf/s | projected ÷ published "
           f"| ratio to {baseline}: projected ÷ published | note |")  # fmt: skip
@@ -70,6 +79,30 @@ def main() -> None:
     counted = [r for r in rows if r["ratio_factor"] is not None and r["counted"]]
     within = sum(1 for r in counted if max(r["ratio_factor"], 1 / r["ratio_factor"]) <= 1.25)
     print(f"ratios to {baseline} within 1.25×: {within} of {len(counted)}")
+    print_generative(llm_rows)
+
+
+def print_generative(rows: list[dict]) -> None:
+    """The generative leave-one-out table: each published LLM point projected from the others."""
+    print()
+    print("| target | model | precision | ISL/OSL | batch | published tok/s | roofline tok/s | efficiency "
+          "| projected tok/s (left out) | projected ÷ published | fitted from | target left out: projected ÷ published "
+          "| fitted from |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        batch = r["batch"] or f"max ({r['inferred_batch']} fit)"
+        print(f"| {r['target']} | {r['model']} | {r['precision']} | {r['isl']}/{r['osl']} | {batch} | "
+              f"{r['published_tokens_per_s']:,.1f} | {r['bound_tokens_per_s']:,.1f} | {r['efficiency']:.3g} | "
+              f"{_fmt(r['projected_tokens_per_s'], 6)} | {_fmt(r['factor'])} | {r['fitted_from'] or '—'} | "
+              f"{_fmt(r['factor_target_out'])} | {r['target_out_from'] or '—'} |")  # fmt: skip
+    for key, what in (("factor", "point left out"), ("factor_target_out", "its target left out")):
+        spread, row = worst([{**r, "counted": True} for r in rows], key)
+        where = (
+            f" ({row['target']} {row['isl']}/{row['osl']} batch {row['batch'] or 'max'}: {row[key]:.3g})"
+            if row
+            else ""
+        )
+        print(f"worst generative projected ÷ published, {what}: {_fmt(spread)}×{where}")
 
 
 if __name__ == "__main__":
