@@ -136,7 +136,7 @@ def throughput_at(points: list[tuple[float, float]], min_per_user: float) -> tup
     if min_per_user > xs[-1] * (1 + 1e-12):
         return None, f"not reached: the most interactive point serves {xs[-1]:.3g} tok/s per user"
     if min_per_user <= xs[0]:
-        return ys[0], f"at the measured point {xs[0]:.3g} tok/s per user (≥ the target)"
+        return ys[0], f"at its least interactive point, {xs[0]:.3g} tok/s per user (≥ the target)"
     if len(hull) == 1:
         return ys[0], "the only point"
     from scipy.interpolate import PchipInterpolator
@@ -173,6 +173,8 @@ class GenRow:
         out = tps if tps is not None else point.output_tps
         if which == "output":
             rate = out
+        elif tps is None and point.input_tps:  # the step's own input rate
+            rate = point.input_tps if which == "input" else point.input_tps + out
         else:
             if self.isl is None or not self.osl:
                 return None
@@ -451,3 +453,29 @@ def build_generative(groups: Mapping[Any, Any], catalog: Any, targets: Mapping[s
     gen_plan = plan(rows, target_tps, options.headroom, basis) if target_tps else None
     rows.sort(key=lambda r: (r.model, r.precision, r.status != "measured", r.target))
     return GenerativeReport(rows, ttft_ms, tpot_ms, src, min_per_user, fits, gen_plan, basis)
+
+
+def generative_files(gen: GenerativeReport) -> dict[str, bytes]:
+    """generative.csv (one row per model × precision × target) and generative.json (rows with their points)."""
+    import csv
+    import io
+    import json
+
+    flat_rows = [flat(r, gen.price_basis, gen.min_tokens_per_user) for r in gen.rows]
+    buf = io.StringIO()
+    if flat_rows:
+        writer = csv.DictWriter(buf, fieldnames=list(flat_rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(flat_rows)
+    doc = {
+        "objectives": {
+            "ttft_p99_ms": gen.ttft_ms,
+            "tpot_p99_ms": gen.tpot_ms,
+            "source": gen.objective_source,
+        },
+        "min_tokens_per_user": gen.min_tokens_per_user,
+        "rows": [{**f, "points": points_dicts(r)} for f, r in zip(flat_rows, gen.rows, strict=True)],
+        "plan": gen.plan,
+    }
+    text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return {"generative.csv": buf.getvalue().encode("utf-8"), "generative.json": text.encode("utf-8")}
