@@ -169,7 +169,7 @@ def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, 
 
 @click.group("import")
 def import_group() -> None:
-    """Turn perf_analyzer or Locust results into accelbench result documents."""
+    """Turn perf_analyzer, Locust, AIPerf, GuideLLM or vLLM bench results into accelbench result documents."""
 
 
 def _import_options(func):
@@ -213,6 +213,35 @@ def import_locust_cmd(ctx, stats_csv, target, model, precision, batch_size, out_
     catalog_of(ctx).get(target)
     doc = import_locust(stats_csv, target, model, precision, batch_size, users)
     click.echo(str(write_imported(doc, out_dir)))
+
+
+def _generative_import(tool: str, what: str):
+    """``accelbench import TOOL FILE --target ID --model NAME --precision P``: a generative result document."""
+
+    @import_group.command(tool, help=f"{what} → a generative result document the report prices (tokens).")
+    @click.argument("file", type=click.Path())
+    @click.option("--target", required=True, help="Catalog target id the numbers were measured on.")
+    @click.option(
+        "--model", required=True, help="Model name, e.g. llama-3.1-8b (a card name gives projections)."
+    )
+    @click.option("--precision", required=True, type=click.Choice((*PRECISIONS, "int4")),
+                  help="Weight precision the server ran.")  # fmt: skip
+    @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results", show_default=True)
+    @click.pass_context
+    def cmd(ctx, file, target, model, precision, out_dir) -> None:
+        from accelbench.reports.importers import write_imported
+        from accelbench.reports.llm_importers import IMPORTERS
+
+        catalog_of(ctx).get(target)  # unknown target: one clear line, exit 2
+        doc = IMPORTERS[tool](file, target, model, precision)
+        click.echo(str(write_imported(doc, out_dir)))
+
+    return cmd
+
+
+_generative_import("aiperf", "NVIDIA AIPerf profile_export_aiperf.json")
+_generative_import("guidellm", "GuideLLM benchmarks.json (one step per load level)")
+_generative_import("vllm-bench", "`vllm bench serve --save-result` JSON")
 
 
 def register(group: click.Group) -> None:
