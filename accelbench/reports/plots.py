@@ -260,16 +260,25 @@ def frontier_chart(gen: Any) -> str:
     return _svg(fig)
 
 
-def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str) -> str:
+def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str, generative: bool = False) -> str:
     """The history of one (model, target, precision): capacity and the percentile at capacity per run, in
     order; runs flagged as moved beyond the run-to-run spread are drawn as red crosses.
 
     ``runs``: dicts with ``label`` (x tick), ``capacity_rps``, ``latency_us`` (None allowed), ``flagged``.
+    ``generative``: the runs carry output tokens/s in ``capacity_rps``, TTFT p99 in ``latency_us`` and TPOT p99 in
+    ``tpot_us`` (a third panel).
     """
-    fig, (cap_ax, lat_ax) = _figure(2, width=7.5, height=2.6)
+    panels = [
+        ("capacity_rps", 1.0, "capacity at SLO (req/s)"),
+        ("latency_us", 1000.0, f"{percentile} at capacity (ms)"),
+    ]
+    if generative:
+        panels = [("capacity_rps", 1.0, "output tokens/s at the objective"), ("latency_us", 1000.0, "TTFT p99 (ms)"),
+                  ("tpot_us", 1000.0, "TPOT p99 (ms)")]  # fmt: skip
+    fig, axes = _figure(len(panels), width=7.5, height=2.6)
+    cap_ax = axes[0]
     xs = list(range(len(runs)))
-    for ax, key, scale, ylabel in ((cap_ax, "capacity_rps", 1.0, "capacity at SLO (req/s)"),
-                                   (lat_ax, "latency_us", 1000.0, f"{percentile} at capacity (ms)")):  # fmt: skip
+    for ax, (key, scale, ylabel) in zip(axes, panels, strict=True):
         pts = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get(key) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="#1f77b4", markersize=4)
