@@ -143,3 +143,20 @@ def test_token_capacity_plan_and_json(tmp_path):
 def test_bad_fit_model_is_one_clear_line(tmp_path):
     res = CliRunner().invoke(main, ["report", str(DATA), "--out", str(tmp_path), "--fit-model", "nope"])
     assert res.exit_code != 0 and "model card not found: nope" in res.output and "Traceback" not in res.output
+
+
+def test_a_measured_document_from_the_load_generator_is_priced_by_the_formula(tmp_path):
+    src = Path(__file__).parent / "data" / "llm" / "reference"
+    out = tmp_path / "rep"
+    res = CliRunner().invoke(
+        main, ["report", str(src), "--out", str(out), "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = load_result(next(src.glob("*.json")))
+    valid = [s for s in doc.steps if s.verdict == "VALID"]
+    best = max(valid, key=lambda s: s.generative.output_tokens_per_s.value)
+    row = next(csv.DictReader(io.StringIO((out / "generative.csv").read_text())))
+    assert row["target"] == "cpu-local" and float(row["capacity_concurrency"]) == best.offered.concurrency
+    expected = CPU_LOCAL_USD_PER_HOUR / (best.generative.output_tokens_per_s.value * 3600) * 1e6
+    assert round(float(row["usd_per_million_output_tokens"]), 2) == round(expected, 2)
+    assert float(row["usd_per_million_output_tokens"]) == pytest.approx(expected, rel=1e-12)
