@@ -164,7 +164,9 @@ def import_aiperf(path: str | Path, target: str, model: str, precision: str) -> 
         return _num((records.get(tag) or {}).get("avg"))
 
     cfg = raw.get("input_config") or {}
-    load = cfg.get("loadgen") or {}
+    # 0.13 keeps the load under input_config.phases[] (the profiling phase); older exports under loadgen
+    phase = next((ph for ph in cfg.get("phases") or [] if ph.get("kind") == "profiling"), None) or {}
+    load = {**(cfg.get("loadgen") or {}), **phase}
     concurrency = _num(load.get("concurrency"))
     completed = int(avg("request_count") or 0)
     failed = int(avg("error_request_count") or 0)
