@@ -118,3 +118,46 @@ def test_int4_served_by_the_same_triton_model(made, tmp_path):
             t.join(300)
     for i in range(3):
         assert got[i] == greedy_reference(variant / "model.onnx", PROMPTS[i], 8)
+
+
+@pytest.mark.slow
+def test_hf_dir_checkpoint_end_to_end(tmp_path):
+    """A Qwen2 layout saved here from a config (no download): exported with its KV cache, quantized to INT8, gated
+    with perplexity (a user checkpoint counts as trained), its own tokenizer copied without the weights."""
+    pytest.importorskip("optimum")
+    import torch
+    import transformers
+
+    from accelbench.models.builtin.llama import copy_tokenizer
+    from accelbench.models.quantize import QuantizeRequest, quantize
+
+    config = transformers.Qwen2Config(
+        vocab_size=30522,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=102,
+    )
+    config.architectures = ["Qwen2ForCausalLM"]
+    torch.manual_seed(0)
+    checkpoint = tmp_path / "qwen2-mini"
+    transformers.Qwen2ForCausalLM(config).save_pretrained(checkpoint)
+    copy_tokenizer(checkpoint)
+    manifests = quantize(
+        QuantizeRequest(
+            model=f"hf:{checkpoint}", target="cpu-local", precision="int8", out_dir=tmp_path / "v"
+        )
+    )
+    fp32, int8 = manifests
+    assert fp32["card"]["generative"]["kv_heads"] == 2 and fp32["card"]["generative"]["context_length"] == 512
+    assert fp32["graph_cost"]["kv_cache_bytes_per_token"] == 2 * 2 * 2 * 16 * 4
+    gate = int8["accuracy"]
+    assert gate["perplexity"] > 0 and gate["perplexity_reference"] > 0 and "perplexity" in gate["reason"]
+    assert gate["samples"] == 442  # the text fits the 512-token context: all of it
+    tokenizer_files = {f for f in int8["files"] if f.startswith("tokenizer/")}
+    assert "tokenizer/tokenizer.json" in tokenizer_files and not any(
+        f.endswith(".safetensors") for f in tokenizer_files
+    )
