@@ -50,9 +50,12 @@ def inspect_cmd(
     model: str, batch: int, precision: str, as_json: bool, top: int, shapes: tuple[str, ...]
 ) -> None:
     """Parameters, FLOPs and minimum bytes per inference of MODEL (builtin:NAME, card .toml, or .onnx)."""
-    from accelbench.models.loader import resolve_model
+    from accelbench.models.loader import generative_card, resolve_model
     from accelbench.models.roofline_report import model_graph_cost
 
+    if not shapes and (card := generative_card(model)) is not None:
+        _inspect_generative(card, precision, as_json)
+        return
     resolved = resolve_model(model, shapes)
     cost = model_graph_cost(resolved.card, resolved.onnx_path, batch, precision)
     if as_json:
@@ -138,11 +141,14 @@ def roofline_cmd(
     shapes: tuple[str, ...],
 ) -> None:
     """Projected roofline of MODEL per target and batch: intensity, bound, latency and throughput bounds."""
-    from accelbench.models.loader import resolve_model
+    from accelbench.models.loader import generative_card, resolve_model
     from accelbench.models.roofline_report import plot_roofline, roofline_document, roofline_points
 
     catalog = catalog_of(ctx)
     chosen = [catalog.get(t) for t in targets]  # unknown ids fail before any model work
+    if not shapes and (card := generative_card(model)) is not None:
+        _roofline_generative(card, chosen, list(batches or (1, 8)), precision, as_json)
+        return
     resolved = resolve_model(model, shapes)
     cost, points = roofline_points(
         resolved.card, resolved.onnx_path, chosen, list(batches or (1,)), precision
@@ -168,6 +174,53 @@ def roofline_cmd(
         )
     if plot_path:
         click.echo(f"plot: {plot_path}")
+
+
+def _inspect_generative(card, precision: str, as_json: bool) -> None:
+    from accelbench.models.llm_roofline import describe, kv_dtype
+
+    spec = card.generative
+    cost = spec.graph_cost(precision, kv_dtype=kv_dtype(precision))
+    if as_json:
+        _echo_json(
+            {"model": card.name, "source": card.source, "generative": spec.to_dict(), "graph_cost": cost}
+        )
+        return
+    click.echo(f"model        {card.name}  ({card.source}, text-generation)")
+    for line in describe(spec, precision, cost["weight_bytes"]):
+        click.echo(line)
+
+
+def _roofline_generative(card, targets: list, batches: list[int], precision: str, as_json: bool) -> None:
+    from accelbench.models.llm_roofline import kv_dtype, phase_points
+
+    spec = card.generative
+    cost = spec.graph_cost(precision, kv_dtype=kv_dtype(precision))
+    points = phase_points(spec, targets, batches, precision, cost["weight_bytes"])
+    if as_json:
+        _echo_json(
+            {
+                "kind": "projected-roofline",
+                "model": card.name,
+                "graph_cost": cost,
+                "points": [p.to_dict() for p in points],
+            }
+        )
+        return
+    click.echo(
+        f"{card.name}: weights {cost['weight_bytes'] / 1e6:.1f} MB, KV cache "
+        f"{cost['kv_cache_bytes_per_token']:,} B/token at {precision}; ISL {spec.reference_isl}, "
+        f"decode context {spec.decode_context:.0f}"
+    )
+    click.echo("projected (roofline), not measured:")
+    click.echo(f"{'target':<24}{'phase':<9}{'tokens':>7}{'bound':>9}{'latency≥ ms':>13}{'tokens/s≤':>14}")
+    for p in points:
+        what = "prompt" if p.phase == "prefill" else "seqs"
+        latency = p.point.latency_lower_bound_s * 1e3
+        click.echo(
+            f"{p.point.target_id:<24}{p.phase:<9}{p.tokens:>7}{p.point.bound:>9}{latency:>13.4f}"
+            f"{p.point.throughput_upper_bound_ips:>14,.0f}  ({p.tokens} {what})"
+        )
 
 
 def register(group: click.Group) -> None:

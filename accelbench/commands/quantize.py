@@ -13,9 +13,10 @@ import click
 @click.option("--target", "target_id", required=True, help="Catalog target id (see `accelbench targets`).")
 @click.option(
     "--precision",
-    type=click.Choice(["fp32", "fp16", "bf16", "int8"]),
+    type=click.Choice(["fp32", "fp16", "bf16", "int8", "int4"]),
     default=None,
-    help="Variant precision; default: the target toolchain's (int8 for CPU and TensorRT, bf16 for Neuron).",
+    help="Variant precision; default: the target toolchain's (int8 for CPU and TensorRT, bf16 for Neuron; "
+    "fp32 for a generative model, which also takes int4 and int8 on CPU targets).",
 )
 @click.option(
     "--out",

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.models.generative import GenerativeSpec, spec_from_table
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,8 +39,8 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SOURCE_SCHEMES = ("onnx", "hf", "builtin")
-TASKS = ("embedding", "classification", "detection", "segmentation", "other")
-METRICS = ("cosine", "top1", "max_abs")
+TASKS = ("embedding", "classification", "detection", "segmentation", "other", "text-generation")
+METRICS = ("cosine", "top1", "max_abs", "next_token_agreement")
 GENERATOR_KINDS = ("tokens", "image", "uniform", "dataset")
 DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
 BUILTIN_CARDS_DIR = Path(__file__).parent / "cards"
@@ -99,6 +100,7 @@ class ModelCard:
     outputs: tuple[TensorSpec, ...] = ()
     description: str = ""
     card_path: Path | None = field(default=None, compare=False)  # where relative paths resolve from
+    generative: GenerativeSpec | None = None  # task text-generation: tokenizer, context, KV cache shape
 
     def __post_init__(self) -> None:
         _check_choice(self.source_scheme, SOURCE_SCHEMES, "source", f"{self.source!r}: unknown scheme")
@@ -107,6 +109,10 @@ class ModelCard:
         _check_choice(self.generator.kind, GENERATOR_KINDS, "generator.kind")
         if not self.inputs:
             raise BadInputError("field 'inputs': a card needs at least one input")
+        if (self.task == "text-generation") != (self.generative is not None):
+            raise BadInputError(
+                "field 'generative': a text-generation card needs it, other tasks must not have it"
+            )
 
     @property
     def source_scheme(self) -> str:
@@ -133,6 +139,12 @@ class ModelCard:
 
     def to_dict(self) -> dict[str, Any]:
         """The card as plain data (the manifest's ``card`` field); ``card_from_dict`` reads it back."""
+        data = self._plain_dict()
+        if self.generative is not None:
+            data["generative"] = self.generative.to_dict()
+        return data
+
+    def _plain_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "source": self.source,
@@ -240,6 +252,8 @@ def card_from_dict(data: dict[str, Any], origin: str = "<card>", card_path: Path
         "outputs": _tensors(r, "outputs", required=False),
         "description": r.get("description", str, ""),
     }
+    if "generative" in data:
+        fields["generative"] = spec_from_table(r.get("generative", dict), origin)
     try:
         return ModelCard(source=source, generator=generator, accuracy=accuracy, card_path=card_path, **fields)
     except BadInputError as err:  # __post_init__ does not know the file

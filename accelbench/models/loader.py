@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ import onnx
 from accelbench.errors import BadInputError
 from accelbench.models.builtin import builtin_onnx_path, default_cache_dir
 from accelbench.models.cards import AccuracySpec, GeneratorSpec, ModelCard, TensorSpec, load_card
+from accelbench.models.generative import DEFAULT_AGREEMENT, TASK, spec_from_hf_config
 
 # A plain .onnx has no card: compare outputs by max abs error at a loose default (write a card to do better).
 INFERRED_MAX_ABS_TOLERANCE = 1e-2
@@ -47,7 +49,10 @@ def resolve_model(arg: str | os.PathLike, shapes: Sequence[str] = ()) -> Resolve
         return ResolvedModel(dataclasses.replace(card, source=f"onnx:{path.resolve()}"), path)
     if text.startswith("builtin:"):
         card = load_card(text)
-        return ResolvedModel(card, builtin_onnx_path(card.source_value))
+        return ResolvedModel(card, onnx_for_card(card))
+    if text.startswith("hf:") and is_causal_lm_dir(text[3:]):
+        card = causal_lm_card(Path(text[3:]).expanduser())
+        return ResolvedModel(card, onnx_for_card(card))
     if text.startswith("hf:"):
         path = _export_hf(text)
         return ResolvedModel(infer_card(path, name=_safe_name(text[3:])), path)
@@ -59,9 +64,25 @@ def resolve_model(arg: str | os.PathLike, shapes: Sequence[str] = ()) -> Resolve
     return ResolvedModel(infer_card(path), path)
 
 
+def generative_card(arg: str | os.PathLike) -> ModelCard | None:
+    """The card when MODEL is a generative model (built-in, card or causal-LM checkpoint), without
+    building or exporting anything; None for every other model."""
+    text = os.fspath(arg)
+    if text.startswith("hf:"):
+        return causal_lm_card(Path(text[3:]).expanduser()) if is_causal_lm_dir(text[3:]) else None
+    if text.startswith("builtin:") or Path(text).suffix.lower() == ".toml":
+        card = load_card(text)
+        return card if card.generative is not None else None
+    return None
+
+
 def onnx_for_card(card: ModelCard) -> Path:
     """The ONNX file a card's ``source`` names: built, exported or checked as needed."""
     scheme, value = card.source_scheme, card.source_value
+    if card.generative is not None:
+        from accelbench.models.export_llm import generative_files  # torch/optimum only for these
+
+        return generative_files(card).onnx_path
     if scheme == "builtin":
         return builtin_onnx_path(value)
     if scheme == "hf":
@@ -132,6 +153,34 @@ def infer_card(path: Path, name: str | None = None) -> ModelCard:
         accuracy=accuracy,
         description=f"inferred from {path.name}",
         card_path=None,
+    )
+
+
+def is_causal_lm_dir(text: str) -> bool:
+    """A local checkpoint folder whose config.json names a causal-LM architecture (…ForCausalLM)."""
+    config = Path(text).expanduser() / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return any(str(a).endswith("ForCausalLM") for a in data.get("architectures") or [])
+
+
+def causal_lm_card(folder: Path) -> ModelCard:
+    """The card of a local causal-LM checkpoint (Llama, Qwen, Mistral, Phi, Gemma) from its config.json."""
+    spec = spec_from_hf_config(folder / "config.json")
+    return ModelCard(
+        name=_safe_name(str(folder)),
+        source=f"hf:{folder.resolve()}",
+        task=TASK,
+        inputs=(TensorSpec("input_ids", "int64", (-1, -1)),),
+        outputs=(TensorSpec("logits", "float32", (-1, -1, spec.vocab_size)),),
+        generator=GeneratorSpec(kind="tokens", vocab_size=spec.vocab_size, seq_len=128),
+        accuracy=AccuracySpec("next_token_agreement", DEFAULT_AGREEMENT, "logits"),
+        description=f"causal LM from {folder}",
+        generative=spec,
     )
 
 

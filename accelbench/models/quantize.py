@@ -47,9 +47,13 @@ class QuantizeRequest:
 def quantize(request: QuantizeRequest) -> list[Manifest]:
     """Write the FP32 reference and the requested variant; returns their manifests (reference first)."""
     from accelbench.hardware.catalog import load_catalog
-    from accelbench.models.loader import resolve_model
+    from accelbench.models.loader import generative_card, resolve_model
 
     target = load_catalog(request.catalog_path).get(request.target)
+    if (card := generative_card(request.model)) is not None:
+        from accelbench.models.quantize_llm import quantize_generative  # torch/optimum for these only
+
+        return quantize_generative(request, target, card)
     toolchain = toolchain_for(target)  # before any work: a TPU target fails fast
     resolved = resolve_model(request.model)
     precision = request.precision or toolchain.default_precision(target)
@@ -113,7 +117,7 @@ class _Context:
         name = variant_name(card.name, self.target.id, precision)
         out = Path(self.request.out_dir) / name
         source = {"uri": self.request.model, "sha256": sha256_file(self.resolved.onnx_path)}
-        reused = _reusable(out, source, options.recipe)
+        reused = reusable_variant(out, source, options.recipe)
         if reused is not None:
             progress(f"{name}: up to date, reused")
             return reused
@@ -163,7 +167,7 @@ class _Context:
         return gate
 
 
-def _reusable(out: Path, source: dict[str, str], recipe: str | None) -> Manifest | None:
+def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> Manifest | None:
     """The existing manifest when the folder was made from the same source and recipe and is intact."""
     if not (out / "manifest.json").is_file():
         return None

@@ -81,8 +81,11 @@ def _status(url: str) -> int:
 
 def config_mismatch(config: dict, manifest: Any) -> str | None:
     """The first difference between a served config (JSON form) and a variant's inputs/outputs, or None."""
+    from accelbench.serving.llm_repository import generative_mismatch, is_generative
     from accelbench.serving.repository import triton_dtype
 
+    if is_generative(manifest):
+        return generative_mismatch(config)
     batched = int(config.get("max_batch_size", 0) or 0) > 0
     for side, key in (("inputs", "input"), ("outputs", "output")):
         served = {t["name"]: t for t in config.get(key) or []}

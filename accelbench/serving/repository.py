@@ -36,6 +36,9 @@ OVERRIDE_KEYS = (
     "device",  # torch-cuda: cuda | cpu
     "dtype",  # torch-cuda: bfloat16 | float16 | float32
     "torch_mode",  # torch-cuda: cuda_graphs | compile | eager
+    "max_sequences",  # generative: sequences in the running batch
+    "max_context",  # generative: prompt + output tokens allowed
+    "max_prefill_tokens",  # generative: prompt tokens prefilled together
 )
 _NUMPY_TO_TRITON = {
     "bool": "TYPE_BOOL",
@@ -203,6 +206,10 @@ def plan_model(
     overrides = check_overrides(overrides)
     defaults = target_defaults(target, flavor)
     name = model_name(manifest)
+    from accelbench.serving import llm_repository
+
+    if llm_repository.is_generative(manifest):
+        return llm_repository.plan_generative(variant_dir, manifest, flavor, name, defaults, overrides)
     fmt = manifest.get("format", "onnx")
     model_file = variant_dir / str(manifest.get("model_file") or "model.onnx")
     onnx_file = model_file if fmt == "onnx" else variant_dir / "model.onnx"

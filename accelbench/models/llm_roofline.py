@@ -1,0 +1,82 @@
+"""Projected prefill and decode bounds of a generative model on catalog targets (nothing here is measured).
+
+Prefill: one prompt of the reference ISL, its tokens batched through the model once (weights read once, each
+token's K and V written): the bound on TTFT and on prefill tokens/s. Decode: one token per sequence for a batch
+of sequences at the reference decode context (weights read once per step, each sequence's KV cache read): the
+bound on TPOT and on output tokens/s. Reference workload: accelbench.models.generative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.hardware.catalog import HardwareTarget
+from accelbench.hardware.roofline import RooflinePoint, roofline_point
+from accelbench.models.generative import GenerativeSpec
+
+KV_DTYPE_BY_PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "fp8"}
+
+
+@dataclass(frozen=True)
+class PhasePoint:
+    phase: str  # prefill | decode
+    tokens: int  # prefill: prompt tokens; decode: sequences in the batch
+    point: RooflinePoint
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "tokens": self.tokens, **self.point.to_dict()}
+
+
+def kv_dtype(precision: str) -> str:
+    """The KV cache's dtype at a weight precision (weight-only int8/int4 keep a float32 cache on CPU)."""
+    return KV_DTYPE_BY_PRECISION.get(precision, "float32")
+
+
+def phase_points(
+    spec: GenerativeSpec,
+    targets: Sequence[HardwareTarget],
+    batches: Sequence[int],
+    precision: str,
+    weight_bytes: float,
+) -> list[PhasePoint]:
+    kv = spec.kv_cache_bytes_per_token(kv_dtype(precision))
+    points = []
+    for target in targets:
+        prefill = roofline_point(
+            spec.flops_per_token(spec.prefill_context),
+            kv,
+            spec.reference_isl,
+            target,
+            precision,
+            weight_bytes=weight_bytes,
+        )
+        points.append(PhasePoint("prefill", spec.reference_isl, prefill))
+        for batch in batches:
+            decode = roofline_point(
+                spec.flops_per_token(spec.decode_context),
+                kv * spec.decode_context,
+                batch,
+                target,
+                precision,
+                weight_bytes=weight_bytes,
+            )
+            points.append(PhasePoint("decode", batch, decode))
+    return points
+
+
+def describe(spec: GenerativeSpec, precision: str, weight_bytes: float) -> list[str]:
+    """The lines ``models inspect`` prints for a generative model."""
+    kv = spec.kv_cache_bytes_per_token(kv_dtype(precision))
+    return [
+        f"params       {spec.params / 1e6:,.2f} M ({spec.layers} layers, hidden {spec.hidden_size}, "
+        f"{spec.heads} heads / {spec.kv_heads} KV heads × {spec.head_size}, vocabulary {spec.vocab_size})",
+        f"context      {spec.context_length} tokens; reference workload ISL {spec.reference_isl} / "
+        f"OSL {spec.reference_osl}",
+        f"FLOPs        {spec.flops_per_token(spec.prefill_context) / 1e6:,.2f} MFLOP per prefill token, "
+        f"{spec.flops_per_token(spec.decode_context) / 1e6:,.2f} MFLOP per decode token",
+        f"weights      {weight_bytes / 1e6:,.1f} MB at {precision} (read once per decode step)",
+        f"KV cache     {kv:,} B per token ({kv_dtype(precision)}); "
+        f"{kv * spec.context_length / 2**20:,.1f} MiB per sequence at full context",
+    ]
