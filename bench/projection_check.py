@@ -9,6 +9,11 @@ projected ÷ published per point and, where the baseline (or a target with its c
 precision and batch, the ratio to it ÷ the published ratio — the figure a hardware choice rests on. The worst
 factor of each (f and 1/f count alike) closes each table. Points with ``fit = false`` (Jetson GPU + 2 DLA,
 MLPerf's variable-length BERT) count for ratios only: their absolute throughput is not the padded graph's.
+
+Then the generative points (``[[llm_points]]``, accelbench/reports/llm_projection.py): each published output-token
+rate projected from the efficiency refitted without it (its target's other points, else its toolchain's, else
+all), projected ÷ published per point and the worst (``--json`` prints both lists under "classic" and
+"generative" with ``--generative``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.catalog_schema import PUBLISHED_FAMILIES
 from accelbench.hardware.roofline import roofline_point
+from accelbench.reports.llm_projection import LlmEfficiencies, leave_one_out
 from accelbench.reports.validation import cross_family, leave_one_model_out, leave_one_target_out, worst
 
 
@@ -67,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=None, help="target the ratios are taken to (catalog baseline)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--generative", action="store_true", help="with --json: print the LLM rows too")
     args = parser.parse_args()
     try:
         catalog = load_catalog()
@@ -76,11 +83,37 @@ def main() -> None:
         print(f"projection_check: {err}", file=sys.stderr)
         sys.exit(2)
     results = checks(catalog, baseline)
+    llm_rows = leave_one_out(LlmEfficiencies(catalog))
     if args.json:
-        print(json.dumps(results, indent=2, sort_keys=True))
+        print(json.dumps({**results, "generative": llm_rows} if args.generative else results, indent=2,
+                         sort_keys=True))  # fmt: skip
         return
     for title, rows in results.items():
         print_table(title, rows)
+    print_generative(llm_rows)
+
+
+def print_generative(rows: list[dict]) -> None:
+    """The generative leave-one-out table: each published LLM point projected from the others."""
+    print()
+    print("| target | model | precision | ISL/OSL | batch | published tok/s | roofline tok/s | efficiency "
+          "| projected tok/s (left out) | projected ÷ published | fitted from | target left out: projected ÷ published "
+          "| fitted from |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        batch = r["batch"] or f"max ({r['inferred_batch']} fit)"
+        print(f"| {r['target']} | {r['model']} | {r['precision']} | {r['isl']}/{r['osl']} | {batch} | "
+              f"{r['published_tokens_per_s']:,.1f} | {r['bound_tokens_per_s']:,.1f} | {r['efficiency']:.3g} | "
+              f"{_fmt(r['projected_tokens_per_s'], 6)} | {_fmt(r['factor'])} | {r['fitted_from'] or '—'} | "
+              f"{_fmt(r['factor_target_out'])} | {r['target_out_from'] or '—'} |")  # fmt: skip
+    for key, what in (("factor", "point left out"), ("factor_target_out", "its target left out")):
+        spread, row = worst([{**r, "counted": True, "counted_factor": True} for r in rows], key)
+        where = (
+            f" ({row['target']} {row['isl']}/{row['osl']} batch {row['batch'] or 'max'}: {row[key]:.3g})"
+            if row
+            else ""
+        )
+        print(f"worst generative projected ÷ published, {what}: {_fmt(spread)}×{where}")
 
 
 if __name__ == "__main__":

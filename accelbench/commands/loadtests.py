@@ -81,12 +81,23 @@ def _progress_line(event: dict) -> str:
     )
 
 
+def _ms(latency) -> str:
+    return f"{latency.p50 / 1000:.1f}" if latency is not None and latency.p50 is not None else "-"
+
+
 def _step_line(step) -> str:
     """One line per finished step (a ``documents.Step``)."""
     from accelbench.documents import to_dict
 
     lat = step.latency_us
     errors = sum(to_dict(step.errors).values()) if step.errors else 0
+    if step.generative is not None:
+        g = step.generative
+        text = (f"step {step.index} {_offered(to_dict(step.offered))}: {step.throughput_rps:.2f} req/s  "
+                f"{(g.output_tokens_per_s.value if g.output_tokens_per_s else 0) or 0:.1f} tok/s  "
+                f"TTFT p50 {_ms(g.ttft_us)} ms  ITL p50 {_ms(g.itl_us)} ms  TPOT p50 {_ms(g.tpot_us)} ms  "
+                f"errors {errors}  {step.verdict}")  # fmt: skip
+        return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
     text = (
         f"step {step.index} {_offered(to_dict(step.offered))}"
         + (f" (attempt {step.attempt})" if (step.attempt or 1) > 1 else "")
@@ -94,6 +105,84 @@ def _step_line(step) -> str:
         f"p50 {lat.p50 if lat else None} µs  p99 {lat.p99 if lat else None} µs  errors {errors}  {step.verdict}"
     )
     return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
+
+
+def _finish(doc, path, json_mode: bool, repeats: int) -> None:
+    if json_mode:
+        from accelbench.documents import dump_json
+
+        click.echo(dump_json(doc), nl=False)
+    else:
+        invalid = sum(1 for s in doc.steps if s.verdict == "INVALID")
+        low = sum(1 for s in doc.steps if s.verdict == "LOW-PRECISION")
+        runs = f" (run {repeats} of {repeats})" if repeats > 1 else ""
+        click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID{runs}")
+
+
+_GENERATIVE = (  # (option, default) of the generative sweep; any of them given means a generative sweep
+    ("isl", None), ("osl", None), ("isl_range", None), ("osl_range", None), ("prompts", None), ("tokenizer", None),
+    ("slo_ttft_p99_ms", None), ("slo_tpot_p99_ms", None), ("no_ignore_eos", False),
+)  # fmt: skip
+
+
+def _generative_options(func):
+    """The options of a generative (streaming) sweep (docs/llm.md)."""
+    from accelbench.loadtests.workloads import API_CHOICES
+
+    options = [
+        click.option(
+            "--api",
+            type=click.Choice(API_CHOICES),
+            help="Generative model: triton (HTTP "
+            "generate_stream), triton-grpc (ModelStreamInfer), openai (= openai-chat), openai-completions. "
+            "Default for a streaming Triton model: triton.",
+        ),  # fmt: skip
+        click.option("--isl", type=int, help="Prompt length in tokens (synthetic prompts; default 128)."),
+        click.option("--osl", type=int, help="Output length asked (max_tokens; default 64)."),
+        click.option("--isl-range", type=float, help="Prompt lengths uniform in [r*ISL, ISL] (default 1)."),
+        click.option("--osl-range", type=float, help="Output lengths uniform in [r*OSL, OSL] (default 1)."),
+        click.option(
+            "--prompts",
+            type=click.Path(dir_okay=False),
+            help="Prompts file: JSONL {prompt, output_tokens} per line, or a ShareGPT JSON file.",
+        ),  # fmt: skip
+        click.option(
+            "--tokenizer",
+            help="Tokenizer folder (tokenizer.json) counting tokens (default: the card's, "
+            "else builtin:minilm-wordpiece).",
+        ),  # fmt: skip
+        click.option("--slo-ttft-p99-ms", type=float, help="Goodput: a request's TTFT objective (ms)."),
+        click.option("--slo-tpot-p99-ms", type=float, help="Goodput: a request's TPOT objective (ms)."),
+        click.option("--no-ignore-eos", is_flag=True, help="Let the model stop at its end token."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _is_generative(gen: dict, repo, url, model: str) -> bool:
+    """--api or a workload option given, or (Triton) the served model streams (a decoupled config)."""
+    if gen.get("api") or any(gen.get(k) not in (None, default) for k, default in _GENERATIVE):
+        return True
+    from accelbench.loadtests import generative
+
+    if repo is not None:
+        return generative.repository_generative(repo, model)
+    return url is not None and generative.triton_generative(url.rstrip("/"), model) is not None
+
+
+def _generative_profile(gen: dict, protocol: str, profile_kw: dict):
+    from accelbench.loadtests import generative, workloads
+    from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
+
+    api = workloads.api_name(gen.get("api") or ("triton-grpc" if protocol == "grpc" else "triton"))
+    workload = workloads.GenWorkload(
+        api=api, isl=gen["isl"] or 128, osl=gen["osl"] or 64, isl_range=gen["isl_range"] or 1.0,
+        osl_range=gen["osl_range"] or 1.0, ignore_eos=not gen["no_ignore_eos"],
+        tokenizer=gen["tokenizer"] or DEFAULT_TOKENIZER, slo_ttft_p99_ms=gen["slo_ttft_p99_ms"],
+        slo_tpot_p99_ms=gen["slo_tpot_p99_ms"],
+    )  # fmt: skip
+    return generative.workload_profile(workload, gen["prompts"], **profile_kw)
 
 
 def register(group: click.Group) -> None:
@@ -172,12 +261,14 @@ def register(group: click.Group) -> None:
     @click.option("--server-log", type=click.Path(dir_okay=False), default=None,
                   help="Append the log of the tritonserver started for REPO here.")  # fmt: skip
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
+    @_generative_options
     @click.pass_context
     def loadtest(ctx, repo, url, grpc_url, model, manifest_path, card_uri, input_data, shapes, target, precision,
                  protocol, concurrency, rate, batch_size, duration, max_duration, warmup, processes, master_bind,
                  expect_workers, worker_timeout, check_every, seed, repeats, retries, out_dir, tritonserver,
-                 server_log, json_mode) -> None:  # fmt: skip
-        """Load-test a model on Triton with Locust: a concurrency or request-rate sweep with exact µs latencies."""
+                 server_log, json_mode, **gen) -> None:  # fmt: skip
+        """Load-test a model with Locust: a concurrency or request-rate sweep with exact µs latencies; for a
+        generative model (--api, or a streaming Triton model) TTFT, ITL, TPOT and tokens/s per step."""
         from accelbench.errors import BadInputError
         from accelbench.loadtests.api import loadtest as run
         from accelbench.loadtests.profiles import LoadProfile, parse_levels
@@ -190,6 +281,28 @@ def register(group: click.Group) -> None:
         bind = _master_bind(master_bind, expect_workers, worker_timeout, processes)
         if bind is not None:
             processes = bind.expect_workers
+        command = " ".join(["accelbench", *sys.argv[1:]])
+        if _is_generative(gen, repo, url, model):
+            from accelbench.loadtests.generative import run as run_generative
+
+            profile_kw = dict(kind="closed" if concurrency else "open", levels=parse_levels(concurrency or rate),
+                              duration_s=duration, max_duration_s=max_duration, warmup_s=warmup, processes=processes,
+                              seed=seed)  # fmt: skip
+            profile = _generative_profile(gen, protocol, profile_kw)
+            live, on_event = _progress(json_mode)
+            try:
+                if live is not None:
+                    live.start()
+                doc, path = run_generative(model=model, profile=profile, out_dir=out_dir, url=url, repo=repo,
+                                           grpc_url=grpc_url, prompts_file=gen["prompts"], manifest_path=manifest_path,
+                                           tritonserver=tritonserver, server_log=server_log, repeats=repeats,
+                                           command=command, on_event=on_event, master_bind=bind, target=target,
+                                           precision=precision)  # fmt: skip
+            finally:
+                if live is not None:
+                    live.stop()
+            _finish(doc, path, json_mode, repeats)
+            return
         profile = LoadProfile(
             kind="closed" if concurrency else "open", protocol=protocol,
             levels=parse_levels(concurrency or rate), duration_s=duration, max_duration_s=max_duration, warmup_s=warmup,
@@ -197,7 +310,6 @@ def register(group: click.Group) -> None:
             input_data=input_data, shapes=tuple(shapes),
         )  # fmt: skip
         live, on_event = _progress(json_mode)
-        command = " ".join(["accelbench", *sys.argv[1:]])
         try:
             if live is not None:
                 live.start()
@@ -209,15 +321,7 @@ def register(group: click.Group) -> None:
         finally:
             if live is not None:
                 live.stop()
-        if json_mode:
-            from accelbench.documents import dump_json
-
-            click.echo(dump_json(doc), nl=False)
-        else:
-            invalid = sum(1 for s in doc.steps if s.verdict == "INVALID")
-            low = sum(1 for s in doc.steps if s.verdict == "LOW-PRECISION")
-            runs = f" (run {repeats} of {repeats})" if repeats > 1 else ""
-            click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID{runs}")
+        _finish(doc, path, json_mode, repeats)
 
     @group.command("loadtest-worker")
     @click.option("--master", required=True, help="The master's HOST:PORT (its --master-bind).")

@@ -86,6 +86,44 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the table (or the comparison) as JSON.")
 @click.option(
+    "--slo-ttft-ms",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Generative results: TTFT p99 objective in ms [default: the workload's, else MLPerf's 2000].",
+)
+@click.option(
+    "--slo-tpot-ms",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Generative results: TPOT p99 objective in ms [default: the workload's, else MLPerf's 100].",
+)
+@click.option(
+    "--min-tokens-per-user",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Generative results: the cheapest target at this interactivity (tokens/s per user) on the frontier.",
+)
+@click.option(
+    "--target-tokens-per-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Generative results: plan replicas and the monthly bill for this output-token rate.",
+)
+@click.option(
+    "--fit-model",
+    "fit_models",
+    multiple=True,
+    metavar="CARD",
+    help="Generative: a model card (packaged name such as llama-3.1-8b, or a TOML) for the memory-fit table.",
+)
+@click.option(
+    "--context",
+    "fit_context",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Context length in tokens for the memory-fit table [default: 8192].",
+)
+@click.option(
     "--compare",
     nargs=2,
     type=click.Path(),
@@ -103,7 +141,9 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.pass_context
 def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, target_qps, headroom, project,
-               include_failed, max_error_rate, amortization_years, usd_per_kwh, out_dir, as_json, compare, history) -> None:  # fmt: skip
+               include_failed, max_error_rate, amortization_years, usd_per_kwh, out_dir, as_json, slo_ttft_ms,
+               slo_tpot_ms, min_tokens_per_user, target_tokens_per_s, fit_models, fit_context, compare,
+               history) -> None:  # fmt: skip
     """Cost per million requests at the latency SLO, against the baseline: report.md, report.html, results.csv/.parquet."""
     from accelbench.reports.build import ReportOptions
     from accelbench.reports.cost import parse_price_overrides
@@ -112,7 +152,9 @@ def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, 
         slo_ms=slo_ms, percentile=percentile, baseline=baseline, price_basis=price_basis,
         price_overrides=parse_price_overrides(prices), target_qps=target_qps, headroom=headroom,
         project=_split(project), include_failed=include_failed, max_error_rate=max_error_rate,
-        amortization_years=amortization_years, usd_per_kwh=usd_per_kwh,
+        amortization_years=amortization_years, usd_per_kwh=usd_per_kwh, slo_ttft_ms=slo_ttft_ms,
+        slo_tpot_ms=slo_tpot_ms, min_tokens_per_user=min_tokens_per_user, target_tokens_per_s=target_tokens_per_s,
+        fit_models=tuple(fit_models), fit_context=fit_context,
     )  # fmt: skip
     if out_dir is None and not as_json:
         out_dir = "report"
@@ -137,7 +179,7 @@ def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, 
 
 @click.group("import")
 def import_group() -> None:
-    """Turn perf_analyzer or Locust results into accelbench result documents."""
+    """Turn perf_analyzer, Locust, AIPerf, GuideLLM or vLLM bench results into accelbench result documents."""
 
 
 def _import_options(func):
@@ -181,6 +223,35 @@ def import_locust_cmd(ctx, stats_csv, target, model, precision, batch_size, out_
     catalog_of(ctx).get(target)
     doc = import_locust(stats_csv, target, model, precision, batch_size, users)
     click.echo(str(write_imported(doc, out_dir)))
+
+
+def _generative_import(tool: str, what: str):
+    """``accelbench import TOOL FILE --target ID --model NAME --precision P``: a generative result document."""
+
+    @import_group.command(tool, help=f"{what} → a generative result document the report prices (tokens).")
+    @click.argument("file", type=click.Path())
+    @click.option("--target", required=True, help="Catalog target id the numbers were measured on.")
+    @click.option(
+        "--model", required=True, help="Model name, e.g. llama-3.1-8b (a card name gives projections)."
+    )
+    @click.option("--precision", required=True, type=click.Choice((*PRECISIONS, "int4")),
+                  help="Weight precision the server ran.")  # fmt: skip
+    @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results", show_default=True)
+    @click.pass_context
+    def cmd(ctx, file, target, model, precision, out_dir) -> None:
+        from accelbench.reports.importers import write_imported
+        from accelbench.reports.llm_importers import IMPORTERS
+
+        catalog_of(ctx).get(target)  # unknown target: one clear line, exit 2
+        doc = IMPORTERS[tool](file, target, model, precision)
+        click.echo(str(write_imported(doc, out_dir)))
+
+    return cmd
+
+
+_generative_import("aiperf", "NVIDIA AIPerf profile_export_aiperf.json")
+_generative_import("guidellm", "GuideLLM benchmarks.json (one step per load level)")
+_generative_import("vllm-bench", "`vllm bench serve --save-result` JSON")
 
 
 def register(group: click.Group) -> None:

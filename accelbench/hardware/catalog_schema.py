@@ -14,7 +14,7 @@ from accelbench.errors import BadInputError
 
 KINDS = ("datacenter-gpu", "edge-gpu", "inferentia", "tpu", "cpu")
 TOOLCHAINS = ("tensorrt", "neuron", "onnxruntime-cpu", "xla")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")  # fp4: NVFP4 (Blackwell)
 INSTANCE_KINDS = ("KIND_GPU", "KIND_CPU", "KIND_MODEL")
 
 # key -> (type tag, required). Type tags: "str", "num" (int or float, >= 0), "pos" (> 0), "int" (>= 1), "bool".

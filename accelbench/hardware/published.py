@@ -8,6 +8,7 @@ the ``[models.*]`` tables hold the graph cost of each published model per precis
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,8 +49,18 @@ def load_published(
     target_ids: frozenset[str], text: str | None = None, label: str = f"{PUBLISHED_NAME} (packaged)"
 ) -> tuple[tuple[PublishedPoint, ...], Mapping[str, Mapping[str, Mapping[str, float]]]]:
     """The packaged published results (or ``text``), validated: points and per-precision graph costs."""
-    if text is None:
-        text = resources.files("accelbench.hardware").joinpath(PUBLISHED_NAME).read_text("utf-8")
+    if text is None:  # the packaged file does not change while a process runs: parse it once per target set
+        return _packaged(target_ids)
+    return _load(target_ids, text, label)
+
+
+@functools.lru_cache(maxsize=8)
+def _packaged(target_ids: frozenset[str]):
+    text = resources.files("accelbench.hardware").joinpath(PUBLISHED_NAME).read_text("utf-8")
+    return _load(target_ids, text, f"{PUBLISHED_NAME} (packaged)")
+
+
+def _load(target_ids: frozenset[str], text: str, label: str):
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

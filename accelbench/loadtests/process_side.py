@@ -44,6 +44,11 @@ def load_payloads(path) -> list[dict[str, np.ndarray]]:
 def make_agent(
     cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]] | None = None
 ) -> users.Agent:
+    if cfg.get("workload"):  # a generative sweep: streamed requests, timed per token
+        from accelbench.loadtests import genagent
+
+        return genagent.make_agent(cfg, process_index, load_payloads(cfg["payloads_file"]) if payloads is None
+                                   else payloads)  # fmt: skip
     agent = users.Agent({**cfg, "process_index": process_index}, free_running=False)
     names = [o["name"] for o in cfg["expected_outputs"]]
     if payloads is None:

@@ -40,6 +40,8 @@ class LoadProfile:
     shapes: tuple[str, ...] = ()
     # which of ``--repeats N`` independent runs this is (1..N); repeat 1 is recorded as before (no key)
     repeat: int = 1
+    # generative sweeps (workloads.GenWorkload.to_dict()): streamed requests, token-level figures
+    workload: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -68,6 +70,8 @@ class LoadProfile:
         out["shapes"] = list(self.shapes)  # as JSON reads it back, so a rerun compares equal
         if self.repeat == 1:  # documents written before repeats existed stay resumable and unchanged
             del out["repeat"]
+        if self.workload is None:  # classic documents stay unchanged and resumable
+            del out["workload"]
         return out
 
     @classmethod
@@ -83,6 +87,9 @@ class LoadProfile:
         ]
 
     def label(self) -> str:
+        if self.workload:
+            w = self.workload
+            return f"{self.kind}-{w['api']}-i{w['isl']}-o{w['osl']}"
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"
 
 

@@ -25,9 +25,9 @@ from locust.exception import RPCError
 from accelbench.loadtests import process_side as side
 from accelbench.loadtests import users
 
-CONFIG_VERSION = 2  # bump when the ab_config message changes; a worker refuses another version
+CONFIG_VERSION = 3  # bump when the ab_config message changes; a worker refuses another version
 CONFIG_KEYS = ("kind", "protocol", "url", "model", "batch_size", "expected_outputs", "timeout_s", "window_s",
-               "max_in_flight", "seed", "check_every")  # fmt: skip
+               "max_in_flight", "seed", "check_every", "workload")  # fmt: skip
 CONFIGURE_TIMEOUT_S = 60.0
 # A worker whose master vanished (killed, host down) gives up after this long without its heartbeat,
 # instead of Locust's 60 s, so no worker lingers long after a failed run.
@@ -78,7 +78,7 @@ def _configure(runner, cfg: dict[str, Any], client_ids: list[str]) -> dict[str, 
     )
     with open(cfg["payloads_file"], "rb") as handle:
         payloads = handle.read()
-    base = {key: cfg[key] for key in CONFIG_KEYS}
+    base = {key: cfg.get(key) for key in CONFIG_KEYS}
     for index, client_id in enumerate(client_ids):
         data = {**base, "config_version": CONFIG_VERSION, "process_index": index, "payloads_npz": payloads}
         runner.send_message("ab_config", data, client_id=client_id)
@@ -132,7 +132,7 @@ def serve(master: str, connect_timeout_s: float) -> int:
                     f"configuration version {data.get('config_version')}, this worker speaks "
                     f"{CONFIG_VERSION} (install the same accelbench on master and workers)"
                 )
-            cfg = {key: data[key] for key in CONFIG_KEYS}
+            cfg = {key: data.get(key) for key in CONFIG_KEYS}
             payloads = side.load_payloads(io.BytesIO(data["payloads_npz"]))
             agent = side.make_agent(cfg, int(data["process_index"]), payloads)
             agent.environment = env

@@ -86,6 +86,9 @@ def new_document(
         target=manifest.get("target") or target,
         precision=manifest.get("precision") or precision,
         batch_size=load_profile["batch_size"],
+        **(
+            {"task": "text-generation"} if load_profile.get("workload") else {}
+        ),  # classic documents unchanged
         # the result keeps the verdict and its figure; the manifest has the rest
         accuracy=Accuracy(
             metric=accuracy.get("metric"), value=accuracy.get("value"), verdict=accuracy.get("verdict")

@@ -22,7 +22,7 @@ from typing import Any  # noqa: E402
 import gevent  # noqa: E402
 import numpy as np  # noqa: E402
 
-from accelbench.loadtests import histogram, samples, users  # noqa: E402
+from accelbench.loadtests import genstats, histogram, samples, users  # noqa: E402
 from accelbench.loadtests.process_side import (  # noqa: E402
     ProcessSide,
     events_writer,
@@ -202,6 +202,7 @@ def _combine(totals: list[dict], n_procs: int) -> dict[str, Any]:
         "last_error": last_errors[0] if last_errors else None,
         "loop_lag_us": _lag_summary(totals),
         "samples": samples.merge_encoded(t.get("samples") for t in totals),
+        "generative": genstats.combine(t.get("generative") for t in totals),
     }
 
 
@@ -220,6 +221,8 @@ class _StatsProbe:
             cfg.get("metrics_url"),
             cfg["model"],
         )
+        if str((cfg.get("workload") or {}).get("api", "triton")).startswith("openai"):
+            self.http_url = self.metrics_url = None  # not a Triton: no per-model statistics to read
 
     def snapshot(self) -> tuple[dict | None, str | None]:
         if not self.http_url:

@@ -67,6 +67,20 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     if len(latency_us) and not raw.get("aborted"):
         statistics, invalid, low = analyse(done_s, latency_us, duration, limits)
         rps = statistics.get("throughput_rps", {}).get("value", rps)
+    generative = None
+    if raw.get("generative") and not raw.get("aborted"):  # token-level figures (genstats.py)
+        from accelbench.loadtests import genstats
+
+        generative, more_invalid, more_low = genstats.step(
+            raw["generative"],
+            offered,
+            duration,
+            total_cpu_s,
+            n_errors,
+            limits.sample_floor,
+            limits.ci_batches,
+        )
+        invalid, low = [*invalid, *more_invalid], [*low, *more_low]
     verdict, reasons = judge(
         requests=requests,
         error_rate=error_rate,
@@ -107,6 +121,7 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
         ),
         windows=[Window(throughput_rps=w[0], p99_us=w[1]) for w in raw.get("windows") or []],
         statistics=statistics,
+        generative=generative,
         aborted=raw.get("aborted"),
         last_error=raw.get("last_error"),
         verdict=verdict,

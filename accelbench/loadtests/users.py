@@ -294,7 +294,9 @@ class _TritonUser(User):
         agent.environment = self.environment
         cfg = agent.config
         self.agent = agent
-        self.client = make_client(cfg["protocol"], cfg["url"], self._concurrency(cfg), cfg["timeout_s"])
+        own = getattr(agent, "make_client", None)  # the generative agent streams (genagent.py)
+        self.client = (own(self._concurrency(cfg)) if own else
+                       make_client(cfg["protocol"], cfg["url"], self._concurrency(cfg), cfg["timeout_s"]))  # fmt: skip
         self.pool = agent.pool
 
     def _concurrency(self, cfg: dict[str, Any]) -> int:

@@ -25,6 +25,7 @@ from accelbench.util import atomic_write_json
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 EXPORT_TASK = "text-generation-with-past"
+EXPORT_VERSION = 1  # raise when the export itself changes: cached builds then make a new folder
 _EXPORT_SCRIPT = """
 import sys
 from optimum.exporters.onnx import main_export
@@ -52,7 +53,9 @@ def generative_files(card: ModelCard) -> GenerativeFiles:
             from accelbench.models.builtin.llama import build_llama_checkpoint
 
             print(f"accelbench: building {card.source} with fixed-seed weights", file=sys.stderr, flush=True)
-            build_llama_checkpoint(spec, hf_dir, SEED)
+            tmp = _scratch(hf_dir)
+            build_llama_checkpoint(spec, tmp, SEED)
+            _publish(tmp, hf_dir)
     else:
         hf_dir = Path(spec.hf_dir or card.resolve_path(card.source_value))
         if not (hf_dir / "config.json").is_file():
@@ -67,7 +70,7 @@ def generative_files(card: ModelCard) -> GenerativeFiles:
 
 def export_causal_lm(hf_dir: Path, out_dir: Path) -> Path:
     """``out_dir/model.onnx`` from the checkpoint in ``hf_dir``, exported by optimum in a child process."""
-    tmp = out_dir.with_name(out_dir.name + ".partial")
+    tmp = _scratch(out_dir)
     print(f"accelbench: exporting {hf_dir} to ONNX with its KV cache (optimum)", file=sys.stderr, flush=True)
     env = {**os.environ, **OFFLINE_ENV}
     done = subprocess.run(
@@ -88,12 +91,26 @@ def export_causal_lm(hf_dir: Path, out_dir: Path) -> Path:
     if not (tmp / "model.onnx").is_file():
         raise BadInputError(f"{hf_dir}: optimum wrote no model.onnx")
     atomic_write_json(tmp / "export.json", {"source": str(hf_dir), "task": EXPORT_TASK})
-    if out_dir.exists():
-        import shutil
-
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
+    _publish(tmp, out_dir)
     return out_dir / "model.onnx"
+
+
+def _scratch(final: Path) -> Path:
+    """A private folder beside ``final``: concurrent builders never write into each other's files."""
+    import tempfile
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Rename the finished folder into place; when another builder got there first, keep theirs."""
+    import shutil
+
+    try:
+        tmp.rename(final)
+    except OSError:  # final exists (a concurrent build of the same content finished first)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _tokenizer_dir(tokenizer: str, cache: Path) -> Path:
@@ -110,9 +127,11 @@ def _tokenizer_dir(tokenizer: str, cache: Path) -> Path:
 
 
 def _builtin_version(card: ModelCard) -> str:
-    digest = hashlib.sha256(f"{card.name}:{SEED}:{card.generative}".encode())
-    for module in ("builtin/llama.py", "export_llm.py"):
-        digest.update((Path(__file__).parent / module).read_bytes())
+    # the architecture only: the gate thresholds and the tokenizer do not change the checkpoint
+    shape = {k: v for k, v in card.generative.to_dict().items() if k not in ("gate", "tokenizer", "hf_dir")}
+    digest = hashlib.sha256(f"{card.name}:{SEED}:{sorted(shape.items())}".encode())
+    digest.update(f"{EXPORT_TASK}:{EXPORT_VERSION}".encode())
+    digest.update((Path(__file__).parent / "builtin" / "llama.py").read_bytes())
     return digest.hexdigest()[:12]
 
 

@@ -47,6 +47,17 @@ FALLBACKS = {
 }
 RECIPES = (*DEFAULT_RECIPES.values(), "ort-int4-weight-only-b128", "ort-dynamic-int8")
 HF_FILES = (".json", ".safetensors", ".txt", ".model")
+# what a tokenizer folder holds (a checkpoint folder that is also the tokenizer keeps its weights out of tokenizer/)
+TOKENIZER_NAMES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "added_tokens.json",
+)
 # MatMulNBits accuracy_level: 0 = unset (float compute after dequantizing each block)
 ACCURACY_LEVEL = 0
 
@@ -111,7 +122,7 @@ class _Context:
             progress(f"{name}: up to date, reused")
             return reused
         out.mkdir(parents=True, exist_ok=True)
-        _copy_folder(self.files.tokenizer_dir, out / "tokenizer")
+        _copy_folder(self.files.tokenizer_dir, out / "tokenizer", names=TOKENIZER_NAMES)
         _copy_folder(self.files.hf_dir, out / "hf", HF_FILES)
         progress(f"{name}: making the {precision} variant ({recipe}) …")
         made, tried, calibration = self._model_file(precision, recipe, out / "model.onnx")
@@ -226,10 +237,11 @@ def _sample_feed(onnx_path: Path) -> dict[str, np.ndarray]:
     return feed
 
 
-def _copy_folder(src: Path, dst: Path, suffixes: tuple[str, ...] = ()) -> None:
+def _copy_folder(src: Path, dst: Path, suffixes: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     for path in sorted(src.iterdir()):
-        if path.is_file() and (not suffixes or path.name.endswith(suffixes)):
+        wanted = (not suffixes or path.name.endswith(suffixes)) and (not names or path.name in names)
+        if path.is_file() and wanted:
             _link_or_copy(path, dst / path.name)
 
 

@@ -48,6 +48,14 @@ class ReportOptions:
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     amortization_years: float | None = None  # None: the catalog's figure, else DEFAULT_AMORTIZATION_YEARS
     usd_per_kwh: float = DEFAULT_USD_PER_KWH
+    # generative results (reports/llm_report.py): objectives (None: the workload's, else MLPerf Llama3.1-8B's),
+    # the interactivity asked for, a capacity plan in output tokens/s, and model cards for the memory-fit table
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    min_tokens_per_user: float | None = None
+    target_tokens_per_s: float | None = None
+    fit_models: tuple[str, ...] = ()
+    fit_context: int | None = None
 
     @property
     def slo_us(self) -> float:
@@ -117,6 +125,7 @@ class ReportData:
     graph_costs: dict[tuple[str, str], dict[str, Any]]
     efficiency_models: dict[tuple, ef.EfficiencyModel | None] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)  # results without a target or precision, one line each
+    generative: Any = None  # reports/llm_report.GenerativeReport when some results are generative
 
 
 def priceable(results: list[Result]) -> tuple[list[Result], list[str]]:
@@ -256,9 +265,14 @@ def build_report(
             f"{left_out[0]}); `accelbench loadtest --url` without a manifest records them only with "
             "--target ID --precision P"
         )
+    from accelbench.reports.llm_report import build_generative, is_generative
+
     groups = group_results(results)
+    generative_groups = {k: g for k, g in groups.items() if is_generative(g)}
+    groups = {k: g for k, g in groups.items() if k not in generative_groups}
     baseline_id = options.baseline or catalog.baseline_id
-    wanted = sorted({g.target_id for g in groups.values()} | set(options.project) | {baseline_id})
+    wanted = sorted({g.target_id for g in (*groups.values(), *generative_groups.values())} | set(options.project)
+                    | {baseline_id})  # fmt: skip
     targets = {tid: catalog.get(tid) for tid in wanted}
     for tid in options.price_overrides:  # a misspelt --price id would otherwise be silently ignored
         catalog.get(tid)
@@ -300,8 +314,13 @@ def build_report(
     rows.sort(
         key=lambda r: (r["model"], r["rank"] if r["rank"] is not None else 10**9, r["target"], r["precision"])
     )
+    generative = (
+        build_generative(generative_groups, catalog, targets, options, baseline_id)
+        if generative_groups
+        else None
+    )
     return ReportData(
-        options, baseline_id, rows, groups, targets, calibrations, graph_costs, models, left_out
+        options, baseline_id, rows, groups, targets, calibrations, graph_costs, models, left_out, generative
     )
 
 

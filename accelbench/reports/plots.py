@@ -208,24 +208,79 @@ def roofline_chart(data: Any) -> str:
 
 
 def all_plots(data: Any) -> dict[str, str]:
-    """name → SVG text, in a fixed order."""
-    return {
-        "latency_vs_throughput": latency_vs_throughput(data),
-        "cost_vs_baseline": cost_vs_baseline(data),
-        "roofline": roofline_chart(data),
-    }
+    """name → SVG text, in a fixed order (the generative frontier when the report has generative rows)."""
+    plots = {}
+    if data.rows:  # a report of generative results only has no classic rows to draw
+        plots = {
+            "latency_vs_throughput": latency_vs_throughput(data),
+            "cost_vs_baseline": cost_vs_baseline(data),
+            "roofline": roofline_chart(data),
+        }
+    if getattr(data, "generative", None) is not None:
+        plots["frontier"] = frontier_chart(data.generative)
+    return plots
 
 
-def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str) -> str:
+def frontier_chart(gen: Any) -> str:
+    """Per model: each row's frontier, output tokens/s per accelerator vs tokens/s per user; measured solid with
+    filled markers, projected dashed with hollow ones; the asked interactivity as a vertical line."""
+    import matplotlib
+
+    models = sorted({r.model for r in gen.rows}) or [""]
+    fig, axes = _figure(len(models), height=3.8)
+    cmap = matplotlib.colormaps["tab10"]
+    targets = sorted({r.target for r in gen.rows})
+    colors = {t: cmap(i % 10) for i, t in enumerate(targets)}
+    for ax, model in zip(axes, models, strict=True):
+        drawn = False
+        for r in sorted(
+            (r for r in gen.rows if r.model == model), key=lambda r: (r.status, r.target, r.precision)
+        ):
+            pts = sorted(
+                (p.tokens_per_user, p.output_tps) for p in r.points if p.tokens_per_user and p.output_tps
+            )
+            if not pts:
+                continue
+            drawn = True
+            projected = r.status == "projected"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[r.target],
+                    linestyle="--" if projected else "-", marker=_MARKERS.get(r.precision, "o"),
+                    fillstyle="none" if projected else "full", markersize=4,
+                    label=f"{r.target} {r.precision} ({'projected' if projected else 'measured'})")  # fmt: skip
+        if gen.min_tokens_per_user is not None:
+            ax.axvline(gen.min_tokens_per_user, color="red", linestyle=":", linewidth=1.2,
+                       label=f"{gen.min_tokens_per_user:g} tok/s per user")  # fmt: skip
+        if drawn:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        ax.set_xlabel("interactivity (tokens/s per user = 1000 / TPOT p50 ms)")
+        ax.set_ylabel("output tokens/s per accelerator")
+        ax.set_title(
+            f"{model}: throughput vs interactivity (solid = measured, dashed = projected)", fontsize=9
+        )
+        _legend(ax)
+    return _svg(fig)
+
+
+def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str, generative: bool = False) -> str:
     """The history of one (model, target, precision): capacity and the percentile at capacity per run, in
     order; runs flagged as moved beyond the run-to-run spread are drawn as red crosses.
 
     ``runs``: dicts with ``label`` (x tick), ``capacity_rps``, ``latency_us`` (None allowed), ``flagged``.
+    ``generative``: the runs carry output tokens/s in ``capacity_rps``, TTFT p99 in ``latency_us`` and TPOT p99 in
+    ``tpot_us`` (a third panel).
     """
-    fig, (cap_ax, lat_ax) = _figure(2, width=7.5, height=2.6)
+    panels = [
+        ("capacity_rps", 1.0, "capacity at SLO (req/s)"),
+        ("latency_us", 1000.0, f"{percentile} at capacity (ms)"),
+    ]
+    if generative:
+        panels = [("capacity_rps", 1.0, "output tokens/s at the objective"), ("latency_us", 1000.0, "TTFT p99 (ms)"),
+                  ("tpot_us", 1000.0, "TPOT p99 (ms)")]  # fmt: skip
+    fig, axes = _figure(len(panels), width=7.5, height=2.6)
+    cap_ax = axes[0]
     xs = list(range(len(runs)))
-    for ax, key, scale, ylabel in ((cap_ax, "capacity_rps", 1.0, "capacity at SLO (req/s)"),
-                                   (lat_ax, "latency_us", 1000.0, f"{percentile} at capacity (ms)")):  # fmt: skip
+    for ax, (key, scale, ylabel) in zip(axes, panels, strict=True):
         pts = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get(key) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="#1f77b4", markersize=4)

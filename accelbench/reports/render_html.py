@@ -6,8 +6,7 @@ import html
 from typing import Any
 
 from accelbench.reports import sections as sec
-from accelbench.reports.capacity import percentile_key
-from accelbench.reports.render_md import PLOT_TITLES
+from accelbench.reports.render_md import PLOT_TITLES, report_title
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 78em; color: #222; line-height: 1.4; }
@@ -55,16 +54,23 @@ def section_html(section: sec.Section) -> list[str]:
 
 
 def render_html(data: Any, plan: list[dict[str, Any]] | None, plots: dict[str, str]) -> str:
-    key = percentile_key(data.options.percentile)
-    title = f"accelbench report: cost per million requests at {key} ≤ {data.options.slo_ms:g} ms"
+    title = report_title(data)
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>", f"<h1>{_e(title)}</h1>",
-           f'<p class="answer">{_bold(sec.answer(data))}</p>',
+           f'<p class="answer">{_bold(sec.answer(data))}</p>' if data.rows else "",
            "<p>Figures marked “(proj)” (italic rows) are roofline projections, not measurements; see Method.</p>"]  # fmt: skip
     out += section_html(sec.settings_section(data))
-    out.append("<h2>Results</h2>")
+    if data.rows or data.generative is None:
+        out.append("<h2>Results</h2>")
     for model in sorted({r["model"] for r in data.rows}):
         out += table_html(sec.results_table(data, model))
+    if data.generative is not None:  # generative results: token economics (reports/llm_sections.py)
+        from accelbench.reports import llm_sections
+
+        for section in llm_sections.sections(data):
+            answer, section.paragraphs = section.paragraphs if section.tables else [], []
+            out += section_html(section)[:1] + [f'<p class="answer">{_bold(a)}</p>' for a in answer]
+            out += section_html(section)[1:]
     if plan is not None:
         out += section_html(sec.plan_section(data, plan))
     out.append("<h2>Plots</h2>")

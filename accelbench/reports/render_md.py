@@ -11,6 +11,7 @@ PLOT_TITLES = {
     "latency_vs_throughput": "Latency vs throughput per target, with the SLO line",
     "cost_vs_baseline": "Cost per million requests vs the baseline",
     "roofline": "Roofline with measured and projected points",
+    "frontier": "Generative frontier: output tokens/s per accelerator vs tokens/s per user",
 }
 
 
@@ -40,16 +41,33 @@ def section_md(section: sec.Section, level: int = 2) -> list[str]:
     return lines
 
 
-def render_markdown(data: Any, plan: list[dict[str, Any]] | None, plot_files: dict[str, str]) -> str:
+def report_title(data: Any) -> str:
+    """The report's title: requests at the latency SLO, tokens at the TTFT/TPOT objective, or both."""
     key = percentile_key(data.options.percentile)
-    lines = [f"# accelbench report: cost per million requests at {key} ≤ {data.options.slo_ms:g} ms", ""]
-    lines += [sec.answer(data), ""]
+    classic = f"cost per million requests at {key} ≤ {data.options.slo_ms:g} ms"
+    gen = data.generative
+    if gen is None:
+        return f"accelbench report: {classic}"
+    tokens = f"cost per million tokens at TTFT p99 ≤ {gen.ttft_ms:g} ms, TPOT p99 ≤ {gen.tpot_ms:g} ms"
+    return f"accelbench report: {tokens}" + (f"; {classic}" if data.rows else "")
+
+
+def render_markdown(data: Any, plan: list[dict[str, Any]] | None, plot_files: dict[str, str]) -> str:
+    lines = [f"# {report_title(data)}", ""]
+    if data.rows:
+        lines += [sec.answer(data), ""]
     lines += ['Figures marked "(proj)" are roofline projections, not measurements; see Method.', ""]
     lines += section_md(sec.settings_section(data))
     results = sec.Section(
         "Results", tables=[sec.results_table(data, m) for m in sorted({r["model"] for r in data.rows})]
     )
-    lines += section_md(results)
+    if data.rows or data.generative is None:
+        lines += section_md(results)
+    if data.generative is not None:  # generative results: token economics (reports/llm_sections.py)
+        from accelbench.reports import llm_sections
+
+        for section in llm_sections.sections(data):
+            lines += section_md(section)
     if plan is not None:
         lines += section_md(sec.plan_section(data, plan))
     lines += ["## Plots", ""]

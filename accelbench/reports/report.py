@@ -59,6 +59,10 @@ def render_report(
     outputs: dict[str, bytes] = {}
     if "md" in formats or "html" in formats:
         outputs.update(_pages(data, formats))
+    if data.generative is not None and ("csv" in formats or "md" in formats or "html" in formats):
+        from accelbench.reports.llm_report import generative_files
+
+        outputs.update(generative_files(data.generative))
     if "csv" in formats or "parquet" in formats:
         files = table_files(table)
         outputs.update(

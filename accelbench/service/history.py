@@ -46,6 +46,11 @@ def history(
             problem_line(err, model)
             continue
         measured = next((r for r in data.rows if r["target"] == target and r["status"] == "measured"), None)
+        if measured is None and data.generative is not None:  # a generative run: TTFT, TPOT and tokens/s
+            gen = _generative_point(data.generative, target)
+            if gen is not None:
+                points.append({**queries.summary(row), **gen})
+            continue
         if measured is None:  # cannot happen for a stored row of this target; never a 500 if it does
             continue
         point = {
@@ -69,3 +74,17 @@ def history(
         before.append(measured)
     return {"model": model, "target": target, "precision": precision, "rule": RULE,
             "slo_ms": options.slo_ms, "percentile": options.percentile, "runs": points}  # fmt: skip
+
+
+def _generative_point(gen: Any, target: str) -> dict[str, Any] | None:
+    """One generative run's figures at the objective (its fastest step when none meets it)."""
+    row = next((r for r in gen.rows if r.target == target and r.status == "measured"), None)
+    if row is None or not row.points:
+        return None
+    p = row.capacity or max(row.points, key=lambda q: q.output_tps)
+    return {"capacity_rps": None, "latency_us": None, "meets_slo": row.capacity is not None,
+            "cost_per_million_usd": None, "reason": row.reason, "change": None,
+            "generative": {"output_tokens_per_s": p.output_tps, "ttft_p99_ms": p.ttft_p99_ms,
+                           "tpot_p99_ms": p.tpot_p99_ms, "tokens_per_s_per_user": p.tokens_per_user,
+                           "concurrency": p.concurrency, "usd_per_million_output_tokens": row.cost(gen.price_basis),
+                           "ttft_objective_ms": gen.ttft_ms, "tpot_objective_ms": gen.tpot_ms}}  # fmt: skip

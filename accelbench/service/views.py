@@ -34,6 +34,16 @@ def report_options(
     max_error_rate: Annotated[float, Query(ge=0, le=1, allow_inf_nan=False)] = 0.01,
     amortization_years: Annotated[float | None, Query(gt=0, le=100, allow_inf_nan=False)] = None,
     usd_per_kwh: Annotated[float, Query(ge=0, le=1e3, allow_inf_nan=False)] = 0.15,
+    # generative results; strings so that an empty form field means "not set"
+    slo_ttft_ms: Annotated[
+        str | None, Query(max_length=20, description="generative: TTFT p99 objective, ms")
+    ] = None,
+    slo_tpot_ms: Annotated[
+        str | None, Query(max_length=20, description="generative: TPOT p99 objective, ms")
+    ] = None,
+    min_tokens_per_user: Annotated[
+        str | None, Query(max_length=20, description="generative: tokens/s per user")
+    ] = None,
 ) -> Any:
     """The options of ``accelbench report`` as query parameters (same names, same defaults)."""
     from accelbench.reports.build import ReportOptions
@@ -48,8 +58,23 @@ def report_options(
         slo_ms=slo_p99_ms, percentile=percentile, baseline=baseline or None, price_basis=price_basis,
         price_overrides=overrides, target_qps=target_qps, headroom=headroom, project=projected,
         include_failed=include_failed, max_error_rate=max_error_rate, amortization_years=amortization_years,
-        usd_per_kwh=usd_per_kwh,
+        usd_per_kwh=usd_per_kwh, slo_ttft_ms=_positive("slo_ttft_ms", slo_ttft_ms),
+        slo_tpot_ms=_positive("slo_tpot_ms", slo_tpot_ms),
+        min_tokens_per_user=_positive("min_tokens_per_user", min_tokens_per_user),
     )  # fmt: skip
+
+
+def _positive(name: str, text: str | None) -> float | None:
+    """An optional positive number from a query string; empty means not set, anything else is a 422."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value <= 1e7):
+        raise ApiError(422, f"field {name}: must be a number in (0, 1e7], got {text!r}")
+    return value
 
 
 _PARSED: dict[str, Any] = {}  # content hash → ResultDocument; stored documents never change

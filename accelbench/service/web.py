@@ -249,6 +249,16 @@ def history_page(request: Request, session: Session, _who: Reader, options: Opti
                "capacity_rps": r["capacity_rps"], "latency_us": r["latency_us"],
                "flagged": bool(r["change"] and r["change"]["regression"])} for r in data["runs"]]  # fmt: skip
     key = percentile_key(options.percentile)
+    gen = [r["generative"] for r in data["runs"] if r.get("generative")]
+    if gen:  # a generative series: output tokens/s and TTFT / TPOT p99 per run
+        gen_points = [{"label": (r["created_at"] or r["received_at"] or "")[:16].replace("T", " "),
+                       "capacity_rps": g["output_tokens_per_s"], "latency_us": (g["ttft_p99_ms"] or 0) * 1000,
+                       "tpot_us": (g["tpot_p99_ms"] or 0) * 1000, "flagged": False}
+                      for r, g in ((r, r["generative"]) for r in data["runs"] if r.get("generative"))]  # fmt: skip
+        svg = trend_chart(f"{model} on {target} at {precision}: TTFT p99 ≤ {gen[0]['ttft_objective_ms']:g} ms, "
+                          f"TPOT p99 ≤ {gen[0]['tpot_objective_ms']:g} ms", gen_points, "TTFT p99",
+                          generative=True)  # fmt: skip
+        return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
     svg = trend_chart(f"{model} on {target} at {precision}: {key} ≤ {options.slo_ms:g} ms", points, key)
     return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
 

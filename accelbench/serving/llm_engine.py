@@ -61,7 +61,15 @@ class Scheduler:
         self.lock = threading.Condition()
         self.stopping = False
         self.thread: threading.Thread | None = None
-        self.steps = {"prefill": 0, "decode": 0, "decode_rows": 0}
+        # counters: steps, sequences they carried, seconds in the runner (the server logs them at unload)
+        self.steps = {
+            "prefill": 0,
+            "prefill_rows": 0,
+            "prefill_s": 0.0,
+            "decode": 0,
+            "decode_rows": 0,
+            "decode_s": 0.0,
+        }
 
     def check(self, sequence: Sequence) -> str | None:
         """Why a request cannot run (an error message naming the numbers), or None."""
@@ -141,8 +149,11 @@ class Scheduler:
         self.running = keep
 
     def _prefill(self, sequences: list[Sequence]) -> None:
+        start = time.perf_counter()
         logits, caches = self.runner.prefill([s.prompt for s in sequences])
+        self.steps["prefill_s"] += time.perf_counter() - start
         self.steps["prefill"] += 1
+        self.steps["prefill_rows"] += len(sequences)
         for sequence, row, cache in zip(sequences, logits, caches, strict=True):
             sequence.cache, sequence.length = cache, len(sequence.prompt)
             self.running.append(sequence)
@@ -150,9 +161,11 @@ class Scheduler:
 
     def _decode(self, sequences: list[Sequence]) -> None:
         tokens = [s.generated[-1] for s in sequences]
+        start = time.perf_counter()
         logits, caches = self.runner.decode(
             tokens, [s.cache for s in sequences], [s.length for s in sequences]
         )
+        self.steps["decode_s"] += time.perf_counter() - start
         self.steps["decode"] += 1
         self.steps["decode_rows"] += len(sequences)
         for sequence, row, cache in zip(sequences, logits, caches, strict=True):
@@ -211,6 +224,39 @@ def decode_mask(lengths: list[int]) -> tuple[np.ndarray, np.ndarray, int]:
     return mask, np.asarray(lengths, np.int64)[:, None], past
 
 
+def last_position_logits(onnx_path: str) -> bytes | None:
+    """The graph with the LM head applied to the last position only (a Slice before it), serialized; None
+    when the graph keeps its weights in an external file or has no single node making ``logits``.
+
+    A prefill then computes ``[batch, 1, vocab]`` logits instead of one row per prompt token: the LM head is most
+    of a small model's FLOPs, and all but the last row would be thrown away."""
+    import os
+
+    import onnx
+    from onnx import helper
+
+    if os.path.exists(onnx_path + ".data") or os.path.exists(onnx_path + "_data"):
+        return None
+    model = onnx.load(onnx_path)
+    graph = model.graph
+    heads = [n for n in graph.node if "logits" in n.output]
+    if len(heads) != 1:
+        return None
+    head = heads[0]
+    names = {"starts": [-1], "ends": [2**62], "axes": [1]}
+    for key, value in names.items():
+        graph.initializer.append(
+            onnx.numpy_helper.from_array(np.asarray(value, np.int64), f"last_position_{key}")
+        )
+    sliced = f"{head.input[0]}_last_position"
+    node = helper.make_node(
+        "Slice", [head.input[0], *(f"last_position_{k}" for k in names)], [sliced], name="last_position_slice"
+    )
+    head.input[0] = sliced
+    graph.node.insert(list(graph.node).index(head), node)
+    return model.SerializeToString()
+
+
 class OrtRunner:
     """An optimum ``text-generation-with-past`` ONNX graph on ONNX Runtime (CPU)."""
 
@@ -222,7 +268,8 @@ class OrtRunner:
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-        self.session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+        model = last_position_logits(onnx_path)
+        self.session = ort.InferenceSession(model or onnx_path, options, providers=["CPUExecutionProvider"])
         self.past_names = [i.name for i in self.session.get_inputs() if i.name.startswith("past_key_values.")]
         self.layers = len(self.past_names) // 2
         shape = next(i.shape for i in self.session.get_inputs() if i.name.startswith("past_key_values."))

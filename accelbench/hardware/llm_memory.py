@@ -1,0 +1,295 @@
+"""Memory arithmetic for generative models: weights by precision, the KV cache, and what fits where. Pure.
+
+- Parameters of a Llama-architecture decoder from its published config: per layer the attention projections
+  (q, o: hidden × heads·head; k, v: hidden × kv_heads·head) and the SwiGLU MLP (3 × hidden × intermediate), the
+  RMSNorm weights, the token embedding and the LM head (none when tied).
+- Weights bytes by precision (WEIGHT_FORMATS): the transformer blocks' linear layers at the precision, the
+  embedding, LM head and norms kept at 16 bits, as TensorRT-LLM / ModelOpt, AWQ and ONNX Runtime's MatMulNBits
+  checkpoints do. INT4 counts its scales: one FP16 scale per group of 128 weights (AWQ's default group size),
+  so 0.5 + 2/128 bytes per weight. FP8 and INT8 per-tensor / per-channel scales are negligible (not counted).
+- KV cache bytes per token = 2 (K and V) × layers × KV heads × head size × bytes of the KV dtype.
+- Fit: per accelerator, usable memory = (1 − ACTIVATION_RESERVE_FRACTION) × memory; the reserve (10 %, vLLM's
+  default gpu_memory_utilization of 0.9 leaves the same) holds activations, the CUDA context and the runtime.
+  Tensor parallelism over t accelerators of one instance splits the weights and the KV heads t ways (a KV head
+  is never split: with t > KV heads each accelerator keeps ceil(KV heads / t)). The largest number of concurrent
+  sequences at a context length is ⌊(usable − weights per accelerator) ÷ KV bytes per sequence per accelerator⌋;
+  the model fits when that is at least 1. Catalog memory is read as GB (10⁹ bytes), the conservative reading of
+  datasheets that mean GiB.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelbench.errors import BadInputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+ACTIVATION_RESERVE_FRACTION = 0.10
+INT4_GROUP_SIZE = 128
+TP_DEGREES = (1, 2, 4, 8, 16)
+CARDS_DIR = Path(__file__).resolve().parent.parent / "models" / "cards"
+
+# precision -> bytes per weight of the blocks' linear layers (scales included), and what it stands for
+WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
+    "fp32": (4.0, "FP32 weights"),
+    "fp16": (2.0, "FP16 weights"),
+    "bf16": (2.0, "BF16 weights"),
+    "fp8": (1.0, "FP8 E4M3 weights (per-tensor scales)"),
+    "int8": (1.0, "INT8 weights (per-channel scales; SmoothQuant W8A8 or weight-only)"),
+    "int4": (
+        0.5 + 2.0 / INT4_GROUP_SIZE,
+        "INT4 weights, FP16 scale per group of 128 (AWQ W4A16, MatMulNBits)",
+    ),
+    "fp4": (0.5 + 1.0 / 16, "NVFP4 weights, FP8 scale per block of 16"),
+}
+KV_DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0}
+# the precision a target's compute runs at for each weight format (weight-only formats compute in FP16)
+COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8",
+                     "int4": "fp16", "fp4": "fp4"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer's published shape (Llama architecture: GQA attention, SwiGLU MLP)."""
+
+    name: str
+    layers: int
+    hidden_size: int
+    heads: int
+    kv_heads: int
+    head_size: int
+    intermediate_size: int
+    vocab_size: int
+    context_length: int
+    tie_word_embeddings: bool = False
+    source: str = ""
+
+    @property
+    def linear_params_per_layer(self) -> int:
+        q_o = 2 * self.hidden_size * self.heads * self.head_size
+        k_v = 2 * self.hidden_size * self.kv_heads * self.head_size
+        return q_o + k_v + 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def linear_params(self) -> int:
+        """The transformer blocks' matmul weights (what quantization shrinks)."""
+        return self.layers * self.linear_params_per_layer
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def norm_params(self) -> int:
+        return (2 * self.layers + 1) * self.hidden_size
+
+    @property
+    def params(self) -> int:
+        return self.linear_params + self.embedding_params + self.lm_head_params + self.norm_params
+
+    @property
+    def matmul_params(self) -> int:
+        """Weights multiplied per token: the blocks and the LM head (the embedding is a lookup)."""
+        return self.linear_params + self.vocab_size * self.hidden_size
+
+    def weight_bytes(self, precision: str) -> float:
+        """Bytes of the weights at ``precision`` (WEIGHT_FORMATS; embedding, LM head, norms at 16 bits)."""
+        per_weight = weight_format(precision)[0]
+        kept_16bit = self.embedding_params + self.lm_head_params + self.norm_params
+        if precision == "fp32":
+            return 4.0 * self.params
+        return self.linear_params * per_weight + 2.0 * kept_16bit
+
+    def kv_bytes_per_token(self, kv_dtype: str = "fp16") -> float:
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_size, kv_dtype)
+
+
+def weight_format(precision: str) -> tuple[float, str]:
+    try:
+        return WEIGHT_FORMATS[precision]
+    except KeyError:
+        raise BadInputError(
+            f"unknown weight precision {precision!r}; use one of {', '.join(WEIGHT_FORMATS)}"
+        ) from None
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_size: int, kv_dtype: str = "fp16") -> float:
+    """2 (K and V) × layers × KV heads × head size × bytes of the KV dtype."""
+    if kv_dtype not in KV_DTYPE_BYTES:
+        raise BadInputError(f"unknown KV cache dtype {kv_dtype!r}; use one of {', '.join(KV_DTYPE_BYTES)}")
+    return 2.0 * layers * kv_heads * head_size * KV_DTYPE_BYTES[kv_dtype]
+
+
+_SHAPE_KEYS = ("layers", "hidden_size", "heads", "kv_heads", "head_size", "intermediate_size", "vocab_size",
+               "context_length")  # fmt: skip
+
+
+def shape_from_mapping(name: str, raw: Mapping[str, Any], source: str = "") -> ModelShape:
+    """A ModelShape from a card's ``[generative]`` table; one clear error naming a missing or bad key."""
+    values: dict[str, Any] = {}
+    for key in _SHAPE_KEYS:
+        value = raw.get(key)
+        if key == "head_size" and value is None and raw.get("hidden_size") and raw.get("heads"):
+            value = int(raw["hidden_size"]) // int(raw["heads"])
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadInputError(
+                f"model {name!r}: [generative] {key} must be a positive integer, got {value!r}"
+            )
+        values[key] = value
+    return ModelShape(name=name, tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+                      source=source, **values)  # fmt: skip
+
+
+def load_shape(name_or_path: str) -> ModelShape:
+    """The shape of a generative card: a packaged card's name (``llama-3.1-8b``) or a card TOML path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml" and "/" not in name_or_path:
+        path = CARDS_DIR / f"{name_or_path.removeprefix('builtin:')}.toml"
+    if not path.is_file():
+        raise BadInputError(f"model card not found: {name_or_path} (a card TOML, or a packaged card name)")
+    try:
+        raw = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise BadInputError(f"cannot read model card {path}: {err}") from None
+    gen = raw.get("generative")
+    if not isinstance(gen, dict):
+        raise BadInputError(f"model card {path} has no [generative] table (layers, heads, KV heads, ...)")
+    return shape_from_mapping(str(raw.get("name") or path.stem), gen, str(raw.get("source") or path))
+
+
+# ------------------------------------------------------------------------------------------------ targets
+def accelerator_memory_bytes(target: Any) -> float:
+    """Memory of ONE accelerator: catalog memory (GB), divided by the chips of an instance-level entry."""
+    chips = int((getattr(target, "extra", {}) or {}).get("chips", 1) or 1)
+    return float(target.memory_gb) * 1e9 / chips
+
+
+def accelerators_per_instance(target: Any) -> int:
+    price = getattr(target, "price", None)
+    n = int(getattr(price, "accelerators_per_instance", 1) or 1) if price is not None else 1
+    chips = int((getattr(target, "extra", {}) or {}).get("chips", 1) or 1)
+    return max(n, chips)
+
+
+def runs_precision(target: Any, precision: str) -> str | None:
+    """None when the target runs ``precision`` (its compute precision has a catalog peak), else why not."""
+    compute = COMPUTE_PRECISION.get(precision)
+    if compute is None:
+        return f"unknown precision {precision}"
+    peaks = getattr(target, "peak_tflops", {}) or {}
+    if compute in peaks:
+        return None
+    if compute in ("fp16", "bf16") and ({"fp16", "bf16"} & set(peaks)):
+        return None
+    return f"no {compute.upper()} on this target (the catalog has no {compute} peak)"
+
+
+@dataclass(frozen=True)
+class MigFit:
+    profile: str
+    memory_gb: float
+    sequences: int
+    per_gpu: int
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Whether a model fits a target at a precision and context, and how many sequences it then holds."""
+
+    target: str
+    precision: str
+    context: int
+    fits: bool
+    tp: int | None  # smallest tensor-parallel degree that fits (None: does not fit)
+    sequences: int  # concurrent sequences at ``context`` on the TP group (0 when it does not fit)
+    weight_bytes: float  # whole model
+    kv_bytes_per_sequence: float  # whole model, at ``context``
+    usable_bytes_per_accelerator: float
+    reason: str
+    interconnect: str = ""
+    mig: tuple[MigFit, ...] = field(default_factory=tuple)
+
+
+def max_sequences(usable_bytes: float, weight_bytes: float, kv_bytes_per_sequence: float) -> int:
+    """⌊(usable − weights) ÷ KV per sequence⌋, 0 when the weights alone do not fit."""
+    if kv_bytes_per_sequence <= 0:
+        raise BadInputError("KV bytes per sequence must be positive")
+    free = usable_bytes - weight_bytes
+    return max(0, math.floor(free / kv_bytes_per_sequence + 1e-9))
+
+
+def fit_bytes(
+    target: Any,
+    precision: str,
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    kv_heads: int,
+    context: int,
+    reserve: float = ACTIVATION_RESERVE_FRACTION,
+) -> Fit:
+    """The fit of a model given its weight and per-token KV bytes (whole model) on ``target``."""
+    if not 0 <= reserve < 1:
+        raise BadInputError(f"activation reserve must be in [0, 1), got {reserve!r}")
+    if context < 1:
+        raise BadInputError(f"context length must be >= 1, got {context!r}")
+    usable = (1.0 - reserve) * accelerator_memory_bytes(target)
+    kv_seq = kv_bytes_per_token * context
+    interconnect = str((getattr(target, "extra", {}) or {}).get("interconnect", ""))
+    common = dict(target=target.id, precision=precision, context=context, weight_bytes=weight_bytes,
+                  kv_bytes_per_sequence=kv_seq, usable_bytes_per_accelerator=usable, interconnect=interconnect)  # fmt: skip
+    why_not = runs_precision(target, precision)
+    if why_not:
+        return Fit(fits=False, tp=None, sequences=0, reason=f"does not run {precision}: {why_not}", **common)
+    limit = accelerators_per_instance(target)
+    for tp in (t for t in TP_DEGREES if t <= limit):
+        kv_share = math.ceil(kv_heads / tp) / kv_heads
+        n = max_sequences(usable, weight_bytes / tp, kv_seq * kv_share)
+        if n >= 1:
+            where = "" if tp == 1 else f"; TP {tp} over {interconnect or 'the instance interconnect'}"
+            mig = _mig(target, weight_bytes, kv_seq, reserve) if tp == 1 else ()
+            return Fit(fits=True, tp=tp, sequences=n, mig=mig, reason=f"fits: {n} sequence(s) of {context} "
+                       f"tokens beside {weight_bytes / 1e9:.3g} GB of weights{where}", **common)  # fmt: skip
+    weight_bytes + kv_seq
+    return Fit(fits=False, tp=None, sequences=0, **common, reason=(
+        f"does not fit: weights {weight_bytes / 1e9:.3g} GB + one {context}-token sequence "
+        f"{kv_seq / 1e9:.3g} GB > {limit} × {usable / 1e9:.3g} GB usable ({1 - reserve:.0%} of "
+        f"{accelerator_memory_bytes(target) / 1e9:.3g} GB per accelerator, {limit} per instance)"))  # fmt: skip
+
+
+def _mig(target: Any, weight_bytes: float, kv_seq: float, reserve: float) -> tuple[MigFit, ...]:
+    out = []
+    for prof in getattr(target, "mig_profiles", ()) or ():
+        if prof.compute_fraction >= 1:
+            continue
+        n = max_sequences((1.0 - reserve) * prof.memory_gb * 1e9, weight_bytes, kv_seq)
+        if n >= 1:
+            out.append(MigFit(prof.name, prof.memory_gb, n, prof.max_count))
+    return tuple(out)
+
+
+def fit_on(
+    shape: ModelShape,
+    target: Any,
+    precision: str,
+    context: int,
+    kv_dtype: str = "fp16",
+    reserve: float = ACTIVATION_RESERVE_FRACTION,
+) -> Fit:
+    """Does ``shape`` fit ``target`` at ``precision`` weights and ``context`` tokens per sequence?"""
+    if context > shape.context_length:
+        raise BadInputError(f"context {context} exceeds {shape.name}'s context length {shape.context_length}")
+    return fit_bytes(target, precision, shape.weight_bytes(precision), shape.kv_bytes_per_token(kv_dtype),
+                     shape.kv_heads, context, reserve)  # fmt: skip

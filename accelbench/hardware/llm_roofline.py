@@ -1,0 +1,133 @@
+"""Roofline of a generative model: prefill bound by compute, decode bound by memory. Pure; units in names.
+
+- Prefill of ISL tokens: FLOPs ≈ 2 × matmul params × ISL + attention 2 × layers × heads × head size × ISL²
+  (causal: QKᵀ and AV over half the square); bytes ≈ the weights once. TTFT bound = max(FLOPs ÷ peak,
+  bytes ÷ bandwidth).
+- One decode step at batch B with an average context c: bytes = weights read (all but an untied embedding
+  table, of which a lookup reads one row) + B × c × KV bytes per token (each
+  sequence reads its own cache); FLOPs = B × (2 × matmul params + 4 × layers × heads × head size × c).
+  TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t.
+- A steady batch of B sequences with ISL/OSL: each sequence's prefill runs once (prefills serialise, decode
+  steps are shared), so output tokens/s = B × OSL ÷ (B × TTFT + OSL × TPOT(B)); tokens/s per user =
+  1 ÷ TPOT(B) (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is ISL + OSL / 2.
+- Efficiencies turn the bound into a projection: ``decode_efficiency`` is the fraction of the decode roofline
+  reached, ``prefill_efficiency`` the fraction of the prefill compute roofline (fitted on published results,
+  accelbench/reports/llm_projection.py). Left at 1 they give the pure bound.
+
+Precision: the catalog peak of the weights' compute precision (INT4/W4A16 computes in FP16; llm_memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.errors import BadInputError
+from accelbench.hardware.llm_memory import COMPUTE_PRECISION, ModelShape, runs_precision
+from accelbench.hardware.roofline import _efficiency as _eff
+
+TERA = 1e12
+GIGA = 1e9
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+@dataclass(frozen=True)
+class LlmCost:
+    """What the roofline needs of a model: matmul parameters, weight bytes, KV bytes per token, attention size."""
+
+    matmul_params: float
+    weight_bytes: float  # read per step: every weight but an untied embedding table (a lookup reads one row)
+    kv_bytes_per_token: float
+    layers: int
+    heads: int
+    head_size: int
+
+    @classmethod
+    def of(cls, shape: ModelShape, precision: str, kv_dtype: str = "fp16") -> LlmCost:
+        lookup_only = 0.0 if shape.tie_word_embeddings else 2.0 * shape.embedding_params
+        return cls(float(shape.matmul_params), shape.weight_bytes(precision) - lookup_only,
+                   shape.kv_bytes_per_token(kv_dtype), shape.layers, shape.heads, shape.head_size)  # fmt: skip
+
+    def prefill_flops(self, isl: int) -> float:
+        return 2.0 * self.matmul_params * isl + 2.0 * self.layers * self.heads * self.head_size * isl * isl
+
+    def decode_flops(self, batch: int, context: float) -> float:
+        return batch * (2.0 * self.matmul_params + 4.0 * self.layers * self.heads * self.head_size * context)
+
+    def decode_bytes(self, batch: int, context: float) -> float:
+        return self.weight_bytes + batch * context * self.kv_bytes_per_token
+
+
+@dataclass(frozen=True)
+class Roof:
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    compute_precision: str
+
+
+def roof(target: Any, precision: str) -> Roof:
+    """The target's compute peak for the weights' compute precision and its memory bandwidth."""
+    why_not = runs_precision(target, precision)
+    if why_not:
+        raise BadInputError(f"target {target.id!r} does not run {precision}: {why_not}")
+    compute = COMPUTE_PRECISION[precision]
+    peaks = target.peak_tflops
+    if compute not in peaks:  # fp16 and bf16 stand in for each other
+        compute = "bf16" if compute == "fp16" else "fp16"
+    return Roof(float(peaks[compute]) * TERA, float(target.memory_bw_gbs) * GIGA, compute)
+
+
+def ttft_s(cost: LlmCost, r: Roof, isl: int, tp: int = 1, prefill_efficiency: float = 1.0) -> float:
+    """Prefill time of one ISL-token prompt: compute at the efficiency, never faster than reading the weights."""
+    compute_s = (
+        cost.prefill_flops(isl) / tp / (r.peak_flops_per_s * _eff("prefill_efficiency", prefill_efficiency))
+    )
+    return max(compute_s, cost.weight_bytes / tp / r.bandwidth_bytes_per_s)
+
+
+def tpot_s(
+    cost: LlmCost, r: Roof, batch: int, context: float, tp: int = 1, decode_efficiency: float = 1.0
+) -> float:
+    """One decode step at ``batch`` with ``context`` tokens per sequence, at the decode efficiency."""
+    e = _eff("decode_efficiency", decode_efficiency)
+    memory_s = cost.decode_bytes(batch, context) / tp / (r.bandwidth_bytes_per_s * e)
+    compute_s = cost.decode_flops(batch, context) / tp / (r.peak_flops_per_s * e)
+    return max(memory_s, compute_s)
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    batch: int
+    ttft_s: float
+    tpot_s: float
+    tokens_per_s_per_user: float
+    output_tokens_per_s: float  # whole TP group
+    output_tokens_per_s_per_accelerator: float
+    bound: str  # "memory" | "compute" (of the decode step)
+
+
+def frontier(
+    cost: LlmCost,
+    r: Roof,
+    isl: int,
+    osl: int,
+    max_batch: int,
+    tp: int = 1,
+    decode_efficiency: float = 1.0,
+    prefill_efficiency: float = 1.0,
+    batches: tuple[int, ...] = BATCHES,
+) -> list[FrontierPoint]:
+    """The projected throughput–interactivity frontier: one point per batch up to ``max_batch`` (included)."""
+    if isl < 1 or osl < 1:
+        raise BadInputError(f"ISL and OSL must be >= 1, got {isl}/{osl}")
+    context = isl + osl / 2.0
+    prefill = ttft_s(cost, r, isl, tp, prefill_efficiency)
+    sizes = sorted({b for b in batches if b <= max_batch} | ({max_batch} if max_batch >= 1 else set()))
+    out = []
+    for b in sizes:
+        step = tpot_s(cost, r, b, context, tp, decode_efficiency)
+        thr = b * osl / (b * prefill + osl * step)
+        compute = cost.decode_flops(b, context) / r.peak_flops_per_s
+        bound = "compute" if compute > cost.decode_bytes(b, context) / r.bandwidth_bytes_per_s else "memory"
+        out.append(FrontierPoint(b, prefill, step, 1.0 / step, thr, thr / tp, bound))
+    return out

@@ -1,0 +1,240 @@
+"""``accelbench loadtest --api ...`` as a library call: a streaming sweep of a generative model on Triton
+(``generate_stream``, ``ModelStreamInfer``) or on any OpenAI-compatible engine (vLLM, SGLang, TGI,
+TensorRT-LLM's server, llama.cpp's server, Triton's OpenAI frontend).
+
+Before any load: the prompts are built (bad prompt-file lines stop here), the longest prompt plus its
+output length is checked against the model's context when the server or card says it, and one streamed
+preflight request shows that the endpoint streams and knows the model. Each problem is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from accelbench.errors import BadInputError, ServerError
+from accelbench.loadtests import streams, sweep, workloads
+from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
+from accelbench.loadtests.wire import ServerAnswer
+
+
+def _get_json(url: str, timeout_s: float = 10) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+        return json.loads(answer.read())
+
+
+def openai_models(base_url: str) -> list[dict[str, Any]]:
+    """The engine's ``/v1/models`` entries (empty when it has no such route)."""
+    try:
+        data = _get_json(f"{base_url.rstrip('/')}/models")
+    except urllib.error.HTTPError:
+        return []
+    except (urllib.error.URLError, OSError) as err:
+        raise ServerError(f"{base_url}: unreachable ({getattr(err, 'reason', err)})") from None
+    except ValueError:
+        return []
+    return [m for m in (data.get("data") or []) if isinstance(m, dict)] if isinstance(data, dict) else []
+
+
+def triton_generative(http_url: str, model: str) -> dict[str, Any] | None:
+    """The served model's config when it is decoupled (streams its answers), else None."""
+    try:
+        config = _get_json(f"{http_url}/v2/models/{quote(model, safe='')}/config")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    decoupled = (config.get("model_transaction_policy") or {}).get("decoupled")
+    return config if decoupled else None
+
+
+def repository_generative(repo: str | os.PathLike, model: str) -> bool:
+    """Whether the repository's config.pbtxt of ``model`` is decoupled (a streaming, generative model)."""
+    path = Path(repo) / model / "config.pbtxt"
+    if not path.is_file():
+        return False
+    text = path.read_text().replace(" ", "")
+    return "decoupled:true" in text
+
+
+def context_of(api: str, url: str, model: str, card_context: int | None) -> int | None:
+    """The model's context length: the card's, else what the server says (vLLM's ``max_model_len``,
+    the Triton model's ``max_context`` parameter)."""
+    if card_context:
+        return int(card_context)
+    if api.startswith("openai"):
+        for entry in openai_models(url):
+            if entry.get("id") == model and entry.get("max_model_len"):
+                return int(entry["max_model_len"])
+        return None
+    config = triton_generative(url, model) or {}
+    value = ((config.get("parameters") or {}).get("max_context") or {}).get("string_value")
+    return int(value) if value and str(value).isdigit() else None
+
+
+def check_context(prompts: list[dict[str, Any]], context: int | None) -> None:
+    if context is None:
+        return
+    worst = max(prompts, key=lambda p: len(p["input_ids"]) + int(p["osl"]))
+    need = len(worst["input_ids"]) + int(worst["osl"])
+    if need > context:
+        raise BadInputError(
+            f"a prompt of {len(worst['input_ids'])} tokens plus {worst['osl']} output tokens ({need}) is beyond "
+            f"the model's context of {context} tokens; lower --isl / --osl"
+        )
+
+
+def preflight(
+    api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
+) -> None:
+    """One streamed request (the longest prompt): it must stream tokens. Stops after two token events."""
+    try:
+        if api == "triton-grpc":
+            client = streams.GrpcStreamClient(url, timeout_s)
+            request = streams.grpc_stream_request(model, prompt, ignore_eos)
+        else:
+            client = streams.SseClient(url, api, timeout_s)
+            request = streams.build_request(api, url, model, prompt, ignore_eos)
+    except ImportError as err:
+        raise BadInputError(f"--api {api}: {err}") from None
+    try:
+        answer = client.exchange(request, first_only=2)
+    except streams.NotStreaming as err:
+        raise BadInputError(f"{url} ({api}) does not stream: {err}") from None
+    except ServerAnswer as err:
+        raise _refused(api, url, model, err) from None
+    except (ConnectionError, OSError) as err:
+        raise ServerError(f"{url}: {err}") from None
+    except Exception as err:  # grpc raises its own RpcError
+        raise ServerError(f"{url} ({api}): {str(err).splitlines()[0][:200] if str(err) else err!r}") from None
+    finally:
+        client.close()
+    if not answer.times_ns:
+        raise BadInputError(f"{url} ({api}): the stream for model {model!r} carried no tokens")
+
+
+def _refused(api: str, url: str, model: str, err: ServerAnswer) -> Exception:
+    if err.status_code == 404 and api.startswith("openai"):
+        known = [m.get("id") for m in openai_models(url)]
+        if known and model not in known:
+            return BadInputError(
+                f"model {model!r} is not served by {url} (it serves: {', '.join(map(str, known))})"
+            )
+        return BadInputError(f"{url} ({api}) refused model {model!r}: {err}")
+    return BadInputError(f"{url} ({api}) refused the first request for {model!r}: {err}")
+
+
+def generative_loadtest(
+    *,
+    url: str,
+    model: str,
+    profile: LoadProfile,
+    out_dir: str | os.PathLike,
+    prompts_file: str | os.PathLike | None = None,
+    server: sweep.Server | None = None,
+    manifest: dict[str, Any] | None = None,
+    context_length: int | None = None,
+    repository_config: str = "",
+    command: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    master_bind=None,
+    target: str | None = None,
+    precision: str | None = None,
+):
+    """Sweep ``profile`` (its ``workload`` says the API and lengths) against ``model`` at ``url`` (the
+    OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc)."""
+    w = workloads.GenWorkload(**profile.workload)
+    prompts = workloads.make_prompts(w, prompts_file, profile.seed)
+    stream_url = server.client_url(profile.protocol) if server else url
+    info_url = server.http_url if server else url
+    check_context(prompts, context_of(w.api, info_url, model, context_length))
+    longest = max(prompts, key=lambda p: len(p["input_ids"]))
+    preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s)
+    server = server or sweep.Server(http_url=url)
+    doc, path = sweep.run_sweep(
+        server=server, model=model, variant=(manifest or {}).get("name", model),
+        payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, out_dir=out_dir,
+        manifest=manifest, repository_config=repository_config, command=command, limits=limits,
+        on_event=on_event, master_bind=master_bind, target=target, precision=precision,
+    )  # fmt: skip
+    return doc, path
+
+
+def workload_profile(
+    workload: workloads.GenWorkload, prompts_file: str | os.PathLike | None, **profile_kw
+) -> LoadProfile:
+    """The load profile of a generative sweep: the workload inside it (with the prompts file's name and
+    hash), so a different workload never resumes another's steps."""
+    data = workload.to_dict()
+    if prompts_file:
+        if not Path(prompts_file).is_file():
+            raise BadInputError(f"--prompts {prompts_file}: no such file")
+        data["prompts"] = Path(prompts_file).name
+        data["prompts_sha256"] = workloads.file_sha256(prompts_file)
+    protocol = "grpc" if workload.api == "triton-grpc" else "http"
+    return LoadProfile(protocol=protocol, workload=data, **profile_kw)
+
+
+def run(
+    *,
+    model: str,
+    profile: LoadProfile,
+    out_dir: str | os.PathLike,
+    url: str | None = None,
+    repo: str | os.PathLike | None = None,
+    grpc_url: str | None = None,
+    prompts_file: str | os.PathLike | None = None,
+    manifest_path: str | os.PathLike | None = None,
+    tritonserver: str | None = None,
+    server_log: str | os.PathLike | None = None,
+    repeats: int = 1,
+    **kw: Any,
+):
+    """``accelbench loadtest`` for a generative model: an OpenAI-compatible engine at ``url``, a running
+    Triton at ``url``, or a local Triton started on ``repo``. Returns the last repeat's (document, path)."""
+    import dataclasses
+
+    from accelbench.loadtests.api import find_manifest
+
+    if (repo is None) == (url is None):
+        raise BadInputError("give a model repository or --url, not both and not neither")
+    api = profile.workload["api"]
+    if api.startswith("openai") and repo is not None:
+        raise BadInputError(f"--api {api} measures an engine at --url; a repository is served through Triton")
+    manifest = find_manifest(model, manifest_path, repo)
+    card = (manifest or {}).get("card") or {}
+    context = (card.get("generative") or {}).get("context_length")
+
+    def sweep_all(server: sweep.Server | None, target_url: str, repository_config: str = ""):
+        found = None
+        for repeat in range(1, repeats + 1):
+            found = generative_loadtest(
+                url=target_url, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
+                prompts_file=prompts_file, server=server, manifest=dict(manifest) if manifest else None,
+                context_length=context, repository_config=repository_config, **kw,
+            )  # fmt: skip
+        return found
+
+    if api.startswith("openai"):
+        return sweep_all(None, url.rstrip("/"))
+    from accelbench.serving import LocalTriton, RemoteTriton
+
+    server_cm = LocalTriton(repo, tritonserver=tritonserver, log_path=server_log) if repo is not None \
+        else RemoteTriton(url, grpc_url)  # fmt: skip
+    with server_cm as triton:
+        server = sweep.Server(http_url=triton.http_url, grpc_url=triton.grpc_url, metrics_url=triton.metrics_url,
+                              version=getattr(triton, "server_version", None) or "")  # fmt: skip
+        from accelbench.loadtests.api import _model_ready
+
+        if not _model_ready(triton.http_url, model):
+            raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
+        if triton_generative(triton.http_url, model) is None:
+            raise BadInputError(f"model {model!r} on {triton.http_url} is not a streaming (decoupled) model")
+        config = Path(repo) / model / "config.pbtxt" if repo is not None else None
+        return sweep_all(server, server.http_url, config.read_text() if config and config.is_file() else "")

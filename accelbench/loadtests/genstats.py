@@ -1,0 +1,211 @@
+"""Token-level figures of a generative step: per-request records from the load processes, merged, then the
+step's ``generative`` block (documents.GenerativeStep) with the statistics of docs/statistics.md.
+
+Definitions (docs/llm.md): TTFT = send -> first token event; ITL = every gap between two consecutive tokens
+(an event with k tokens after a gap of d gives k gaps of d/k; the extra tokens of the first event give gaps
+of 0); TPOT = (e2e - TTFT) / (output tokens - 1); e2e = send -> end of the stream. Only ``Record`` runs in the
+load processes; the rest is pure and runs in the caller's process (sweep.build_step).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+import zlib
+from array import array
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from accelbench.loadtests import histogram
+from accelbench.loadtests import statistics as st
+
+# per-request columns, in completion order (µs; token counts)
+COLUMNS = ("done_us", "ttft_us", "e2e_us", "out_tokens", "in_tokens", "isl", "osl", "gaps")
+METRICS = ("ttft_us", "itl_us", "tpot_us", "e2e_us")
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
+SHORT_OUTPUT_RATIO = 0.90  # MLPerf: output length at least 90 % of the reference
+
+
+def _pack(values: array | np.ndarray) -> str:
+    arr = np.asarray(values, dtype="<i8")
+    return base64.b64encode(zlib.compress(arr.tobytes(), 6)).decode("ascii")
+
+
+def _unpack(text: str | None) -> np.ndarray:
+    if not text:
+        return np.zeros(0, dtype=np.int64)
+    return np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype="<i8").astype(np.int64)
+
+
+class Record:
+    """One load process's completed requests in a measured window (appended in completion order)."""
+
+    def __init__(self) -> None:
+        self.cols = {name: array("q") for name in COLUMNS}
+        self.itl = array("q")  # every gap, request after request (``gaps`` per request)
+        self.hists = {m: histogram.new_histogram() for m in METRICS}
+        self.mismatches = 0
+        self.t0_ns = time.perf_counter_ns()
+
+    def add(self, start_ns: int, times_ns: list[int], counts: list[int], total: int, end_ns: int,
+            n_in: int, isl: int, osl: int, mismatch: bool) -> None:  # fmt: skip
+        ttft = (times_ns[0] - start_ns) // 1000
+        e2e = (end_ns - start_ns) // 1000
+        gaps = [0] * (counts[0] - 1)
+        for i in range(1, len(times_ns)):
+            k = counts[i]
+            gap = (times_ns[i] - times_ns[i - 1]) // (1000 * k)
+            gaps.extend([gap] * k)
+        c = self.cols
+        c["done_us"].append((end_ns - self.t0_ns) // 1000)
+        c["ttft_us"].append(ttft)
+        c["e2e_us"].append(e2e)
+        c["out_tokens"].append(total)
+        c["in_tokens"].append(n_in)
+        c["isl"].append(isl)
+        c["osl"].append(osl)
+        c["gaps"].append(len(gaps))
+        self.itl.extend(gaps)
+        self.mismatches += mismatch
+        h = self.hists
+        histogram.record_us(h["ttft_us"], ttft)
+        histogram.record_us(h["e2e_us"], e2e)
+        if total > 1:
+            histogram.record_us(h["tpot_us"], (e2e - ttft) // (total - 1))
+        for gap in gaps:
+            histogram.record_us(h["itl_us"], gap)
+
+    def encode(self, workload: dict[str, Any]) -> dict[str, Any]:
+        return {"columns": {k: _pack(v) for k, v in self.cols.items()}, "itl": _pack(self.itl),
+                "histograms": {m: histogram.encode(h) for m, h in self.hists.items()},
+                "usage_mismatches": self.mismatches, "workload": workload}  # fmt: skip
+
+
+def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The processes' records as one (columns concatenated and ordered by completion, histograms merged)."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    cols = {k: np.concatenate([_unpack(p["columns"][k]) for p in parts]) for k in COLUMNS}
+    itl_parts = [_unpack(p["itl"]) for p in parts]
+    # each request's gaps, kept with the request through the completion-order merge
+    per_request = []
+    for p, gaps in zip(parts, itl_parts, strict=True):
+        n = _unpack(p["columns"]["gaps"])
+        per_request += np.split(gaps, np.cumsum(n)[:-1]) if len(n) else []
+    order = np.argsort(cols["done_us"], kind="stable")
+    cols = {k: v[order] for k, v in cols.items()}
+    itl = np.concatenate([per_request[i] for i in order]) if len(order) else np.zeros(0, dtype=np.int64)
+    return {
+        "columns": {k: _pack(v) for k, v in cols.items()},
+        "itl": _pack(itl),
+        "histograms": {
+            m: histogram.encode(histogram.merge(p["histograms"][m] for p in parts)) for m in METRICS
+        },
+        "usage_mismatches": sum(p.get("usage_mismatches", 0) for p in parts),
+        "workload": parts[0].get("workload"),
+    }
+
+
+def _latency(x: np.ndarray) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """LatencyUs (exact percentiles, max, mean) and each percentile's exact 95 % interval."""
+    if not len(x):
+        return {}, {}
+    summary: dict[str, Any] = {}
+    intervals = {}
+    for key, q in PERCENTILES:
+        iv = st.quantile_interval(x, q).to_dict()
+        intervals[key] = {k: (round(float(v), 1) if isinstance(v, float) and k != "confidence" else v)
+                          for k, v in iv.items()}  # fmt: skip
+        summary[key] = round(float(iv["value"]), 1)
+    summary["max"] = int(x.max())
+    summary["mean"] = round(float(x.mean()), 1)
+    return summary, intervals
+
+
+def _counts(values: np.ndarray, asked: np.ndarray) -> dict[str, Any]:
+    return {"total": int(values.sum()), "mean": round(float(values.mean()), 2), "min": int(values.min()),
+            "max": int(values.max()), "asked": round(float(asked.mean()), 2)}  # fmt: skip
+
+
+def _goodput(ttft: np.ndarray, tpot: np.ndarray, workload: dict[str, Any], span_s: float) -> dict | None:
+    """Requests whose own TTFT and TPOT both met the objectives (a one-token answer has no TPOT to miss)."""
+    slo_ttft, slo_tpot = workload.get("slo_ttft_p99_ms"), workload.get("slo_tpot_p99_ms")
+    if slo_ttft is None and slo_tpot is None:
+        return None
+    ok = np.ones(len(ttft), dtype=bool)
+    if slo_ttft is not None:
+        ok &= ttft <= slo_ttft * 1000
+    if slo_tpot is not None:
+        ok &= np.isnan(tpot) | (tpot <= slo_tpot * 1000)
+    good = int(ok.sum())
+    return {"ttft_ms": slo_ttft, "tpot_ms": slo_tpot, "requests": good,
+            "fraction": round(good / len(ok), 4) if len(ok) else None, "rps": round(good / span_s, 3)}  # fmt: skip
+
+
+def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s: float, failed: int,
+         sample_floor: int, ci_batches: int = 10) -> tuple[dict[str, Any], list[str], list[str]]:  # fmt: skip
+    """The step's ``generative`` block, its INVALID reasons (short outputs) and LOW-PRECISION reasons (too
+    few requests or gaps after the warm-up cut). The warm-up cut is MSER-5 on e2e in completion order, as
+    the classic statistics cut the same requests."""
+    cols = {k: _unpack(v) for k, v in gen["columns"].items()}
+    workload = gen.get("workload") or {}
+    n_all = len(cols["done_us"])
+    out: dict[str, Any] = {"requests": 0, "failed": failed, "histograms": gen.get("histograms"),
+                           "sample_floors": dict.fromkeys(METRICS, sample_floor),
+                           "usage_mismatches": gen.get("usage_mismatches", 0)}  # fmt: skip
+    total_tokens = int(cols["out_tokens"].sum()) if n_all else 0
+    out["client_cpu_us_per_token"] = round(cpu_s * 1e6 / total_tokens, 2) if total_tokens else None
+    if n_all < 2:
+        return out, [], [f"only {n_all} completed generative requests"]
+    cut = st.warmup_cut(cols["e2e_us"].astype(float)).cut
+    done_s = cols["done_us"] / 1e6
+    start = float(done_s[cut - 1]) if cut else 0.0
+    end = max(float(duration_s), float(done_s[-1]))
+    span = max(end - start, 1e-9)
+    gaps_per = cols["gaps"]
+    itl = _unpack(gen["itl"])[int(gaps_per[:cut].sum()) :]
+    kept = {k: v[cut:] for k, v in cols.items()}
+    n = len(kept["done_us"])
+    ttft, e2e, outn = kept["ttft_us"].astype(float), kept["e2e_us"].astype(float), kept["out_tokens"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(outn > 1, (e2e - ttft) / np.maximum(outn - 1, 1), np.nan)
+    out["requests"] = n
+    out["truncated_requests"] = cut
+    out["gaps"] = len(itl)
+    intervals = {}
+    for metric, x in (("ttft_us", ttft), ("itl_us", itl.astype(float)), ("tpot_us", tpot[~np.isnan(tpot)]),
+                      ("e2e_us", e2e)):  # fmt: skip
+        out[metric], intervals[metric] = _latency(x)
+    out["intervals"] = intervals
+    out["input_tokens"] = _counts(kept["in_tokens"], kept["isl"])
+    out["output_tokens"] = _counts(outn, kept["osl"])
+    out["short_outputs"] = int((outn < kept["osl"]).sum())
+    ratio = float(outn.mean() / kept["osl"].mean()) if kept["osl"].mean() else None
+    out["output_length_ratio"] = round(ratio, 4) if ratio is not None else None
+    rates, means = st.time_batches(done_s[cut:], outn.astype(float), start, end, ci_batches)
+    thr, se, df = st.mean_interval(rates * np.nan_to_num(means))
+    out["output_tokens_per_s"] = {**{k: (round(v, 2) if isinstance(v, float) else v)
+                                     for k, v in thr.to_dict().items()}, "se": round(se, 3), "df": df}  # fmt: skip
+    tokens_per_s = float(outn.sum()) / span
+    out["input_tokens_per_s"] = round(float(kept["in_tokens"].sum()) / span, 2)
+    out["requests_per_s"] = round(n / span, 3)
+    tpot_p50 = out["tpot_us"].get("p50") if out["tpot_us"] else None
+    out["tokens_per_s_per_user"] = round(1e6 / tpot_p50, 3) if tpot_p50 else None
+    # closed loop: the offered concurrency; open loop: the mean requests in flight (Little's law)
+    users = offered.get("concurrency") or (n / span) * float(e2e.mean()) / 1e6
+    out["tokens_per_s_per_user_by_throughput"] = round(tokens_per_s / users, 3) if users else None
+    out["goodput"] = _goodput(ttft, tpot, workload, span)
+    invalid, low = [], []
+    if ratio is not None and ratio < SHORT_OUTPUT_RATIO:
+        invalid.append(
+            f"short outputs: mean output {outn.mean():.1f} of {kept['osl'].mean():.1f} tokens asked "
+            f"({ratio:.0%} < {SHORT_OUTPUT_RATIO:.0%}, MLPerf); {out['short_outputs']} of {n} requests ended early"
+        )
+    if len(itl) < sample_floor:
+        low.append(
+            f"{len(itl)} inter-token gaps after the warm-up cut, below the ITL sample floor {sample_floor}"
+        )
+    return out, invalid, low

@@ -1,0 +1,195 @@
+"""A reference streaming LLM server with known timing: the OpenAI API (``/v1/completions``,
+``/v1/chat/completions`` with ``stream: true``, ``/v1/models``) on asyncio, loopback only.
+
+Each request's first token is sent ``--ttft-ms`` after its request arrived and each next one ``--itl-ms``
+after the one before (on an absolute schedule, so no error accumulates); output tokens are plain-word tokens
+of the same tokenizer the load generator counts with (tokens.word_ids), so every chunk is exactly one
+token (``--tokens-per-event`` k: k tokens per chunk). It is the truth accelbench's streaming measurements
+are tested against (tests/test_llm_reference.py) and the engine of bench/llm_client_fidelity.py.
+
+    python -m accelbench.loadtests.reference_server --port 8100 --ttft-ms 200 --itl-ms 20
+
+Fault modes for tests: ``--no-stream`` (plain JSON answers), ``--cut-every N`` (every Nth stream is cut
+mid-answer), ``--max-output N`` (answers end early), ``--context N`` (a longer prompt + max_tokens is refused
+with both numbers, as vLLM does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+from accelbench.loadtests import tokens
+
+
+class Reference:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.words = [tokens.load_tokenizer(args.tokenizer).id_to_token(i)
+                      for i in tokens.word_ids(args.tokenizer)]  # fmt: skip
+        self.requests = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                arrived = time.monotonic()
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {
+                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+                }
+                body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+                if not await self.route(method, path, body, arrived, writer):
+                    break
+        writer.close()
+
+    async def route(self, method: str, path: str, body: bytes, arrived: float, writer) -> bool:
+        if method == "GET" and path.rstrip("/") == "/v1/models":
+            return await _json(writer, 200, {"object": "list", "data": [
+                {"id": self.args.model, "object": "model", "max_model_len": self.args.context}]})  # fmt: skip
+        if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
+            return await _json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+        try:
+            req = json.loads(body)
+        except ValueError:
+            return await _json(writer, 400, {"error": {"message": "body is not JSON"}})
+        if req.get("model") != self.args.model:
+            return await _json(
+                writer, 404, {"error": {"message": f"The model `{req.get('model')}` does not exist."}}
+            )
+        chat = path.endswith("chat/completions")
+        prompt = (
+            " ".join(m.get("content", "") for m in req.get("messages", [])) if chat else req.get("prompt", "")
+        )
+        n_in = tokens.count(self.args.tokenizer, prompt)
+        n_out = int(req.get("max_tokens") or 16)
+        if n_in + n_out > self.args.context:
+            return await _json(writer, 400, {"error": {"message": (
+                f"This model's maximum context length is {self.args.context} tokens. However, you requested "
+                f"{n_in + n_out} tokens ({n_in} in the messages, {n_out} in the completion).")}})  # fmt: skip
+        if self.args.max_output:
+            n_out = min(n_out, self.args.max_output)
+        self.requests += 1
+        if self.args.no_stream or not req.get("stream"):
+            text = " ".join(self._words(n_out))
+            await asyncio.sleep(self.args.ttft_ms / 1000 + (n_out - 1) * self.args.itl_ms / 1000)
+            choice = {"index": 0, "finish_reason": "length", **({"message": {"role": "assistant", "content": text}}
+                                                                if chat else {"text": text})}  # fmt: skip
+            return await _json(writer, 200, {"id": "x", "object": "completion", "choices": [choice],
+                                             "usage": _usage(n_in, n_out)})  # fmt: skip
+        return await self.stream(writer, chat, n_in, n_out, arrived, req)
+
+    def _words(self, n: int) -> Iterator[str]:
+        rng = random.Random(self.requests)
+        return (rng.choice(self.words) for _ in range(n))
+
+    async def stream(self, writer, chat: bool, n_in: int, n_out: int, arrived: float, req: dict) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+        if chat:
+            _chunk(writer, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        cut = self.args.cut_every and self.requests % self.args.cut_every == 0
+        per_event = max(1, self.args.tokens_per_event)
+        words = list(self._words(n_out))
+        sent = 0
+        while sent < n_out:
+            k = min(per_event, n_out - sent)
+            due = arrived + self.args.ttft_ms / 1000 + (sent + k - 1) * self.args.itl_ms / 1000
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            if cut and sent >= n_out // 2:
+                writer.transport.abort()  # the server goes away mid-answer
+                return False
+            text = "".join(" " + w for w in words[sent : sent + k])
+            sent += k
+            finish = "length" if sent >= n_out else None
+            delta = {"delta": {"content": text}} if chat else {"text": text}
+            _chunk(writer, {"choices": [{"index": 0, **delta, "finish_reason": finish}]})
+            await writer.drain()
+        if (req.get("stream_options") or {}).get("include_usage") and not self.args.no_usage:
+            _chunk(writer, {"choices": [], "usage": _usage(n_in, n_out)})
+        writer.write(_frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+
+def _usage(n_in: int, n_out: int) -> dict[str, int]:
+    return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+
+
+def _frame(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _chunk(writer, event: dict) -> None:
+    writer.write(_frame(b"data: " + json.dumps({"object": "chunk", **event}).encode() + b"\n\n"))
+
+
+async def _json(writer, status: int, obj: dict) -> bool:
+    data = json.dumps(obj).encode()
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: "
+                 f"{len(data)}\r\n\r\n".encode() + data)  # fmt: skip
+    await writer.drain()
+    return True
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--model", default="reference")
+    p.add_argument("--ttft-ms", type=float, default=200.0)
+    p.add_argument("--itl-ms", type=float, default=20.0)
+    p.add_argument("--tokenizer", default=tokens.DEFAULT_TOKENIZER)
+    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--tokens-per-event", type=int, default=1)
+    p.add_argument("--max-output", type=int, default=0)
+    p.add_argument("--cut-every", type=int, default=0)
+    p.add_argument("--no-stream", action="store_true")
+    p.add_argument("--no-usage", action="store_true")
+    return p
+
+
+async def serve(args: argparse.Namespace) -> None:
+    ref = Reference(args)
+    server = await asyncio.start_server(ref.handle, "127.0.0.1", args.port)
+    print(f"reference server on http://127.0.0.1:{args.port}/v1", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+@contextlib.contextmanager
+def running(port: int, *options: str, ready_s: float = 60.0) -> Iterator[str]:
+    """Run the reference server in its own process group; yields its ``http://127.0.0.1:PORT/v1``."""
+    from accelbench.processes import end_group, start_group
+
+    cmd = [sys.executable, "-m", "accelbench.loadtests.reference_server", "--port", str(port), *options]
+    proc = start_group(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + ready_s
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    why = proc.stderr.read().decode()[-300:] if proc.poll() is not None else "no answer"
+                    raise RuntimeError(f"reference server did not start: {why}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        end_group(proc)
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(parser().parse_args()))

@@ -1,0 +1,393 @@
+"""Streaming clients for generative load: server-sent events over keep-alive HTTP/1.1 sockets (Triton
+``generate_stream``, OpenAI ``/v1/completions`` and ``/v1/chat/completions`` with ``stream: true``) and
+Triton's gRPC ``ModelStreamInfer``.
+
+Like clients.py, a request is built once per prompt (whole HTTP request bytes) and sent with one
+``sendall``; the answer is read into one reused buffer per connection. Per event the client keeps only the
+arrival time (``perf_counter_ns`` of the ``recv`` that delivered it) and the event's tokens (Triton: the
+count of ``output_ids``; OpenAI: the chunk's text, counted afterwards, and only when ``usage`` does not
+settle it). Plain sockets: gevent-patched in Locust processes, blocking in the caller's preflight.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from accelbench.loadtests.wire import ServerAnswer
+
+_RECV = 65536
+GRPC_STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+
+
+class StreamBroken(ConnectionError):
+    """The server closed the connection (or the stream) before the answer ended."""
+
+
+class NotStreaming(Exception):
+    """The endpoint answered without server-sent events."""
+
+
+@dataclass
+class StreamAnswer:
+    """One streamed answer: per event with tokens, its arrival time (ns) and its token count (Triton) or
+    text (OpenAI); the server's ``usage`` and prompt length when it sent them."""
+
+    times_ns: list[int] = field(default_factory=list)
+    counts: list[int] | None = None
+    texts: list[str] | None = None
+    usage: dict[str, Any] | None = None
+    input_tokens: int | None = None
+    finish_reason: str | None = None
+
+
+def split_url(url: str) -> tuple[str, int, str]:
+    """``http://h:p/v1`` -> (h, p, "/v1")."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return parts.hostname or "127.0.0.1", parts.port or 80, parts.path.rstrip("/")
+
+
+def _http(host: str, port: int, path: str, body: dict[str, Any]) -> bytes:
+    data = json.dumps(body, separators=(",", ":")).encode()
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Accept: text/event-stream\r\nContent-Length: {len(data)}\r\n\r\n")  # fmt: skip
+    return head.encode("latin-1") + data
+
+
+def build_request(api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool) -> bytes:
+    """The whole HTTP request for one prompt (``input_ids``, ``text``, ``osl``) on ``api``."""
+    host, port, base = split_url(url)
+    osl = int(prompt["osl"])
+    if api == "triton":
+        body: dict[str, Any] = {"input_ids": list(prompt["input_ids"]), "max_tokens": osl}
+        if ignore_eos:
+            body["ignore_eos"] = True
+        return _http(host, port, f"/v2/models/{quote(model, safe='')}/generate_stream", body)
+    body = {"model": model, "max_tokens": osl, "stream": True, "stream_options": {"include_usage": True},
+            "temperature": 0}  # fmt: skip
+    if ignore_eos:
+        body["ignore_eos"] = True  # vLLM, SGLang, TensorRT-LLM's server, llama.cpp; others ignore it
+    if api == "openai-chat":
+        body["messages"] = [{"role": "user", "content": prompt["text"]}]
+        return _http(host, port, f"{base}/chat/completions", body)
+    body["prompt"] = prompt["text"]
+    return _http(host, port, f"{base}/completions", body)
+
+
+def _openai_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None:
+    if event.get("usage"):
+        answer.usage = event["usage"]
+    if "error" in event:
+        raise ServerAnswer("stream", str(event["error"])[:300])
+    for choice in event.get("choices") or ():
+        text = choice.get("text")
+        if text is None:
+            text = (choice.get("delta") or {}).get("content")
+        if text:
+            answer.times_ns.append(now)
+            answer.texts.append(text)
+        if choice.get("finish_reason"):
+            answer.finish_reason = choice["finish_reason"]
+
+
+def _triton_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None:
+    if "error" in event:
+        raise ServerAnswer("stream", str(event["error"])[:300])
+    ids = event.get("output_ids")
+    n = len(ids) if isinstance(ids, list) else (0 if ids is None else 1)
+    if n:
+        answer.times_ns.append(now)
+        answer.counts.append(n)
+    if answer.input_tokens is None and event.get("input_tokens") is not None:
+        tokens = event["input_tokens"]
+        answer.input_tokens = int(tokens[0] if isinstance(tokens, list) else tokens)
+
+
+class _Body:
+    """The answer's body bytes as they arrive, de-chunked (Transfer-Encoding: chunked) when needed."""
+
+    def __init__(self, chunked: bool, length: int | None) -> None:
+        self.chunked, self.left = chunked, length
+        self.raw = bytearray()  # chunked framing not yet decoded
+        self.done = False
+
+    def feed(self, data: bytes | memoryview, out: bytearray) -> None:
+        if not self.chunked:
+            if self.left is not None:
+                data = data[: self.left]
+                self.left -= len(data)
+                self.done = self.left <= 0
+            out += data
+            return
+        raw = self.raw
+        raw += data
+        pos = 0
+        while True:
+            eol = raw.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            size = int(bytes(raw[pos:eol]).split(b";", 1)[0], 16)
+            if size == 0:
+                self.done = True
+                pos = len(raw)
+                break
+            if len(raw) < eol + 2 + size + 2:
+                break
+            out += raw[eol + 2 : eol + 2 + size]
+            pos = eol + 2 + size + 2
+        del raw[:pos]
+
+
+class SseConnection:
+    """One keep-alive HTTP/1.1 connection carrying one streamed answer at a time."""
+
+    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray(_RECV)
+        self.keep = True
+        self.used = False
+
+    def _recv(self) -> memoryview:
+        n = self.sock.recv_into(self.buf)
+        if not n:
+            raise StreamBroken("the server closed the connection mid-answer")
+        return memoryview(self.buf)[:n]
+
+    def _head(self) -> tuple[int, dict[str, str], bytes]:
+        got = bytearray()
+        while True:
+            got += self._recv()
+            end = got.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(got) > 65536:
+                raise ConnectionError("answer headers too long")
+        lines = got[:end].decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+        return int(lines[0].split(" ", 2)[1]), headers, bytes(got[end + 4 :])
+
+    def stream(self, request: bytes, api: str, first_only: int = 0) -> StreamAnswer:
+        """Send ``request`` and read its stream to the end (``first_only`` N: stop after N token events,
+        closing the connection: the preflight)."""
+        self.sock.sendall(request)
+        try:
+            status, headers, rest = self._head()
+        except StreamBroken:
+            if not self.used:
+                raise
+            raise _Idle() from None
+        self.used = True
+        length = headers.get("content-length")
+        body = _Body("chunked" in headers.get("transfer-encoding", "").lower(),
+                     int(length) if length is not None else None)  # fmt: skip
+        self.keep = headers.get("connection", "").lower() != "close" and (body.chunked or length is not None)
+        if status >= 400 or "text/event-stream" not in headers.get("content-type", ""):
+            text = self._whole(body, rest)
+            self.keep = False
+            if status >= 400:
+                raise ServerAnswer(status, _error_text(text))
+            raise NotStreaming(f"status {status}, {headers.get('content-type') or 'no content type'}, "
+                               f"not server-sent events: {text[:120]!r}")  # fmt: skip
+        return self._events(body, rest, api, first_only)
+
+    def _whole(self, body: _Body, rest: bytes) -> str:
+        out = bytearray()
+        body.feed(rest, out)
+        deadline = time.monotonic() + 5
+        while not body.done and (body.chunked or body.left is not None) and time.monotonic() < deadline:
+            try:
+                body.feed(self._recv(), out)
+            except (StreamBroken, OSError):
+                break
+        return out.decode("utf-8", "replace")
+
+    def _events(self, body: _Body, rest: bytes, api: str, first_only: int) -> StreamAnswer:
+        openai = api != "triton"
+        answer = StreamAnswer(texts=[] if openai else None, counts=None if openai else [])
+        handle = _openai_event if openai else _triton_event
+        data = bytearray()
+        chunk: bytes | memoryview = rest
+        finished = False
+        while True:
+            now = time.perf_counter_ns()
+            body.feed(chunk, data)
+            if b"\r" in data:  # CRLF line ends (allowed by SSE; sse-starlette sends them)
+                data[:] = data.replace(b"\r\n", b"\n")
+            finished = _parse_events(data, handle, answer, now) or finished
+            if finished and (body.done or not body.chunked):
+                if not body.done:
+                    self.keep = False
+                return answer
+            if body.done:
+                if openai and not finished:
+                    raise StreamBroken("the stream ended without [DONE]")
+                return answer
+            if first_only and len(answer.times_ns) >= first_only:
+                self.keep = False
+                return answer
+            try:
+                chunk = self._recv()
+            except StreamBroken:
+                if body.left is None and not body.chunked and (finished or not openai):
+                    self.keep = False
+                    return answer  # close-delimited body
+                raise
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _parse_events(data: bytearray, handle, answer: StreamAnswer, now: int) -> bool:
+    """Handle every complete event in ``data`` (removing them); True when one was ``[DONE]``."""
+    start, finished = 0, False
+    while True:
+        end = data.find(b"\n\n", start)
+        if end < 0:
+            break
+        for line in bytes(data[start:end]).split(b"\n"):
+            if not line.startswith(b"data:"):
+                continue  # comments, event names, ids, retry
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                finished = True
+                continue
+            try:
+                event = json.loads(payload)
+            except ValueError:
+                raise ServerAnswer("stream", f"an event that is not JSON: {payload[:80]!r}") from None
+            handle(event, answer, now)
+        start = end + 2
+    del data[:start]
+    return finished
+
+
+class _Idle(ConnectionError):
+    """A kept-alive connection the server had closed while idle: send again on a new one."""
+
+
+def _error_text(text: str) -> str:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return text.strip()[:300] or "no message"
+    err = obj.get("error", obj) if isinstance(obj, dict) else obj
+    if isinstance(err, dict):
+        err = err.get("message", err)
+    return str(err)[:300]
+
+
+class SseClient:
+    """A small pool of keep-alive connections to one server; one per request in flight."""
+
+    def __init__(self, url: str, api: str, timeout_s: float) -> None:
+        self.host, self.port, _ = split_url(url)
+        self.api, self.timeout_s = api, timeout_s
+        self.idle: list[SseConnection] = []
+
+    def exchange(self, request: bytes, first_only: int = 0) -> StreamAnswer:
+        conn = self.idle.pop() if self.idle else SseConnection(self.host, self.port, self.timeout_s)
+        try:
+            answer = conn.stream(request, self.api, first_only)
+        except _Idle:
+            conn.close()
+            conn = SseConnection(self.host, self.port, self.timeout_s)
+            try:
+                answer = conn.stream(request, self.api, first_only)
+            except BaseException:
+                conn.close()
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        if conn.keep:
+            self.idle.append(conn)
+        else:
+            conn.close()
+        return answer
+
+    def close(self) -> None:
+        for conn in self.idle:
+            conn.close()
+        self.idle = []
+
+
+# ---------------------------------------------------------------- Triton gRPC ModelStreamInfer
+def grpc_stream_request(model: str, prompt: dict[str, Any], ignore_eos: bool) -> bytes:
+    """A serialized ``ModelInferRequest`` for the decoupled model (contract tensors), asking for an empty
+    final response so the end of each stream is seen."""
+    import numpy as np
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name=model)
+    tensors = [("input_ids", "INT64", np.asarray(prompt["input_ids"], dtype=np.int64)),
+               ("max_tokens", "INT32", np.array([int(prompt["osl"])], dtype=np.int32)),
+               ("ignore_eos", "BOOL", np.array([bool(ignore_eos)], dtype=np.bool_))]  # fmt: skip
+    for name, datatype, arr in tensors:
+        request.inputs.add(name=name, datatype=datatype, shape=list(arr.shape))
+        request.raw_input_contents.append(arr.tobytes())
+    for name in ("output_ids", "input_tokens"):
+        request.outputs.add(name=name)
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
+    return request.SerializeToString()
+
+
+class GrpcStreamClient:
+    """One channel; each request is its own ModelStreamInfer stream (one request, its responses)."""
+
+    def __init__(self, target: str, timeout_s: float) -> None:
+        import grpc
+        from tritonclient.grpc import service_pb2
+
+        self.channel = grpc.insecure_channel(target.split("://", 1)[-1].rstrip("/"))
+        self.call = self.channel.stream_stream(GRPC_STREAM_METHOD, response_deserializer=None)
+        self.parse = service_pb2.ModelStreamInferResponse.FromString
+        self.timeout_s = timeout_s
+
+    def exchange(self, request: bytes, first_only: int = 0) -> StreamAnswer:
+        answer = StreamAnswer(counts=[])
+        stream = self.call(iter((request,)), timeout=self.timeout_s)
+        try:
+            for raw in stream:
+                now = time.perf_counter_ns()
+                msg = self.parse(raw)
+                if msg.error_message:
+                    raise ServerAnswer("stream", msg.error_message[:300])
+                if _grpc_response(msg.infer_response, answer, now):
+                    return answer
+                if first_only and len(answer.times_ns) >= first_only:
+                    return answer
+        finally:
+            stream.cancel()
+        raise StreamBroken("the gRPC stream ended without its final response")
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def _grpc_response(response, answer: StreamAnswer, now: int) -> bool:
+    """Record one response's tokens; True on the final one."""
+    for i, out in enumerate(response.outputs):
+        if i >= len(response.raw_output_contents):
+            break
+        raw = response.raw_output_contents[i]
+        if out.name == "output_ids" and raw:
+            answer.times_ns.append(now)
+            answer.counts.append(len(raw) // 8)
+        elif out.name == "input_tokens" and raw and answer.input_tokens is None:
+            answer.input_tokens = int.from_bytes(raw[:4], "little", signed=True)
+    final = response.parameters.get("triton_final_response")
+    return bool(final is not None and final.bool_param)
+
+
+def make_stream_client(api: str, url: str, timeout_s: float):
+    if api == "triton-grpc":
+        return GrpcStreamClient(url, timeout_s)
+    return SseClient(url, api, timeout_s)

@@ -1,0 +1,197 @@
+"""Generative projections: efficiencies fitted on published LLM results, and the projected frontier per target.
+
+A published point (accelbench/hardware/llm_published.py) says what a stack reached; its roofline
+(accelbench/hardware/llm_roofline.py) says what the hardware allows for the same model, precision, ISL/OSL and
+batch. Their ratio is the point's efficiency:
+- decode: output tokens/s ÷ the decode roofline at the point's batch (a fixed-batch point), or ÷ the whole
+  steady-batch roofline at the largest batch the memory holds (a maximum-throughput point: prefill and decode
+  both at peak, so its efficiency is the fraction of that bound);
+- prefill: the prefill compute roofline time ÷ the measured prefill time (points that publish a prefill).
+Efficiencies above 1 (a figure beyond the catalog roofline, e.g. a quantized LM head the weights formula does not
+know) are clamped to 1 and say so.
+
+For a target: the median of its own points (range = their min–max), else the median over the points of its
+toolchain's targets, else over every published LLM point — labelled by which, with the points' software and
+dates, so a projected row always names its efficiency's source. ``leave_one_out`` refits without each point and
+projects it back (``bench/projection_check.py``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from accelbench.errors import BadInputError
+from accelbench.hardware.llm_memory import ModelShape, fit_bytes, fit_on, load_shape
+from accelbench.hardware.llm_published import LlmPoint, load_llm_points
+from accelbench.hardware.llm_roofline import LlmCost, frontier, roof, tpot_s, ttft_s
+
+
+@dataclass(frozen=True)
+class PointEfficiency:
+    point: LlmPoint
+    batch: int
+    bound_tokens_per_s: float
+    decode: float  # published ÷ bound, clamped to 1
+    decode_raw: float
+    prefill: float | None
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    decode: float
+    decode_low: float
+    decode_high: float
+    prefill: float
+    prefill_low: float
+    prefill_high: float
+    kind: str  # published | toolchain-median | all-llm-median
+    label: str
+    n_points: int
+
+
+def _shape(name: str) -> ModelShape:
+    return load_shape(name)
+
+
+def point_efficiency(point: LlmPoint, target: Any) -> PointEfficiency:
+    """The efficiency one published point implies on its own target."""
+    shape = _shape(point.model)
+    cost = LlmCost.of(shape, point.precision, point.kv_dtype)
+    r = roof(target, point.precision)
+    context = point.isl + point.osl / 2.0
+    if point.batch:
+        batch = point.batch
+        bound = batch / tpot_s(cost, r, batch, context, point.tp)
+    else:
+        fit = fit_on(shape, target, point.precision, point.isl + point.osl, point.kv_dtype)
+        if not fit.fits:
+            raise BadInputError(f"published point {point.label}: the model does not fit ({fit.reason})")
+        batch = fit.sequences
+        bound = frontier(cost, r, point.isl, point.osl, batch, point.tp)[-1].output_tokens_per_s
+    raw = point.output_tokens_per_s / bound
+    prefill = None
+    if point.prefill_ms and point.prefill_tokens:
+        n = point.batch or 1
+        bound_s = n * ttft_s(cost, r, max(1, round(point.prefill_tokens / n)), point.tp)
+        prefill = min(1.0, bound_s / (point.prefill_ms / 1000.0))
+    return PointEfficiency(point, batch, bound, min(raw, 1.0), raw, prefill)
+
+
+def _describe(pts: list[PointEfficiency]) -> str:
+    software = sorted({p.point.software.split(",")[0] for p in pts})
+    dates = sorted({p.point.date for p in pts})
+    clamped = sum(1 for p in pts if p.decode_raw > 1)
+    text = f"{len(pts)} point(s) of {', '.join(sorted({p.point.model for p in pts}))}; {' / '.join(software)} " \
+           f"({' – '.join(sorted({dates[0], dates[-1]}))})"  # fmt: skip
+    return text + (f"; {clamped} above the roofline clamped to 1" if clamped else "")
+
+
+def _combine(pts: list[PointEfficiency], kind: str, label: str, fallback_prefill: list[float]) -> Efficiency:
+    dec = [p.decode for p in pts]
+    pre = [p.prefill for p in pts if p.prefill is not None] or fallback_prefill or dec
+    return Efficiency(statistics.median(dec), min(dec), max(dec), statistics.median(pre), min(pre), max(pre),
+                      kind, label, len(pts))  # fmt: skip
+
+
+class LlmEfficiencies:
+    """Every published LLM point's efficiency, and the efficiency model of any catalog target."""
+
+    def __init__(self, catalog: Any, points: Iterable[LlmPoint] | None = None):
+        self.catalog = catalog
+        if points is None:
+            points = load_llm_points(frozenset(catalog.targets))
+        self.points = [point_efficiency(p, catalog.get(p.target)) for p in points]
+
+    def for_target(self, target: Any, exclude: LlmPoint | None = None, without_target: bool = False):
+        """The target's Efficiency (None without any published point); ``exclude`` leaves one point out,
+        ``without_target`` all of the target's own (as if it had never been published)."""
+        pts = [p for p in self.points if p.point is not exclude
+               and not (without_target and p.point.target == target.id)]  # fmt: skip
+        all_prefill = [p.prefill for p in pts if p.prefill is not None]
+        own = [p for p in pts if p.point.target == target.id]
+        if own:
+            return _combine(
+                own, "published", f"published: fitted on {target.id}'s {_describe(own)}", all_prefill
+            )
+        same = [p for p in pts if self.catalog.get(p.point.target).toolchain == target.toolchain]
+        if same:
+            where = ", ".join(sorted({p.point.target for p in same}))
+            return _combine(same, "toolchain-median", f"{target.toolchain} toolchain median of {_describe(same)} "
+                            f"on {where} (no published LLM result for this target)", all_prefill)  # fmt: skip
+        if pts:
+            where = ", ".join(sorted({p.point.target for p in pts}))
+            return _combine(pts, "all-llm-median", f"median of every published LLM point ({_describe(pts)} on "
+                            f"{where}): no published {target.toolchain} LLM result", all_prefill)  # fmt: skip
+        return None
+
+
+def leave_one_out(eff: LlmEfficiencies) -> list[dict[str, Any]]:
+    """Each published point projected from the others: projected ÷ published output tokens/s (``factor``), and
+    from the other targets' points alone (``factor_target_out``: how a target never published would fare)."""
+    rows = []
+    for p in eff.points:
+        target = eff.catalog.get(p.point.target)
+        model = eff.for_target(target, exclude=p.point)
+        row = {"target": p.point.target, "model": p.point.model, "precision": p.point.precision,
+               "isl": p.point.isl, "osl": p.point.osl, "batch": p.point.batch, "inferred_batch": p.batch,
+               "published_tokens_per_s": p.point.output_tokens_per_s, "bound_tokens_per_s": p.bound_tokens_per_s,
+               "efficiency": p.decode_raw, "prefill_efficiency": p.prefill, "projected_tokens_per_s": None,
+               "factor": None, "fitted_from": None, "factor_target_out": None,
+               "target_out_from": None}  # fmt: skip
+        other = eff.for_target(target, without_target=True)
+        if other is not None:
+            row["factor_target_out"] = p.bound_tokens_per_s * other.decode / p.point.output_tokens_per_s
+            row["target_out_from"] = f"{other.kind} ({other.n_points} point(s))"
+        if model is not None:
+            row["projected_tokens_per_s"] = p.bound_tokens_per_s * model.decode
+            row["factor"] = row["projected_tokens_per_s"] / p.point.output_tokens_per_s
+            row["fitted_from"] = f"{model.kind} ({model.n_points} point(s))"
+        rows.append(row)
+    return rows
+
+
+# ------------------------------------------------------------------------------------ projecting a model
+def cost_from_graph_cost(gc: Mapping[str, Any]) -> tuple[LlmCost, float] | None:
+    """(roofline cost, KV bytes per token) from a result document's generative graph_cost, else None.
+
+    The graph cost has no layer/head counts, so attention FLOPs come from its per-token figures when given
+    (flops_per_decode_token − 2 × params is the attention share at its context) and are otherwise left out."""
+    try:
+        params = float(gc["params"])
+        weights = float(gc["weight_bytes"])
+        kv = float(gc["kv_cache_bytes_per_token"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if params <= 0 or weights <= 0 or kv <= 0:
+        return None
+    return LlmCost(params, weights, kv, 0, 0, 0), kv
+
+
+@dataclass(frozen=True)
+class Projection:
+    target: str
+    precision: str
+    tp: int | None
+    max_batch: int
+    points: list[Any]  # FrontierPoint with efficiencies applied
+    efficiency: Efficiency | None
+    reason: str
+
+
+def project(cost: LlmCost, kv_heads: int, target: Any, precision: str, isl: int, osl: int,
+            efficiency: Efficiency | None, fit_weight_bytes: float | None = None) -> Projection:  # fmt: skip
+    """The projected frontier of a model on ``target``: the fit at ISL + OSL, then one point per batch."""
+    fit = fit_bytes(target, precision, fit_weight_bytes or cost.weight_bytes, cost.kv_bytes_per_token, kv_heads,
+                    isl + osl)  # fmt: skip
+    if not fit.fits:
+        return Projection(target.id, precision, None, 0, [], efficiency, fit.reason)
+    if efficiency is None:
+        return Projection(target.id, precision, fit.tp, fit.sequences, [], None,
+                          "no published LLM result to take an efficiency from")  # fmt: skip
+    pts = frontier(cost, roof(target, precision), isl, osl, fit.sequences, fit.tp or 1,
+                   decode_efficiency=efficiency.decode, prefill_efficiency=efficiency.prefill)  # fmt: skip
+    return Projection(target.id, precision, fit.tp, fit.sequences, pts, efficiency,
+                      f"projected: roofline × {efficiency.label}")  # fmt: skip

@@ -1,0 +1,481 @@
+"""Token economics for generative results: cost per million tokens, capacity at a TTFT/TPOT objective, the
+throughput–interactivity frontier, the answer at a target interactivity, projections and the memory fit.
+
+One generative row per model × precision × target, beside the classic report rows (reports/build.py), built from
+result documents whose steps carry a ``generative`` block (docs/llm.md):
+- Cost per million tokens = $/accelerator-hour ÷ (tokens/s × 3600) × 10⁶: output tokens, input tokens and both
+  (blended, at the workload's ISL/OSL), on every price basis the catalog has (reports/cost.quote_price: a
+  multi-GPU instance per accelerator, Jetson capex amortized); its interval is the output-rate interval inverted.
+- Capacity at the objective: the highest output tokens/s among usable steps whose TTFT p99 and TPOT p99 verdicts
+  are both PASS (docs/statistics.md: PASS when the exact interval's upper end is within the bound, FAIL when its
+  lower end is above, else INCONCLUSIVE; a step's verdict is FAIL if either is, else INCONCLUSIVE if either is).
+- The frontier: each step's (tokens/s per user = 1000 / TPOT p50 ms, output tokens/s per accelerator). The answer
+  at ``min_tokens_per_user`` N keeps the points whose TTFT p99 meets its bound, takes their upper (Pareto) hull
+  and interpolates throughput monotonically between measured points (scipy PchipInterpolator on the hull);
+  N above the most interactive point is "not reached" (never extrapolated), N below the least interactive
+  point takes that point (it already serves more than N).
+Projected rows use accelbench/reports/llm_projection.py and say so, with their efficiency's source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from accelbench.documents import Step, to_dict
+from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdict
+from accelbench.loadtests.verdict import USABLE
+from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES, quote_price
+
+MLPERF_LLAMA_8B_TTFT_MS = 2000.0  # MLPerf Llama3.1-8B standard objectives (LLM-NOTES), the default
+MLPERF_LLAMA_8B_TPOT_MS = 100.0
+FIT_PRECISIONS = ("fp16", "fp8", "int4")
+DEFAULT_FIT_CONTEXT = 8192
+
+
+def is_generative(group: Any) -> bool:
+    return any(
+        r.doc.task == "text-generation" or any(s.generative for s in r.doc.steps) for r in group.results
+    )
+
+
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:
+    """$/hour ÷ (tokens/s × 3600) × 10⁶."""
+    if tokens_per_s <= 0:
+        raise ValueError("tokens_per_s must be positive")
+    return usd_per_hour / (tokens_per_s * 3600.0) * 1e6
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _pct(lat: Any, key: str = "p99") -> float | None:
+    return None if lat is None else _f(lat.at(key))
+
+
+@dataclass
+class GenPoint:
+    """One measured (or projected) load level of a generative row."""
+
+    concurrency: float | None
+    output_tps: float
+    output_tps_low: float | None
+    output_tps_high: float | None
+    input_tps: float | None
+    tokens_per_user: float | None
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+    ttft_verdict: str
+    tpot_verdict: str
+    verdict: str
+    step_index: int | None = None
+    run_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _metric_verdict(gen: Any, metric: str, bound_ms: float) -> tuple[float | None, str]:
+    value = _pct(getattr(gen, metric, None))
+    ivl = ((gen.intervals or {}).get(metric) or {}).get("p99") if gen.intervals else None
+    if value is None:
+        return None, INCONCLUSIVE
+    low, high = (value, value) if ivl is None else (_f(ivl.low), _f(ivl.high))
+    return value / 1000.0, slo_verdict(low, high, bound_ms * 1000.0)
+
+
+def combine(*verdicts: str) -> str:
+    if FAIL in verdicts:
+        return FAIL
+    return INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
+
+
+def step_point(
+    run_id: str, step: Step, ttft_ms: float, tpot_ms: float, accelerators: int = 1
+) -> GenPoint | None:
+    gen = step.generative
+    if gen is None or gen.output_tokens_per_s is None or gen.output_tokens_per_s.value is None:
+        return None
+    thr = gen.output_tokens_per_s
+    ttft, v_ttft = _metric_verdict(gen, "ttft_us", ttft_ms)
+    tpot, v_tpot = _metric_verdict(gen, "tpot_us", tpot_ms)
+    per_user = _f(gen.tokens_per_s_per_user)
+    if per_user is None and gen.tpot_us is not None and gen.tpot_us.p50:
+        per_user = 1e6 / float(gen.tpot_us.p50)
+    n = max(1, accelerators)
+    return GenPoint(
+        concurrency=_f(step.offered.concurrency if step.offered else None) or _f(getattr(step.offered, "users", None)),
+        output_tps=float(thr.value) / n, output_tps_low=None if thr.low is None else float(thr.low) / n,
+        output_tps_high=None if thr.high is None else float(thr.high) / n,
+        input_tps=None if gen.input_tokens_per_s is None else float(gen.input_tokens_per_s) / n,
+        tokens_per_user=per_user, ttft_p99_ms=ttft, tpot_p99_ms=tpot, ttft_verdict=v_ttft, tpot_verdict=v_tpot,
+        verdict=combine(v_ttft, v_tpot), step_index=step.index, run_id=run_id,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ the frontier
+def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Upper hull of (interactivity, throughput): the points no other point beats on both, by interactivity."""
+    best: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (-p[0], -p[1])):
+        if not best or y > best[-1][1]:
+            best.append((x, y))
+    return sorted(best)
+
+
+def throughput_at(points: list[tuple[float, float]], min_per_user: float) -> tuple[float | None, str]:
+    """Throughput on the frontier at interactivity ``min_per_user``: PCHIP between hull points, the least
+    interactive point below the range, "not reached" above it. Returns (throughput or None, how)."""
+    hull = pareto([(x, y) for x, y in points if x and y and x > 0 and y > 0])
+    if not hull:
+        return None, "no point meets the TTFT objective"
+    xs, ys = [p[0] for p in hull], [p[1] for p in hull]
+    if min_per_user > xs[-1] * (1 + 1e-12):
+        return None, f"not reached: the most interactive point serves {xs[-1]:.3g} tok/s per user"
+    if min_per_user <= xs[0]:
+        return ys[0], f"at its least interactive point, {xs[0]:.3g} tok/s per user (≥ the target)"
+    if len(hull) == 1:
+        return ys[0], "the only point"
+    from scipy.interpolate import PchipInterpolator
+
+    value = float(PchipInterpolator(xs, ys)(min_per_user))
+    return value, f"interpolated (PCHIP) between {len(hull)} frontier points"
+
+
+# ------------------------------------------------------------------------------------------------- rows
+@dataclass
+class GenRow:
+    model: str
+    precision: str
+    target: str
+    status: str  # measured | projected
+    isl: int | None
+    osl: int | None
+    points: list[GenPoint]
+    capacity: GenPoint | None
+    reason: str
+    prices: dict[str, Any] = field(default_factory=dict)  # basis -> PriceQuote
+    efficiency_source: str | None = None
+    efficiency_kind: str | None = None
+    tp: int | None = None
+    max_batch: int | None = None
+    answer_tps: float | None = None
+    answer_how: str = ""
+
+    def cost(self, basis: str, which: str = "output", tps: float | None = None) -> float | None:
+        q = self.prices.get(basis)
+        point = self.capacity
+        if q is None or (tps is None and point is None):
+            return None
+        out = tps if tps is not None else point.output_tps
+        if which == "output":
+            rate = out
+        elif tps is None and point.input_tps:  # the step's own input rate
+            rate = point.input_tps if which == "input" else point.input_tps + out
+        else:
+            if self.isl is None or not self.osl:
+                return None
+            inp = out * self.isl / self.osl
+            rate = inp if which == "input" else inp + out
+        return usd_per_million_tokens(q.usd_per_hour, rate) if rate else None
+
+    def cost_interval(self, basis: str) -> tuple[float | None, float | None]:
+        q, c = self.prices.get(basis), self.capacity
+        if q is None or c is None or not c.output_tps_low or not c.output_tps_high or c.output_tps_low <= 0:
+            return None, None
+        return usd_per_million_tokens(q.usd_per_hour, c.output_tps_high), usd_per_million_tokens(
+            q.usd_per_hour, c.output_tps_low
+        )
+
+
+def _workload(group: Any) -> tuple[int | None, int | None, float | None, float | None]:
+    for r in group.results:
+        w = r.doc.load_profile.workload if r.doc.load_profile else None
+        if w is not None:
+            return w.isl, w.osl, _f(w.slo_ttft_p99_ms), _f(w.slo_tpot_p99_ms)
+    return None, None, None, None
+
+
+def objectives(options: Any, groups: Mapping[Any, Any]) -> tuple[float, float, str]:
+    """(TTFT ms, TPOT ms, where they came from): the options, else the workload's, else MLPerf Llama3.1-8B's."""
+    ttft, tpot = getattr(options, "slo_ttft_ms", None), getattr(options, "slo_tpot_ms", None)
+    wl = [_workload(g) for g in groups.values()]
+    src = "--slo-ttft-ms/--slo-tpot-ms"
+    if ttft is None:
+        ttft = next((w[2] for w in wl if w[2]), None)
+        src = "the workload's objectives" if ttft else src
+    if tpot is None:
+        tpot = next((w[3] for w in wl if w[3]), None)
+    if ttft is None or tpot is None:
+        src = "MLPerf Llama3.1-8B standard objectives (default)"
+    return ttft or MLPERF_LLAMA_8B_TTFT_MS, tpot or MLPERF_LLAMA_8B_TPOT_MS, src
+
+
+def _prices(target: Any, options: Any) -> dict[str, Any]:
+    out = {}
+    for basis in PRICE_BASES:
+        q = quote_price(
+            target, basis, options.price_overrides, options.amortization_years, options.usd_per_kwh
+        )
+        if q is not None and (q.basis == basis or basis == "on-demand" or q.basis not in PRICE_BASES):
+            out[basis] = q
+    return out
+
+
+def measured_row(group: Any, target: Any, options: Any, ttft_ms: float, tpot_ms: float) -> GenRow:
+    isl, osl, _, _ = _workload(group)
+    points = []
+    for run_id, step in group.steps():
+        if step.verdict not in USABLE or float(step.error_rate or 0) > options.max_error_rate:
+            continue
+        p = step_point(run_id, step, ttft_ms, tpot_ms)
+        if p is not None:
+            points.append(p)
+    points.sort(key=lambda p: (p.concurrency or 0, p.output_tps))
+    passing = [p for p in points if p.verdict == PASS]
+    cap = max(passing, key=lambda p: (p.output_tps, -(p.concurrency or 0))) if passing else None
+    if cap is not None:
+        reason = f"highest output tok/s of {len(passing)} step(s) meeting TTFT p99 ≤ {ttft_ms:g} ms and TPOT p99 ≤ {tpot_ms:g} ms"
+        faster = [p for p in points if p.verdict == INCONCLUSIVE and p.output_tps > cap.output_tps]
+        if faster:
+            reason += f"; {len(faster)} faster step(s) INCONCLUSIVE"
+    elif any(p.verdict == INCONCLUSIVE for p in points):
+        reason = "objective not shown (INCONCLUSIVE): the best step's interval straddles a bound"
+    else:
+        reason = "does not meet the TTFT/TPOT objective" if points else "no usable generative step"
+    row = GenRow(group.model, group.precision, target.id, "measured", isl, osl, points, cap, reason)
+    row.prices = _prices(target, options)
+    return row
+
+
+def frontier_points(row: GenRow, ttft_only: bool = True) -> list[tuple[float, float]]:
+    """(tokens/s per user, output tokens/s per accelerator) of the points meeting the TTFT objective."""
+    return [(p.tokens_per_user, p.output_tps) for p in row.points
+            if p.tokens_per_user and (not ttft_only or p.ttft_verdict == PASS)]  # fmt: skip
+
+
+def answer_rows(rows: list[GenRow], min_per_user: float | None) -> None:
+    if min_per_user is None:
+        return
+    for row in rows:
+        row.answer_tps, row.answer_how = throughput_at(frontier_points(row), min_per_user)
+
+
+def plan(rows: list[GenRow], target_tps: float, headroom: float, basis: str) -> list[dict[str, Any]]:
+    """Replicas per row for an output-token rate: ⌈target ÷ (capacity × (1 − headroom))⌉ and the month."""
+    out = []
+    for r in rows:
+        q = r.prices.get(basis)
+        if r.capacity is None or q is None:
+            continue
+        n = max(1, math.ceil(target_tps / (r.capacity.output_tps * (1 - headroom)) - 1e-9))
+        out.append({"model": r.model, "target": r.target, "precision": r.precision, "status": r.status,
+                    "capacity_tps": r.capacity.output_tps, "replicas": n, "usd_per_hour": q.usd_per_hour,
+                    "monthly_usd": q.usd_per_hour * n * HOURS_PER_MONTH})  # fmt: skip
+    return sorted(out, key=lambda p: (p["model"], p["monthly_usd"], p["target"]))
+
+
+def flat(row: GenRow, basis: str, min_per_user: float | None) -> dict[str, Any]:
+    """One CSV/JSON row: the capacity point, costs on every basis, the answer at the interactivity."""
+    c = row.capacity
+    low, high = row.cost_interval(basis)
+    out: dict[str, Any] = {
+        "model": row.model, "precision": row.precision, "target": row.target, "status": row.status,
+        "isl": row.isl, "osl": row.osl, "meets_objective": c is not None,
+        "capacity_output_tokens_per_s": c.output_tps if c else None,
+        "capacity_output_tokens_per_s_low": c.output_tps_low if c else None,
+        "capacity_output_tokens_per_s_high": c.output_tps_high if c else None,
+        "capacity_tokens_per_s_per_user": c.tokens_per_user if c else None,
+        "capacity_concurrency": c.concurrency if c else None,
+        "ttft_p99_ms": c.ttft_p99_ms if c else None, "tpot_p99_ms": c.tpot_p99_ms if c else None,
+        "price_basis": basis, "usd_per_hour": row.prices[basis].usd_per_hour if basis in row.prices else None,
+        "usd_per_million_output_tokens": row.cost(basis, "output"),
+        "usd_per_million_output_tokens_low": low, "usd_per_million_output_tokens_high": high,
+        "usd_per_million_input_tokens": row.cost(basis, "input"),
+        "usd_per_million_blended_tokens": row.cost(basis, "blended"),
+        "min_tokens_per_user": min_per_user, "answer_output_tokens_per_s": row.answer_tps,
+        "answer_usd_per_million_output_tokens": row.cost(basis, "output", row.answer_tps) if row.answer_tps else None,
+        "answer_how": row.answer_how, "efficiency_source": row.efficiency_source, "tp": row.tp,
+        "max_batch": row.max_batch, "reason": row.reason,
+    }  # fmt: skip
+    for b in PRICE_BASES:
+        out[f"usd_per_million_output_tokens_{b.replace('-', '_')}"] = row.cost(b, "output")
+    return out
+
+
+def points_dicts(row: GenRow) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in row.points]
+
+
+def doc_summary(group: Any) -> str:
+    return ";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in group.results)
+
+
+def graph_cost_of(group: Any) -> dict[str, Any] | None:
+    return next((to_dict(r.doc.graph_cost) for r in group.results if r.doc.graph_cost), None)
+
+
+# ------------------------------------------------------------------------------------------- projections
+def projected_row(model: str, precision: str, target: Any, group: Any, options: Any, efficiencies: Any,
+                  ttft_ms: float, tpot_ms: float) -> GenRow:  # fmt: skip
+    from accelbench.errors import BadInputError
+    from accelbench.hardware.llm_memory import load_shape
+    from accelbench.hardware.llm_roofline import LlmCost
+    from accelbench.reports.llm_projection import cost_from_graph_cost, project
+
+    isl, osl, _, _ = _workload(group)
+    row = GenRow(model, precision, target.id, "projected", isl, osl, [], None, "")
+    row.prices = _prices(target, options)
+    if not isl or not osl:
+        row.reason = "not projected: the workload records no ISL/OSL"
+        return row
+    try:  # a card with the published shape beats the graph cost (it knows the attention size and KV heads)
+        shape = load_shape(model)
+        cost, kv_heads, weights = LlmCost.of(shape, precision), shape.kv_heads, shape.weight_bytes(precision)
+    except BadInputError:
+        got = cost_from_graph_cost(graph_cost_of(group) or {})
+        if got is None:
+            row.reason = (
+                "not projected: the results carry no generative graph_cost (params, weight and KV bytes)"
+            )
+            return row
+        cost, kv_heads, weights = got[0], 1, got[0].weight_bytes
+    eff = efficiencies.for_target(target) if efficiencies is not None else None
+    try:
+        proj = project(cost, kv_heads, target, precision, isl, osl, eff, weights)
+    except BadInputError as err:
+        row.reason = f"not projected: {err}"
+        return row
+    row.tp, row.max_batch = proj.tp, proj.max_batch
+    if eff is not None:
+        row.efficiency_source, row.efficiency_kind = eff.label, eff.kind
+    row.reason = proj.reason
+    for fp in proj.points:
+        v_ttft = PASS if fp.ttft_s * 1000 <= ttft_ms else FAIL
+        v_tpot = PASS if fp.tpot_s * 1000 <= tpot_ms else FAIL
+        row.points.append(GenPoint(fp.batch, fp.output_tokens_per_s_per_accelerator, None, None,
+                                   fp.output_tokens_per_s_per_accelerator * isl / osl, fp.tokens_per_s_per_user,
+                                   fp.ttft_s * 1000, fp.tpot_s * 1000, v_ttft, v_tpot, combine(v_ttft, v_tpot)))  # fmt: skip
+    passing = [p for p in row.points if p.verdict == PASS]
+    row.capacity = max(passing, key=lambda p: p.output_tps) if passing else None
+    if proj.points and row.capacity is None:
+        row.reason = f"does not meet the objective (projected): {proj.reason}"
+    return row
+
+
+@dataclass
+class FitTable:
+    model: str
+    context: int
+    source: str
+    rows: list[dict[str, Any]]  # target -> per precision Fit
+
+
+def fit_table(model: str, targets: Mapping[str, Any], context: int, precisions=FIT_PRECISIONS) -> FitTable:
+    from accelbench.hardware.llm_memory import fit_on, load_shape
+
+    shape = load_shape(model)
+    rows = []
+    for tid in sorted(targets):
+        t = targets[tid]
+        rows.append({"target": tid, "memory_gb": t.memory_gb,
+                     "fits": {p: fit_on(shape, t, p, min(context, shape.context_length)) for p in precisions}})  # fmt: skip
+    return FitTable(shape.name, context, shape.source, rows)
+
+
+def measured_fit_table(model: str, precision: str, gc: Mapping[str, Any], targets: Mapping[str, Any],
+                       context: int) -> FitTable | None:  # fmt: skip
+    """The fit of a measured model at its own precision, from its graph cost (weights, KV bytes per token)."""
+    from accelbench.hardware.llm_memory import fit_bytes
+
+    try:
+        weights, kv = float(gc["weight_bytes"]), float(gc["kv_cache_bytes_per_token"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    rows = [{"target": tid, "memory_gb": targets[tid].memory_gb,
+             "fits": {precision: fit_bytes(targets[tid], precision, weights, kv, 1, context)}}
+            for tid in sorted(targets)]  # fmt: skip
+    return FitTable(model, context, "the results' graph_cost", rows)
+
+
+@dataclass
+class GenerativeReport:
+    rows: list[GenRow]
+    ttft_ms: float
+    tpot_ms: float
+    objective_source: str
+    min_tokens_per_user: float | None
+    fits: list[FitTable]
+    plan: list[dict[str, Any]] | None
+    price_basis: str
+
+
+def build_generative(groups: Mapping[Any, Any], catalog: Any, targets: Mapping[str, Any], options: Any,
+                     baseline_id: str) -> GenerativeReport:  # fmt: skip
+    """Every generative row (measured, then projected for --project and the baseline) and the fit tables."""
+    from accelbench.errors import BadInputError
+    from accelbench.reports.llm_projection import LlmEfficiencies
+
+    ttft_ms, tpot_ms, src = objectives(options, groups)
+    rows = [measured_row(g, targets[g.target_id], options, ttft_ms, tpot_ms) for g in groups.values()]
+    try:
+        efficiencies = LlmEfficiencies(catalog) if hasattr(catalog, "targets") else None
+    except BadInputError:
+        efficiencies = None
+    wanted = set(getattr(options, "project", ()) or ()) | {baseline_id}
+    by_pair: dict[tuple[str, str], Any] = {}
+    for (m, p, _), g in groups.items():
+        by_pair.setdefault((m, p), g)
+    for (model, precision), g in sorted(by_pair.items()):
+        measured = {t for m, p, t in groups if (m, p) == (model, precision)}
+        for tid in sorted(wanted - measured):
+            rows.append(
+                projected_row(model, precision, targets[tid], g, options, efficiencies, ttft_ms, tpot_ms)
+            )
+    min_per_user = getattr(options, "min_tokens_per_user", None)
+    answer_rows(rows, min_per_user)
+    context = int(getattr(options, "fit_context", None) or DEFAULT_FIT_CONTEXT)
+    fits = []
+    for (model, precision), g in sorted(by_pair.items()):
+        gc = graph_cost_of(g) or {}
+        ctx = min(context, int(gc.get("context_length") or context))
+        table = measured_fit_table(model, precision, gc, targets, ctx)
+        if table is not None:
+            fits.append(table)
+    all_targets = dict(catalog.targets) if hasattr(catalog, "targets") else dict(targets)
+    for model in getattr(options, "fit_models", ()) or ():
+        fits.append(fit_table(model, all_targets, context))
+    basis = options.price_basis
+    target_tps = getattr(options, "target_tokens_per_s", None)
+    gen_plan = plan(rows, target_tps, options.headroom, basis) if target_tps else None
+    rows.sort(key=lambda r: (r.model, r.precision, r.status != "measured", r.target))
+    return GenerativeReport(rows, ttft_ms, tpot_ms, src, min_per_user, fits, gen_plan, basis)
+
+
+def generative_files(gen: GenerativeReport) -> dict[str, bytes]:
+    """generative.csv (one row per model × precision × target) and generative.json (rows with their points)."""
+    import csv
+    import io
+    import json
+
+    flat_rows = [flat(r, gen.price_basis, gen.min_tokens_per_user) for r in gen.rows]
+    buf = io.StringIO()
+    if flat_rows:
+        writer = csv.DictWriter(buf, fieldnames=list(flat_rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(flat_rows)
+    doc = {
+        "objectives": {
+            "ttft_p99_ms": gen.ttft_ms,
+            "tpot_p99_ms": gen.tpot_ms,
+            "source": gen.objective_source,
+        },
+        "min_tokens_per_user": gen.min_tokens_per_user,
+        "rows": [{**f, "points": points_dicts(r)} for f, r in zip(flat_rows, gen.rows, strict=True)],
+        "plan": gen.plan,
+    }
+    text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    return {"generative.csv": buf.getvalue().encode("utf-8"), "generative.json": text.encode("utf-8")}

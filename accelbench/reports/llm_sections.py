@@ -1,0 +1,207 @@
+"""The generative part of the report (Markdown and HTML render the same sections): cost per million tokens, the
+answer at a target interactivity, the steps, the memory fit, the token capacity plan and the method."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES
+from accelbench.reports.sections import Section, Table, fmt
+
+
+def _usd(v: float | None, projected: bool = False) -> str:
+    if v is None:
+        return "—"
+    text = f"${v:.2f}" if v >= 0.1 else f"${v:.4g}"
+    return f"{text} (proj)" if projected else text
+
+
+def _n(v: float | None, projected: bool = False) -> str:
+    text = fmt(v)
+    return f"{text} (proj)" if projected and text != "—" else text
+
+
+def _ivl(value: float | None, low: float | None, high: float | None, money: bool = False) -> str:
+    if value is None:
+        return "—"
+    one = _usd if money else fmt
+    return one(value) if low is None or high is None else f"{one(value)} [{one(low)}, {one(high)}]"
+
+
+def answer(gen: Any) -> str:
+    """The generative answer: per model the cheapest target at the objective (and at the interactivity)."""
+    parts = []
+    basis = gen.price_basis
+    for model in sorted({r.model for r in gen.rows}):
+        rows = [r for r in gen.rows if r.model == model]
+        priced = [(r.cost(basis), r) for r in rows if r.cost(basis) is not None]
+        obj = f"TTFT p99 ≤ {gen.ttft_ms:g} ms and TPOT p99 ≤ {gen.tpot_ms:g} ms"
+        if priced:
+            cost, best = min(priced, key=lambda x: (x[0], x[1].status != "measured", x[1].target))
+            label = (
+                "measured"
+                if best.status == "measured"
+                else f"projected, not measured: {best.efficiency_source}"
+            )
+            parts.append(f"For **{model}** at {obj}, the cheapest target is **{best.target}** ({best.precision}, "
+                         f"{label}): **{_usd(cost)} per million output tokens** ({basis}; capacity "
+                         f"{fmt(best.capacity.output_tps)} output tokens/s per accelerator).")  # fmt: skip
+        else:
+            parts.append(f"For **{model}**, no priced target meets {obj}.")
+        if gen.min_tokens_per_user is not None:
+            at = [(r.cost(basis, "output", r.answer_tps), r) for r in rows if r.answer_tps]
+            at = [(c, r) for c, r in at if c is not None]
+            n = f"{gen.min_tokens_per_user:g} tokens/s per user"
+            if at:
+                cost, best = min(at, key=lambda x: (x[0], x[1].status != "measured", x[1].target))
+                label = "measured" if best.status == "measured" else "projected"
+                parts.append(f"At **{n}** (and the TTFT objective), the cheapest is **{best.target}** "
+                             f"({best.precision}, {label}): **{_usd(cost)} per million output tokens** "
+                             f"({fmt(best.answer_tps)} tokens/s per accelerator; {best.answer_how}).")  # fmt: skip
+            else:
+                parts.append(f"No target reaches {n} within its measured or projected points.")
+    return " ".join(parts)
+
+
+COST_HEADERS = ["target", "precision", "status", "capacity (output tok/s per accelerator)", "tok/s per user",
+                "concurrency", "TTFT p99 (ms)", "TPOT p99 (ms)", "objective", "$/hour", "$ per M output tokens",
+                "$ per M input tokens", "$ per M blended tokens"]  # fmt: skip
+
+
+def cost_table(gen: Any, model: str) -> Table:
+    basis = gen.price_basis
+    others = [b for b in PRICE_BASES if b != basis]
+    headers = COST_HEADERS + [f"$ per M output ({b})" for b in others] + ["note"]
+    rows = []
+    for r in (r for r in gen.rows if r.model == model):
+        c, proj = r.capacity, r.status == "projected"
+        q = r.prices.get(basis)
+        low, high = r.cost_interval(basis)
+        out_cost = _usd(r.cost(basis), proj) if proj else _ivl(r.cost(basis), low, high, money=True)
+        cap = "—" if c is None else (_n(c.output_tps, True) if proj else _ivl(c.output_tps, c.output_tps_low,
+                                                                               c.output_tps_high))  # fmt: skip
+        verdict = "PASS" if c is not None else ("—" if not r.points else
+                                                ("INCONCLUSIVE" if "INCONCLUSIVE" in r.reason else "FAIL"))  # fmt: skip
+        note = r.reason if c is None or proj else ""
+        if proj and r.tp:
+            note += f"; TP {r.tp}, up to {r.max_batch} sequences at ISL + OSL"
+        rows.append([r.target, r.precision, r.status, cap, _n(c.tokens_per_user if c else None, proj),
+                     fmt(c.concurrency) if c else "—", _n(c.ttft_p99_ms if c else None, proj),
+                     _n(c.tpot_p99_ms if c else None, proj), verdict, _usd(q.usd_per_hour if q else None), out_cost,
+                     _usd(r.cost(basis, "input"), proj), _usd(r.cost(basis, "blended"), proj),
+                     *[_usd(r.cost(b), proj) for b in others], note.strip("; ")])  # fmt: skip
+    return Table(f"{model}: cost per million tokens at the objective ({basis})", headers, rows,
+                 "Cost per million tokens = $/accelerator-hour ÷ (tokens/s × 3600) × 10⁶ at the capacity step; input "
+                 "and blended at the workload's ISL/OSL. Measured figures carry their 95 % interval (from the output "
+                 "token rate's interval). A basis the catalog lacks for a target shows —.")  # fmt: skip
+
+
+def answer_table(gen: Any, model: str) -> Table | None:
+    if gen.min_tokens_per_user is None:
+        return None
+    basis = gen.price_basis
+    rows = []
+    for r in sorted((r for r in gen.rows if r.model == model),
+                    key=lambda r: (r.cost(basis, "output", r.answer_tps) if r.answer_tps else 1e30, r.target)):  # fmt: skip
+        proj = r.status == "projected"
+        cost = r.cost(basis, "output", r.answer_tps) if r.answer_tps else None
+        rows.append([r.target, r.precision, r.status, _n(r.answer_tps, proj), _usd(cost, proj),
+                     r.answer_how or r.reason])  # fmt: skip
+    return Table(f"{model}: at {gen.min_tokens_per_user:g} tokens/s per user and TTFT p99 ≤ {gen.ttft_ms:g} ms",
+                 ["target", "precision", "status", "output tok/s per accelerator", "$ per M output tokens", "how"],
+                 rows, "Throughput is interpolated monotonically (PCHIP) along each target's frontier between points "
+                 "that meet the TTFT objective; an interactivity beyond the most interactive point is \"not "
+                 "reached\", never extrapolated.")  # fmt: skip
+
+
+def steps_table(gen: Any) -> Table:
+    rows = []
+    for r in gen.rows:
+        for p in r.points:
+            proj = r.status == "projected"
+            rows.append([r.model, r.target, r.precision, r.status, fmt(p.concurrency),
+                         _n(p.output_tps, proj) if proj else _ivl(p.output_tps, p.output_tps_low, p.output_tps_high),
+                         _n(p.tokens_per_user, proj), _n(p.ttft_p99_ms, proj), p.ttft_verdict, _n(p.tpot_p99_ms, proj),
+                         p.tpot_verdict, p.verdict])  # fmt: skip
+    return Table("Frontier points (every step; projected rows: one per batch)",
+                 ["model", "target", "precision", "status", "concurrency / batch", "output tok/s per accelerator",
+                  "tok/s per user", "TTFT p99 (ms)", "TTFT", "TPOT p99 (ms)", "TPOT", "objective"], rows)  # fmt: skip
+
+
+def _fit_cell(fit: Any) -> str:
+    if fit.fits:
+        tp = f", TP {fit.tp}" if fit.tp and fit.tp > 1 else ""
+        mig = "; MIG " + ", ".join(f"{m.profile}: {m.sequences}" for m in fit.mig) if fit.mig else ""
+        return f"{fit.sequences} seq{tp}{mig}"
+    if fit.reason.startswith("does not run"):
+        return "not supported: " + fit.reason.split(": ", 1)[-1]
+    return "does not fit: " + fit.reason.split(": ", 1)[-1]
+
+
+def fit_tables(gen: Any) -> list[Table]:
+    out = []
+    for ft in gen.fits:
+        precisions = list(ft.rows[0]["fits"]) if ft.rows else []
+        rows = [
+            [r["target"], fmt(r["memory_gb"]), *[_fit_cell(r["fits"][p]) for p in precisions]]
+            for r in ft.rows
+        ]
+        first = ft.rows[0]["fits"][precisions[0]] if ft.rows and precisions else None
+        kv = f"{first.kv_bytes_per_sequence / ft.context:,.0f} B per token" if first else ""
+        weights = (
+            ", ".join(f"{p} {ft.rows[0]['fits'][p].weight_bytes / 1e9:.3g} GB" for p in precisions)
+            if ft.rows
+            else ""
+        )
+        out.append(Table(f"Memory fit: {ft.model} at {ft.context:,} tokens of context", ["target", "memory (GB)",
+                         *[f"{p} weights" for p in precisions]], rows,
+                         f"Weights {weights}; KV cache {kv} (FP16 KV unless the model's own); source: {ft.source}. "
+                         "Concurrent sequences = ⌊(90 % of memory − weights) ÷ KV bytes per sequence⌋ on the smallest "
+                         "tensor-parallel degree of one instance that holds one sequence; MIG slices where one fits."))  # fmt: skip
+    return out
+
+
+def plan_section(gen: Any, target_tps: float, headroom: float) -> Section:
+    rows = [[p["model"], p["target"], p["precision"], p["status"], _n(p["capacity_tps"], p["status"] == "projected"),
+             str(p["replicas"]), _usd(p["usd_per_hour"]), _usd(p["monthly_usd"], p["status"] == "projected")]
+            for p in gen.plan or []]  # fmt: skip
+    return Section(f"Capacity plan for {fmt(target_tps)} output tokens/s", paragraphs=[
+        f"Replicas = ⌈target ÷ (capacity at the objective × (1 − headroom {headroom:g}))⌉; month = {HOURS_PER_MONTH:g} h."],
+        tables=[Table("token plan", ["model", "target", "precision", "status", "capacity (tok/s)", "replicas",
+                                      "$/hour each", "$/month"], rows)])  # fmt: skip
+
+
+def method_bullets(gen: Any) -> list[str]:
+    return [
+        f"Objectives: TTFT p99 ≤ {gen.ttft_ms:g} ms and TPOT p99 ≤ {gen.tpot_ms:g} ms ({gen.objective_source}); a "
+        "step PASSes when both exact 95 % intervals lie within their bounds, FAILs when either lies above, else "
+        "INCONCLUSIVE. Capacity = the highest output tokens/s among PASS steps.",
+        "Tokens/s per user = 1000 / TPOT p50 ms (InferenceX); tokens/s per accelerator = the step's output rate ÷ "
+        "accelerators used (one for a measured row).",
+        "Projected rows: decode roofline (weights read + KV cache per step over bandwidth) and prefill roofline "
+        "(2 × params × ISL + attention over the compute peak) at the largest batch the memory holds, times the "
+        "efficiency fitted on published LLM results (accelbench/hardware/published_results.toml [[llm_points]]: "
+        "the target's own, else its toolchain's median, else all; docs/projections.md). They are not "
+        "measurements and say so.",
+    ]
+
+
+def sections(data: Any) -> list[Section]:
+    gen = data.generative
+    models = sorted({r.model for r in gen.rows})
+    tables: list[Table] = []
+    for m in models:
+        tables.append(cost_table(gen, m))
+        at = answer_table(gen, m)
+        if at is not None:
+            tables.append(at)
+    out = [Section("Generative models: cost per million tokens", paragraphs=[answer(gen)], tables=tables)]
+    fits = fit_tables(gen)
+    if fits:
+        out.append(Section("Memory and fit", tables=fits))
+    opts = data.options
+    if getattr(opts, "target_tokens_per_s", None):
+        out.append(plan_section(gen, opts.target_tokens_per_s, opts.headroom))
+    out.append(Section("Generative steps", tables=[steps_table(gen)]))
+    out.append(Section("Generative method", bullets=method_bullets(gen)))
+    return out

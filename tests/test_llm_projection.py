@@ -1,0 +1,89 @@
+"""Published LLM points, their efficiencies and the leave-one-out check (issue 22)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.llm_memory import load_shape
+from accelbench.hardware.llm_published import load_llm_points
+from accelbench.hardware.llm_roofline import LlmCost, roof, tpot_s
+from accelbench.reports.llm_projection import LlmEfficiencies, leave_one_out
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def eff(catalog):
+    return LlmEfficiencies(catalog)
+
+
+def test_every_published_llm_point_is_sourced_dated_and_on_a_catalog_target(catalog):
+    points = load_llm_points(frozenset(catalog.targets))
+    assert {p.target for p in points} >= {"h100-sxm", "h200-sxm", "jetson-agx-thor"}
+    for p in points:
+        assert "://" in p.source and len(p.date) >= 7 and p.software
+        load_shape(p.model)  # every point's model has a card
+
+
+def test_a_bad_llm_point_is_one_clear_error(catalog):
+    ids = frozenset(catalog.targets)
+    base = ('[[llm_points]]\ntarget = "l4"\nmodel = "llama-3.1-8b"\nprecision = "fp8"\nisl = 1\nosl = 1\n'
+            'output_tokens_per_s = 1.0\nsoftware = "x"\nsource = "https://example.org"\ndate = "2025-01"\n')  # fmt: skip
+    assert load_llm_points(ids, base)[0].tp == 1
+    with pytest.raises(BadInputError, match="names unknown target 'nope'"):
+        load_llm_points(ids, base.replace('"l4"', '"nope"'))
+    with pytest.raises(BadInputError, match="source: must be the URL"):
+        load_llm_points(ids, base.replace("https://example.org", "a blog"))
+    with pytest.raises(BadInputError, match="date"):
+        load_llm_points(ids, base.replace('"2025-01"', '"January"'))
+
+
+def test_a_fixed_batch_point_is_published_over_its_decode_roofline(catalog, eff):
+    batch8 = next(p for p in eff.points if p.point.target == "jetson-agx-thor" and p.point.batch == 8)
+    shape = load_shape("llama-3.1-8b")
+    bound = 8 / tpot_s(LlmCost.of(shape, "fp4"), roof(catalog.get("jetson-agx-thor"), "fp4"), 8, 383 + 64)
+    assert batch8.bound_tokens_per_s == pytest.approx(bound)
+    assert batch8.decode == pytest.approx(308.7 / bound)
+    assert 0 < batch8.prefill <= 1  # a measured prefill: roofline time ÷ 387.6 ms
+
+
+def test_a_point_above_its_roofline_is_clamped_to_one(catalog, eff):
+    batch1 = next(p for p in eff.points if p.point.target == "jetson-agx-thor" and p.point.batch == 1)
+    assert batch1.decode_raw > 1 and batch1.decode == 1.0
+
+
+def test_unpublished_targets_take_the_toolchain_median_and_say_so(catalog, eff):
+    l4 = eff.for_target(catalog.get("l4"))
+    assert l4.kind == "toolchain-median" and "tensorrt toolchain median" in l4.label
+    inf2 = eff.for_target(catalog.get("inf2-xlarge"))
+    assert inf2.kind == "all-llm-median" and "no published neuron LLM result" in inf2.label
+    h100 = eff.for_target(catalog.get("h100-sxm"))
+    assert h100.kind == "published" and h100.n_points == 4 and "TensorRT-LLM" in h100.label
+
+
+def test_leave_one_out_projects_each_point_from_the_others(eff):
+    rows = leave_one_out(eff)
+    assert len(rows) == len(eff.points)
+    for r in rows:
+        assert r["factor"] == pytest.approx(r["projected_tokens_per_s"] / r["published_tokens_per_s"])
+        assert 0.5 < r["factor"] < 2.0 and 0.5 < r["factor_target_out"] < 2.0
+
+
+def test_projection_check_prints_the_generative_leave_one_out():
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, str(root / "bench" / "projection_check.py")], capture_output=True,
+                         text=True, env=env, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "worst generative projected ÷ published, point left out:" in out.stdout
+    assert "| jetson-agx-thor | llama-3.1-8b | fp4 | 383/128 | 8 |" in out.stdout
