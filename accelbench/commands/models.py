@@ -94,16 +94,29 @@ def inspect_cmd(
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="Write the card here.")
 @click.option("--name", default=None, help="Model name (default: the file name).")
 @click.option("--task", type=click.Choice(TASKS), default=None, help="Override the guessed task.")
+@click.option(
+    "--value",
+    "values",
+    multiple=True,
+    metavar="NAME:V[,V…]",
+    help="A fixed value for an input that is not data, e.g. sr:16000 (a sample rate; repeatable).",
+)
 def card_cmd(
-    model: str, shapes: tuple[str, ...], out: str | None, name: str | None, task: str | None
+    model: str,
+    shapes: tuple[str, ...],
+    out: str | None,
+    name: str | None,
+    task: str | None,
+    values: tuple[str, ...],
 ) -> None:
-    """Write a model card (TOML) for MODEL.onnx from its graph: tensors, generator, accuracy metric."""
+    """Write a model card (TOML) for MODEL.onnx from its graph: tensors, batch, generator, accuracy metric."""
     from pathlib import Path
 
     from accelbench.models.card_writer import card_from_graph, write_card
 
     card_dir = Path(out).parent if out else None
-    text = write_card(card_from_graph(model, shapes, name=name, task=task, card_dir=card_dir), out)
+    card = card_from_graph(model, shapes, name=name, task=task, card_dir=card_dir, values=values)
+    text = write_card(card, out)
     if out:
         click.echo(f"card: {out}")
     else:

@@ -216,6 +216,10 @@ def with_fixed_dims(src: Path, shapes: dict[str, list[int]] | None, dst: Path) -
     if not shapes:
         return src
     model = _load(src)
+    if any(n.op_type in ("If", "Loop", "Scan") for n in model.graph.node):
+        # a branch may take other sizes than the card's (silero-vad's 8 kHz branch wants 256 samples, not
+        # 512): fixed, its static inference fails and ORT cannot even load the graph
+        return src
     if intake.has_external_data(model) or not intake.fix_input_dims(model, shapes):
         return src  # nothing to fix (or too big to copy for it)
     return intake.save_model(model, dst)
