@@ -102,10 +102,9 @@ def _input_spec(
 ) -> TensorSpec:
     dims = _dims(value)
     if not dims:
-        kind = "integer " if _dtype(value).startswith("int") else ""
         raise BadInputError(
-            f"input {value.name!r} is a {kind}scalar (a sample rate, a flag): give the value it must have with "
-            f"--value {value.name}:V"
+            f"input {value.name!r} is a {_dtype(value)} scalar (a sample rate, a flag): give the value it must "
+            f"have with --value {value.name}:V"
         )
     if given is not None:
         if len(given) != len(dims):

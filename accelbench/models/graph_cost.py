@@ -14,6 +14,8 @@ Conventions (FLOPs are per inference = the count at ``batch_size`` divided by ``
 - Already-quantized ops count as their float forms: ConvInteger and QLinearConv as Conv, MatMulInteger,
   QLinearMatMul, MatMulIntegerToFloat and DynamicQuantizeMatMul as MatMul, QGemm as Gemm;
   DynamicQuantizeLinear 4 per element (min, max, scale, round), QLinearAdd/QLinearMul 1.
+- Control flow (If, Loop, Scan): the weights in their branches count as parameters; the FLOPs inside do
+  not (``If`` is listed in ``uncounted_op_types``).
 - Data movement (Gather, Reshape, Transpose, Cast, Identity, Concat, Slice, Shape, …): 0. Ops not listed
   are reported in ``uncounted_op_types`` and count 0.
 
@@ -44,6 +46,7 @@ import onnx
 from accelbench.errors import BadInputError
 from accelbench.models.graph_shapes import static_shapes
 from accelbench.models.intake import INDEX_TYPES as _INDEX_TYPES
+from accelbench.models.intake import subgraph_weight_elements
 
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
 COMPUTE_OPS = {
@@ -328,6 +331,7 @@ def graph_cost(
                 else:
                     cost.weight_bytes += _tensor_bytes(name, shapes, pb)
     params = sum(math.prod(t.dims) for t in weights.values() if t.data_type not in _INDEX_TYPES)
+    params += subgraph_weight_elements(proto.graph)  # If/Loop branches: weights too, their FLOPs not counted
     io_bytes = sum(_tensor_bytes(n, shapes, pb) for n in graph_io) / batch_size
     return GraphCost(
         batch_size=batch_size,

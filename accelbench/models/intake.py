@@ -18,6 +18,7 @@ Every failure is a BadInputError of one line.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -126,6 +127,24 @@ def quantized_ops(model: onnx.ModelProto) -> list[str]:
         elif op == "QuantizeLinear" and any("DequantizeLinear" in readers.get(o, ()) for o in node.output):
             found.add("QDQ")
     return sorted(found)
+
+
+def subgraph_weight_elements(graph: onnx.GraphProto) -> int:
+    """Parameters inside the control-flow branches (If/Loop/Scan bodies) of ``graph``, at any depth: their
+    initializers and Constant tensors, int32/int64 excluded (silero-vad keeps all its weights there)."""
+    total = 0
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                bodies = [attr.g]
+            else:
+                bodies = list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []
+            for body in bodies:
+                tensors = list(body.initializer)
+                tensors += [t for n in body.node if n.op_type == "Constant" and (t := constant_tensor(n))]
+                total += sum(math.prod(t.dims) for t in tensors if t.data_type not in INDEX_TYPES)
+                total += subgraph_weight_elements(body)
+    return total
 
 
 def opset(model: onnx.ModelProto) -> int:
