@@ -219,3 +219,29 @@ def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_p
     assert dims["sr"]["dims"] == ["1"] and dims["sr"]["reshape"] == {}  # a scalar: [1] reshaped to []
     assert "modelWarmup" not in config  # zeros would be a wrong sample rate
     assert any("max_batch_size 0" in n and "concurrency only" in n for n in plan.notes)
+
+
+def test_rebatch_makes_a_fixed_batch_dynamic_and_proves_it(tmp_path):
+    from accelbench.models.rebatch import rebatch
+
+    done = rebatch(_fixed_conv(tmp_path / "f.onnx"), tmp_path / "d.onnx")
+    assert done.batch == 1 and done.tensors == ("images",) and done.max_abs_diff < 1e-4
+    card = card_from_graph(tmp_path / "d.onnx")
+    assert card.batch == "dynamic" and card.batchable and card.inputs[0].shape == (-1, 3, 8, 8)
+    with pytest.raises(BadInputError, match="already dynamic"):
+        rebatch(tmp_path / "d.onnx", tmp_path / "again.onnx")
+
+
+def test_rebatch_refuses_a_graph_that_hard_codes_its_batch_naming_the_node(tmp_path):
+    from accelbench.models.rebatch import rebatch
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="flatten_to_1")], "hard",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6])],
+        [numpy_helper.from_array(np.array([1, 6], np.int64), "shape")],
+    )  # fmt: skip
+    with pytest.raises(BadInputError) as err:
+        rebatch(_save(graph, tmp_path / "h.onnx"), tmp_path / "out.onnx")
+    assert "Reshape node 'flatten_to_1' (constant shape [1, 6])" in str(err.value)
+    assert not (tmp_path / "out.onnx").exists()

@@ -123,6 +123,23 @@ def card_cmd(
         click.echo(text, nl=False)
 
 
+@models_group.command("rebatch")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option(
+    "--out", "out", type=click.Path(dir_okay=False), required=True, help="Write the new graph here."
+)
+@_SHAPE_OPTION
+def rebatch_cmd(model: str, out: str, shapes: tuple[str, ...]) -> None:
+    """Make MODEL.onnx's fixed batch dynamic, proved by a batch of 2 against two batches of 1."""
+    from accelbench.models.rebatch import rebatch
+
+    done = rebatch(model, out, shapes)
+    click.echo(
+        f"{done.path}: batch {done.batch} → dynamic on {', '.join(done.tensors)}; "
+        f"a batch of 2 matches two batches of 1 (max |difference| {done.max_abs_diff:.3g})"
+    )
+
+
 @click.command("roofline")
 @click.argument("model")
 @_SHAPE_OPTION
