@@ -199,7 +199,8 @@ def test_quantize_keeps_an_already_quantized_graph_and_judges_it_only_with_a_ref
     assert inputs["images"].shape == (4, 1, 3, 8, 8)  # one run per index: the batch is fixed at 1
 
 
-def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_path):
+@pytest.mark.parametrize("flavor", ["local", "ngc", "torch-cuda"])
+def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_path, flavor):
     from accelbench.serving.repository import plan_model
 
     card = card_from_graph(_stateful(tmp_path / "vad.onnx"), shapes=["input:1,4"], values=["sr:16000"])
@@ -209,7 +210,7 @@ def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_p
     accuracy.write_reference(vdir, accuracy.stack(make_inputs(card, 1, 2, 0), runs=True), {})
     manifest = {"name": "vad__cpu-local__fp32", "card": card.to_dict(), "format": "onnx",
                 "inputs": [s.to_dict() for s in card.inputs], "outputs": [s.to_dict() for s in card.outputs]}  # fmt: skip
-    plan = plan_model(vdir, manifest, "local")
+    plan = plan_model(vdir, manifest, flavor)
     from google.protobuf import json_format
 
     config = json.loads(json_format.MessageToJson(plan.config))
@@ -219,6 +220,8 @@ def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_p
     assert dims["sr"]["dims"] == ["1"] and dims["sr"]["reshape"] == {}  # a scalar: [1] reshaped to []
     assert "modelWarmup" not in config  # zeros would be a wrong sample rate
     assert any("max_batch_size 0" in n and "concurrency only" in n for n in plan.notes)
+    if flavor == "torch-cuda":  # no CUDA-graph buckets for a model that takes one shape
+        assert config["parameters"]["batch_buckets"].get("stringValue", "") == ""
 
 
 def test_rebatch_makes_a_fixed_batch_dynamic_and_proves_it(tmp_path):
@@ -245,3 +248,58 @@ def test_rebatch_refuses_a_graph_that_hard_codes_its_batch_naming_the_node(tmp_p
         rebatch(_save(graph, tmp_path / "h.onnx"), tmp_path / "out.onnx")
     assert "Reshape node 'flatten_to_1' (constant shape [1, 6])" in str(err.value)
     assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.slow
+def test_models_as_exported_go_from_card_to_report_without_hand_edits(tmp_path):
+    """`models card` → `accelbench run` on the embedded Triton: a batch fixed at 1, a state whose batch is
+    axis 1 with a scalar sample rate, and an already-quantized graph; the cards exactly as written."""
+    import subprocess
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from tests.conftest import ACCELBENCH
+
+    fixed = _fixed_conv(tmp_path / "det.onnx")
+    quantize_dynamic(str(fixed), str(tmp_path / "detq.onnx"), op_types_to_quantize=["Conv"],
+                     weight_type=QuantType.QUInt8)  # fmt: skip
+    stateful = _stateful(tmp_path / "vad.onnx")
+    cards = {
+        "det": [str(fixed)],
+        "detq": [str(tmp_path / "detq.onnx")],
+        "vad": [str(stateful), "--shape", "input:1,4", "--value", "sr:16000"],
+    }
+    for name, args in cards.items():
+        made = subprocess.run([ACCELBENCH, "models", "card", *args, "--name", name, "--out", str(tmp_path / f"{name}.toml")],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert made.returncode == 0, made.stderr
+    precisions = {"det": '["fp32", "int8"]', "detq": '["int8"]', "vad": '["fp32"]'}
+    spec = tmp_path / "run.toml"
+    spec.write_text(
+        'name = "exported"\n'
+        + "".join(
+            f'[[models]]\nuri = "{tmp_path / n}.toml"\nprecisions = {p}\n' for n, p in precisions.items()
+        )
+        + '[[targets]]\nid = "cpu-local"\nmode = "local"\n'
+        + "[load]\nlevels = [1, 2]\nduration_s = 1.0\nwarmup_s = 0.25\n[slo]\nlatency_ms = 500\n"
+    )
+    out = tmp_path / "out"
+    run = subprocess.run([ACCELBENCH, "run", str(spec), "--out", str(out)], capture_output=True, text=True,
+                         timeout=1200)  # fmt: skip
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    for variant in (
+        "det__cpu-local__fp32",
+        "det__cpu-local__int8",
+        "detq__cpu-local__int8",
+        "vad__cpu-local__fp32",
+    ):
+        doc = json.loads((out / "results" / f"{variant}__closed-http-b1.json").read_text())
+        assert doc["steps"] and all(
+            s["requests"] > 0 and not any((s.get("errors") or {}).values()) for s in doc["steps"]
+        )
+        config = (out / "repository" / "cpu-local" / variant / "config.pbtxt").read_text()
+        assert "max_batch_size" not in config and "dynamic_batching" not in config, config  # 0: no batching
+    manifest = json.loads((out / "variants" / "detq__cpu-local__int8" / "manifest.json").read_text())
+    assert manifest["recipe"] == "as-quantized" and manifest["graph_cost"]["flops_per_inference"] > 0
+    report = (out / "report" / "report.md").read_text()
+    assert "max_batch_size 0: the model does not batch, the sweep varied concurrency only" in report
