@@ -210,6 +210,11 @@ def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_p
     accuracy.write_reference(vdir, accuracy.stack(make_inputs(card, 1, 2, 0), runs=True), {})
     manifest = {"name": "vad__cpu-local__fp32", "card": card.to_dict(), "format": "onnx",
                 "inputs": [s.to_dict() for s in card.inputs], "outputs": [s.to_dict() for s in card.outputs]}  # fmt: skip
+    if flavor == "ngc":  # Triton has no scalars without batching; the native ORT backend cannot reshape
+        with pytest.raises(BadInputError, match=r"no scalar inputs .*\(sr\).* local or torch-cuda flavor"):
+            plan_model(vdir, manifest, flavor)
+        manifest["inputs"] = [s.to_dict() for s in card.inputs if s.name != "sr"]
+        manifest["card"]["inputs"] = manifest["inputs"]
     plan = plan_model(vdir, manifest, flavor)
     from google.protobuf import json_format
 
@@ -217,8 +222,10 @@ def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_p
     assert "maxBatchSize" not in config and "dynamicBatching" not in config  # 0: not batched
     dims = {t["name"]: t for t in config["input"]}
     assert dims["state"]["dims"] == ["2", "-1", "3"] and dims["input"]["dims"] == ["-1", "4"]
-    assert dims["sr"]["dims"] == ["1"] and dims["sr"]["reshape"] == {}  # a scalar: [1] reshaped to []
-    assert "modelWarmup" not in config  # zeros would be a wrong sample rate
+    if flavor != "ngc":  # a graph scalar is declared [1] and reshaped by model.py
+        assert dims["sr"]["dims"] == ["1"] and "reshape" not in dims["sr"]
+        assert config["parameters"]["scalar_inputs"]["stringValue"] == "sr"
+    assert ("modelWarmup" in config) == (flavor == "ngc")  # zeros would be a wrong sample rate
     assert any("max_batch_size 0" in n and "concurrency only" in n for n in plan.notes)
     if flavor == "torch-cuda":  # no CUDA-graph buckets for a model that takes one shape
         assert config["parameters"]["batch_buckets"].get("stringValue", "") == ""

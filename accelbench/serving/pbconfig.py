@@ -32,6 +32,11 @@ class IoSpec:
     full: bool = False
     fixed_values: tuple[str, ...] = ()  # inputs the card gives a value: zero warmup data would be wrong
 
+    @property
+    def scalar_inputs(self) -> tuple[str, ...]:
+        """Graph scalars of a model that does not batch: declared ``dims: [1]``, reshaped by model.py."""
+        return tuple(s.name for s in self.inputs if self.full and not s.dims)
+
     @classmethod
     def from_manifest(
         cls, manifest: dict, shapes: dict[str, tuple[int, ...]] | None = None, batched: bool = True
@@ -87,6 +92,9 @@ def _base(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
     batched = config.max_batch_size > 0
     for spec in io.inputs:
         tensor = config.input.add(name=spec.name, data_type=pb.DataType.Value(spec.data_type))
+        if io.full and not spec.dims:  # Triton has no scalars without batching: [1], model.py reshapes
+            tensor.dims.append(1)
+            continue
         _set_dims(tensor, spec.dims if batched or io.full else (spec.batch_dim, *spec.dims))
     for spec in io.outputs:
         tensor = config.output.add(name=spec.name, data_type=pb.DataType.Value(spec.data_type))
@@ -140,11 +148,17 @@ def _param(config: Any, key: str, value: str) -> None:
     config.parameters[key].string_value = value
 
 
+def _scalars(config: Any, io: IoSpec) -> None:
+    if io.scalar_inputs:
+        _param(config, "scalar_inputs", ",".join(io.scalar_inputs))
+
+
 def local_config(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
     """Python backend running ``model.onnx`` through onnxruntime (accelbench's ``model.py``)."""
     config = _base(name, io, defaults, overrides)
     config.backend = "python"
     _param(config, "onnx_file", "model.onnx")
+    _scalars(config, io)
     _param(config, "intra_op_num_threads", str(threads(defaults, overrides)))
     _param(config, "device", "auto")
     return config
@@ -155,6 +169,7 @@ def torch_config(name: str, io: IoSpec, defaults: Any, overrides: dict, torch_pa
     config = _base(name, io, defaults, overrides)
     config.backend = "python"
     _param(config, "onnx_file", "model.onnx")
+    _scalars(config, io)
     for key, value in torch_params.items():
         _param(config, key, value)
     return config
@@ -170,6 +185,11 @@ def onnxruntime_config(
     model_root: str,
 ) -> Any:
     """Native onnxruntime backend; on GPU targets the TensorRT accelerator at ``trt_precision``."""
+    if io.scalar_inputs:
+        raise BadInputError(
+            f"{name}: Triton has no scalar inputs for a model that does not batch ({', '.join(io.scalar_inputs)}) "
+            "and its onnxruntime backend cannot reshape [1] to []; serve it with the local or torch-cuda flavor"
+        )
     config = _base(name, io, defaults, overrides)
     config.backend = "onnxruntime"
     config.platform = "onnxruntime_onnx"
