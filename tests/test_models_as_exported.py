@@ -310,3 +310,17 @@ def test_models_as_exported_go_from_card_to_report_without_hand_edits(tmp_path):
     assert manifest["recipe"] == "as-quantized" and manifest["graph_cost"]["flops_per_inference"] > 0
     report = (out / "report" / "report.md").read_text()
     assert "max_batch_size 0: the model does not batch, the sweep varied concurrency only" in report
+
+
+@pytest.mark.parametrize(
+    ("config", "note"),
+    [
+        ('name: "m"\nmax_batch_size: 8\ninput {\n}\n', False),
+        ('name: "m"\ninput {\n  dims: 1\n}\n', True),  # text format leaves max_batch_size 0 out
+        ("", False),  # a remote server's: unknown
+    ],
+)
+def test_the_report_says_when_a_model_was_not_batched(config, note):
+    from accelbench.reports.build import unbatched_note
+
+    assert (unbatched_note(config) is not None) == note

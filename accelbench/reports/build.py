@@ -315,7 +315,7 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
     )  # fmt: skip
     _accuracy(row, g.accuracy(), row["variant"])
     _provenance(row, docs)
-    row["batching_note"] = unbatched_note(docs[0].repository_config)
+    row["batching_note"] = unbatched_note(docs[0].provenance.repository_config)
     if cap.step_key:
         run_id, index = cap.step_key
         doc = next(r.doc for r in g.results if g.label(r) == run_id)
