@@ -110,6 +110,17 @@ _QUANTIZED_SUFFIXES = ("Integer", "IntegerToFloat")  # ConvInteger, MatMulIntege
 QUANTIZED_EXACT = ("QGemm", "QAttention", "QOrderedMatMul")
 
 
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for body in attr.graphs:
+                    yield from _all_nodes(body)
+
+
 def quantized_ops(model: onnx.ModelProto) -> list[str]:
     """The op types (sorted) that mark ``model`` as already quantized; empty for a float graph.
 
@@ -117,10 +128,11 @@ def quantized_ops(model: onnx.ModelProto) -> list[str]:
     QuantizeLinear/DequantizeLinear at the graph's edge (int8 inputs) does not."""
     found = set()
     readers: dict[str, set[str]] = {}
-    for node in model.graph.node:
+    nodes = list(_all_nodes(model.graph))  # If/Loop branches too
+    for node in nodes:
         for name in node.input:
             readers.setdefault(name, set()).add(node.op_type)
-    for node in model.graph.node:
+    for node in nodes:
         op = node.op_type
         if op.startswith(_QUANTIZED_PREFIXES) or op.endswith(_QUANTIZED_SUFFIXES) or op in QUANTIZED_EXACT:
             found.add(op)

@@ -96,6 +96,10 @@ def make_variant(
     recipe, calibration, tried = attempts.try_in_order(
         recipes, lambda r: run_recipe(r, src, out / MODEL_FILE, options), out / MODEL_FILE, sample, label
     )
+    notes = []
+    if precision == "int8" and not intake.quantized_ops(_load(out / MODEL_FILE)):
+        # silero-vad keeps every Conv inside If branches, where ORT's quantizers do not reach
+        notes.append(f"{recipe} quantized no op of this graph: the INT8 variant computes in float")
     return VariantResult(
         precision=precision,
         recipe=recipe,
@@ -104,6 +108,7 @@ def make_variant(
         toolchain={"name": "onnxruntime", "version": version()},
         calibration=calibration,
         attempts=tried,
+        notes=notes,
     )
 
 
