@@ -40,8 +40,8 @@ BY_NAME = {m.name: m for m in ALL}
 COUNTED_OPS = {"LSTM", "DynamicQuantizeLSTM", "ConvInteger", "MatMulInteger", "DynamicQuantizeLinear"}
 
 
-def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    run = subprocess.run([ACCELBENCH, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+def _cli(*args: str, cwd: Path | None = None, timeout_s: int = 600) -> subprocess.CompletedProcess:
+    run = subprocess.run([ACCELBENCH, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout_s)
     assert "Traceback" not in run.stderr, run.stderr
     return run
 
@@ -105,7 +105,7 @@ def test_quantize_int8(model, cards, run_out):
         pytest.skip("its card test did not run or failed")
     variants = run_out / "variants"  # where `accelbench run` below looks: it reuses these
     run = _cli("quantize", str(cards[model.name]), "--target", "cpu-local", "--precision", "int8",
-               "--out", str(variants), "--json")  # fmt: skip
+               "--out", str(variants), "--json", timeout_s=SLOW_MODELS.get(model.name, 600) - 60)  # fmt: skip
     if run.returncode != 0:
         lines = run.stderr.strip().splitlines()
         assert (
@@ -155,6 +155,7 @@ def test_a_recipe_that_fails_is_a_one_line_refusal(cards, workdir):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_short_run_on_cpu_local(cards, run_out):
     """One `accelbench run` over every corpus model: FP32 and INT8, one level, short steps."""
     if not cards:
@@ -169,7 +170,7 @@ def test_short_run_on_cpu_local(cards, run_out):
         + '[[targets]]\nid = "cpu-local"\nmode = "local"\n'
         + "[load]\nlevels = [1]\nduration_s = 1.0\nwarmup_s = 0.25\n[slo]\nlatency_ms = 500\n"
     )
-    run = _cli("run", str(spec), "--out", str(run_out))
+    run = _cli("run", str(spec), "--out", str(run_out), timeout_s=2300)
     assert run.returncode == 0, run.stderr[-3000:]
     results = sorted(p.name for p in (run_out / "results").glob("*.json"))
     for name in cards:  # every model was served and measured (its FP32 at least; INT8 if already quantized)
