@@ -478,7 +478,14 @@ class Toolchain(_Part):
 class TensorSpec(_Part):
     name: str
     dtype: str = Field(description="numpy dtype name")
-    shape: list[int] = Field(description="-1 = dynamic; the first dimension is the batch")
+    shape: list[int] = Field(
+        description="the whole tensor, -1 = dynamic; shape[batch_axis] is the batch (-1 dynamic, N fixed)"
+    )
+    batch_axis: int | Literal["none"] | None = Field(
+        None, description="the batch axis when not 0; 'none': the tensor has none (card field batch_axis)"
+    )
+    value: Any = Field(None, description="a fixed value fed on every run (a sample rate, a flag)")
+    state_from: str | None = Field(None, description="recurrent state: the output that carries it on")
 
 
 class Calibration(_Part):

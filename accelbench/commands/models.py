@@ -97,20 +97,50 @@ def inspect_cmd(
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="Write the card here.")
 @click.option("--name", default=None, help="Model name (default: the file name).")
 @click.option("--task", type=click.Choice(TASKS), default=None, help="Override the guessed task.")
+@click.option(
+    "--value",
+    "values",
+    multiple=True,
+    metavar="NAME:V[,V…]",
+    help="A fixed value for an input that is not data, e.g. sr:16000 (a sample rate; repeatable).",
+)
 def card_cmd(
-    model: str, shapes: tuple[str, ...], out: str | None, name: str | None, task: str | None
+    model: str,
+    shapes: tuple[str, ...],
+    out: str | None,
+    name: str | None,
+    task: str | None,
+    values: tuple[str, ...],
 ) -> None:
-    """Write a model card (TOML) for MODEL.onnx from its graph: tensors, generator, accuracy metric."""
+    """Write a model card (TOML) for MODEL.onnx from its graph: tensors, batch, generator, accuracy metric."""
     from pathlib import Path
 
     from accelbench.models.card_writer import card_from_graph, write_card
 
     card_dir = Path(out).parent if out else None
-    text = write_card(card_from_graph(model, shapes, name=name, task=task, card_dir=card_dir), out)
+    card = card_from_graph(model, shapes, name=name, task=task, card_dir=card_dir, values=values)
+    text = write_card(card, out)
     if out:
         click.echo(f"card: {out}")
     else:
         click.echo(text, nl=False)
+
+
+@models_group.command("rebatch")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option(
+    "--out", "out", type=click.Path(dir_okay=False), required=True, help="Write the new graph here."
+)
+@_SHAPE_OPTION
+def rebatch_cmd(model: str, out: str, shapes: tuple[str, ...]) -> None:
+    """Make MODEL.onnx's fixed batch dynamic, proved by a batch of 2 against two batches of 1."""
+    from accelbench.models.rebatch import rebatch
+
+    done = rebatch(model, out, shapes)
+    click.echo(
+        f"{done.path}: batch {done.batch} → dynamic on {', '.join(done.tensors)}; "
+        f"a batch of 2 matches two batches of 1 (max |difference| {done.max_abs_diff:.3g})"
+    )
 
 
 @click.command("roofline")

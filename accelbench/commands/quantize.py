@@ -33,6 +33,12 @@ import click
     help="Override the default recipe: ort-dynamic-int8-per-channel, ort-static-qdq-int8 (CPU); "
     "qdq-int8-symmetric-smoothquant, qdq-int8-symmetric (TensorRT INT8). See docs/quantization.md.",
 )
+@click.option(
+    "--reference",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The float graph of a MODEL that is already quantized: its FP32 variant and the gate's reference.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the manifests as JSON.")
 @click.pass_context
 def quantize_command(
@@ -42,6 +48,7 @@ def quantize_command(
     precision: str | None,
     out_dir: str,
     recipe: str | None,
+    reference: str | None,
     as_json: bool,
 ) -> None:
     """Quantize MODEL (builtin:NAME, a card .toml, hf:ID_OR_DIR or an .onnx) for one hardware target.
@@ -57,6 +64,7 @@ def quantize_command(
         out_dir=Path(out_dir),
         recipe=recipe,
         catalog_path=(ctx.obj or {}).get("catalog_path"),
+        reference=Path(reference) if reference else None,
     )
     manifests = quantize(request)
     if as_json:

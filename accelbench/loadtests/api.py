@@ -44,10 +44,11 @@ def model_card(manifest: dict | None, card_uri: str | None):
 def expected_outputs(manifest: dict | None, card, served: Callable[[], Any]) -> list[dict[str, Any]]:
     """Outputs every answer must carry (name, numpy dtype, shape): manifest, card, else the server's metadata
     (``served()`` reads it)."""
+    batched = {"batched": False} if card is not None and not card.batchable else {}
     if manifest and manifest.get("outputs"):
-        return [dict(o) for o in manifest["outputs"]]
+        return [{**o, **batched} for o in manifest["outputs"]]
     if card is not None and card.outputs:
-        return [o.to_dict() for o in card.outputs]
+        return [{**o.to_dict(), **batched} for o in card.outputs]
     return served().expected_outputs()
 
 
@@ -56,7 +57,11 @@ def _payloads(card, served: Callable[[], Any], profile: LoadProfile) -> list:
     if card is not None and profile.input_data is None and not profile.shapes:
         from accelbench.models.inputs import make_inputs
 
-        return make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
+        payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
+        if card.batchable:
+            return payloads
+        # max_batch_size 0: Triton takes a scalar as dims [1] (config.pbtxt reshapes it to the graph's [])
+        return [{k: v.reshape(1) if v.ndim == 0 else v for k, v in p.items()} for p in payloads]
     return make_payloads(served(), profile.batch_size, PAYLOAD_COUNT, profile.seed,
                          profile.input_data or "random", parse_shapes(profile.shapes))  # fmt: skip
 

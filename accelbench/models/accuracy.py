@@ -7,6 +7,11 @@ Metrics (pure functions, numpy in, floats out):
 - ``max_abs``: largest absolute difference; value = worst = that difference.
 
 cosine/top1 pass when value ≥ tolerance, max_abs when value ≤ tolerance.
+
+Reference data (``reference/inputs.npz``, ``outputs.npz``) of a card that batches on the first axis holds
+the samples concatenated on that axis, as ONNX Runtime runs them ``batch_size`` at a time. A model that
+cannot batch that way (a fixed batch, a batch axis elsewhere, fixed values) keeps one run per index of a
+new first axis, ``[runs, *run shape]``, and is run one run at a time (``runs=True``).
 """
 
 from __future__ import annotations
@@ -102,14 +107,14 @@ def read_reference(variant_dir: str | os.PathLike) -> tuple[dict[str, np.ndarray
         raise BadInputError(f"{ref}: reference data missing or unreadable ({err})") from None
 
 
-def run_onnx_cpu(
-    model_path: str | os.PathLike,
-    inputs: dict[str, np.ndarray],
-    batch_size: int = 8,
-    output_names: list[str] | None = None,
-    threads: int | None = None,
-) -> dict[str, np.ndarray]:
-    """Run an ONNX model on ORT CPU over samples stacked on axis 0, ``batch_size`` at a time."""
+def stack(feeds: list[dict[str, np.ndarray]], runs: bool = False) -> dict[str, np.ndarray]:
+    """Feeds (one per run) as reference arrays: concatenated on the batch axis, or ``runs``: stacked on a
+    new first axis (see the module docstring)."""
+    join = np.stack if runs else np.concatenate
+    return {name: join([f[name] for f in feeds]) for name in feeds[0]}
+
+
+def _session(model_path: str | os.PathLike, threads: int | None = None) -> Any:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -117,20 +122,58 @@ def run_onnx_cpu(
         opts.intra_op_num_threads = threads
     opts.log_severity_level = 3  # quantized graphs log harmless per-node warnings
     try:
-        session = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
     except Exception as err:  # ORT raises its own types (Fail, InvalidGraph, NotImplemented) with long text
         from accelbench.models.intake import one_line
 
         raise BadInputError(f"ONNX Runtime cannot load {model_path}: {one_line(err)}") from None
+
+
+def run_onnx_cpu(
+    model_path: str | os.PathLike,
+    inputs: dict[str, np.ndarray],
+    batch_size: int = 8,
+    output_names: list[str] | None = None,
+    threads: int | None = None,
+    runs: bool = False,
+) -> dict[str, np.ndarray]:
+    """Run an ONNX model on ORT CPU over samples stacked on axis 0, ``batch_size`` at a time; with ``runs``
+    each index of axis 0 is one whole run (a model that cannot batch), and the outputs are stacked so."""
+    session = _session(model_path, threads)
     names = output_names or [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
     n = len(next(iter(inputs.values())))
     chunks: dict[str, list[np.ndarray]] = {name: [] for name in names}
-    for start in range(0, n, batch_size):
-        feed = {k: v[start : start + batch_size] for k, v in inputs.items() if k in wanted}
+    step = 1 if runs else batch_size
+    for start in range(0, n, step):
+        if runs:
+            feed = {k: np.asarray(v[start]) for k, v in inputs.items() if k in wanted}  # 0-d stays an array
+        else:
+            feed = {k: v[start : start + batch_size] for k, v in inputs.items() if k in wanted}
         for name, value in zip(names, _run(session, names, feed, model_path), strict=True):
             chunks[name].append(value)
-    return {name: np.concatenate(parts) for name, parts in chunks.items()}
+    join = np.stack if runs else np.concatenate
+    return {name: join(parts) for name, parts in chunks.items()}
+
+
+def chain_states(
+    model_path: str | os.PathLike, feeds: list[dict[str, np.ndarray]], state_from: dict[str, str]
+) -> list[dict[str, np.ndarray]]:
+    """The feeds as one stream: each state input (``state_from``: input → output) gets the previous run's
+    output, the first run keeps the zeros it was given. Runs the model (the FP32 one) once per feed."""
+    if not state_from or not feeds:
+        return feeds
+    session = _session(model_path)
+    outputs = sorted(set(state_from.values()))
+    chained, previous = [], None
+    for feed in feeds:
+        feed = dict(feed)
+        if previous is not None:
+            for name, output in state_from.items():
+                feed[name] = previous[output].astype(feed[name].dtype, copy=False)
+        chained.append(feed)
+        previous = dict(zip(outputs, _run(session, outputs, feed, model_path), strict=True))
+    return chained
 
 
 def _run(session: Any, names: list[str], feed: dict[str, np.ndarray], model_path: Any) -> list[np.ndarray]:
@@ -149,13 +192,14 @@ def gate(
     metric: str,
     tolerance: float,
     output: str,
+    runs: bool = False,
 ) -> dict[str, Any]:
     """Run the variant on ORT CPU over the held-out inputs and judge it against the FP32 outputs."""
     if output not in reference_outputs:
         raise BadInputError(
             f"accuracy output {output!r} is not among the model outputs {sorted(reference_outputs)}"
         )
-    got = run_onnx_cpu(model_path, reference_inputs, output_names=[output])[output]
+    got = run_onnx_cpu(model_path, reference_inputs, output_names=[output], runs=runs)[output]
     value, worst = compare(metric, reference_outputs[output], got.astype(np.float32))
     return {
         "metric": metric,

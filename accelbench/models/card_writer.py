@@ -1,7 +1,9 @@
 """``accelbench models card``: a model card written from an ONNX graph, so nobody has to read source to write one.
 
-From the graph: the inputs and outputs (names, dtypes, shapes; the first dimension is the batch, -1), a
-request generator guessed from the inputs and an accuracy metric guessed from the outputs (docs/models.md):
+From the graph: the inputs and outputs (names, dtypes, shapes), where the batch is (``graph_batch``: dynamic,
+fixed at N or none, and each input's batch axis), recurrent state inputs (an input ``state`` with an output
+``stateN``, ``h_in``/``h_out``, …: ``state_from``), a request generator guessed from the inputs and an
+accuracy metric guessed from the outputs (docs/models.md):
 
 - generator ``tokens`` when an integer input is named like token ids (``input_ids``); the sequence length is
   the input's fixed second dimension or 128, the vocabulary the rows of the embedding table it indexes;
@@ -12,11 +14,13 @@ request generator guessed from the inputs and an accuracy metric guessed from th
 - task ``embedding``, ``classification``, ``segmentation`` (a 4-D map output), ``detection`` (a 3-D head
   ``[N, C, anchors]`` with more anchors than channels) or ``other``.
 
-A dynamic dimension other than the batch (and a token sequence length) must be given with ``--shape``.
+A dynamic dimension other than the batch (and a token sequence length) must be given with ``--shape``; a
+scalar input (a sample rate, a flag) needs its value, ``--value NAME:V``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -26,6 +30,7 @@ from pathlib import Path
 import onnx
 
 from accelbench.errors import BadInputError
+from accelbench.models import graph_batch
 from accelbench.models.cards import DTYPES, AccuracySpec, GeneratorSpec, ModelCard, TensorSpec, card_from_dict
 
 DEFAULT_SEQ_LEN = 128
@@ -34,6 +39,20 @@ TOP1_TOLERANCE = 0.9  # fraction of held-out samples whose argmax must agree wit
 MAX_ABS_TOLERANCE = 0.05  # one value per row (a probability, a score)
 _CLASS_NAMES = re.compile(r"logit|prob|softmax|label|class|score", re.IGNORECASE)
 _TOKEN_NAMES = re.compile(r"ids$|^ids|token", re.IGNORECASE)
+# output names that carry an input's recurrent state to the next run: state → stateN, h_in → h_out, …
+_STATE_OUTPUTS = ("{}N", "{}_out", "{}_new", "new_{}", "next_{}", "out_{}")
+
+
+def parse_value(text: str) -> tuple[str, list[float] | float]:
+    """``NAME:V`` or ``NAME:V1,V2,…`` → (name, value); BadInputError on anything else."""
+    name, sep, values = text.rpartition(":")
+    try:
+        numbers = [float(v) for v in values.split(",")]
+    except ValueError:
+        numbers = []
+    if not sep or not name or not numbers:
+        raise BadInputError(f"--value {text!r}: expected NAME:V or NAME:V1,V2,…, e.g. sr:16000")
+    return name, numbers[0] if len(numbers) == 1 and "," not in values else numbers
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -50,11 +69,7 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def _dims(value: onnx.ValueInfoProto) -> list[int | str]:
-    return [
-        d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
-        for d in value.type.tensor_type.shape.dim
-    ]
+_dims = graph_batch.dims
 
 
 def _dtype(value: onnx.ValueInfoProto) -> str:
@@ -70,33 +85,76 @@ def _dtype(value: onnx.ValueInfoProto) -> str:
     return name
 
 
-def _input_spec(value: onnx.ValueInfoProto, given: tuple[int, ...] | None, token: bool) -> TensorSpec:
+def _value_spec(value: onnx.ValueInfoProto, given: list[float] | float) -> TensorSpec:
+    dims = _dims(value)
+    data = given if isinstance(given, list) else [given]
+    if len(dims) > 1 or (dims and isinstance(dims[0], int) and dims[0] > 0 and dims[0] != len(data)):
+        raise BadInputError(f"--value {value.name}: {len(data)} value(s) for an input of shape {dims}")
+    dtype = _dtype(value)
+    cast = float if dtype.startswith("float") else (bool if dtype == "bool" else int)
+    items = [cast(x) for x in data]
+    shape = (len(items),) if dims else ()
+    return TensorSpec(value.name, dtype, shape, batch_axis=None, value=items if dims else items[0])
+
+
+def _input_spec(
+    value: onnx.ValueInfoProto, given: tuple[int, ...] | None, token: bool, batch: str, axis: int | None
+) -> TensorSpec:
     dims = _dims(value)
     if not dims:
-        raise BadInputError(f"input {value.name!r} is a scalar; cards describe batched tensors only")
+        raise BadInputError(
+            f"input {value.name!r} is a {_dtype(value)} scalar (a sample rate, a flag): give the value it must "
+            f"have with --value {value.name}:V"
+        )
     if given is not None:
         if len(given) != len(dims):
             raise BadInputError(f"--shape {value.name}: {len(given)} sizes for a {len(dims)}-D input {dims}")
-        dims = list(given)
-    shape = [-1]
-    for i, d in enumerate(dims[1:], start=1):
-        if isinstance(d, int) and d > 0:
+        dims = [d if i == axis else g for i, (d, g) in enumerate(zip(dims, given, strict=True))]
+    shape = []
+    for i, d in enumerate(dims):
+        if i == axis and batch == "dynamic":
+            shape.append(-1)
+        elif isinstance(d, int) and d > 0:
             shape.append(d)
         elif token and i == 1:
             shape.append(-1)  # the tokens generator's seq_len fills it
         else:
-            example = ",".join(str(x) if isinstance(x, int) and x > 0 else "N" for x in [1, *dims[1:]])
+            example = ",".join(
+                "1" if j == axis else (str(x) if isinstance(x, int) and x > 0 else "N")
+                for j, x in enumerate(dims)
+            )
             raise BadInputError(
                 f"input {value.name!r} has a dynamic dimension {i} ({d}); give its size with "
                 f"--shape {value.name}:{example}"
             )
-    return TensorSpec(value.name, _dtype(value), tuple(shape))
+    return TensorSpec(value.name, _dtype(value), tuple(shape), batch_axis=axis)
 
 
-def _output_spec(value: onnx.ValueInfoProto) -> TensorSpec:
+def _output_spec(
+    value: onnx.ValueInfoProto, batch: str, probed: tuple[int, ...] | None, axis: int | None
+) -> TensorSpec:
+    """Declared sizes (-1 where dynamic), the probed ones where the declared rank is wrong; the batch axis
+    -1 when the batch is dynamic."""
     dims = _dims(value)
-    shape = [-1] + [d if isinstance(d, int) and d > 0 else -1 for d in dims[1:]]
-    return TensorSpec(value.name, _dtype(value), tuple(shape) if dims else (-1,))
+    if probed is not None and len(probed) != len(dims):
+        dims = list(probed)
+    shape = [d if isinstance(d, int) and d > 0 else -1 for d in dims]
+    if batch == "dynamic" and axis is not None and axis < len(shape):
+        shape[axis] = -1
+    if axis is not None and axis >= len(shape):
+        axis = None
+    return TensorSpec(value.name, _dtype(value), tuple(shape), batch_axis=axis)
+
+
+def _output_axis(batch: str, shape: Sequence[int], probed_axis: int | None, batchable: bool) -> int | None:
+    """An output's batch axis: 0 where every input batches on 0, else the probed one; a fixed batch N:
+    the first axis of size N."""
+    if not shape or batch == "none":
+        return None
+    if batch == "dynamic":
+        return 0 if batchable and probed_axis in (None, 0) else probed_axis
+    size = int(batch.partition(":")[2])
+    return next((i for i, d in enumerate(shape) if d == size), None)
 
 
 def _vocab_size(graph: onnx.GraphProto, ids_name: str) -> int | None:
@@ -177,8 +235,10 @@ def card_from_graph(
     name: str | None = None,
     task: str | None = None,
     card_dir: str | os.PathLike | None = None,
+    values: Sequence[str] = (),
 ) -> ModelCard:
-    """A card for ``onnx_path``; ``shapes`` are ``--shape`` strings; ``source`` is relative to ``card_dir``."""
+    """A card for ``onnx_path``; ``shapes`` are ``--shape`` strings, ``values`` ``--value`` ones; ``source``
+    is relative to ``card_dir``."""
     from accelbench.models.loader import _safe_name, check_onnx_file
 
     path = Path(onnx_path)
@@ -187,17 +247,13 @@ def card_from_graph(
     graph = model.graph
     weights = {t.name for t in graph.initializer}
     inputs = [v for v in graph.input if v.name not in weights]
-    given = dict(parse_shape(s) for s in shapes)
-    if unknown := sorted(set(given) - {v.name for v in inputs}):
-        raise BadInputError(
-            f"--shape names no input of {path.name}: {', '.join(unknown)}; inputs: {', '.join(v.name for v in inputs)}"
-        )
-    token_inputs = {v.name for v in inputs if _dtype(v).startswith("int") and _TOKEN_NAMES.search(v.name)}
-    if token_inputs:  # masks and type ids of a text encoder share the token axis
-        token_inputs |= {v.name for v in inputs if _dtype(v).startswith("int") and len(_dims(v)) == 2}
-    in_specs = tuple(_input_spec(v, given.get(v.name), v.name in token_inputs) for v in inputs)
-    out_specs = tuple(_output_spec(v) for v in graph.output)
-    generator = _generator(graph, inputs, token_inputs)
+    given = _named(path, inputs, "--shape", dict(parse_shape(s) for s in shapes))
+    fixed = _named(path, inputs, "--value", dict(parse_value(v) for v in values))
+    batch = graph_batch.graph_batch(inputs, set(fixed))
+    in_specs = _input_specs(graph, inputs, given, fixed, batch)
+    out_specs = _output_specs(path, graph, in_specs, batch.batch)
+    data = [v for v in inputs if v.name not in fixed and not _state_of(v.name, graph)]
+    generator = _generator(graph, data, {s.name for s in in_specs if s.name in _token_inputs(data)})
     accuracy, guessed_task = _accuracy_and_task(out_specs, generator, _producer_ops(graph))
     base = Path(card_dir) if card_dir is not None else Path.cwd()
     try:
@@ -210,6 +266,7 @@ def card_from_graph(
         name=name or _safe_name(path.stem),
         source=f"onnx:{Path(source).as_posix()}",
         task=task or guessed_task,
+        batch=batch.batch,
         inputs=in_specs,
         outputs=out_specs,
         generator=generator,
@@ -217,6 +274,65 @@ def card_from_graph(
         description=f"written by `accelbench models card` from {path.name} ({producer}, opset {opset})",
         card_path=base / "card.toml",
     )
+
+
+def _named(path: Path, inputs: Sequence[onnx.ValueInfoProto], option: str, given: dict) -> dict:
+    if unknown := sorted(set(given) - {v.name for v in inputs}):
+        raise BadInputError(
+            f"{option} names no input of {path.name}: {', '.join(unknown)}; "
+            f"inputs: {', '.join(v.name for v in inputs)}"
+        )
+    return given
+
+
+def _token_inputs(inputs: Sequence[onnx.ValueInfoProto]) -> set[str]:
+    tokens = {v.name for v in inputs if _dtype(v).startswith("int") and _TOKEN_NAMES.search(v.name)}
+    if tokens:  # masks and type ids of a text encoder share the token axis
+        tokens |= {v.name for v in inputs if _dtype(v).startswith("int") and len(_dims(v)) == 2}
+    return tokens
+
+
+def _state_of(name: str, graph: onnx.GraphProto) -> str | None:
+    """The output that carries input ``name``'s recurrent state (``state`` → ``stateN``, ``h_in`` → ``h_out``)."""
+    outputs = {o.name for o in graph.output}
+    candidates = [pattern.format(name) for pattern in _STATE_OUTPUTS]
+    if name.endswith("_in"):
+        candidates.append(name[:-3] + "_out")
+    if name.startswith("in_"):
+        candidates.append("out_" + name[3:])
+    return next((c for c in candidates if c in outputs), None)
+
+
+def _input_specs(
+    graph: onnx.GraphProto,
+    inputs: Sequence[onnx.ValueInfoProto],
+    given: dict,
+    fixed: dict,
+    batch: graph_batch.GraphBatch,
+) -> tuple[TensorSpec, ...]:
+    tokens = _token_inputs([v for v in inputs if v.name not in fixed])
+    specs = []
+    for v in inputs:
+        if v.name in fixed:
+            specs.append(_value_spec(v, fixed[v.name]))
+            continue
+        spec = _input_spec(v, given.get(v.name), v.name in tokens, batch.batch, batch.axes[v.name])
+        specs.append(dataclasses.replace(spec, state_from=_state_of(v.name, graph)))
+    return tuple(specs)
+
+
+def _output_specs(
+    path: Path, graph: onnx.GraphProto, inputs: tuple[TensorSpec, ...], batch: str
+) -> tuple[TensorSpec, ...]:
+    batchable = batch == "dynamic" and all(s.batch_axis == 0 for s in inputs)
+    probed = graph_batch.probe(path, inputs, dynamic=batch == "dynamic")
+    shapes, axes = probed if probed is not None else ({}, {})
+    specs = []
+    for value in graph.output:
+        shape = shapes.get(value.name) or tuple(d if isinstance(d, int) else -1 for d in _dims(value))
+        axis = _output_axis(batch, shape, axes.get(value.name), batchable)
+        specs.append(_output_spec(value, batch, shapes.get(value.name), axis))
+    return tuple(specs)
 
 
 _GENERATOR_FIELDS = {
@@ -234,10 +350,18 @@ def card_toml(card: ModelCard) -> str:
 
     lines = [f"name = {q(card.name)}", f"source = {q(card.source)}", f"task = {q(card.task)}"]
     lines.append(f"description = {q(card.description)}")
+    if card.batch != "dynamic":
+        lines.append(
+            f"batch = {q(card.batch)}  # {card.batch_note}: requests are not batched (Triton max_batch_size 0)"
+        )
     for table, specs in (("inputs", card.inputs), ("outputs", card.outputs)):
         for spec in specs:
             lines += ["", f"[[{table}]]", f"name = {q(spec.name)}", f"dtype = {q(spec.dtype)}"]
             lines.append(f"shape = [{', '.join(str(d) for d in spec.shape)}]")
+            extra = spec.to_dict()  # batch_axis, value, state_from: only where they are not the default
+            lines += [
+                f"{k} = {json.dumps(extra[k])}" for k in ("batch_axis", "value", "state_from") if k in extra
+            ]
     gen = card.generator
     lines += ["", "[generator]", f"kind = {q(gen.kind)}"]
     lines += [

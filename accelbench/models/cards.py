@@ -5,10 +5,15 @@ Format (every field with an example: docs/models.md; ``accelbench models card MO
     name = "minilm-l6"
     source = "builtin:minilm-l6"      # or "onnx:model.onnx" (relative to the card's folder) or "hf:ID_OR_DIR"
     task = "embedding"                # embedding | classification | detection | segmentation | other
-    [[inputs]]                        # first dim is the batch: -1
+    batch = "dynamic"                 # dynamic | fixed:N | none (default dynamic)
+    [[inputs]]                        # shape[batch_axis] is the batch: -1 when dynamic, N when fixed:N
     name = "input_ids"
     dtype = "int64"
     shape = [-1, 128]
+    # batch_axis = 0                  # which axis is the batch (default 0); "none" for a tensor without one
+    # value = 16000                   # a fixed value fed on every run (a scalar or a small nested list)
+    # state_from = "stateN"           # recurrent state: zeros in requests; calibration and the gate feed
+    #                                 #   it the previous run's output of that name
     [[outputs]]                       # optional
     ...
     [generator]                       # tokens | image | uniform | dataset (see accelbench.models.inputs)
@@ -43,17 +48,64 @@ TASKS = ("embedding", "classification", "detection", "segmentation", "other", "t
 METRICS = ("cosine", "top1", "max_abs", "next_token_agreement")
 GENERATOR_KINDS = ("tokens", "image", "uniform", "dataset")
 DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
+BATCH_KINDS = ("dynamic", "fixed:N", "none")
+NO_BATCH_AXIS = "none"  # how TOML (which has no null) spells a tensor without a batch axis
+MAX_VALUE_ELEMENTS = 4096  # a card value is a sample rate or a flag, not a data set
 BUILTIN_CARDS_DIR = Path(__file__).parent / "cards"
 
 
 @dataclass(frozen=True)
 class TensorSpec:
+    """One input or output. ``shape`` is the whole tensor: -1 = dynamic; ``shape[batch_axis]`` is the batch
+    (-1 when the model's batch is dynamic, N when it is fixed at N); ``batch_axis`` None: no batch axis."""
+
     name: str
     dtype: str
-    shape: tuple[int, ...]  # -1 = dynamic; the first dim is the batch
+    shape: tuple[int, ...]
+    batch_axis: int | None = 0
+    value: Any = None  # inputs: fed as is on every run (a scalar or nested list), never generated
+    state_from: str | None = None  # inputs: the output that carries this state to the next run
+
+    def __post_init__(self) -> None:
+        axis = self.batch_axis
+        if axis is not None and not 0 <= axis < len(self.shape):
+            raise BadInputError(
+                f"tensor {self.name!r}: batch_axis {axis} is outside its {len(self.shape)}-D shape "
+                f'{list(self.shape)} (use batch_axis = "none" for a tensor without a batch axis)'
+            )
+        if self.value is not None:
+            import numpy as np
+
+            try:
+                array = np.asarray(self.value, dtype=self.dtype)
+            except (TypeError, ValueError) as err:
+                raise BadInputError(f"input {self.name!r}: value is not {self.dtype}: {err}") from None
+            if array.shape != tuple(self.shape) or array.size > MAX_VALUE_ELEMENTS:
+                raise BadInputError(
+                    f"input {self.name!r}: value has shape {list(array.shape)}, its shape says "
+                    f"{list(self.shape)} (a value is at most {MAX_VALUE_ELEMENTS} elements)"
+                )
+            if axis is not None:
+                raise BadInputError(f"input {self.name!r}: an input with a value has no batch axis")
+
+    def run_shape(self, batch: int) -> tuple[int, ...]:
+        """The shape of one run at ``batch``: the batch axis set (when dynamic), other -1 left as they are."""
+        if self.batch_axis is None:
+            return self.shape
+        dims = list(self.shape)
+        if dims[self.batch_axis] == -1:
+            dims[self.batch_axis] = batch
+        return tuple(dims)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+        out: dict[str, Any] = {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+        if self.batch_axis != 0:
+            out["batch_axis"] = NO_BATCH_AXIS if self.batch_axis is None else self.batch_axis
+        if self.value is not None:
+            out["value"] = self.value
+        if self.state_from is not None:
+            out["state_from"] = self.state_from
+        return out
 
 
 @dataclass(frozen=True)
@@ -99,6 +151,8 @@ class ModelCard:
     accuracy: AccuracySpec
     outputs: tuple[TensorSpec, ...] = ()
     description: str = ""
+    batch: str = "dynamic"  # dynamic | fixed:N | none
+    reference: str | None = None  # onnx:PATH of a float graph, for a source that is already quantized
     card_path: Path | None = field(default=None, compare=False)  # where relative paths resolve from
     generative: GenerativeSpec | None = None  # task text-generation: tokenizer, context, KV cache shape
 
@@ -113,6 +167,66 @@ class ModelCard:
             raise BadInputError(
                 "field 'generative': a text-generation card needs it, other tasks must not have it"
             )
+        parse_batch(self.batch)
+        self._check_batch_axes()
+        outputs = {o.name for o in self.outputs}
+        for spec in self.inputs:
+            if spec.state_from is not None and outputs and spec.state_from not in outputs:
+                raise BadInputError(
+                    f"input {spec.name!r}: state_from {spec.state_from!r} is not an output "
+                    f"({', '.join(sorted(outputs))})"
+                )
+
+    def _check_batch_axes(self) -> None:
+        fixed = self.fixed_batch
+        for spec in self.inputs:
+            axis = spec.batch_axis
+            if axis is None:
+                continue
+            if self.batch == "none":
+                raise BadInputError(
+                    f'input {spec.name!r} has batch_axis {axis} but the card says batch = "none"'
+                )
+            size = spec.shape[axis]
+            if fixed is None and size != -1:
+                raise BadInputError(
+                    f"input {spec.name!r}: its batch axis {axis} is {size} in the shape; a dynamic batch is -1 "
+                    f'there (or set batch = "fixed:{size}")'
+                )
+            if fixed is not None and size not in (-1, fixed):
+                raise BadInputError(
+                    f"input {spec.name!r}: its batch axis {axis} is {size}, the card's batch is fixed:{fixed}"
+                )
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """N when the model's batch is fixed at N, else None."""
+        return parse_batch(self.batch)
+
+    @property
+    def run_batch(self) -> int:
+        """Samples in one run of the model: N for a fixed batch, else 1 (a model without a batch takes one)."""
+        return self.fixed_batch or 1
+
+    @property
+    def batchable(self) -> bool:
+        """Whether runs can be concatenated into one batch on the first axis (Triton ``max_batch_size`` > 0):
+        a dynamic batch, every tensor's batch axis first, no fixed values."""
+        tensors = (*self.inputs, *self.outputs)
+        return self.batch == "dynamic" and all(t.batch_axis == 0 and t.value is None for t in tensors)
+
+    @property
+    def batch_note(self) -> str | None:
+        """Why requests are not batched, for notes and the report; None when they are."""
+        if self.batchable:
+            return None
+        if self.batch == "dynamic":
+            why = [
+                f"{t.name} batch axis {t.batch_axis}" for t in self.inputs if t.batch_axis not in (0, None)
+            ]
+            why += [f"{t.name} has a fixed value" for t in self.inputs if t.value is not None]
+            return f"the model cannot batch on the first axis ({', '.join(why) or 'outputs'})"
+        return "the model has no batch axis" if self.batch == "none" else f"the model's batch is {self.batch}"
 
     @property
     def source_scheme(self) -> str:
@@ -150,6 +264,8 @@ class ModelCard:
             "source": self.source,
             "task": self.task,
             "description": self.description,
+            **({"batch": self.batch} if self.batch != "dynamic" else {}),
+            **({"reference": self.reference} if self.reference else {}),
             "inputs": [t.to_dict() for t in self.inputs],
             "outputs": [t.to_dict() for t in self.outputs],
             "generator": self.generator.to_dict(),
@@ -159,6 +275,16 @@ class ModelCard:
                 "output": self.metric_output,
             },
         }
+
+
+def parse_batch(text: str) -> int | None:
+    """``dynamic`` / ``none`` → None, ``fixed:N`` → N; BadInputError for anything else."""
+    kind, _, size = str(text).partition(":")
+    if text in ("dynamic", "none"):
+        return None
+    if kind == "fixed" and size.isdigit() and int(size) > 0:
+        return int(size)
+    raise BadInputError(f"field 'batch': unknown value {text!r}; allowed: {', '.join(BATCH_KINDS)}")
 
 
 def _check_choice(value: str, allowed: tuple[str, ...], field_name: str, what: str | None = None) -> None:
@@ -198,7 +324,7 @@ class _Reader:
         return _Reader(self.get(key, dict, {}), self.origin, prefix)
 
 
-def _tensors(reader: _Reader, key: str, required: bool) -> tuple[TensorSpec, ...]:
+def _tensors(reader: _Reader, key: str, required: bool, batch: str) -> tuple[TensorSpec, ...]:
     items = reader.get(key, list, ... if required else [])
     if required and not items:
         raise reader.fail(key, "needs at least one entry")
@@ -208,11 +334,28 @@ def _tensors(reader: _Reader, key: str, required: bool) -> tuple[TensorSpec, ...
             raise reader.fail(f"{key}[{i}]", f"expected a table, got {type(item).__name__}")
         r = _Reader(item, reader.origin, f"{key}[{i}].")
         shape = r.get("shape", list)
-        if not shape or not all(
-            isinstance(d, int) and not isinstance(d, bool) and (d > 0 or d == -1) for d in shape
-        ):
-            raise r.fail("shape", f"expected a list of positive integers or -1, got {shape!r}")
-        specs.append(TensorSpec(r.get("name", str), r.get("dtype", str, allowed=DTYPES), tuple(shape)))
+        if not all(isinstance(d, int) and not isinstance(d, bool) and (d > 0 or d == -1) for d in shape):
+            raise r.fail(
+                "shape", f"expected a list of positive integers or -1 ([] for a scalar), got {shape!r}"
+            )
+        value = item.get("value")
+        no_axis = batch == "none" or value is not None or not shape
+        axis = r.get("batch_axis", (int, str), NO_BATCH_AXIS if no_axis else 0)
+        if isinstance(axis, str) and axis != NO_BATCH_AXIS:
+            raise r.fail("batch_axis", f'expected an axis number or "{NO_BATCH_AXIS}", got {axis!r}')
+        try:
+            specs.append(
+                TensorSpec(
+                    r.get("name", str),
+                    r.get("dtype", str, allowed=DTYPES),
+                    tuple(shape),
+                    batch_axis=None if axis == NO_BATCH_AXIS else axis,
+                    value=value,
+                    state_from=r.get("state_from", str, None),
+                )
+            )
+        except BadInputError as err:
+            raise reader.fail(f"{key}[{i}]", str(err)) from None
     return tuple(specs)
 
 
@@ -245,11 +388,14 @@ def card_from_dict(data: dict[str, Any], origin: str = "<card>", card_path: Path
         tolerance=a.get("tolerance", float, 1e-3),
         output=a.get("output", (str, type(None)), None),
     )
+    batch = r.get("batch", str, "dynamic")
     fields = {
         "name": r.get("name", str),
         "task": r.get("task", str, "other", allowed=TASKS),
-        "inputs": _tensors(r, "inputs", required=True),
-        "outputs": _tensors(r, "outputs", required=False),
+        "batch": batch,
+        "reference": r.get("reference", str, None),
+        "inputs": _tensors(r, "inputs", required=True, batch=batch),
+        "outputs": _tensors(r, "outputs", required=False, batch=batch),
         "description": r.get("description", str, ""),
     }
     if "generative" in data:

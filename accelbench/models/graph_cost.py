@@ -8,6 +8,14 @@ Conventions (FLOPs are per inference = the count at ``batch_size`` divided by ``
 - Softmax 5 per element (max, subtract, exp, sum, divide); LayerNormalization 8 per element (mean, subtract,
   square, variance, normalise, scale, shift, plus the per-row rsqrt folded in); Gelu 8 per element.
 - Pooling: 1 per window element read; GlobalAveragePool and Reduce*: 1 per input element (ReduceL2 2).
+- Recurrent layers (LSTM, GRU, RNN and ORT's DynamicQuantizeLSTM): per time step, sample and direction
+  2 × gates × hidden × (input + hidden) for the gate MatMuls plus 10 × hidden (LSTM; GRU 8, RNN 2) for the
+  gate activations and state update.
+- Already-quantized ops count as their float forms: ConvInteger and QLinearConv as Conv, MatMulInteger,
+  QLinearMatMul, MatMulIntegerToFloat and DynamicQuantizeMatMul as MatMul, QGemm as Gemm;
+  DynamicQuantizeLinear 4 per element (min, max, scale, round), QLinearAdd/QLinearMul 1.
+- Control flow (If, Loop, Scan): the weights in their branches count as parameters; the FLOPs inside do
+  not (``If`` is listed in ``uncounted_op_types``).
 - Data movement (Gather, Reshape, Transpose, Cast, Identity, Concat, Slice, Shape, …): 0. Ops not listed
   are reported in ``uncounted_op_types`` and count 0.
 
@@ -38,6 +46,7 @@ import onnx
 from accelbench.errors import BadInputError
 from accelbench.models.graph_shapes import static_shapes
 from accelbench.models.intake import INDEX_TYPES as _INDEX_TYPES
+from accelbench.models.intake import subgraph_weight_elements
 
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
 COMPUTE_OPS = {
@@ -49,7 +58,17 @@ COMPUTE_OPS = {
     "ConvInteger",
     "QLinearMatMul",
     "QLinearConv",
+    "MatMulIntegerToFloat",
+    "DynamicQuantizeMatMul",
+    "QGemm",
+    "LSTM",
+    "GRU",
+    "RNN",
+    "DynamicQuantizeLSTM",
 }
+_MATMUL_OPS = ("MatMul", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat", "DynamicQuantizeMatMul")
+# gates per recurrent cell, and elementwise FLOPs per hidden unit (activations, cell and state update)
+_RECURRENT = {"LSTM": (4, 10), "DynamicQuantizeLSTM": (4, 10), "GRU": (3, 8), "RNN": (1, 2)}
 FLOPS_PER_ELEMENT = {
     **dict.fromkeys(
         (
@@ -91,9 +110,14 @@ FLOPS_PER_ELEMENT = {
             "Softplus",
             "QuantizeLinear",
             "DequantizeLinear",
+            "QLinearAdd",
+            "QLinearMul",
+            "QLinearSigmoid",
+            "QLinearLeakyRelu",
         ),
         1,
     ),
+    "DynamicQuantizeLinear": 4,
     "Softmax": 5,
     "LogSoftmax": 5,
     "LayerNormalization": 8,
@@ -202,14 +226,17 @@ def _node_flops(node: onnx.NodeProto, shapes: Mapping[str, tuple[tuple[int, ...]
     if out is None:
         raise BadInputError(f"cannot infer the output shape of node {node.name or op!r} ({op})")
     n_out = math.prod(out)
-    if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
+    if op in _MATMUL_OPS:
         a = shapes[node.input[0]][0]
         return 2.0 * n_out * a[-1]
-    if op == "Gemm":
+    if op in _RECURRENT:
+        return _recurrent_flops(node, shapes)
+    if op in ("Gemm", "QGemm"):
         a = shapes[node.input[0]][0]
         trans_a = next((at.i for at in node.attribute if at.name == "transA"), 0)
         k = a[0] if trans_a else a[-1]
-        return 2.0 * n_out * k + (n_out if len(node.input) > 2 and node.input[2] else 0)
+        bias = 6 if op == "QGemm" else 2  # QGemm: A, scale, zero point, B, scale, zero point, C
+        return 2.0 * n_out * k + (n_out if len(node.input) > bias and node.input[bias] else 0)
     if op in ("Conv", "ConvInteger", "QLinearConv", "ConvTranspose"):
         w_index = 3 if op == "QLinearConv" else 1
         w = shapes[node.input[w_index]][0]  # [C_out, C_in/group, k...]
@@ -230,6 +257,18 @@ def _node_flops(node: onnx.NodeProto, shapes: Mapping[str, tuple[tuple[int, ...]
     return None
 
 
+def _recurrent_flops(node: onnx.NodeProto, shapes: Mapping[str, tuple[tuple[int, ...], int]]) -> float:
+    """LSTM/GRU/RNN (and DynamicQuantizeLSTM): steps × batch × directions × per-step cell FLOPs."""
+    gates, elementwise = _RECURRENT[node.op_type]
+    attrs = {a.name: a for a in node.attribute}
+    hidden = attrs["hidden_size"].i
+    directions = 2 if "direction" in attrs and attrs["direction"].s == b"bidirectional" else 1
+    x = shapes[node.input[0]][0]  # [seq, batch, input] (layout 1: [batch, seq, input])
+    steps_times_batch = math.prod(x[:-1])
+    per_step = 2.0 * gates * hidden * (x[-1] + hidden) + elementwise * hidden
+    return steps_times_batch * directions * per_step
+
+
 def _elem_bytes(elem_type: int, precision_bytes: int) -> int:
     # float tensors take the precision's width; integer inputs (token ids, masks) keep their own
     dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
@@ -248,17 +287,21 @@ def graph_cost(
     batch_size: int = 1,
     precision: str = "fp32",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    batch_axes: Mapping[str, int | None] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> GraphCost:
     """Count parameters, FLOPs and minimum bytes of ``model`` at ``batch_size`` (see module docstring).
 
-    ``input_shapes`` (name → shape, first dim ignored) fixes dynamic non-batch dims such as sequence length.
+    ``input_shapes`` (name → shape, the batch axis ignored) fixes dynamic dims such as sequence length;
+    ``batch_axes`` (input → axis or None) says where each input's batch is (default: axis 0 of every input
+    and output); ``values`` are inputs' fixed values (a sample rate) for a shape run.
     """
     if batch_size < 1:
         raise BadInputError(f"batch size must be ≥ 1, got {batch_size}")
     if precision not in BYTES_PER_ELEMENT:
         raise BadInputError(f"unknown precision {precision!r}; allowed: {', '.join(BYTES_PER_ELEMENT)}")
     pb = BYTES_PER_ELEMENT[precision]
-    proto, weights, shapes = static_shapes(model, batch_size, input_shapes or {})
+    proto, weights, shapes = static_shapes(model, batch_size, input_shapes or {}, batch_axes, values)
     graph_io = {v.name for v in list(proto.graph.input) + list(proto.graph.output)} - set(weights)
     by_op: dict[str, OpCost] = {}
     uncounted: set[str] = set()
@@ -288,6 +331,7 @@ def graph_cost(
                 else:
                     cost.weight_bytes += _tensor_bytes(name, shapes, pb)
     params = sum(math.prod(t.dims) for t in weights.values() if t.data_type not in _INDEX_TYPES)
+    params += subgraph_weight_elements(proto.graph)  # If/Loop branches: weights too, their FLOPs not counted
     io_bytes = sum(_tensor_bytes(n, shapes, pb) for n in graph_io) / batch_size
     return GraphCost(
         batch_size=batch_size,

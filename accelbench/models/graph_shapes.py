@@ -64,14 +64,24 @@ def _fix_input_dims(
     batch_size: int,
     input_shapes: Mapping[str, Sequence[int]],
     weights: Mapping[str, Any],
+    batch_axes: Mapping[str, int | None] | None = None,
 ) -> None:
-    for value in list(model.graph.input) + list(model.graph.output):
+    """Fix the batch axis at ``batch_size`` (axis 0 of every input and output, or the inputs' own
+    ``batch_axes``, the outputs then left to inference) and the other dynamic sizes from ``input_shapes``."""
+    values = list(model.graph.input) + ([] if batch_axes is not None else list(model.graph.output))
+    for value in values:
         if value.name in weights:
             continue
         dims = value.type.tensor_type.shape.dim
         wanted = input_shapes.get(value.name)
+        axis = 0 if batch_axes is None else batch_axes.get(value.name)
         for i, dim in enumerate(dims):
-            if i == 0:
+            if i == axis and batch_axes is not None and dim.HasField("dim_value"):
+                if dim.dim_value != batch_size:
+                    raise BadInputError(
+                        f"input {value.name!r} has its batch fixed at {dim.dim_value}, not {batch_size}"
+                    )
+            elif i == axis:
                 dim.dim_value = batch_size
             elif wanted is not None and i < len(wanted) and wanted[i] > 0:
                 dim.dim_value = int(wanted[i])
@@ -104,15 +114,22 @@ def _inferred_shapes(
 
 
 def static_shapes(
-    model: str | os.PathLike | onnx.ModelProto, batch_size: int, input_shapes: Mapping[str, Sequence[int]]
+    model: str | os.PathLike | onnx.ModelProto,
+    batch_size: int,
+    input_shapes: Mapping[str, Sequence[int]],
+    batch_axes: Mapping[str, int | None] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto], Shapes]:
-    """(graph without its large weights, weights by name, shapes of every tensor) at ``batch_size``."""
+    """(graph without its large weights, weights by name, shapes of every tensor) at ``batch_size``.
+
+    ``values`` (input → array) feed inputs whose value matters (a sample rate) when shapes come from a run."""
     proto = load_model(model)
     weights = _strip_weights(proto)
-    _fix_input_dims(proto, batch_size, input_shapes, weights)
+    _fix_input_dims(proto, batch_size, input_shapes, weights, batch_axes)
     shapes = _inferred_shapes(proto, weights)
     if any(out and out not in shapes for node in proto.graph.node for out in node.output[:1]):
-        shapes = {**_run_shapes(model, batch_size, input_shapes), **shapes}
+        run = _run_shapes(model, batch_size, input_shapes, batch_axes, values or {})
+        shapes = {**run, **shapes}
     return proto, weights, shapes
 
 
@@ -137,7 +154,11 @@ def _session_source(proto: onnx.ModelProto, model: Any) -> Iterator[bytes | str]
 
 
 def _run_shapes(
-    model: str | os.PathLike | onnx.ModelProto, batch_size: int, input_shapes: Mapping[str, Sequence[int]]
+    model: str | os.PathLike | onnx.ModelProto,
+    batch_size: int,
+    input_shapes: Mapping[str, Sequence[int]],
+    batch_axes: Mapping[str, int | None] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> Shapes:
     """Shapes of every node output from one onnxruntime run on dummy inputs (zeros; masks all ones)."""
     import onnxruntime as ort
@@ -145,7 +166,7 @@ def _run_shapes(
     # a copy (we add outputs and fix dims); external data stays on disk: a >2 GB model cannot be serialised
     full = load_model(model)
     weights = {init.name for init in full.graph.initializer}
-    _fix_input_dims(full, batch_size, input_shapes, weights)
+    _fix_input_dims(full, batch_size, input_shapes, weights, batch_axes)
     present = {o.name for o in full.graph.output}
     for node in full.graph.node:
         full.graph.output.extend(onnx.ValueInfoProto(name=o) for o in node.output if o and o not in present)
@@ -156,9 +177,13 @@ def _run_shapes(
         t = value.type.tensor_type
         shape = [d.dim_value for d in t.shape.dim]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
-        feeds[value.name] = (np.ones if "mask" in value.name.lower() else np.zeros)(shape, dtype)
+        if value.name in (values or {}):
+            feeds[value.name] = np.asarray(values[value.name], dtype)
+        else:
+            feeds[value.name] = (np.ones if "mask" in value.name.lower() else np.zeros)(shape, dtype)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3  # exporters' wrong declared output shapes: one warning per run
     try:
         with _session_source(full, model) as source:
             session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])

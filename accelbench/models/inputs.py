@@ -11,6 +11,12 @@ Generators (``[generator] kind`` in the card):
 - ``dataset``: rows of an .npz file (one array per input, first axis = samples), visited in a
   seed-dependent order; requests wrap around when the file has fewer rows than needed.
 
+Inputs that are not data come from their card fields, whatever the generator: an input with a ``value`` gets
+that value on every run; a recurrent ``state_from`` input gets zeros (the state of a fresh stream; quantize
+chains the real state through calibration and held-out samples, ``chain_states``). Each array has the
+input's whole shape, its batch axis (``batch_axis``, not always the first) set to the run's batch; a model
+whose batch is fixed at N always gets N, one without a batch axis exactly one sample.
+
 The same function makes calibration and held-out accuracy samples; use different seeds for them.
 """
 
@@ -27,26 +33,52 @@ _FIRST_REGULAR_TOKEN_ID = 1000
 
 
 def make_inputs(card: ModelCard, batch_size: int, count: int, seed: int) -> list[dict[str, np.ndarray]]:
-    """``count`` payloads, each a dict input-name → array with leading dimension ``batch_size``."""
+    """``count`` payloads, each a dict input-name → array whose batch axis holds ``batch_size`` samples
+    (the fixed batch of a model that has one; 1 for a model without a batch axis)."""
     if batch_size < 1 or count < 0:
         raise BadInputError(f"batch size must be ≥ 1 and count ≥ 0 (got batch {batch_size}, count {count})")
+    batch_size = run_batch(card, batch_size)
+    data = tuple(s for s in card.inputs if s.value is None and s.state_from is None)
     gen = card.generator
-    if gen.kind == "dataset":
-        return _from_dataset(card, batch_size, count, seed)
-    rng = np.random.default_rng(seed)
-    return [_one_request(card.inputs, gen, batch_size, rng) for _ in range(count)]
+    if not data:
+        feeds: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
+    elif gen.kind == "dataset":
+        feeds = _from_dataset(card, data, batch_size, count, seed)
+    else:
+        rng = np.random.default_rng(seed)
+        feeds = [_one_request(data, gen, batch_size, rng) for _ in range(count)]
+    for spec in card.inputs:
+        if spec.value is not None:
+            fixed = np.asarray(spec.value, dtype=spec.dtype)
+            for feed in feeds:
+                feed[spec.name] = fixed
+        elif spec.state_from is not None:
+            for feed in feeds:
+                feed[spec.name] = np.zeros(_shape(spec, batch_size), dtype=spec.dtype)
+    return [{spec.name: feed[spec.name] for spec in card.inputs} for feed in feeds]  # in the card's order
+
+
+def run_batch(card: ModelCard, asked: int) -> int:
+    """The batch one run gets: ``asked`` for a dynamic batch, else the model's own (refusing another)."""
+    own = card.fixed_batch or (None if card.batch == "dynamic" else 1)
+    if own is None:
+        return asked
+    if asked not in (1, own):
+        raise BadInputError(
+            f"model {card.name!r}: {card.batch_note}; every request carries {own} sample(s), not a batch of {asked}"
+        )
+    return own
 
 
 def _shape(spec: TensorSpec, batch_size: int, seq_len: int | None = None) -> tuple[int, ...]:
-    dims = [batch_size]
-    for i, d in enumerate(spec.shape[1:], start=1):
-        if d == -1 and i == 1 and seq_len:
-            d = seq_len
-        if d == -1:
+    dims = list(spec.run_shape(batch_size))
+    for i, d in enumerate(dims):
+        if d == -1 and i == 1 and seq_len and spec.batch_axis == 0:
+            dims[i] = seq_len
+        elif d == -1:
             raise BadInputError(
                 f"input {spec.name!r} has a dynamic dimension {i}; give it a fixed size in the card's shape"
             )
-        dims.append(d)
     return tuple(dims)
 
 
@@ -86,7 +118,7 @@ def _tokens(
     ids = rng.integers(low, gen.vocab_size, size=(batch_size, seq_len))
     ids[:, 0] = gen.cls_token_id
     ids = ids * mask  # [PAD] = 0 in the padding tail
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for spec in specs:
         lower = spec.name.lower()
         if not np.issubdtype(np.dtype(spec.dtype), np.integer):
@@ -100,11 +132,13 @@ def _tokens(
     return out
 
 
-def _from_dataset(card: ModelCard, batch_size: int, count: int, seed: int) -> list[dict[str, np.ndarray]]:
+def _from_dataset(
+    card: ModelCard, specs: tuple[TensorSpec, ...], batch_size: int, count: int, seed: int
+) -> list[dict[str, np.ndarray]]:
     path = card.resolve_path(card.generator.path or "")
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {spec.name: np.asarray(data[spec.name]) for spec in card.inputs}
+            arrays = {spec.name: np.asarray(data[spec.name]) for spec in specs}
     except FileNotFoundError:
         raise BadInputError(f"file not found: {path} (generator.path of card {card.name!r})") from None
     except KeyError as err:
@@ -119,7 +153,11 @@ def _from_dataset(card: ModelCard, batch_size: int, count: int, seed: int) -> li
     n = rows.pop()
     order = np.random.default_rng(seed).permutation(n)
     picks = [order[np.arange(i * batch_size, (i + 1) * batch_size) % n] for i in range(count)]
-    return [
-        {spec.name: arrays[spec.name][idx].astype(spec.dtype, copy=False) for spec in card.inputs}
-        for idx in picks
-    ]
+    return [{spec.name: _rows(arrays[spec.name], idx, spec) for spec in specs} for idx in picks]
+
+
+def _rows(array: np.ndarray, idx: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """Samples ``idx`` of a dataset array (samples first) laid on the input's batch axis."""
+    if spec.batch_axis is None:  # one sample per run, without a batch axis of its own
+        return array[idx[0]].astype(spec.dtype, copy=False)
+    return np.moveaxis(array[idx], 0, spec.batch_axis).astype(spec.dtype, copy=False)

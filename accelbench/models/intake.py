@@ -9,13 +9,16 @@ initializers; models over the 2 GB protobuf limit keep their tensors in external
 - ``upgrade_opset``: ``onnx.version_converter`` to the opset a recipe needs (per-channel QDQ needs 13);
 - ``load_full`` / ``save_model``: load with external data, save with external data when the model needs it;
 - ``weight_elements``: the parameter count convention of the graph cost (initializers and Constant tensors,
-  index types int32/int64 excluded).
+  index types int32/int64 excluded);
+- ``quantized_ops``: the ops that say a graph is already quantized (QLinear*, *Integer, DynamicQuantize*,
+  QuantizeLinear → DequantizeLinear pairs), so quantize keeps it as the INT8 variant instead of again.
 
 Every failure is a BadInputError of one line.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -102,6 +105,60 @@ def weight_elements(model: onnx.ModelProto) -> int:
     return total
 
 
+_QUANTIZED_PREFIXES = ("QLinear", "DynamicQuantize")
+_QUANTIZED_SUFFIXES = ("Integer", "IntegerToFloat")  # ConvInteger, MatMulInteger, MatMulIntegerToFloat
+QUANTIZED_EXACT = ("QGemm", "QAttention", "QOrderedMatMul")
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for body in attr.graphs:
+                    yield from _all_nodes(body)
+
+
+def quantized_ops(model: onnx.ModelProto) -> list[str]:
+    """The op types (sorted) that mark ``model`` as already quantized; empty for a float graph.
+
+    A QuantizeLinear whose output feeds a DequantizeLinear (a QDQ pair) counts as ``QDQ``; a lone
+    QuantizeLinear/DequantizeLinear at the graph's edge (int8 inputs) does not."""
+    found = set()
+    readers: dict[str, set[str]] = {}
+    nodes = list(_all_nodes(model.graph))  # If/Loop branches too
+    for node in nodes:
+        for name in node.input:
+            readers.setdefault(name, set()).add(node.op_type)
+    for node in nodes:
+        op = node.op_type
+        if op.startswith(_QUANTIZED_PREFIXES) or op.endswith(_QUANTIZED_SUFFIXES) or op in QUANTIZED_EXACT:
+            found.add(op)
+        elif op == "QuantizeLinear" and any("DequantizeLinear" in readers.get(o, ()) for o in node.output):
+            found.add("QDQ")
+    return sorted(found)
+
+
+def subgraph_weight_elements(graph: onnx.GraphProto) -> int:
+    """Parameters inside the control-flow branches (If/Loop/Scan bodies) of ``graph``, at any depth: their
+    initializers and Constant tensors, int32/int64 excluded (silero-vad keeps all its weights there)."""
+    total = 0
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                bodies = [attr.g]
+            else:
+                bodies = list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []
+            for body in bodies:
+                tensors = list(body.initializer)
+                tensors += [t for n in body.node if n.op_type == "Constant" and (t := constant_tensor(n))]
+                total += sum(math.prod(t.dims) for t in tensors if t.data_type not in INDEX_TYPES)
+                total += subgraph_weight_elements(body)
+    return total
+
+
 def opset(model: onnx.ModelProto) -> int:
     """The default-domain opset the model imports (1 when it imports none)."""
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -120,11 +177,11 @@ def upgrade_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:
 
 
 def fix_input_dims(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> int:
-    """Give dynamic non-batch input dimensions the card's fixed sizes, in place; returns how many were set.
+    """Give dynamic input dimensions the card's fixed sizes, in place; returns how many were set.
 
-    The batch (first) dimension stays dynamic so the variant still serves any batch size; with the rest
-    fixed, plain ONNX shape inference resolves the graph (symbolic inference on a paddle2onnx detector took
-    25 s for what this does in milliseconds).
+    A dynamic batch is -1 in the card's shape and stays dynamic so the variant still serves any batch size;
+    with the rest fixed, plain ONNX shape inference resolves the graph (symbolic inference on a paddle2onnx
+    detector took 25 s for what this does in milliseconds).
     """
     fixed = 0
     weights = {t.name for t in model.graph.initializer}
@@ -133,7 +190,7 @@ def fix_input_dims(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> int:
         if value.name in weights or not wanted:
             continue
         for i, dim in enumerate(value.type.tensor_type.shape.dim):
-            if i > 0 and i < len(wanted) and wanted[i] > 0 and not dim.HasField("dim_value"):
+            if i < len(wanted) and wanted[i] > 0 and not dim.HasField("dim_value"):
                 dim.dim_value = int(wanted[i])
                 fixed += 1
     if fixed:

@@ -108,17 +108,24 @@ def check_onnx_file(path: Path) -> None:
         raise BadInputError(f"not a valid ONNX model: {path} (the graph has no nodes or no outputs)")
 
 
-def _tensor_specs(values, skip: set[str]) -> tuple[TensorSpec, ...]:
+def _tensor_specs(values, skip: set[str], batch: str, axes: dict[str, int | None]) -> tuple[TensorSpec, ...]:
+    """Specs as the graph declares them: -1 where dynamic, the batch axis where ``axes`` (or, for outputs,
+    the first axis when it is the batch) says."""
     specs = []
+    fixed = batch.partition(":")[2]
     for value in values:
         if value.name in skip:
             continue
         tensor_type = value.type.tensor_type
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type).name
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
-        if dims:
-            dims[0] = -1  # the first dimension is the batch
-        specs.append(TensorSpec(value.name, dtype, tuple(dims)))
+        if value.name in axes:
+            axis = axes[value.name]
+        else:  # an output: its first axis, when that is where a batch can be
+            axis = 0 if dims and (dims[0] == -1 if batch == "dynamic" else str(dims[0]) == fixed) else None
+        if axis is not None and batch == "dynamic":
+            dims[axis] = -1
+        specs.append(TensorSpec(value.name, dtype, tuple(dims), batch_axis=axis))
     return tuple(specs)
 
 
@@ -127,8 +134,11 @@ def infer_card(path: Path, name: str | None = None) -> ModelCard:
     ``sentence_embedding`` when the graph is a sentence-transformers export)."""
     model = onnx.load(str(path), load_external_data=False)
     initializers = {t.name for t in model.graph.initializer}
-    inputs = _tensor_specs(model.graph.input, initializers)
-    outputs = _tensor_specs(model.graph.output, set())
+    from accelbench.models.graph_batch import graph_batch
+
+    found = graph_batch([v for v in model.graph.input if v.name not in initializers], set())
+    inputs = _tensor_specs(model.graph.input, initializers, found.batch, found.axes)
+    outputs = _tensor_specs(model.graph.output, set(), found.batch, {})
     token_like = any(s.dtype.startswith("int") and "ids" in s.name for s in inputs)
     seq = next((s.shape[1] for s in inputs if len(s.shape) > 1 and s.shape[1] > 0), None)
     generator = (
@@ -147,6 +157,7 @@ def infer_card(path: Path, name: str | None = None) -> ModelCard:
         name=name or _safe_name(path.stem),
         source=f"onnx:{path.resolve()}",
         task="embedding" if embedding else "other",
+        batch=found.batch,
         inputs=inputs,
         outputs=outputs,
         generator=generator,

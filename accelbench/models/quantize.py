@@ -4,10 +4,17 @@ For a target the user asks for one precision (default: the toolchain's); the FP3
 written beside it. Each folder gets the held-out FP32 reference data, the accuracy gate's verdict and a
 manifest (``accelbench.variant/1``). A rerun with the same source, recipe and toolchain reuses a folder whose
 files still match their hashes.
+
+Samples follow the card's batch (one run of the model each: its fixed batch, or one sample); recurrent state
+inputs (``state_from``) are chained through the FP32 model, so calibration and the gate see the states of a
+stream. A source graph that is already quantized (``intake.quantized_ops``) is kept as the INT8 variant,
+not quantized again; it has no FP32 variant and the gate no float reference unless one is given
+(``--reference FP32.onnx`` or the card's ``reference``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -28,6 +35,7 @@ CALIBRATION_SEED = 0
 HELD_OUT_SEED = 1  # must differ from the calibration seed: the gate judges on samples it was not tuned on
 CALIBRATION_SAMPLES = 32
 HELD_OUT_SAMPLES = 32
+AS_QUANTIZED_RECIPE = "as-quantized"  # the INT8 variant of a source that is already quantized
 
 
 @dataclass
@@ -44,6 +52,7 @@ class QuantizeRequest:
         default_factory=dict
     )  # extra VariantOptions fields (probe, dla_core, ...)
     engine: str | None = None  # generative models: trtllm / vllm ask for the accelerator recipe's folder
+    reference: Path | None = None  # the float graph of a source that is already quantized
 
 
 def quantize(request: QuantizeRequest) -> list[Manifest]:
@@ -69,9 +78,13 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
             f"choose one of {', '.join(toolchain.precisions(target))}"
         )
     card = resolved.card
+    quantized = already_quantized(resolved.onnx_path)
+    float_path = _float_reference(request, card, quantized, precision, resolved.onnx_path)
     # Neuron without its SDK ends in the one line that says where to compile: no progress noise before it
     quiet = target.toolchain == "neuron" and toolchain.available() is not None
-    held_out = _stack(_make_inputs(card, request.held_out_samples, HELD_OUT_SEED))
+    runs = not card.batchable  # one run per sample: reference data stacked on a new first axis
+    stream_model = float_path or resolved.onnx_path
+    held_out = accuracy.stack(_make_inputs(card, request.held_out_samples, HELD_OUT_SEED, stream_model), runs)
     options = VariantOptions(
         recipe=request.recipe,
         calibration_seed=CALIBRATION_SEED,
@@ -79,15 +92,25 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
         input_shapes={spec.name: list(spec.shape) for spec in card.inputs},
         **request.options,
     )
-    ctx = _Context(request, resolved, target, held_out, quiet)
+    ctx = _Context(request, resolved, target, held_out, quiet, float_path=float_path, runs=runs)
 
     manifests = []
     # the requested variant first: a missing SDK (Neuron) then fails before any other work, in one line
-    if precision != "fp32" or request.recipe:
+    if quantized and precision == "int8":
+        manifests.append(ctx.variant(precision, _AsQuantized(quantized, toolchain), options))
+    elif precision != "fp32" or request.recipe:
         if _needs_calibration(toolchain, precision, request.recipe):
-            options.calibration = _make_inputs(card, request.calibration_samples, CALIBRATION_SEED)
+            options.calibration = _make_inputs(
+                card, request.calibration_samples, CALIBRATION_SEED, stream_model
+            )
         manifests.append(ctx.variant(precision, toolchain, options))
-    manifests.insert(0, ctx.variant("fp32", ort_toolchain, VariantOptions(recipe="fp32-reference")))
+    if float_path is None:
+        progress(f"{card.name}: no FP32 variant: the source is already quantized ({', '.join(quantized)})")
+        return manifests
+    fp32_source = dataclasses.replace(resolved, onnx_path=float_path)
+    manifests.insert(
+        0, ctx.variant("fp32", ort_toolchain, VariantOptions(recipe="fp32-reference"), fp32_source)
+    )
     return manifests
 
 
@@ -112,6 +135,76 @@ def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list
     return [manifest]
 
 
+def already_quantized(onnx_path: os.PathLike) -> list[str]:
+    """The quantized op types of a source graph (empty for a float one)."""
+    import onnx
+
+    from accelbench.models.intake import quantized_ops
+
+    return quantized_ops(onnx.load(str(onnx_path), load_external_data=False))
+
+
+def _float_reference(
+    request: QuantizeRequest, card: Any, quantized: list[str], precision: str, source: Path
+) -> Path | None:
+    """The float graph the gate compares against: the source, or for an already-quantized source the one
+    given (``--reference``, the card's ``reference``), else None (then only its INT8 variant exists)."""
+    from accelbench.models.loader import check_onnx_file
+
+    given = request.reference
+    if given is None and card.reference:
+        given = card.resolve_path(card.reference.removeprefix("onnx:"))
+    if given is not None:
+        check_onnx_file(Path(given))
+        if already_quantized(given):
+            raise BadInputError(f"--reference {given}: it is quantized too; give the float graph")
+        if not quantized:
+            progress(
+                f"{card.name}: the source is a float graph; the reference {given} is the gate's FP32 instead"
+            )
+        return Path(given)
+    if not quantized:
+        return Path(source)
+    if precision != "int8":
+        raise BadInputError(
+            f"{card.name} is already quantized ({', '.join(quantized)}): it has no {precision} variant without "
+            "its float graph; ask for --precision int8 (the graph as it is) or give --reference FP32.onnx"
+        )
+    return None
+
+
+@dataclass
+class _AsQuantized:
+    """A 'toolchain' that keeps an already-quantized source graph as the INT8 variant."""
+
+    ops: list[str]
+    toolchain: Any
+
+    def make_variant(
+        self, resolved: Any, target: Any, precision: str, out_dir: Path, options: VariantOptions
+    ) -> VariantResult:
+        from accelbench.models.intake import copy_model
+
+        if self.toolchain is not ort_toolchain:
+            raise BadInputError(
+                f"{resolved.card.name} is already quantized ({', '.join(self.ops)}): accelbench serves such a "
+                f"graph with ONNX Runtime only, not on {target.id} ({target.toolchain})"
+            )
+        out_dir.mkdir(parents=True, exist_ok=True)
+        copy_model(resolved.onnx_path, out_dir / ort_toolchain.MODEL_FILE)
+        reason = f"the source graph is already quantized ({', '.join(self.ops)}): kept as it is"
+        return VariantResult(
+            precision=precision,
+            recipe=AS_QUANTIZED_RECIPE,
+            format="onnx",
+            model_file=ort_toolchain.MODEL_FILE,
+            toolchain={"name": "onnxruntime", "version": ort_toolchain.version()},
+            calibration=None,
+            attempts=[{"recipe": AS_QUANTIZED_RECIPE, "outcome": "ok", "reason": reason}],
+            notes=[f"{reason}, the INT8 variant; not quantized again"],
+        )
+
+
 def progress(line: str) -> None:
     """Progress for long steps goes to stderr so that --json output stays clean."""
     print(f"accelbench: {line}", file=sys.stderr, flush=True)
@@ -124,6 +217,8 @@ class _Context:
     target: Any
     held_out: dict[str, np.ndarray]
     quiet: bool = False
+    float_path: Path | None = None  # the FP32 graph the gate compares with; None: there is none
+    runs: bool = False  # reference data holds one run per index (a model that cannot batch)
     _reference: dict[str, np.ndarray] | None = None
 
     @property
@@ -136,14 +231,20 @@ class _Context:
                     f"{self.resolved.card.name}: FP32 reference outputs on "
                     f"{len(next(iter(self.held_out.values())))} held-out samples …"
                 )
-            self._reference = accuracy.run_onnx_cpu(self.resolved.onnx_path, self.held_out)
+            model = self.float_path or self.resolved.onnx_path  # without a float graph: the source's own
+            self._reference = accuracy.run_onnx_cpu(model, self.held_out, runs=self.runs)
         return self._reference
 
-    def variant(self, precision: str, toolchain: Any, options: VariantOptions) -> Manifest:
-        card = self.resolved.card
+    def variant(
+        self, precision: str, toolchain: Any, options: VariantOptions, resolved: Any = None
+    ) -> Manifest:
+        resolved = resolved or self.resolved
+        card = resolved.card
         name = variant_name(card.name, self.target.id, precision)
         out = Path(self.request.out_dir) / name
         source = {"uri": self.request.model, "sha256": sha256_file(self.resolved.onnx_path)}
+        if self.float_path is not None and Path(self.float_path) != Path(self.resolved.onnx_path):
+            source["reference_sha256"] = sha256_file(self.float_path)  # a new reference remakes the variants
         reused = reusable_variant(out, source, options.recipe)
         if reused is not None:
             progress(f"{name}: up to date, reused")
@@ -153,7 +254,7 @@ class _Context:
         accuracy.write_reference(out, self.held_out, self.reference_outputs)
         if not (self.target.toolchain == "neuron" and toolchain.available() is not None):
             progress(f"{name}: making the {precision} variant ({options.recipe or 'default recipe'}) …")
-        result: VariantResult = toolchain.make_variant(self.resolved, self.target, precision, out, options)
+        result: VariantResult = toolchain.make_variant(resolved, self.target, precision, out, options)
         gate = self._gate(out, result)
         progress(
             f"{name}: accuracy {gate['metric']} {gate['value']} (worst {gate['worst']}) → {gate['verdict']}"
@@ -175,7 +276,7 @@ class _Context:
             "outputs": _output_specs(card, self.resolved.onnx_path),
             "calibration": result.calibration,
             "accuracy": gate,
-            "graph_cost": _graph_cost(card, self.resolved.onnx_path, precision),
+            "graph_cost": _graph_cost(card, resolved.onnx_path, precision),
             "engine": result.engine,
             "attempts": result.attempts,
         }
@@ -187,8 +288,17 @@ class _Context:
         onnx_file = out / "model.onnx"
         if not onnx_file.is_file():
             return accuracy.not_run(metric, tolerance, f"{result.format} cannot run on this host")
+        if self.float_path is None:
+            return accuracy.not_run(
+                metric,
+                tolerance,
+                "no float reference: the source graph is already quantized; give its FP32 graph with "
+                "--reference FP32.onnx (or the card's reference) to judge it",
+            )
         output = card.metric_output or next(iter(self.reference_outputs))
-        gate = accuracy.gate(onnx_file, self.held_out, self.reference_outputs, metric, tolerance, output)
+        gate = accuracy.gate(
+            onnx_file, self.held_out, self.reference_outputs, metric, tolerance, output, runs=self.runs
+        )
         if result.format != "onnx":
             gate["reason"] += f"; measured on the ONNX the {result.format} was built from"
         return gate
@@ -212,14 +322,13 @@ def _needs_calibration(toolchain: Any, precision: str, recipe: str | None) -> bo
     return precision == "int8"
 
 
-def _make_inputs(card: Any, count: int, seed: int) -> list[dict[str, np.ndarray]]:
+def _make_inputs(card: Any, count: int, seed: int, model: os.PathLike) -> list[dict[str, np.ndarray]]:
+    """One feed per run (the card's own batch); state inputs chained as a stream through ``model``."""
     from accelbench.models.inputs import make_inputs
 
-    return make_inputs(card, batch_size=1, count=count, seed=seed)
-
-
-def _stack(feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    return {name: np.concatenate([f[name] for f in feeds]) for name in feeds[0]}
+    feeds = make_inputs(card, batch_size=card.run_batch, count=count, seed=seed)
+    states = {spec.name: spec.state_from for spec in card.inputs if spec.state_from}
+    return accuracy.chain_states(model, feeds, states)
 
 
 def _output_specs(card: Any, onnx_path: os.PathLike) -> list[dict[str, Any]]:
@@ -236,7 +345,7 @@ def _output_specs(card: Any, onnx_path: os.PathLike) -> list[dict[str, Any]]:
             {
                 "name": value.name,
                 "dtype": onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name,
-                "shape": [-1, *dims[1:]] if dims else [],
+                "shape": [-1, *dims[1:]] if dims and card.batchable else dims,
             }
         )
     return specs

@@ -23,14 +23,22 @@ def card_input_shapes(card: ModelCard) -> dict[str, list[int]]:
     shapes = {}
     for spec in card.inputs:
         dims = list(spec.shape)
-        if len(dims) > 1 and dims[1] == -1 and seq:
+        if len(dims) > 1 and dims[1] == -1 and seq and spec.batch_axis == 0:
             dims[1] = seq
         shapes[spec.name] = dims
     return shapes
 
 
 def model_graph_cost(card: ModelCard, onnx_path: str | os.PathLike, batch: int, precision: str) -> GraphCost:
-    return graph_cost(onnx_path, batch_size=batch, precision=precision, input_shapes=card_input_shapes(card))
+    """The graph cost at ``batch``; a model whose batch is fixed (or absent) is counted at its own."""
+    if card.batchable:
+        axes = None  # every input and output batches on axis 0
+    else:
+        batch = card.run_batch
+        axes = {spec.name: spec.batch_axis for spec in card.inputs}
+    values = {spec.name: spec.value for spec in card.inputs if spec.value is not None}
+    return graph_cost(onnx_path, batch_size=batch, precision=precision, input_shapes=card_input_shapes(card),
+                      batch_axes=axes, values=values)  # fmt: skip
 
 
 def roofline_points(

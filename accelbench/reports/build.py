@@ -374,6 +374,7 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
     )  # fmt: skip
     _accuracy(row, g.accuracy(), row["variant"])
     _provenance(row, docs)
+    row["batching_note"] = unbatched_note(docs[0].provenance.repository_config)
     if cap.step_key:
         run_id, index = cap.step_key
         doc = next(r.doc for r in g.results if g.label(r) == run_id)
@@ -388,6 +389,16 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
             power, cap.capacity_rps
         )
     return row
+
+
+def unbatched_note(repository_config: str | None) -> str | None:
+    """The note for a model served with ``max_batch_size: 0`` (it cannot batch: Triton's text format leaves
+    a zero out), None when the config batches or is unknown (a remote server's)."""
+    import re
+
+    if not (repository_config or "").strip() or re.search(r"^max_batch_size: [1-9]", repository_config, re.M):
+        return None
+    return "max_batch_size 0: the model does not batch, the sweep varied concurrency only"
 
 
 def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:

@@ -165,7 +165,7 @@ def results_table(data: Any, model: str) -> Table:
     for r in (r for r in data.rows if r["model"] == model):
         latency = None if r["latency_us"] is None else r["latency_us"] / 1000.0
         note = r["reason"] if not r["meets_slo"] or not r["ranked"] else ""
-        for extra in (r.get("runs_note"), r.get("step_reasons"), r.get("comparison")):
+        for extra in (r.get("runs_note"), r.get("batching_note"), r.get("step_reasons"), r.get("comparison")):
             if extra:
                 note = (note + "; " if note else "") + extra
         if (r.get("latency_resolution_us") or 0) > 1:  # imported from a bucketed histogram (Locust)

@@ -28,13 +28,26 @@ class TensorSpec:
 class IoSpec:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    # a model that cannot batch on the first axis: max_batch_size 0 and every dims the whole tensor
+    full: bool = False
+    fixed_values: tuple[str, ...] = ()  # inputs the card gives a value: zero warmup data would be wrong
+
+    @property
+    def scalar_inputs(self) -> tuple[str, ...]:
+        """Graph scalars of a model that does not batch: declared ``dims: [1]``, reshaped by model.py."""
+        return tuple(s.name for s in self.inputs if self.full and not s.dims)
 
     @classmethod
-    def from_manifest(cls, manifest: dict, shapes: dict[str, tuple[int, ...]] | None = None) -> IoSpec:
-        """Manifest ``inputs``/``outputs`` (first dim is the batch) → specs without the batch dim."""
+    def from_manifest(
+        cls, manifest: dict, shapes: dict[str, tuple[int, ...]] | None = None, batched: bool = True
+    ) -> IoSpec:
+        """Manifest ``inputs``/``outputs`` (first dim is the batch) → specs without the batch dim; not
+        ``batched``: specs of the whole tensors (``shapes`` then are the reference's ``[runs, *run shape]``)."""
         from accelbench.serving.repository import triton_dtype
 
         shapes = shapes or {}
+        if not batched:
+            return cls._full(manifest, shapes)
 
         def specs(key: str) -> tuple[TensorSpec, ...]:
             entries = manifest.get(key) or []
@@ -53,18 +66,39 @@ class IoSpec:
 
         return cls(specs("inputs"), specs("outputs"))
 
+    @classmethod
+    def _full(cls, manifest: dict, shapes: dict[str, tuple[int, ...]]) -> IoSpec:
+        from accelbench.serving.repository import triton_dtype
+
+        def specs(key: str) -> tuple[TensorSpec, ...]:
+            out = []
+            for entry in manifest.get(key) or []:
+                dims = tuple(int(d) for d in entry.get("shape") or [])
+                ref = shapes.get(entry["name"], ())[1:]
+                warm = tuple(d if d > 0 else (ref[i] if i < len(ref) else 1) for i, d in enumerate(dims))
+                out.append(TensorSpec(entry["name"], triton_dtype(entry["dtype"]), dims, warm))
+            if not out:
+                raise BadInputError(f"variant {manifest.get('name')!r}: manifest lists no {key}")
+            return tuple(out)
+
+        values = tuple(e["name"] for e in manifest.get("inputs") or [] if e.get("value") is not None)
+        return cls(specs("inputs"), specs("outputs"), full=True, fixed_values=values)
+
 
 def _base(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
     pb = _pb()
     config = pb.ModelConfig(name=name)
-    config.max_batch_size = int(overrides.get("max_batch_size", defaults.max_batch_size))
+    config.max_batch_size = 0 if io.full else int(overrides.get("max_batch_size", defaults.max_batch_size))
     batched = config.max_batch_size > 0
     for spec in io.inputs:
         tensor = config.input.add(name=spec.name, data_type=pb.DataType.Value(spec.data_type))
-        _set_dims(tensor, spec.dims if batched else (spec.batch_dim, *spec.dims))
+        if io.full and not spec.dims:  # Triton has no scalars without batching: [1], model.py reshapes
+            tensor.dims.append(1)
+            continue
+        _set_dims(tensor, spec.dims if batched or io.full else (spec.batch_dim, *spec.dims))
     for spec in io.outputs:
         tensor = config.output.add(name=spec.name, data_type=pb.DataType.Value(spec.data_type))
-        _set_dims(tensor, spec.dims if batched else (spec.batch_dim, *spec.dims))
+        _set_dims(tensor, spec.dims if batched or io.full else (spec.batch_dim, *spec.dims))
     if config.max_batch_size > 0:
         batching = config.dynamic_batching
         batching.SetInParent()  # "dynamic_batching { }" even with nothing else set
@@ -76,7 +110,7 @@ def _base(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
     kind = overrides.get("instance_kind", defaults.instance_kind)
     count = int(overrides.get("instance_count", defaults.instance_count))
     config.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value(kind), count=max(count, 1))
-    if overrides.get("warmup", True):
+    if overrides.get("warmup", True) and not io.fixed_values:  # zeros for a sample rate would be wrong
         _add_warmup(config, io)
     return config
 
@@ -97,7 +131,7 @@ def _add_warmup(config: Any, io: IoSpec) -> None:
         for spec in io.inputs:
             data = warmup.inputs[spec.name]
             data.data_type = pb.DataType.Value(spec.data_type)
-            dims = spec.warmup_dims if config.max_batch_size > 0 else (1, *spec.warmup_dims)
+            dims = spec.warmup_dims if config.max_batch_size > 0 or io.full else (1, *spec.warmup_dims)
             data.dims.extend(dims or (1,))
             data.zero_data = True
 
@@ -114,11 +148,17 @@ def _param(config: Any, key: str, value: str) -> None:
     config.parameters[key].string_value = value
 
 
+def _scalars(config: Any, io: IoSpec) -> None:
+    if io.scalar_inputs:
+        _param(config, "scalar_inputs", ",".join(io.scalar_inputs))
+
+
 def local_config(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
     """Python backend running ``model.onnx`` through onnxruntime (accelbench's ``model.py``)."""
     config = _base(name, io, defaults, overrides)
     config.backend = "python"
     _param(config, "onnx_file", "model.onnx")
+    _scalars(config, io)
     _param(config, "intra_op_num_threads", str(threads(defaults, overrides)))
     _param(config, "device", "auto")
     return config
@@ -129,6 +169,7 @@ def torch_config(name: str, io: IoSpec, defaults: Any, overrides: dict, torch_pa
     config = _base(name, io, defaults, overrides)
     config.backend = "python"
     _param(config, "onnx_file", "model.onnx")
+    _scalars(config, io)
     for key, value in torch_params.items():
         _param(config, key, value)
     return config
@@ -144,6 +185,11 @@ def onnxruntime_config(
     model_root: str,
 ) -> Any:
     """Native onnxruntime backend; on GPU targets the TensorRT accelerator at ``trt_precision``."""
+    if io.scalar_inputs:
+        raise BadInputError(
+            f"{name}: Triton has no scalar inputs for a model that does not batch ({', '.join(io.scalar_inputs)}) "
+            "and its onnxruntime backend cannot reshape [1] to []; serve it with the local or torch-cuda flavor"
+        )
     config = _base(name, io, defaults, overrides)
     config.backend = "onnxruntime"
     config.platform = "onnxruntime_onnx"

@@ -101,6 +101,8 @@ def config_mismatch(config: dict, manifest: Any) -> str | None:
             if "reshape" in got:
                 dims = [int(d) for d in got["reshape"].get("shape") or []]
             want = [int(d) for d in spec["shape"]][1 if batched else 0 :]
+            if not batched and not want and dims == [1]:
+                continue  # a graph scalar: Triton has none without batching, it declares [1]
             if len(dims) != len(want) or any(
                 a != b and -1 not in (a, b) for a, b in zip(dims, want, strict=False)
             ):

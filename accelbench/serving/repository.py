@@ -10,6 +10,7 @@ CUDA graphs), for the embedded server on a GPU host without TensorRT (accelbench
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -214,8 +215,11 @@ def plan_model(
     model_file = variant_dir / str(manifest.get("model_file") or "model.onnx")
     onnx_file = model_file if fmt == "onnx" else variant_dir / "model.onnx"
     shapes = _reference_shapes(variant_dir)
-    io = pbconfig.IoSpec.from_manifest(manifest, shapes)
+    why_not = unbatched_reason(manifest)
+    io = pbconfig.IoSpec.from_manifest(manifest, shapes, batched=why_not is None)
     notes: list[str] = []
+    if why_not is not None:
+        notes.append(f"max_batch_size 0 with full shapes: {why_not}; the sweep varies concurrency only")
     if flavor == "local":
         if not onnx_file.is_file():
             raise BadInputError(
@@ -223,13 +227,14 @@ def plan_model(
             )
         config = pbconfig.local_config(name, io, defaults, overrides)
         copies = ((onnx_file, "1/model.onnx"), *_external_data(onnx_file), (_template_path(), "1/model.py"))
-        return ModelPlan(name, config, copies, "python")
+        return ModelPlan(name, config, copies, "python", tuple(notes))
     is_gpu = getattr(target, "kind", "cpu") in GPU_KINDS
     if flavor == "torch-cuda":
-        return _plan_torch(name, variant_dir, manifest, onnx_file, io, shapes, defaults, overrides, is_gpu)
+        plan = _plan_torch(name, variant_dir, manifest, onnx_file, io, shapes, defaults, overrides, is_gpu)
+        return dataclasses.replace(plan, notes=(*notes, *plan.notes))
     if fmt == "tensorrt-plan" and model_file.is_file():
         config = pbconfig.tensorrt_config(name, io, defaults, overrides)
-        return ModelPlan(name, config, ((model_file, "1/model.plan"),), "tensorrt")
+        return ModelPlan(name, config, ((model_file, "1/model.plan"),), "tensorrt", tuple(notes))
     if fmt == "neuron":
         raise BadInputError(f"{variant_dir}: Neuron variants are not served by the ngc flavor yet")
     if not onnx_file.is_file():
@@ -245,6 +250,16 @@ def plan_model(
     config = pbconfig.onnxruntime_config(name, io, defaults, overrides, trt_precision=mode, model_root=root)
     copies = ((onnx_file, "1/model.onnx"), *_external_data(onnx_file))
     return ModelPlan(name, config, copies, "onnxruntime", tuple(notes))
+
+
+def unbatched_reason(manifest: dict) -> str | None:
+    """Why the variant's model cannot batch on the first axis (its card: a fixed batch, a batch axis
+    elsewhere, fixed values), or None when Triton may batch its requests."""
+    if not manifest.get("card"):
+        return None
+    from accelbench.models.cards import card_from_dict
+
+    return card_from_dict(manifest["card"], f"{manifest.get('name')} manifest card").batch_note
 
 
 def _external_data(onnx_file: Path) -> tuple[tuple[Path, str], ...]:

@@ -70,7 +70,7 @@ def torch_params(
 ) -> dict[str, str]:
     """The config.pbtxt parameters that ``model.py`` reads (all string values)."""
     device = str(overrides.get("device") or device_default)
-    max_batch = int(overrides.get("max_batch_size", defaults.max_batch_size))
+    max_batch = 0 if io.full else int(overrides.get("max_batch_size", defaults.max_batch_size))
     preferred = tuple(overrides.get("preferred_batch_sizes", defaults.preferred_batch_sizes))
     dims = static_dims(io, shapes)
     params = {
