@@ -165,6 +165,19 @@ def test_generative_precision_choices_are_checked():
 
     with pytest.raises(BadInputError, match="choose one of fp32, int8, int4"):
         quantize(QuantizeRequest(model="builtin:llama-tiny", target="cpu-local", precision="fp16"))
+    with pytest.raises(BadInputError, match="makes an int4 variant, not int8"):
+        quantize(
+            QuantizeRequest(
+                model="builtin:llama-tiny",
+                target="cpu-local",
+                precision="int8",
+                recipe="ort-int4-b32-int8-compute",
+            )
+        )
+    with pytest.raises(BadInputError, match="a generative model takes one of"):
+        quantize(
+            QuantizeRequest(model="builtin:llama-tiny", target="cpu-local", precision="int8", recipe="fp16")
+        )
 
 
 @pytest.fixture(scope="module")

@@ -95,7 +95,7 @@ def test_hash_ignores_created_at_but_not_content(tmp_path):
     ("mutate", "field"),
     [
         (lambda m: m.pop("target"), "target"),
-        (lambda m: m.update(precision="int4"), "precision"),
+        (lambda m: m.update(precision="int3"), "precision"),
         (lambda m: m.update(format="tflite"), "format"),
         (lambda m: m.update(inputs="x"), "inputs"),
         (lambda m: m.update(inputs=[{"name": "x"}]), "inputs[0].dtype"),

@@ -12,6 +12,8 @@ CPU recipes (ONNX Runtime, weight-only; the block size and bits go into the mani
   symmetric blocks of 32 weights with one float scale each; activations stay float32.
 - ``ort-int8-weight-only-b32``: the same quantizer with 8 bits (ORT ≥ 1.20); fallback ``ort-dynamic-int8``
   (MatMul weights INT8 per tensor, activations quantized per run).
+- ``ort-int4-b32-int8-compute`` (only with ``--recipe``): INT4 blocks of 32 at accuracy_level 4, i.e. the
+  MatMuls compute in INT8 with activations quantized per block at run time: faster, not weight-only.
 """
 
 from __future__ import annotations
@@ -45,7 +47,20 @@ FALLBACKS = {
     "ort-int4-weight-only-b32": ("ort-int4-weight-only-b128",),
     "ort-int8-weight-only-b32": ("ort-dynamic-int8",),
 }
-RECIPES = (*DEFAULT_RECIPES.values(), "ort-int4-weight-only-b128", "ort-dynamic-int8")
+# MatMulNBits recipes: bits, block size, accuracy_level (0: float compute after dequantizing each block;
+# 4: INT8 compute, activations quantized per block at run time, which ONNX Runtime GenAI uses on CPUs)
+NBITS = {
+    "ort-int4-weight-only-b32": (4, 32, 0),
+    "ort-int4-weight-only-b128": (4, 128, 0),
+    "ort-int8-weight-only-b32": (8, 32, 0),
+    "ort-int4-b32-int8-compute": (4, 32, 4),
+}
+RECIPES = (
+    *DEFAULT_RECIPES.values(),
+    "ort-int4-weight-only-b128",
+    "ort-int4-b32-int8-compute",
+    "ort-dynamic-int8",
+)
 HF_FILES = (".json", ".safetensors", ".txt", ".model")
 # what a tokenizer folder holds (a checkpoint folder that is also the tokenizer keeps its weights out of tokenizer/)
 TOKENIZER_NAMES = (
@@ -58,8 +73,6 @@ TOKENIZER_NAMES = (
     "tokenizer.model",
     "added_tokens.json",
 )
-# MatMulNBits accuracy_level: 0 = unset (float compute after dequantizing each block)
-ACCURACY_LEVEL = 0
 
 
 def precisions(target: Any) -> tuple[str, ...]:
@@ -79,6 +92,9 @@ def quantize_generative(request: Any, target: Any, card: ModelCard) -> list[Mani
         raise BadInputError(
             f"recipe {request.recipe!r}: a generative model takes one of {', '.join(RECIPES)}"
         )
+    bits = 8 if request.recipe == "ort-dynamic-int8" else NBITS.get(request.recipe or "", (None,))[0]
+    if bits is not None and f"int{bits}" != precision:
+        raise BadInputError(f"recipe {request.recipe} makes an int{bits} variant, not {precision}")
     ctx = _Context(request, target, card, generative_files(card))
     manifests = [ctx.variant("fp32")]
     if precision != "fp32":
@@ -184,22 +200,21 @@ def _quantize(src: Path, dst: Path, recipe: str) -> dict[str, Any]:
 
         quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
         return {"method": "dynamic-int8", "samples": 0, "bits": 8, "per_channel": False}
-    bits = 4 if recipe.startswith("ort-int4") else 8
-    block = int(recipe.rsplit("-b", 1)[1])
+    bits, block, level = NBITS[recipe]
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     quantizer = MatMulNBitsQuantizer(
-        onnx.load(str(src)), bits=bits, block_size=block, is_symmetric=True, accuracy_level=ACCURACY_LEVEL
+        onnx.load(str(src)), bits=bits, block_size=block, is_symmetric=True, accuracy_level=level
     )
     quantizer.process()
     quantizer.model.save_model_to_file(str(dst), use_external_data_format=False)
     return {
-        "method": "weight-only",
+        "method": "weight-only" if level == 0 else "int4-weights-int8-compute",
         "samples": 0,
         "bits": bits,
         "block_size": block,
         "symmetric": True,
-        "accuracy_level": ACCURACY_LEVEL,
+        "accuracy_level": level,
         "quantizer": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
     }
 
