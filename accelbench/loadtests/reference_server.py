@@ -71,7 +71,7 @@ class Reference:
             " ".join(m.get("content", "") for m in req.get("messages", [])) if chat else req.get("prompt", "")
         )
         n_in = tokens.count(self.args.tokenizer, prompt)
-        n_out = int(req.get("max_tokens") or 16)
+        n_out = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         if n_in + n_out > self.args.context:
             return await _json(writer, 400, {"error": {"message": (
                 f"This model's maximum context length is {self.args.context} tokens. However, you requested "
