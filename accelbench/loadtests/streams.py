@@ -295,6 +295,8 @@ class _Idle(ConnectionError):
 
 
 def _error_text(text: str) -> str:
+    if text.startswith("data:"):  # Triton's generate_stream sends its error as an event
+        text = text[5:].strip()
     try:
         obj = json.loads(text)
     except ValueError:
