@@ -328,6 +328,13 @@ def step_note(step: Step) -> str:
     from accelbench.loadtests.profiles import offered_label
 
     p99 = step.latency_us.p99 if step.latency_us else None
+    if step.generative is not None and step.generative.ttft_us is not None:  # a generative step's figures
+        g = step.generative
+        tok_s = g.output_tokens_per_s.value if g.output_tokens_per_s else None
+        p50 = {m: (getattr(g, m).p50 if getattr(g, m) else None) for m in ("ttft_us", "itl_us", "tpot_us")}
+        text = (f"  {offered_label(to_dict(step.offered))}: {tok_s} tok/s, TTFT p50 {p50['ttft_us']} µs, "
+                f"ITL p50 {p50['itl_us']} µs, TPOT p50 {p50['tpot_us']} µs, {step.verdict}")  # fmt: skip
+        return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
     text = (
         f"  {offered_label(to_dict(step.offered))}: {step.throughput_rps} req/s, p99 {p99} µs, {step.verdict}"
     )
