@@ -134,6 +134,19 @@ def test_bad_input_is_one_line(reference, tmp_path):
     assert "does not stream" in line
 
 
+def test_a_model_named_like_a_path_stays_in_the_results_folder(tmp_path):
+    """Engines name models like paths (meta-llama/Llama-3.1-8B-Instruct, a local folder)."""
+    name = "/models/meta-llama/Llama-3.1-8B-Instruct"
+    with reference_server.running(free_port(), "--ttft-ms", "20", "--itl-ms", "5", "--model", name) as url:
+        done = loadtest(url, tmp_path / "out", "--api", "openai", "--model", name, "--concurrency", "1",
+                        "--duration", "1", "--max-duration", "1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [
+        "models_meta-llama_Llama-3.1-8B-Instruct__closed-openai-chat-i32-o16.json"
+    ]
+    assert json.loads(done.stdout)["model"] == name
+
+
 def test_prompts_file_lengths(reference, tmp_path):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": "the cat sat on the mat " * k, "output_tokens": 4 + k}) + "\n"
