@@ -159,3 +159,21 @@ def test_prompts_file_lengths(reference, tmp_path):
     assert doc["load_profile"]["workload"]["prompts"] == "prompts.jsonl"
     assert g["output_tokens"]["min"] >= 5 and g["output_tokens"]["max"] <= 8 and g["short_outputs"] == 0
     assert g["input_tokens"]["min"] >= 6 and g["input_tokens"]["max"] <= 24
+
+
+def test_two_load_processes_merge_exactly(reference, tmp_path):
+    """Locust's master with two worker processes: every process's requests and gaps are in the step."""
+    done = loadtest(reference, tmp_path, "--api", "openai", "--concurrency", "4", "--processes", "2",
+                    "--duration", "3", "--max-duration", "3")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    step = json.loads(done.stdout)["steps"][0]
+    g = step["generative"]
+    assert step["loadgen"]["processes"] == 2 and all(
+        p["requests"] > 0 for p in step["loadgen"]["per_process"]
+    )
+    assert (
+        g["requests"] + g["truncated_requests"]
+        == step["requests"]
+        == sum(p["requests"] for p in step["loadgen"]["per_process"])
+    )
+    assert g["gaps"] == g["requests"] * (OSL - 1) and g["output_tokens"]["min"] == OSL

@@ -5,7 +5,8 @@
 
 A generative model streams (docs/llm.md): ``--llm-api openai-chat|openai-completions|triton|triton-grpc``
 with ``--llm-isl``, ``--llm-osl`` and ``--llm-tokenizer``; the exact TTFT / ITL / TPOT / e2e percentiles are
-printed at the end, merged across workers.
+printed at the end, merged across workers (checked in one process; for several load processes use
+``accelbench loadtest --processes N`` or ``--master-bind``, whose merge is tested).
 
 Options also come from the environment: ACCELBENCH_MODEL, ACCELBENCH_CARD, ACCELBENCH_PROTOCOL,
 ACCELBENCH_BATCH, ACCELBENCH_SEED. Each request is a closed-loop call (Locust's users each keep one
