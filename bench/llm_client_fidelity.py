@@ -97,8 +97,8 @@ def main() -> None:
     ):
         for c in levels:
             runs: dict[str, list[dict[str, float]]] = {"accelbench": [], "guidellm": []}
-            for tool in ("accelbench", "guidellm", "guidellm", "accelbench"):
-                out = Path(tmp) / f"{tool}-{c}"
+            for i, tool in enumerate(("accelbench", "guidellm", "guidellm", "accelbench")):
+                out = Path(tmp) / f"{tool}-{c}-{i}"  # its own folder: a second accelbench run must not resume
                 out.mkdir(exist_ok=True)
                 got = (run_accelbench(url, tokenizer, c, args, out) if tool == "accelbench"
                        else run_guidellm(exe, url, tokenizer, c, args, out))  # fmt: skip
