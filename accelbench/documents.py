@@ -286,6 +286,11 @@ class GenerativeStep(_Part):
 
     requests: int | None = Field(None, description="completed requests measured (warm-up excluded)")
     failed: int | None = None
+    truncated_requests: int | None = Field(None, description="completed requests MSER-5 cut as warm-up")
+    usage_mismatches: int | None = Field(
+        None,
+        description="answers whose usage.completion_tokens differed from the tokens counted in the stream",
+    )
     ttft_us: LatencyUs | None = None
     itl_us: LatencyUs | None = Field(None, description="percentiles over every gap between two tokens")
     tpot_us: LatencyUs | None = Field(None, description="percentiles over requests of their TPOT")

@@ -134,6 +134,19 @@ def test_bad_input_is_one_line(reference, tmp_path):
     assert "does not stream" in line
 
 
+def test_a_model_named_like_a_path_stays_in_the_results_folder(tmp_path):
+    """Engines name models like paths (meta-llama/Llama-3.1-8B-Instruct, a local folder)."""
+    name = "/models/meta-llama/Llama-3.1-8B-Instruct"
+    with reference_server.running(free_port(), "--ttft-ms", "20", "--itl-ms", "5", "--model", name) as url:
+        done = loadtest(url, tmp_path / "out", "--api", "openai", "--model", name, "--concurrency", "1",
+                        "--duration", "1", "--max-duration", "1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [
+        "models_meta-llama_Llama-3.1-8B-Instruct__closed-openai-chat-i32-o16.json"
+    ]
+    assert json.loads(done.stdout)["model"] == name
+
+
 def test_prompts_file_lengths(reference, tmp_path):
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": "the cat sat on the mat " * k, "output_tokens": 4 + k}) + "\n"
@@ -146,3 +159,21 @@ def test_prompts_file_lengths(reference, tmp_path):
     assert doc["load_profile"]["workload"]["prompts"] == "prompts.jsonl"
     assert g["output_tokens"]["min"] >= 5 and g["output_tokens"]["max"] <= 8 and g["short_outputs"] == 0
     assert g["input_tokens"]["min"] >= 6 and g["input_tokens"]["max"] <= 24
+
+
+def test_two_load_processes_merge_exactly(reference, tmp_path):
+    """Locust's master with two worker processes: every process's requests and gaps are in the step."""
+    done = loadtest(reference, tmp_path, "--api", "openai", "--concurrency", "4", "--processes", "2",
+                    "--duration", "3", "--max-duration", "3")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    step = json.loads(done.stdout)["steps"][0]
+    g = step["generative"]
+    assert step["loadgen"]["processes"] == 2 and all(
+        p["requests"] > 0 for p in step["loadgen"]["per_process"]
+    )
+    assert (
+        g["requests"] + g["truncated_requests"]
+        == step["requests"]
+        == sum(p["requests"] for p in step["loadgen"]["per_process"])
+    )
+    assert g["gaps"] == g["requests"] * (OSL - 1) and g["output_tokens"]["min"] == OSL

@@ -216,14 +216,40 @@ def _gate(variants: list[_Variant], progress: Progress, outcome: RunOutcome) -> 
 # ---- serve and load-test ------------------------------------------------------------------------------
 
 
-def _profile(spec: ExperimentSpec, repeat: int = 1) -> Any:
+def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = None) -> Any:
     from accelbench.loadtests.profiles import LoadProfile
 
     load = spec.load
-    return LoadProfile(kind=load.kind, protocol=load.protocol, levels=tuple(load.levels),
-                       duration_s=load.duration_s or None, max_duration_s=load.max_duration_s,
-                       warmup_s=load.warmup_s, window_s=load.window_s, processes=load.processes, seed=load.seed,
-                       batch_size=load.batch_size, repeat=repeat)  # fmt: skip
+    kw = dict(kind=load.kind, levels=tuple(load.levels), duration_s=load.duration_s or None,
+              max_duration_s=load.max_duration_s, warmup_s=load.warmup_s, window_s=load.window_s,
+              processes=load.processes, seed=load.seed, repeat=repeat)  # fmt: skip
+    if variant is not None and _generative(variant):
+        return _generative_profile(spec, variant, kw)
+    return LoadProfile(protocol=load.protocol, batch_size=load.batch_size, **kw)
+
+
+def _generative(variant: _Variant) -> bool:
+    return (variant.manifest.get("card") or {}).get("task") == "text-generation"
+
+
+def _generative_profile(spec: ExperimentSpec, variant: _Variant, kw: dict[str, Any]) -> Any:
+    """A streaming sweep: the spec's [workload] and the [slo] TTFT/TPOT objectives; tokens counted with the
+    variant's own tokenizer folder (or its card's tokenizer)."""
+    from accelbench.loadtests.generative import workload_profile
+    from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
+    from accelbench.loadtests.workloads import GenWorkload
+
+    w = spec.workload
+    card = variant.manifest.get("card") or {}
+    tokenizer = w.tokenizer or (
+        str(variant.dir / "tokenizer") if (variant.dir / "tokenizer").is_dir() else None
+    )
+    workload = GenWorkload(
+        api=w.api, isl=w.isl, osl=w.osl, isl_range=w.isl_range, osl_range=w.osl_range, ignore_eos=w.ignore_eos,
+        tokenizer=tokenizer or (card.get("generative") or {}).get("tokenizer") or DEFAULT_TOKENIZER,
+        slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms,
+    )  # fmt: skip
+    return workload_profile(workload, w.prompts, **kw)
 
 
 def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:
@@ -243,8 +269,8 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
     # every (variant, repeat) whose result document is not yet complete; repeat 1 keeps today's file name
     paths, todo = [], []
     for repeat in range(1, spec.load.repeats + 1):
-        profile = _profile(spec, repeat)
         for v in variants:
+            profile = _profile(spec, repeat, v)
             path = _result_path(out, v, profile)
             paths.append(path)
             if _finished(path, v, profile):
@@ -271,7 +297,17 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, out, repo_dir, progress, command, on_result, _limits(spec))
+            _sweeps(
+                server,
+                todo,
+                out,
+                repo_dir,
+                progress,
+                command,
+                on_result,
+                _limits(spec),
+                spec.workload.prompts,
+            )
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -283,7 +319,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             for v in {v.name: v for v, _ in todo}.values():
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, out, None, progress, command, on_result, _limits(spec))
+        _sweeps(server, todo, out, None, progress, command, on_result, _limits(spec), spec.workload.prompts)
     return paths
 
 
@@ -293,6 +329,16 @@ def step_note(step: Step) -> str:
 
     p99 = step.latency_us.p99 if step.latency_us else None
     again = f" (attempt {step.attempt})" if (step.attempt or 1) > 1 else ""
+    if step.generative is not None and step.generative.ttft_us is not None:  # a generative step's figures
+        from accelbench.reports.formatting import num
+
+        g = step.generative
+        tok_s = g.output_tokens_per_s.value if g.output_tokens_per_s else None
+        p50 = {m: (getattr(g, m).p50 if getattr(g, m) else None) for m in ("ttft_us", "itl_us", "tpot_us")}
+        text = (f"  {offered_label(to_dict(step.offered))}{again}: {num(tok_s)} tok/s, TTFT p50 "
+                f"{num(p50['ttft_us'])} µs, ITL p50 {num(p50['itl_us'])} µs, TPOT p50 {num(p50['tpot_us'])} µs, "
+                f"{step.verdict}")  # fmt: skip
+        return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
     text = (
         f"  {offered_label(to_dict(step.offered))}{again}: {step.throughput_rps} req/s, p99 {p99} µs, "
         f"{step.verdict}"
@@ -314,7 +360,8 @@ def _limits(spec: ExperimentSpec) -> Any:
 
 
 def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: Path | None,
-            progress: Progress, command: str, on_result: Any = None, limits: Any = None) -> None:  # fmt: skip
+            progress: Progress, command: str, on_result: Any = None, limits: Any = None,
+            prompts: str | None = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
 
@@ -328,15 +375,37 @@ def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: 
                 if event.get("event") == "step":
                     progress.note("load", step_note(event["step"]))
 
-            doc, _ = measure(
-                server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
-                card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
-                repository_config=config.read_text() if config and config.is_file() else "",
-                command=command, on_event=on_event, **({"limits": limits} if limits else {}),
-            )  # fmt: skip
+            repository_config = config.read_text() if config and config.is_file() else ""
+            if profile.workload:  # a generative variant: streamed, token by token (docs/llm.md)
+                doc = _generative_sweep(server, v, name, profile, out, repository_config, command, on_event, limits,
+                                        prompts)  # fmt: skip
+            else:
+                doc, _ = measure(
+                    server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
+                    card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
+                    repository_config=repository_config,
+                    command=command, on_event=on_event, **({"limits": limits} if limits else {}),
+                )  # fmt: skip
             notes.append(f"{len(doc.steps)} steps")
         if on_result is not None:  # the sink (e.g. a push to a results server) sees the finished document
             on_result(_result_path(out, v, profile), doc)
+
+
+def _generative_sweep(server: Any, v: _Variant, name: str, profile: Any, out: Path, repository_config: str,
+                      command: str, on_event: Any, limits: Any, prompts: str | None) -> ResultDocument:  # fmt: skip
+    from accelbench.loadtests.generative import generative_loadtest
+    from accelbench.loadtests.sweep import Server
+
+    where = Server(http_url=server.http_url, grpc_url=server.grpc_url, metrics_url=server.metrics_url,
+                   version=getattr(server, "server_version", None) or "")  # fmt: skip
+    doc, _ = generative_loadtest(
+        url=where.http_url, model=name, profile=profile, out_dir=out / "results", prompts_file=prompts,
+        server=where, manifest=v.manifest,
+        context_length=((v.manifest.get("card") or {}).get("generative") or {}).get("context_length"),
+        repository_config=repository_config, command=command, on_event=on_event,
+        **({"limits": limits} if limits else {}),
+    )  # fmt: skip
+    return doc
 
 
 # ---- report -------------------------------------------------------------------------------------------

@@ -171,13 +171,51 @@ class LoadSpec:
 
 
 @dataclass(frozen=True)
+class WorkloadSpec:
+    """Generative models' requests (docs/llm.md): prompt and output lengths in tokens, the streaming API,
+    optionally a prompts file (JSONL or ShareGPT) and the tokenizer that counts (default: the card's)."""
+
+    api: str = "triton"
+    isl: int = 128
+    osl: int = 64
+    isl_range: float = 1.0
+    osl_range: float = 1.0
+    ignore_eos: bool = True
+    prompts: str | None = None
+    tokenizer: str | None = None
+
+    def __post_init__(self) -> None:
+        _one_of("api", self.api, ("triton", "triton-grpc"))  # a spec's variants are served by Triton
+        for key in ("isl", "osl"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(key, f"{value!r} must be a whole number of tokens >= 1")
+        for key in ("isl_range", "osl_range"):
+            _positive(key, getattr(self, key))
+            if getattr(self, key) > 1:
+                raise SpecError(key, f"{getattr(self, key)!r} must be in (0, 1]: lengths uniform in [r·L, L]")
+        if not isinstance(self.ignore_eos, bool):
+            raise SpecError("ignore_eos", f"{self.ignore_eos!r} must be true or false")
+        for key in ("prompts", "tokenizer"):
+            if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
+                raise SpecError(key, "must be a path")
+
+
+@dataclass(frozen=True)
 class SloSpec:
-    """The latency target: the chosen percentile of request latency must stay within ``latency_ms``."""
+    """The latency target: the chosen percentile of request latency must stay within ``latency_ms``;
+    generative models: a request counts toward goodput when its own TTFT and TPOT are within
+    ``ttft_p99_ms`` and ``tpot_p99_ms``."""
 
     latency_ms: float = 100.0
     percentile: float = 99.0
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
 
     def __post_init__(self) -> None:
+        for key in ("ttft_p99_ms", "tpot_p99_ms"):
+            if getattr(self, key) is not None:
+                _positive(key, getattr(self, key))
         _positive("latency_ms", self.latency_ms)
         _positive("percentile", self.percentile)
         if not 50 <= self.percentile < 100:
@@ -214,6 +252,7 @@ class ExperimentSpec:
     load: LoadSpec = field(default_factory=LoadSpec)
     slo: SloSpec = field(default_factory=SloSpec)
     price: PriceSpec = field(default_factory=PriceSpec)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)  # used by generative models only
     out: str = "accelbench-results"
     name: str = "experiment"
     source: str = "<spec>"
@@ -261,7 +300,7 @@ class ExperimentSpec:
         raise BadInputError(f"{self.source}: targets: {target_id!r} is not in this spec (it has: {known})")
 
 
-_TOP_KEYS = {"name", "out", "baseline", "models", "targets", "load", "slo", "price"}
+_TOP_KEYS = {"name", "out", "baseline", "models", "targets", "load", "slo", "price", "workload"}
 
 
 def _table(data: Any, key: str) -> dict[str, Any]:
@@ -308,9 +347,17 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> ExperimentSp
     load = _build(LoadSpec, _table(data.get("load"), "load"), "load", ("levels",))
     slo = _build(SloSpec, _table(data.get("slo"), "slo"), "slo")
     price = _build(PriceSpec, _table(data.get("price"), "price"), "price")
+    workload = _build(WorkloadSpec, _table(data.get("workload"), "workload"), "workload")
     top = {k: data[k] for k in ("baseline", "out", "name") if k in data}
     return ExperimentSpec(
-        models=models, targets=targets, load=load, slo=slo, price=price, source=source, **top
+        models=models,
+        targets=targets,
+        load=load,
+        slo=slo,
+        price=price,
+        workload=workload,
+        source=source,
+        **top,
     )
 
 

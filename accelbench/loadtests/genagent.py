@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.loadtests import genstats, streams, tokens, users, workloads
-from accelbench.loadtests.streams import NotStreaming, StreamAnswer
+from accelbench.loadtests import genstats, streams, users, workloads
+from accelbench.loadtests.streams import NotStreaming, output_counts
 from accelbench.loadtests.wire import WrongOutput
 
 
@@ -37,25 +37,6 @@ class GenRequestPool:
         req = self.requests[self.position]
         self.position = (self.position + 1) % len(self.requests)
         return req
-
-
-def output_counts(answer: StreamAnswer, tokenizer: str) -> tuple[list[int], int, bool]:
-    """Tokens per event, the request's output tokens, and whether ``usage`` disagreed with the stream.
-
-    Triton events carry their ``output_ids`` (several ids are several tokens). OpenAI chunks carry text:
-    when ``usage.completion_tokens`` equals the number of chunks each chunk is one token (no tokenizer
-    call); otherwise the chunks are counted with the tokenizer, and ``usage`` (when sent) is the total."""
-    if answer.counts is not None:
-        return answer.counts, sum(answer.counts), False
-    n_events = len(answer.texts)
-    usage = (answer.usage or {}).get("completion_tokens")
-    if usage == n_events:
-        return [1] * n_events, n_events, False
-    counts = [max(1, c) for c in tokens.count_many(tokenizer, answer.texts)]
-    total = sum(counts)
-    if usage is None:
-        return counts, total, False
-    return counts, int(usage), int(usage) != total
 
 
 class GenerativeAgent(users.Agent):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -158,12 +159,18 @@ def generative_loadtest(
     preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s)
     server = server or sweep.Server(http_url=url)
     doc, path = sweep.run_sweep(
-        server=server, model=model, variant=(manifest or {}).get("name", model),
+        server=server, model=model, variant=(manifest or {}).get("name") or file_safe(model),
         payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, out_dir=out_dir,
         manifest=manifest, repository_config=repository_config, command=command, limits=limits,
         on_event=on_event, master_bind=master_bind, target=target, precision=precision,
     )  # fmt: skip
     return doc, path
+
+
+def file_safe(name: str) -> str:
+    """A served model's name as part of a file name: engines name models like paths
+    (``meta-llama/Llama-3.1-8B-Instruct``, a local folder), which must not leave the results folder."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
 
 
 def workload_profile(

@@ -3,6 +3,11 @@
     locust -f accelbench/loadtests/locustfile.py --host http://127.0.0.1:8000 \
         --triton-model identity__cpu-local__fp32 --triton-card builtin:identity [--triton-protocol grpc]
 
+A generative model streams (docs/llm.md): ``--llm-api openai-chat|openai-completions|triton|triton-grpc``
+with ``--llm-isl``, ``--llm-osl`` and ``--llm-tokenizer``; the exact TTFT / ITL / TPOT / e2e percentiles are
+printed at the end, merged across workers (checked in one process; for several load processes use
+``accelbench loadtest --processes N`` or ``--master-bind``, whose merge is tested).
+
 Options also come from the environment: ACCELBENCH_MODEL, ACCELBENCH_CARD, ACCELBENCH_PROTOCOL,
 ACCELBENCH_BATCH, ACCELBENCH_SEED. Each request is a closed-loop call (Locust's users each keep one
 request in flight). Locust's own statistics stay millisecond-bucketed; exact µs percentiles (workers'
@@ -20,6 +25,7 @@ from accelbench.loadtests import histogram, users
 users.init_grpc_gevent()  # before any channel exists, or gRPC users share one request at a time
 
 _WORKER_HISTOGRAMS: dict[str, str] = {}
+_WORKER_TOKENS: dict[str, dict[str, str]] = {}  # generative: each worker's TTFT/ITL/TPOT/e2e histograms
 
 
 @events.init_command_line_parser.add_listener
@@ -34,6 +40,10 @@ def _options(parser) -> None:
     )
     parser.add_argument("--triton-batch", type=int, default=int(env("ACCELBENCH_BATCH", "1")))
     parser.add_argument("--triton-seed", type=int, default=int(env("ACCELBENCH_SEED", "0")))
+    parser.add_argument("--llm-api", default=env("ACCELBENCH_API", ""), help="generative: the streaming API")
+    parser.add_argument("--llm-isl", type=int, default=128, help="generative: prompt tokens")
+    parser.add_argument("--llm-osl", type=int, default=64, help="generative: output tokens asked")
+    parser.add_argument("--llm-tokenizer", default="builtin:minilm-wordpiece", help="generative: tokenizer")
 
 
 @events.init.add_listener
@@ -45,6 +55,9 @@ def _init(environment, **_kw) -> None:
     opts = environment.parsed_options
     if not opts.triton_model:
         raise SystemExit("locustfile: set --triton-model (or ACCELBENCH_MODEL)")
+    if opts.llm_api:
+        _init_generative(environment, opts)
+        return
     from accelbench.models.cards import load_card
     from accelbench.models.inputs import make_inputs
 
@@ -67,6 +80,38 @@ def _init(environment, **_kw) -> None:
     )
     agent.environment = environment
     users.AGENT = agent
+
+
+def _init_generative(environment, opts) -> None:
+    from accelbench.loadtests import genagent, workloads
+
+    workload = workloads.GenWorkload(api=workloads.api_name(opts.llm_api), isl=opts.llm_isl, osl=opts.llm_osl,
+                                     tokenizer=opts.llm_tokenizer)  # fmt: skip
+    cfg = {"protocol": "grpc" if workload.api == "triton-grpc" else "http", "url": environment.host or opts.host,
+           "model": opts.triton_model, "batch_size": 1, "expected_outputs": [], "timeout_s": 120.0, "window_s": 1.0,
+           "max_in_flight": 1, "seed": opts.triton_seed, "workload": workload.to_dict()}  # fmt: skip
+    payloads = workloads.as_payloads(workloads.synthetic_prompts(workload, seed=opts.triton_seed))
+    agent = genagent.GenerativeAgent(cfg, free_running=True)
+    agent.pool = genagent.GenRequestPool(cfg, payloads)
+    agent.environment = environment
+    users.AGENT = agent
+
+
+def _token_histograms() -> dict[str, str]:
+    record = getattr(users.AGENT, "record", None)
+    return {m: histogram.encode(h) for m, h in record.hists.items()} if record is not None else {}
+
+
+@events.report_to_master.add_listener
+def _send_tokens(client_id, data, **_kw) -> None:
+    if getattr(users.AGENT, "record", None) is not None:
+        data["accelbench_tokens_us"] = _token_histograms()  # cumulative, like the latency histogram
+
+
+@events.worker_report.add_listener
+def _keep_tokens(client_id, data, **_kw) -> None:
+    if data.get("accelbench_tokens_us"):
+        _WORKER_TOKENS[client_id] = data["accelbench_tokens_us"]
 
 
 @events.report_to_master.add_listener
@@ -96,6 +141,12 @@ def _print_exact(environment, **_kw) -> None:
     summary = histogram.summary_us(merged)
     print(f"accelbench exact latency (µs, {merged.get_total_count()} successful requests): " +
           "  ".join(f"{k} {v}" for k, v in summary.items()))  # fmt: skip
+    parts = [*_WORKER_TOKENS.values(), _token_histograms()]
+    for metric in ("ttft_us", "itl_us", "tpot_us", "e2e_us"):
+        hist = histogram.merge(p.get(metric) for p in parts)
+        if hist.get_total_count():
+            print(f"accelbench {metric[:-3].upper()} (µs, {hist.get_total_count()} samples): " +
+                  "  ".join(f"{k} {v}" for k, v in histogram.summary_us(hist).items()))  # fmt: skip
 
 
 class TritonUser(users.ClosedLoopUser):

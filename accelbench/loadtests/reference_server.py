@@ -56,6 +56,8 @@ class Reference:
         if method == "GET" and path.rstrip("/") == "/v1/models":
             return await _json(writer, 200, {"object": "list", "data": [
                 {"id": self.args.model, "object": "model", "max_model_len": self.args.context}]})  # fmt: skip
+        if method == "GET" and path.rstrip("/") in ("/health", "/v1/health"):  # vLLM's, asked by GuideLLM
+            return await _json(writer, 200, {})
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         try:
@@ -68,10 +70,12 @@ class Reference:
             )
         chat = path.endswith("chat/completions")
         prompt = (
-            " ".join(m.get("content", "") for m in req.get("messages", [])) if chat else req.get("prompt", "")
+            " ".join(_text(m.get("content")) for m in req.get("messages", []))
+            if chat
+            else req.get("prompt", "")
         )
         n_in = tokens.count(self.args.tokenizer, prompt)
-        n_out = int(req.get("max_tokens") or 16)
+        n_out = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         if n_in + n_out > self.args.context:
             return await _json(writer, 400, {"error": {"message": (
                 f"This model's maximum context length is {self.args.context} tokens. However, you requested "
@@ -119,6 +123,13 @@ class Reference:
         writer.write(_frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
         return True
+
+
+def _text(content) -> str:
+    """A message's text: a string, or a list of content parts (``{"type": "text", "text": ...}``)."""
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
 
 
 def _usage(n_in: int, n_out: int) -> dict[str, int]:

@@ -107,6 +107,27 @@ def _triton_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None
         answer.input_tokens = int(tokens[0] if isinstance(tokens, list) else tokens)
 
 
+def output_counts(answer: StreamAnswer, tokenizer: str) -> tuple[list[int], int, bool]:
+    """Tokens per event, the request's output tokens, and whether ``usage`` disagreed with the stream.
+
+    Triton events carry their ``output_ids`` (several ids are several tokens). OpenAI chunks carry text:
+    when ``usage.completion_tokens`` equals the number of chunks each chunk is one token (no tokenizer
+    call); otherwise the chunks are counted with the tokenizer, and ``usage`` (when sent) is the total."""
+    if answer.counts is not None:
+        return answer.counts, sum(answer.counts), False
+    n_events = len(answer.texts)
+    usage = (answer.usage or {}).get("completion_tokens")
+    if usage == n_events:
+        return [1] * n_events, n_events, False
+    from accelbench.loadtests import tokens
+
+    counts = [max(1, c) for c in tokens.count_many(tokenizer, answer.texts)]
+    total = sum(counts)
+    if usage is None:
+        return counts, total, False
+    return counts, int(usage), int(usage) != total
+
+
 class _Body:
     """The answer's body bytes as they arrive, de-chunked (Transfer-Encoding: chunked) when needed."""
 
@@ -274,6 +295,8 @@ class _Idle(ConnectionError):
 
 
 def _error_text(text: str) -> str:
+    if text.startswith("data:"):  # Triton's generate_stream sends its error as an event
+        text = text[5:].strip()
     try:
         obj = json.loads(text)
     except ValueError:

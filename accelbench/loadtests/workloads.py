@@ -159,7 +159,7 @@ def file_prompts(path: str | Path, workload: GenWorkload) -> list[dict[str, Any]
     if not path.is_file():
         raise BadInputError(f"--prompts {path}: no such file")
     head = path.read_bytes()[:4096].lstrip()
-    if head.startswith(b"["):
+    if head.startswith(b"[") and path.suffix.lower() != ".jsonl":  # a ShareGPT JSON list
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except ValueError as err:
