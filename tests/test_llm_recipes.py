@@ -524,7 +524,7 @@ def test_a_campaign_agent_without_the_recipe_toolchain_fails_the_job_in_one_line
             assert agent.wait(timeout=300) == 0
         finally:
             end_agents([agent])
-        (job,) = api.get(f"/api/v1/campaigns/{campaign['id']}").json()["jobs"]
+        (job,) = api.get(f"/api/v1/campaigns/{campaign['id']}", headers=headers).json()["jobs"]
     assert job["status"] == "failed" and "\n" not in job["reason"], job["reason"]
     assert job["reason"] == (
         "l4: llama-tiny__l4__fp8: build_engine.sh: nvidia-smi not found: no NVIDIA driver on this host"
