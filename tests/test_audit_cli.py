@@ -39,8 +39,8 @@ def test_report_price_override_for_an_unknown_target_is_an_error(tmp_path):
         (["targets", "show"], "Missing argument 'ID' (see "),
         (["models", "inspect", "builtin:identity", "--batch", "0"], "Invalid value for '--batch'"),
         (
-            ["quantize", "builtin:identity", "--target", "c7i.large", "--precision", "int4"],
-            "'int4' is not one of",
+            ["quantize", "builtin:identity", "--target", "c7i.large", "--precision", "int3"],
+            "'int3' is not one of",
         ),
         (["report"], "give one or more result files"),
     ],

@@ -7,7 +7,6 @@ middle loses nothing; an agent without the target's toolchain fails its job with
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import time
@@ -31,7 +30,6 @@ from service_fixtures import create_token, running_server
 from accelbench.serving.server import free_port
 
 pytestmark = pytest.mark.slow
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PROJECTED = ["l4", "l40s", "inf2-xlarge"]
 RESUME_LOAD = """
 [load]
@@ -46,15 +44,6 @@ latency_ms = 50
 
 def _h(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def _dump_dom(url: str, profile) -> str:
-    proc = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}",
-         "--dump-dom", url], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
 
 
 def test_two_cpu_targets_two_agents_three_projected_one_report(tmp_path):
@@ -79,24 +68,23 @@ def test_two_cpu_targets_two_agents_three_projected_one_report(tmp_path):
         stored = api.get("/api/v1/results", headers=_h(server.token)).json()
         assert stored["total"] == 2 and sorted(done["results"]) == sorted(r["id"] for r in stored["results"])
         assert sorted(r["target"] for r in stored["results"]) == ["c7i.large", "cpu-local"]
-        report = api.get(f"/api/v1/campaigns/{campaign['id']}/report")
+        report = api.get(f"/api/v1/campaigns/{campaign['id']}/report", headers=_h(server.token))
         assert report.status_code == 200, report.text
         rows = {(r["target"], r["status"]) for r in report.json()}
         assert rows == {("cpu-local", "measured"), ("c7i.large", "measured"), ("a100-sxm4-80gb", "projected"),
                         *((t, "projected") for t in PROJECTED)}, rows  # fmt: skip
-        runners = api.get("/api/v1/runners").json()["runners"]
+        runners = api.get("/api/v1/runners", headers=_h(server.token)).json()["runners"]
         assert {r["name"]: r["catalog_match"] for r in runners} == {
             "host-a": "cpu-local",
             "host-b": "cpu-local",
         }
-        if (
-            CHROMIUM
-        ):  # the page a reviewer opens: every job done, and the report it links to ranks every target
-            dom = _dump_dom(f"{server.base_url}/campaigns/{campaign['id']}", tmp_path / "chrome")
-            assert dom.count('data-status="done"') == 2 and 'id="campaign-status">done<' in dom
-            page = _dump_dom(f"{server.base_url}/campaigns/{campaign['id']}/report", tmp_path / "chrome")
-            for target in ("cpu-local", "c7i.large", *PROJECTED):
-                assert target in page
+        # the page a reviewer opens (campaigns need a read token since --public-read opens results and reports
+        # only; tests/test_service_pages.py drives the pages in Chromium): every job done, the report ranks all
+        dom = api.get(f"/campaigns/{campaign['id']}", headers=_h(server.token)).text
+        assert dom.count('data-status="done"') == 2 and 'id="campaign-status">done<' in dom
+        page = api.get(f"/campaigns/{campaign['id']}/report", headers=_h(server.token)).text
+        for target in ("cpu-local", "c7i.large", *PROJECTED):
+            assert target in page
 
 
 def test_stop_kill_and_server_restart_lose_no_step_and_duplicate_none(tmp_path):
@@ -155,10 +143,15 @@ def test_stop_kill_and_server_restart_lose_no_step_and_duplicate_none(tmp_path):
         (result_id,) = done["results"]
         doc = api.get(f"/api/v1/results/{result_id}", headers=_h(admin)).json()["document"]
         assert [s["index"] for s in doc["steps"]] == [0, 1, 2, 3, 4] and doc["complete"]
-        kept = {s["index"]: s["started_at"] for s in doc["steps"]}
-        assert all(
-            kept[s["index"]] == s["started_at"] for s in after_b
-        )  # pushed steps were resumed, not redone
+        kept = {s["index"]: s for s in doc["steps"]}
+        for (
+            s
+        ) in after_b:  # pushed steps were resumed, not redone; an INVALID one is measured again (--retries)
+            if s["verdict"] != "INVALID":
+                assert kept[s["index"]]["started_at"] == s["started_at"], s["index"]
+            else:
+                earlier = kept[s["index"]].get("earlier_attempts") or []
+                assert s["started_at"] in [e.get("started_at") for e in earlier], s["index"]
         assert api.get("/api/v1/results", headers=_h(admin)).json()["total"] == 1
         c_log = (tmp_path / "c" / "c.log").read_text()
         assert f"({len(after_b)} step(s) already pushed)" in c_log
@@ -179,11 +172,11 @@ def test_an_agent_without_the_toolchain_fails_its_job_with_one_line(tmp_path):
             assert agent.wait(timeout=300) == 0
         finally:
             end_agents([agent])
-        done = api.get(f"/api/v1/campaigns/{campaign['id']}").json()
+        done = api.get(f"/api/v1/campaigns/{campaign['id']}", headers=_h(server.token)).json()
         (job,) = done["jobs"]
         assert job["status"] == "failed" and done["status"] == "failed"
         assert "tensorrt" in job["reason"].lower() and "\n" not in job["reason"], job["reason"]
-        page = api.get(f"/campaigns/{campaign['id']}").text
+        page = api.get(f"/campaigns/{campaign['id']}", headers=_h(server.token)).text
         assert 'data-status="failed"' in page and str(escape(job["reason"])) in page
         log = (tmp_path / "cpu-host" / "cpu-host.log").read_text()
         assert "failed: target l4" in log and json.loads(log.strip().splitlines()[-1]) == {"failed": 1}
