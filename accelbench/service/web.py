@@ -189,10 +189,11 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
     ranking = tables.ranking_table(ranked, links)
     if fmt == "csv":
         if table == "results":
+            from accelbench.reports.capacity import percentile_key
             from accelbench.reports.table import flat_rows, to_csv_text
 
-            o = rendered.data.options
-            return Response(to_csv_text(flat_rows(ranked, o.slo_ms, o.percentile)), media_type="text/csv; charset=utf-8",
+            flat = flat_rows(ranked, options.slo_ms, percentile_key(options.percentile))  # as results.csv is
+            return Response(to_csv_text(flat), media_type="text/csv; charset=utf-8",
                             headers={"Content-Disposition": 'attachment; filename="results.csv"'})  # fmt: skip
         return _csv([ranking], table, "report")
     style, body = _report_parts(rendered)
