@@ -173,7 +173,8 @@ def roofline_chart(data: Any) -> str:
     colors = _colors(data)
     fig, (ax,) = _figure(1, height=4.2)
     intensity = np.logspace(-1, 4, 200)
-    model_marks = {m: mk for m, mk in zip(_models(data), "o^sDvP*X", strict=False)}
+    marks = "o^sDvP*X"  # more models than marks: they repeat (the legend still names each model)
+    model_marks = {m: marks[i % len(marks)] for i, m in enumerate(_models(data))}
     drawn: set[tuple[str, str]] = set()
     for row in sorted(data.rows, key=lambda r: (r["target"], r["precision"], r["model"])):
         roof = _roof(data.targets[row["target"]], row["precision"])
