@@ -183,6 +183,9 @@ class SseConnection:
         got = bytearray()
         while True:
             got += self._recv()
+            # the CRLF that ends the previous answer's last chunk may arrive with this answer (keep-alive)
+            while got[:2] == b"\r\n":
+                del got[:2]
             end = got.find(b"\r\n\r\n")
             if end >= 0:
                 break
