@@ -168,8 +168,14 @@ def test_the_device_script_rehearsed_on_this_cpu(tmp_path):
     assert len(list(out.iterdir())) <= 8  # what comes back from the device is at most 8 files
     with tarfile.open(out / "results.tar.gz") as tar:
         names = tar.getnames()
-        [doc_name] = [n for n in names if n.startswith("results/") and n.endswith(".json")]
-        doc = json.load(tar.extractfile(doc_name))
+        docs = {
+            n: json.load(tar.extractfile(n))
+            for n in names
+            if n.startswith("results/") and n.endswith(".json")
+        }
+        [doc] = [d for d in docs.values() if d["model"] == "identity"]
+        # part 4b: the generative model streamed by the torch-cuda Triton model (device=cpu here)
+        [gen] = [d for d in docs.values() if d["model"] == "llama-tiny"]
         server_log = tar.extractfile("logs/server-identity.log").read().decode()
     assert doc["origin"] == "accelbench-loadtest" and [s["offered"]["concurrency"] for s in doc["steps"]] == [
         1,
@@ -178,8 +184,12 @@ def test_the_device_script_rehearsed_on_this_cpu(tmp_path):
     config = doc["provenance"]["repository_config"]
     assert 'key: "torch_mode"' in config and 'string_value: "dlpack"' in config
     assert "identity__cpu-local__fp32: torch" in server_log and "on cpu in torch.float32" in server_log
+    assert gen["task"] == "text-generation" and all(
+        s["generative"]["output_tokens_per_s"] for s in gen["steps"]
+    )
+    assert "| llama-tiny | cpu-local | fp32 | 1 |" in (out / "llm_summary.md").read_text()
     summary = json.loads((out / "summary.json").read_text())
-    assert [r["concurrency"] for r in summary["rows"]] == [1, 2]
+    assert [r["concurrency"] for r in summary["rows"] if "identity" in json.dumps(r)] == [1, 2]
     assert "no NVML samples" in log or "nvml_power_w" in json.dumps(doc)
 
 
