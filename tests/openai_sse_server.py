@@ -15,6 +15,8 @@ import asyncio
 import json
 import time
 
+from accelbench.loadtests.reference_server import read_request
+
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "golf", "hotel", "india", "kilo", "lima")
 
 
@@ -27,14 +29,7 @@ async def _send(writer, status: int, body: bytes, ctype: str = "application/json
 async def handle(reader, writer, args) -> None:
     try:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            arrived = time.monotonic()
-            lines = head.decode("latin-1").split("\r\n")
-            method, path, _ = lines[0].split(" ", 2)
-            headers = {
-                k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
-            }
-            body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+            method, path, _headers, body, arrived = await read_request(reader)
             path = path.split("?", 1)[0].rstrip("/")
             if method == "GET" and path in ("/health", "/v1/health"):
                 await _send(writer, 200, b"{}")

@@ -30,6 +30,18 @@ from collections.abc import Iterator
 from accelbench.loadtests import tokens
 
 
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes, float]:
+    """One HTTP/1.1 request off a keep-alive connection: method, path, lower-cased headers, body, and the
+    monotonic time its head arrived (what TTFT is timed from)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    arrived = time.monotonic()
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+    body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+    return method, path, headers, body, arrived
+
+
 class Reference:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -40,14 +52,7 @@ class Reference:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                arrived = time.monotonic()
-                lines = head.decode("latin-1").split("\r\n")
-                method, path, _ = lines[0].split(" ", 2)
-                headers = {
-                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
-                }
-                body = await reader.readexactly(int(headers.get("content-length", 0) or 0))
+                method, path, _headers, body, arrived = await read_request(reader)
                 if not await self.route(method, path, body, arrived, writer):
                     break
         writer.close()
