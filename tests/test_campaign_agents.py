@@ -7,12 +7,15 @@ middle loses nothing; an agent without the target's toolchain fails its job with
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import time
 
 import pytest
 from campaign_helpers import (
+    ACCELBENCH,
     api_client,
     end_agents,
     job_documents,
@@ -180,3 +183,43 @@ def test_an_agent_without_the_toolchain_fails_its_job_with_one_line(tmp_path):
         assert 'data-status="failed"' in page and str(escape(job["reason"])) in page
         log = (tmp_path / "cpu-host" / "cpu-host.log").read_text()
         assert "failed: target l4" in log and json.loads(log.strip().splitlines()[-1]) == {"failed": 1}
+
+
+CANCEL_LOAD = RESUME_LOAD.replace("levels = [1, 2, 3, 4, 5]", "levels = [1, 2, 3, 4, 5, 6, 7, 8]")
+
+
+def test_a_job_cancelled_on_the_server_stops_its_agent_after_the_running_step(tmp_path):
+    """`accelbench job cancel` on a running job: the agent hears it at its next call (a heartbeat), the step
+    running then finishes and no other starts, and the agent drops the job. The agent's line says how many
+    steps it had recorded when told; the job's folder holds exactly those, or one more (the running one)."""
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    with running_server(db, tmp_path) as server:
+        runner = create_token(db, "runner", "agents")
+        api = api_client(server.base_url)
+        spec = spec_text("cancel", ["cpu-local"], ["l4"], CANCEL_LOAD)
+        body = {"spec": spec, "lease_s": 3.0}  # a heartbeat every second
+        campaign = api.post("/api/v1/campaigns", json=body, headers=_h(server.token)).json()
+        job_id = campaign["jobs"][0]["id"]
+        work = tmp_path / "a"
+        agent = start_agent(server.base_url, runner, "cpu-local", work, "a", "--once")
+        try:
+            wait_campaign(api, campaign["id"], server.token, 300, logs=[work / "a.log"],
+                          until=lambda _c: any(d["steps"] for d in job_documents(api, job_id, server.token)))  # fmt: skip
+            cancel = subprocess.run([ACCELBENCH, "job", "cancel", str(job_id), "--server", server.base_url],
+                                    env={**os.environ, "ACCELBENCH_TOKEN": server.token}, capture_output=True,
+                                    text=True, timeout=60)  # fmt: skip
+            assert cancel.returncode == 0 and "cancelled" in cancel.stdout, cancel.stderr
+            assert agent.wait(timeout=120) == 0
+        finally:
+            end_agents([agent])
+        log = (work / "a.log").read_text()
+        assert json.loads(log.strip().splitlines()[-1]) == {"lost": 1}, log[-2000:]
+        told = re.search(r"\((\d+) step\(s\) recorded here when told, (\d+) in all\); dropped", log)
+        assert told, log[-2000:]
+        when_told, in_all = int(told[1]), int(told[2])
+        assert 1 <= when_told <= in_all <= when_told + 1 and in_all < 8, (when_told, in_all)
+        (result,) = (work / f"job-{job_id}" / "results").glob("*.json")
+        local = json.loads(result.read_text())
+        assert len(local["steps"]) == in_all and not local.get("complete")
+        state = api.get(f"/api/v1/campaigns/{campaign['id']}", headers=_h(server.token)).json()["jobs"][0]
+        assert state["status"] == "cancelled", state

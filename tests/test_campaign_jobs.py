@@ -65,11 +65,13 @@ def test_labels_match(wanted, offered, ok):
 
 
 def test_parse_labels_and_a_malformed_one():
-    assert jobs.parse_labels(["zone=lab", " rack = 3 "]) == {"zone": "lab", "rack": "3"}
+    from accelbench.client.agent import parse_labels
+
+    assert parse_labels(["zone=lab", " rack = 3 "]) == {"zone": "lab", "rack": "3"}
     with pytest.raises(ValueError, match="--label 'zone': write KEY=VALUE"):
-        jobs.parse_labels(["zone"])
+        parse_labels(["zone"])
     with pytest.raises(ValueError, match="write KEY=VALUE"):
-        jobs.parse_labels(["=x"])
+        parse_labels(["=x"])
 
 
 @pytest.mark.parametrize(

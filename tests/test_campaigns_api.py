@@ -500,7 +500,7 @@ def test_cancel_and_requeue(api, live_server):
 
 
 def test_default_runner_names_are_per_host_target_and_device(monkeypatch):
-    from accelbench.service.agent import AgentConfig
+    from accelbench.client.agent import AgentConfig
 
     monkeypatch.delenv("NEURON_RT_VISIBLE_CORES", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -15,6 +15,7 @@ import pytest
 
 from accelbench.documents import to_dict
 from accelbench.loadtests.api import loadtest
+from accelbench.loadtests.events import StepProgress
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.verdict import Limits
 from accelbench.serving import LocalTriton
@@ -115,6 +116,40 @@ def test_grpc_closed_loop_one_process_batch_4(triton, tmp_path):
     assert step["inferences"] == 4 * step["requests"] == step["server_stats"]["inference_count"]
     assert step["throughput_ips"] == pytest.approx(4 * step["throughput_rps"], rel=1e-3)
     assert 10 < step["latency_us"]["p50"] < 100_000
+
+
+def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resumes(triton, tmp_path):
+    """Cancel while step 0 runs: step 0 finishes and is recorded, step 1 never starts, the document is not
+    complete and no load process is left; a rerun measures only the rest and keeps step 0 as it was."""
+    import psutil
+
+    from accelbench.loadtests.api import measure
+    from accelbench.loadtests.events import Cancel, StepFinished
+    from accelbench.models.cards import load_card
+
+    profile = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 3), duration_s=1.0, warmup_s=0.3,
+                          processes=1)  # fmt: skip
+    cancel, seen = Cancel(), []
+
+    def on_event(event) -> None:
+        seen.append(event)
+        if isinstance(event, StepProgress) and event.index == 0:
+            cancel.request("test")  # mid step 0: its windows are arriving
+
+    card = load_card("builtin:identity")
+    doc, path = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, card=card, on_event=on_event,
+                        cancel=cancel)  # fmt: skip
+    assert [s.index for s in doc.steps] == [0] and not doc.complete and not doc.steps[0].aborted
+    assert [e.step.index for e in seen if isinstance(e, StepFinished)] == [0]
+    assert {e.index for e in seen if isinstance(e, StepProgress)} == {0}
+    on_disk = json.loads(path.read_text())
+    assert [s["index"] for s in on_disk["steps"]] == [0] and not on_disk.get("complete")
+    runners = [p for p in psutil.Process().children(recursive=True)
+               if "accelbench.loadtests.runner" in " ".join(p.cmdline())]  # fmt: skip
+    assert runners == []
+    again, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, card=card)
+    assert [s.index for s in again.steps] == [0, 1, 2] and again.complete
+    assert again.steps[0].started_at == doc.steps[0].started_at
 
 
 def test_server_killed_mid_sweep(repo, tmp_path):
@@ -224,8 +259,8 @@ def test_a_cpu_hog_halfway_through_a_step_is_drift(repo, tmp_path):
                           warmup_s=1.0, processes=1)  # fmt: skip
     hogs: list[subprocess.Popen] = []
 
-    def on_event(event: dict) -> None:
-        if event["event"] == "progress" and event["elapsed_s"] >= 7.5 and not hogs:
+    def on_event(event) -> None:
+        if isinstance(event, StepProgress) and event.elapsed_s >= 7.5 and not hogs:
             hogs.extend(subprocess.Popen([sys.executable, "-c", HOG.format(s=10)], start_new_session=True)
                         for _ in range(6))  # fmt: skip
 

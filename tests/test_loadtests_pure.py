@@ -234,16 +234,18 @@ def test_a_hung_load_child_is_noticed_and_its_group_ended():
     import sys
 
     from accelbench.loadtests.child import end_group, events
+    from accelbench.loadtests.events import LoadTimedOut, StepProgress, to_wire
 
-    code = "import json, time; print(json.dumps({'event': 'progress'}), flush=True); time.sleep(60)"
+    line = json.dumps(to_wire(StepProgress(0, {"concurrency": 1}, 1.0, 5.0, 900)))
+    code = f"import time; print('a line a library printed'); print({line!r}, flush=True); time.sleep(60)"
     child = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
-        seen = [e["event"] for e in events(child, budget_s=3.0)]
+        seen = list(events(child, budget_s=3.0))
     finally:
         end_group(child)
-    assert seen == ["progress", "timeout"]
+    assert seen == [StepProgress(0, {"concurrency": 1}, 1.0, 5.0, 900), LoadTimedOut(3.0)]
     assert child.poll() is not None
 
 
@@ -269,7 +271,7 @@ def test_master_bind_parsing_and_loopback_target_guard():
 
 def test_progress_lines_name_the_offered_load_in_words():
     from accelbench.commands.loadtests import _step_line
-    from accelbench.experiment.pipeline import step_note
+    from accelbench.experiment.progress import step_note
     from accelbench.loadtests.profiles import offered_label
 
     assert offered_label({"concurrency": 1}) == "concurrency 1"

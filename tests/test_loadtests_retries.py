@@ -93,6 +93,7 @@ def test_a_re_measurement_cut_short_gives_back_the_attempt_before_it(tmp_path):
 @pytest.mark.slow
 def test_a_real_sweep_measures_a_drifting_step_again_and_keeps_every_attempt(identity_repo, tmp_path):
     from accelbench.loadtests.api import loadtest
+    from accelbench.loadtests.events import StepFinished
 
     events = []
     strict = Limits(drift_p=1.0, drift_change=0.0, retries=1)  # any trend at all counts as drift
@@ -109,6 +110,6 @@ def test_a_real_sweep_measures_a_drifting_step_again_and_keeps_every_attempt(ide
         first.statistics.throughput_rps.low is not None
     )  # an INVALID attempt keeps its figures and interval
     assert first.started_at != step.started_at  # measured twice, not copied
-    assert [e["step"].attempt for e in events if e["event"] == "step"] == [None, 2]
+    assert [e.step.attempt for e in events if isinstance(e, StepFinished)] == [None, 2]
     on_disk = json.loads(Path(path).read_text())
     assert on_disk["complete"] and on_disk["steps"][0]["earlier_attempts"][0]["verdict"] == "INVALID"

@@ -1,23 +1,22 @@
 """CLI commands for campaigns: ``submit`` a spec to a results server, run an ``agent`` that works its jobs.
 
-Thin: parse options, call ``accelbench.service.agent`` (httpx only; the agent needs no database or FastAPI).
+Thin: parse options, call ``accelbench.client`` (httpx only; the agent needs no database or FastAPI).
 """
 
 from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from pathlib import Path
 
 import click
 
-_TOKEN_HELP = "API token (also ACCELBENCH_TOKEN)."
+from accelbench.commands import server_options
 
 
 def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
-    from accelbench.service.jobs import parse_labels
+    from accelbench.client.agent import parse_labels
 
     try:
         return parse_labels(pairs)
@@ -26,7 +25,7 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command("agent")
-@click.option("--server", required=True, help="The results server, e.g. https://bench.example.org")
+@server_options("runner")
 @click.option("--target", "target_id", required=True, help="The catalog id this host measures as.")
 @click.option(
     "--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label jobs may ask for (repeat)."
@@ -35,25 +34,26 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--work-dir", type=click.Path(file_okay=False), default="accelbench-agent", show_default=True,
               help="Where jobs run (variants, results, logs), one folder per job.")  # fmt: skip
 @click.option("--name", default="", help="Runner name shown on the runners page [default: HOST-TARGET].")
-@click.option("--token", envvar="ACCELBENCH_TOKEN", default=None, help="Runner-scoped " + _TOKEN_HELP)
 @click.option("--quiet", is_flag=True, help="No pipeline progress lines; only one line per job.")
 @click.option("--idle-exit", "idle_exit_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="Exit when no job came for this long (a rented host with nothing to do stops billing).")  # fmt: skip
 @click.pass_context
-def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str, ...], once: bool,
-              work_dir: str, name: str, token: str | None, quiet: bool, idle_exit_s: float | None) -> None:  # fmt: skip
+def agent_cmd(ctx: click.Context, server: str, token: str | None, target_id: str, labels: tuple[str, ...],
+              once: bool, work_dir: str, name: str, quiet: bool, idle_exit_s: float | None) -> None:  # fmt: skip
     """Long-poll SERVER for jobs of --target and run each (quantize, serve, sweep), pushing results.
 
     SIGTERM or Ctrl-C: the running step finishes, what it measured is pushed, and the job goes back to the queue.
     """
-    from accelbench.service.agent import AgentConfig, run_agent
+    from accelbench.client.agent import AgentConfig, run_agent
+    from accelbench.loadtests.events import Cancel
 
     cfg = AgentConfig(server=server, target=target_id, token=token, labels=_labels(labels), once=once,
                       work_dir=Path(work_dir), name=name, catalog_path=(ctx.obj or {}).get("catalog_path"),
                       quiet=quiet, idle_exit_s=idle_exit_s)  # fmt: skip
-    stop = threading.Event()
+    stop = Cancel()
     # both signals: finish the running step, push it, release the job (restored after: tests call this in-process)
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, lambda signum, _frame: stop.request(f"signal {signum}"))
+                for sig in (signal.SIGTERM, signal.SIGINT)}  # fmt: skip
     try:
         outcomes = run_agent(cfg, stop)
     finally:
@@ -64,8 +64,7 @@ def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str
 
 @click.command("submit")
 @click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--server", required=True, help="The results server, e.g. http://127.0.0.1:8080")
-@click.option("--token", envvar="ACCELBENCH_TOKEN", default=None, help="Admin-scoped " + _TOKEN_HELP)
+@server_options("admin")
 @click.option("--lease-s", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
               help="A job whose agent sends no heartbeat for this long goes back to the queue.")  # fmt: skip
 @click.option("--max-attempts", type=click.IntRange(1, 100), default=3, show_default=True)
@@ -77,17 +76,16 @@ def agent_cmd(ctx: click.Context, server: str, target_id: str, labels: tuple[str
 def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, lease_s: float, max_attempts: int,
                time_limit_s: float | None, labels: tuple[str, ...], wait: bool) -> None:  # fmt: skip
     """Turn SPEC into a campaign on SERVER: one job per measured target; prints the campaign's page."""
+    from accelbench.client.http import ServerClient
     from accelbench.errors import BadInputError
     from accelbench.experiment.spec import load_spec
-    from accelbench.service.agent import Api
 
     load_spec(spec)  # a bad spec is one line here, before anything is sent
     try:
         text = Path(spec).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise BadInputError(f"{spec}: cannot read the spec: {err}") from None
-    api = Api(server, token, retry_s=10.0)
-    try:
+    with ServerClient(server, token, retry_s=10.0, scope="admin") as api:
         body = {"spec": text, "lease_s": lease_s, "max_attempts": max_attempts, "labels": _labels(labels),
                 "time_limit_s": time_limit_s}  # fmt: skip
         campaign = api.call("POST", "/campaigns", body)
@@ -102,8 +100,6 @@ def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, le
                     f"  {job['target']}: {job['status']}" + (f" ({job['reason']})" if job["reason"] else "")
                 )
             ctx.exit(0 if campaign["status"] == "done" else 1)
-    finally:
-        api.close()
 
 
 @click.group("job")
@@ -112,32 +108,21 @@ def job_group() -> None:
 
 
 def _job_change(event: str, job_ids: tuple[int, ...], server: str, token: str | None) -> None:
-    from accelbench.service.agent import Api, JobLost
+    from accelbench.client.http import Conflict, ServerClient
+    from accelbench.errors import BadInputError
 
-    api = Api(server, token, retry_s=10.0)
-    try:
+    with ServerClient(server, token, retry_s=10.0, scope="admin") as api:
         for job_id in job_ids:
             try:
                 job = api.call("POST", f"/jobs/{job_id}/{event}", {})
-            except JobLost as err:  # 409: its state does not allow it (e.g. cancel a finished job)
-                from accelbench.errors import BadInputError
-
+            except Conflict as err:  # its state does not allow it (e.g. cancel a finished job)
                 raise BadInputError(f"{api.url}: {err}") from None
             click.echo(f"job {job['id']} ({job['target']}): {job['status']}")
-    finally:
-        api.close()
-
-
-_JOB_SERVER = click.option("--server", required=True, help="The results server, e.g. http://127.0.0.1:8080")
-_JOB_TOKEN = click.option(
-    "--token", envvar="ACCELBENCH_TOKEN", default=None, help="Admin-scoped " + _TOKEN_HELP
-)
 
 
 @job_group.command("cancel")
 @click.argument("job_ids", nargs=-1, required=True, type=click.IntRange(1))
-@_JOB_SERVER
-@_JOB_TOKEN
+@server_options("admin")
 def job_cancel_cmd(job_ids: tuple[int, ...], server: str, token: str | None) -> None:
     """Cancel queued or running jobs; a running job's agent is told to stop at its next heartbeat."""
     _job_change("cancel", job_ids, server, token)
@@ -145,8 +130,7 @@ def job_cancel_cmd(job_ids: tuple[int, ...], server: str, token: str | None) -> 
 
 @job_group.command("requeue")
 @click.argument("job_ids", nargs=-1, required=True, type=click.IntRange(1))
-@_JOB_SERVER
-@_JOB_TOKEN
+@server_options("admin")
 def job_requeue_cmd(job_ids: tuple[int, ...], server: str, token: str | None) -> None:
     """Put running, failed, expired or cancelled jobs back in the queue with a fresh set of attempts."""
     _job_change("requeue", job_ids, server, token)

@@ -12,6 +12,8 @@ from accelbench.hardware.catalog_schema import PRECISIONS
 
 def _progress(json_mode: bool):
     """A live rich line (step, requests/s, p99) on a terminal; plain lines otherwise; nothing with --json."""
+    from accelbench.loadtests.events import StepProgress
+
     if json_mode:
         return None, lambda event: None
     if sys.stderr.isatty():
@@ -20,38 +22,41 @@ def _progress(json_mode: bool):
 
         live = Live(console=Console(stderr=True), refresh_per_second=4, transient=True)
 
-        def on_event(event: dict) -> None:
-            if event["event"] == "progress":
-                live.update(_progress_line(event))
-            elif event["event"] in _NOTICES:
-                live.console.print(_NOTICES[event["event"]](event))
-            elif event["event"] == "step":
-                live.console.print(_step_line(event["step"]))
+        def on_event(event) -> None:
+            line = _line(event)
+            if isinstance(event, StepProgress):
+                live.update(line)
+            elif line is not None:
+                live.console.print(line)
 
         return live, on_event
 
     # not a terminal: progress on stdout, so stderr carries only an error line
-    def plain(event: dict) -> None:
-        if event["event"] == "progress":
-            click.echo(_progress_line(event))
-        elif event["event"] == "step":
-            click.echo(_step_line(event["step"]))
-        elif event["event"] in _NOTICES:
-            click.echo(_NOTICES[event["event"]](event))
+    def plain(event) -> None:
+        line = _line(event)
+        if line is not None:
+            click.echo(line)
 
     return None, plain
 
 
-_NOTICES = {  # the master's own lines when workers come from other hosts
-    "waiting": lambda e: (
-        f"master on {e['master']}: waiting up to {e['timeout_s']:g} s for {e['expect_workers']} "
-        f"workers (accelbench loadtest-worker --master {e['master']})"
-    ),
-    "repeat": lambda e: f"run {e['repeat']} of {e['repeats']}",
-    "workers": lambda e: (
-        "workers: " + ", ".join(f"{w['index']}={w['host']}/{w['pid']}" for w in e["workers"])
-    ),
-}
+def _line(event) -> str | None:
+    """The line a sweep event prints, if any: windows, steps, repeats and the master's own notices."""
+    from accelbench.loadtests import events as ev
+
+    if isinstance(event, ev.StepProgress):
+        return (f"step {event.index} {_offered(event.offered)}  t={event.elapsed_s:.0f}s  "
+                f"{event.rps:.0f} req/s  p99 {event.p99_us} µs")  # fmt: skip
+    if isinstance(event, ev.StepFinished):
+        return _step_line(event.step)
+    if isinstance(event, ev.RepeatStarted):
+        return f"run {event.repeat} of {event.repeats}"
+    if isinstance(event, ev.WorkersWaiting):  # workers come from other hosts
+        return (f"master on {event.master}: waiting up to {event.timeout_s:g} s for {event.expect_workers} "
+                f"workers (accelbench loadtest-worker --master {event.master})")  # fmt: skip
+    if isinstance(event, ev.WorkersJoined):
+        return "workers: " + ", ".join(f"{w.index}={w.host}/{w.pid}" for w in event.workers)
+    return None
 
 
 def _master_bind(master_bind: str | None, expect_workers: int | None, timeout_s: float, processes: int):
@@ -72,13 +77,6 @@ def _offered(offered: dict) -> str:
     from accelbench.loadtests.profiles import offered_label
 
     return offered_label(offered)
-
-
-def _progress_line(event: dict) -> str:
-    return (
-        f"step {event['index']} {_offered(event['offered'])}  t={event['elapsed_s']:.0f}s  "
-        f"{event['rps']:.0f} req/s  p99 {event['p99_us']} µs"
-    )
 
 
 def _ms(latency) -> str:
@@ -335,13 +333,15 @@ def register(group: click.Group) -> None:
     def loadtest_worker(master, processes, connect_timeout) -> None:
         """Send load for an `accelbench loadtest --master-bind` master: it sends model, target and payloads."""
         from accelbench.loadtests.distributed import run_workers
+        from accelbench.loadtests.events import WorkerConfigured, WorkerConnected, WorkerEvent
 
-        def on_event(event: dict) -> None:
-            if event["event"] == "configured":
-                click.echo(f"worker {event['process']}: index {event['index']}, {event['kind']} loop, "
-                           f"{event['protocol']} {event['url']} model {event['model']}")  # fmt: skip
-            elif event["event"] == "connected":
-                click.echo(f"worker {event['process']}: connected to {event['master']}")
+        def on_event(worker: WorkerEvent) -> None:
+            event = worker.event
+            if isinstance(event, WorkerConfigured):
+                click.echo(f"worker {worker.process}: index {event.index}, {event.kind} loop, "
+                           f"{event.protocol} {event.url} model {event.model}")  # fmt: skip
+            elif isinstance(event, WorkerConnected):
+                click.echo(f"worker {worker.process}: connected to {event.master}")
 
         last = run_workers(master, processes, connect_timeout, on_event)
         click.echo(f"{len(last)} worker process(es) finished; results are on the master")

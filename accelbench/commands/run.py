@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from accelbench.commands import token_option
+
 
 @click.command("init")
 @click.argument("path", required=False, default="accelbench.toml", type=click.Path())
@@ -28,7 +30,7 @@ def init_cmd(path: str, force: bool) -> None:
 @click.option("--quiet", is_flag=True, help="No progress lines; print only where the report is.")
 @click.option("--push", "push_url", default=None, metavar="URL",
               help="Also send each result to this results server as its sweep finishes (accelbench server).")  # fmt: skip
-@click.option("--token", default=None, help="API token for --push [default: $ACCELBENCH_TOKEN].")
+@token_option("push")
 @click.option("--repeats", type=click.IntRange(min=1), default=None,
               help="Independent runs of each sweep (overrides the spec's load.repeats); the report combines them.")  # fmt: skip
 @click.option("--retries", type=click.IntRange(min=0), default=None,
@@ -69,11 +71,10 @@ def run_cmd(
     if push_url:
         import os
 
-        from accelbench.service.client import PushSink
+        from accelbench.client.push import PushSink
 
         results_dir = os.path.join(out_dir or str(experiment.out), "results")
-        sink = PushSink(push_url, token or os.environ.get("ACCELBENCH_TOKEN"), results_dir,
-                        lambda line: click.echo(line, err=True))  # fmt: skip
+        sink = PushSink(push_url, token, results_dir, lambda line: click.echo(line, err=True))
     try:
         outcome = run_experiment(
             experiment,
@@ -81,7 +82,7 @@ def run_cmd(
             catalog_path=(ctx.obj or {}).get("catalog_path"),
             progress=progress,
             command=" ".join(["accelbench", *sys.argv[1:]]),
-            on_result=sink,
+            sink=sink,
         )
     finally:
         if sink is not None:

@@ -1,12 +1,11 @@
-"""CLI commands for the results service: server, token create/revoke, push. Thin, and lazy: the service
+"""CLI commands for the results service: server, token create/revoke, push, result hide/unhide. Thin, and lazy: the service
 extra (FastAPI, SQLAlchemy) is imported inside the commands, and its absence is one line."""
 
 from __future__ import annotations
 
-import os
-
 import click
 
+from accelbench.commands import server_options
 from accelbench.errors import ToolchainMissingError
 
 _DB_HELP = "Database URL: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB [default: results.db in the user data dir]."
@@ -121,17 +120,13 @@ def token_revoke_cmd(db: str | None, name: str | None, token: str | None) -> Non
 
 @click.command("push")
 @click.argument("results", nargs=-1, required=True, type=click.Path())
-@click.option(
-    "--server", "server_url", required=True, envvar="ACCELBENCH_SERVER", help="e.g. http://127.0.0.1:8080"
-)
-@click.option("--token", default=None, help="API token with the push scope [default: $ACCELBENCH_TOKEN].")
-def push_cmd(results: tuple[str, ...], server_url: str, token: str | None) -> None:
+@server_options("push")
+def push_cmd(results: tuple[str, ...], server: str, token: str | None) -> None:
     """Send result documents (files or folders) to a results server; already-stored ones are skipped."""
-    from accelbench.service.client import push_paths
+    from accelbench.client.push import push_paths
 
-    token = token or os.environ.get("ACCELBENCH_TOKEN")
-    counts = push_paths(list(results), server_url, token)
-    click.echo(f"pushed {counts['created']} new, {counts['existing']} already stored, to {server_url}")
+    counts = push_paths(list(results), server, token)
+    click.echo(f"pushed {counts['created']} new, {counts['existing']} already stored, to {server}")
 
 
 @click.group("result")
@@ -139,43 +134,30 @@ def result_group() -> None:
     """Hide or unhide a stored result on a results server (admin token)."""
 
 
-def _hide_call(result_id: str, server_url: str, token: str | None, action: str, reason: str) -> None:
-    from accelbench.service.agent import Api
+def _hide_call(result_id: str, server: str, token: str | None, action: str, reason: str) -> None:
+    from accelbench.client.http import ServerClient
 
-    api = Api(server_url, token or os.environ.get("ACCELBENCH_TOKEN"), retry_s=10.0)
-    try:
+    with ServerClient(server, token, retry_s=10.0, scope="admin") as api:
         answer = api.call("POST", f"/results/{result_id}/{action}", {"reason": reason})
-    finally:
-        api.close()
-    click.echo(f"result {answer['id']}: {'hidden' if answer['hidden'] else 'shown'} on {server_url}")
-
-
-_SERVER = click.option(
-    "--server", "server_url", required=True, envvar="ACCELBENCH_SERVER", help="e.g. http://127.0.0.1:8080"
-)
-_ADMIN_TOKEN = click.option(
-    "--token", default=None, help="Admin-scoped API token [default: $ACCELBENCH_TOKEN]."
-)
+    click.echo(f"result {answer['id']}: {'hidden' if answer['hidden'] else 'shown'} on {server}")
 
 
 @result_group.command("hide")
 @click.argument("result_id")
-@_SERVER
-@_ADMIN_TOKEN
+@server_options("admin")
 @click.option("--reason", required=True, help="Why (kept with who and when in the result's hide log).")
-def result_hide_cmd(result_id: str, server_url: str, token: str | None, reason: str) -> None:
+def result_hide_cmd(result_id: str, server: str, token: str | None, reason: str) -> None:
     """Hide RESULT_ID (its content hash) from every page, listing and report; it is kept and can be shown again."""
-    _hide_call(result_id, server_url, token, "hide", reason)
+    _hide_call(result_id, server, token, "hide", reason)
 
 
 @result_group.command("unhide")
 @click.argument("result_id")
-@_SERVER
-@_ADMIN_TOKEN
+@server_options("admin")
 @click.option("--reason", default="", help="Why it is shown again (recorded).")
-def result_unhide_cmd(result_id: str, server_url: str, token: str | None, reason: str) -> None:
+def result_unhide_cmd(result_id: str, server: str, token: str | None, reason: str) -> None:
     """Show a hidden RESULT_ID again."""
-    _hide_call(result_id, server_url, token, "unhide", reason)
+    _hide_call(result_id, server, token, "unhide", reason)
 
 
 def register(group: click.Group) -> None:

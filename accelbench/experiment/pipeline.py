@@ -16,21 +16,25 @@ Resume: a variant whose manifest still matches its files and recorded hash is no
 result document is complete for the same manifest hash and load profile is not re-run (and Triton is not even
 started); the report is not re-rendered when its inputs are unchanged. Ctrl-C leaves no process behind:
 LocalTriton stops in its context manager and the load generator's process group is ended by the sweep.
+
+What a run measures goes to a ``StepSink`` (``loadtests/events.py``) as well as to disk: each recorded step
+and each finished result (``accelbench run --push`` pushes results, the campaign agent steps and results). A
+``Cancel`` stops the run between stages and the sweep between steps; the outcome then says ``cancelled``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.documents import ResultDocument, Step, to_dict
+from accelbench.documents import ResultDocument, load_result
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
+from accelbench.loadtests.events import Cancel, Event, StepFinished, StepSink
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
 
 RUN_RECORD = "run.json"
@@ -42,6 +46,7 @@ class RunOutcome:
     report_path: Path
     result_paths: list[Path] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)  # variants that failed the accuracy gate
+    cancelled: bool = False  # stopped on request: the files hold what was finished, a rerun resumes
 
 
 @dataclass
@@ -61,12 +66,14 @@ def run_experiment(
     catalog_path: str | None = None,
     progress: Progress | None = None,
     command: str = "accelbench run",
-    on_result: Callable[[Path, ResultDocument], None] | None = None,
+    sink: StepSink | None = None,
+    cancel: Cancel | None = None,
 ) -> RunOutcome:
     """Run every stage of ``spec``; finished work on disk is reused. Returns where the report is.
 
-    ``on_result(path, document)`` is called with each result document as its sweep finishes (after the file is
-    written): ``accelbench run --push`` sends it to a results server there. It must not raise.
+    ``sink`` sees each recorded step and each result (measured now or reused), after the file is written.
+    Once ``cancel`` is requested the running load step finishes and nothing else starts: the outcome is
+    ``cancelled`` and no report is made.
     """
     from accelbench.hardware.catalog import load_catalog
 
@@ -84,22 +91,33 @@ def run_experiment(
             "quantize", f"{len(spec.models)} model(s) × {len(spec.measured_targets)} measured target(s)"
         )
         variants = _quantize_all(spec, out, catalog_path, progress)
+        if _stopped(cancel, outcome):
+            return outcome
         progress.stage("accuracy gate")
         served = _gate(variants, progress, outcome)
         progress.stage(
             "serve and load-test", f"{spec.load.kind} loop, levels {list(spec.load.as_profile()['levels'])}"
         )
         for target in spec.measured_targets:
+            if _stopped(cancel, outcome):
+                return outcome
             mine = [v for v in served if v.manifest["target"] == target.id]
             outcome.result_paths += _measure_target(
-                spec, target, mine, out, catalog, progress, command, on_result
+                spec, target, mine, out, catalog, progress, command, sink, cancel
             )
+        if _stopped(cancel, outcome):
+            return outcome
         progress.stage("report")
         _report(spec, out, catalog, progress, outcome)
     finally:
         record.update(finished_at=utc_now_iso(), steps=[r.__dict__ for r in progress.records])
         atomic_write_json(out / RUN_RECORD, record)
     return outcome
+
+
+def _stopped(cancel: Cancel | None, outcome: RunOutcome) -> bool:
+    outcome.cancelled = cancel is not None and cancel.requested
+    return outcome.cancelled
 
 
 def _check_measurable(target: TargetSpec, hw: Any) -> None:
@@ -265,7 +283,8 @@ def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
 
 
 def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
-                    progress: Progress, command: str, on_result: Any = None) -> list[Path]:  # fmt: skip
+                    progress: Progress, command: str, sink: StepSink | None = None,
+                    cancel: Cancel | None = None) -> list[Path]:  # fmt: skip
     # every (variant, repeat) whose result document is not yet complete; repeat 1 keeps today's file name
     paths, todo = [], []
     for repeat in range(1, spec.load.repeats + 1):
@@ -278,6 +297,8 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
                 progress.skip(
                     "load", f"{v.name}{run} on {target.id}", "result complete for this manifest and profile"
                 )
+                if sink is not None:  # a result reused from disk is a result of this run too
+                    sink.result(path, load_result(path), v.manifest)
             else:
                 todo.append((v, profile))
     if not todo:
@@ -297,17 +318,8 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(
-                server,
-                todo,
-                out,
-                repo_dir,
-                progress,
-                command,
-                on_result,
-                _limits(spec),
-                spec.workload.prompts,
-            )
+            _sweeps(server, todo, out, repo_dir, progress, command, _limits(spec), spec.workload.prompts, sink,
+                    cancel)  # fmt: skip
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -319,31 +331,10 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             for v in {v.name: v for v, _ in todo}.values():
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, out, None, progress, command, on_result, _limits(spec), spec.workload.prompts)
+        _sweeps(
+            server, todo, out, None, progress, command, _limits(spec), spec.workload.prompts, sink, cancel
+        )
     return paths
-
-
-def step_note(step: Step) -> str:
-    """One progress line per load step; an INVALID step says why, so the user can act on it."""
-    from accelbench.loadtests.profiles import offered_label
-
-    p99 = step.latency_us.p99 if step.latency_us else None
-    again = f" (attempt {step.attempt})" if (step.attempt or 1) > 1 else ""
-    if step.generative is not None and step.generative.ttft_us is not None:  # a generative step's figures
-        from accelbench.reports.formatting import num
-
-        g = step.generative
-        tok_s = g.output_tokens_per_s.value if g.output_tokens_per_s else None
-        p50 = {m: (getattr(g, m).p50 if getattr(g, m) else None) for m in ("ttft_us", "itl_us", "tpot_us")}
-        text = (f"  {offered_label(to_dict(step.offered))}{again}: {num(tok_s)} tok/s, TTFT p50 "
-                f"{num(p50['ttft_us'])} µs, ITL p50 {num(p50['itl_us'])} µs, TPOT p50 {num(p50['tpot_us'])} µs, "
-                f"{step.verdict}")  # fmt: skip
-        return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
-    text = (
-        f"  {offered_label(to_dict(step.offered))}{again}: {step.throughput_rps} req/s, p99 {p99} µs, "
-        f"{step.verdict}"
-    )
-    return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
 def _triton_name(variant: _Variant) -> str:
@@ -360,39 +351,42 @@ def _limits(spec: ExperimentSpec) -> Any:
 
 
 def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: Path | None,
-            progress: Progress, command: str, on_result: Any = None, limits: Any = None,
-            prompts: str | None = None) -> None:  # fmt: skip
+            progress: Progress, command: str, limits: Any = None, prompts: str | None = None,
+            sink: StepSink | None = None, cancel: Cancel | None = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
 
+    def on_event(event: Event) -> None:
+        progress.event(event)
+        if sink is not None and isinstance(event, StepFinished):
+            sink.step(event)
+
     for v, profile in todo:
+        if cancel is not None and cancel.requested:
+            return
         name = _triton_name(v)
         config = repo_dir / name / "config.pbtxt" if repo_dir else None
         run = f" run {profile.repeat}" if profile.repeat > 1 else ""
         with progress.step("load", f"{v.name}{run}") as notes:
-
-            def on_event(event: dict[str, Any]) -> None:
-                if event.get("event") == "step":
-                    progress.note("load", step_note(event["step"]))
-
             repository_config = config.read_text() if config and config.is_file() else ""
             if profile.workload:  # a generative variant: streamed, token by token (docs/llm.md)
                 doc = _generative_sweep(server, v, name, profile, out, repository_config, command, on_event, limits,
-                                        prompts)  # fmt: skip
+                                        prompts, cancel)  # fmt: skip
             else:
                 doc, _ = measure(
                     server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
                     card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
-                    repository_config=repository_config,
-                    command=command, on_event=on_event, **({"limits": limits} if limits else {}),
+                    repository_config=repository_config, command=command, on_event=on_event, cancel=cancel,
+                    **({"limits": limits} if limits else {}),
                 )  # fmt: skip
-            notes.append(f"{len(doc.steps)} steps")
-        if on_result is not None:  # the sink (e.g. a push to a results server) sees the finished document
-            on_result(_result_path(out, v, profile), doc)
+            notes.append(f"{len(doc.steps)} steps" + ("" if doc.complete else ", stopped on request"))
+        if sink is not None and doc.complete:
+            sink.result(_result_path(out, v, profile), doc, v.manifest)
 
 
 def _generative_sweep(server: Any, v: _Variant, name: str, profile: Any, out: Path, repository_config: str,
-                      command: str, on_event: Any, limits: Any, prompts: str | None) -> ResultDocument:  # fmt: skip
+                      command: str, on_event: Any, limits: Any, prompts: str | None,
+                      cancel: Cancel | None) -> ResultDocument:  # fmt: skip
     from accelbench.loadtests.generative import generative_loadtest
     from accelbench.loadtests.sweep import Server
 
@@ -402,7 +396,7 @@ def _generative_sweep(server: Any, v: _Variant, name: str, profile: Any, out: Pa
         url=where.http_url, model=name, profile=profile, out_dir=out / "results", prompts_file=prompts,
         server=where, manifest=v.manifest,
         context_length=((v.manifest.get("card") or {}).get("generative") or {}).get("context_length"),
-        repository_config=repository_config, command=command, on_event=on_event,
+        repository_config=repository_config, command=command, on_event=on_event, cancel=cancel,
         **({"limits": limits} if limits else {}),
     )  # fmt: skip
     return doc

@@ -1,7 +1,8 @@
 """Progress display for `accelbench run`: one line per stage step, with a live spinner on a terminal.
 
 Plain lines (``[stage] item: status (seconds)``) when stderr is not a TTY, so CI logs stay readable; rich on a
-TTY. Progress goes to stderr so stdout carries only the answer (where the report is).
+TTY. Progress goes to stderr so stdout carries only the answer (where the report is). The load sweep's typed
+events (``loadtests/events.py``) arrive through ``event``: one line per recorded step.
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from accelbench.loadtests.events import Event, RepeatStarted, StepFinished
+
+if TYPE_CHECKING:
+    from accelbench.documents import Step
 
 
 @dataclass
@@ -48,6 +55,13 @@ class Progress:
     def note(self, stage: str, message: str) -> None:
         self._emit(f"[{stage}] {message}", "yellow")
 
+    def event(self, event: Event) -> None:
+        """A load sweep's event: a line per recorded step and per repeat; windows and the rest are not shown."""
+        if isinstance(event, StepFinished):
+            self.note("load", step_note(event.step))
+        elif isinstance(event, RepeatStarted):
+            self.note("load", f"run {event.repeat} of {event.repeats}")
+
     @contextmanager
     def step(self, stage: str, item: str) -> Iterator[list[str]]:
         """Times a step; the caller may append a short note to the yielded list."""
@@ -76,6 +90,30 @@ class Progress:
 
     def count(self, status: str, stage: str | None = None) -> int:
         return sum(1 for r in self.records if r.status == status and (stage is None or r.stage == stage))
+
+
+def step_note(step: Step) -> str:
+    """One progress line per load step; an INVALID step says why, so the user can act on it."""
+    from accelbench.documents import to_dict
+    from accelbench.loadtests.profiles import offered_label
+
+    p99 = step.latency_us.p99 if step.latency_us else None
+    again = f" (attempt {step.attempt})" if (step.attempt or 1) > 1 else ""
+    if step.generative is not None and step.generative.ttft_us is not None:  # a generative step's figures
+        from accelbench.reports.formatting import num
+
+        g = step.generative
+        tok_s = g.output_tokens_per_s.value if g.output_tokens_per_s else None
+        p50 = {m: (getattr(g, m).p50 if getattr(g, m) else None) for m in ("ttft_us", "itl_us", "tpot_us")}
+        text = (f"  {offered_label(to_dict(step.offered))}{again}: {num(tok_s)} tok/s, TTFT p50 "
+                f"{num(p50['ttft_us'])} µs, ITL p50 {num(p50['itl_us'])} µs, TPOT p50 {num(p50['tpot_us'])} µs, "
+                f"{step.verdict}")  # fmt: skip
+        return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
+    text = (
+        f"  {offered_label(to_dict(step.offered))}{again}: {step.throughput_rps} req/s, p99 {p99} µs, "
+        f"{step.verdict}"
+    )
+    return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
 class _Null:

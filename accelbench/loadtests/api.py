@@ -7,9 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
+from accelbench.loadtests.events import Cancel, Event, RepeatStarted
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.served import DATA_MODES, make_payloads, parse_shapes, read_served
 from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server
@@ -79,13 +81,13 @@ def loadtest(
     tritonserver: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
     command: str = "",
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     master_bind: MasterBind | None = None,
     server_log: str | os.PathLike | None = None,
     repeats: int = 1,
     target: str | None = None,
     precision: str | None = None,
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[ResultDocument, Path]:
     """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
 
     ``repeats`` N > 1: N complete sweeps on the same server, one result document each (repeat 1 under the
@@ -119,7 +121,7 @@ def loadtest(
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         for repeat in range(1, repeats + 1):
             if on_event is not None and repeats > 1:
-                on_event({"event": "repeat", "repeat": repeat, "repeats": repeats})
+                on_event(RepeatStarted(repeat, repeats))
             found = measure(
                 triton, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
                 manifest=dict(manifest) if manifest else None, card=card,
@@ -150,16 +152,17 @@ def measure(
     repository_config: str = "",
     command: str = "",
     limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     master_bind: MasterBind | None = None,
     target: str | None = None,
     precision: str | None = None,
-) -> tuple[dict[str, Any], Path]:
+    cancel: Cancel | None = None,
+) -> tuple[ResultDocument, Path]:
     """One sweep of ``model`` on a running ``triton`` (LocalTriton or RemoteTriton): payloads, expected
     outputs, then :func:`sweep.run_sweep` with its resume. ``accelbench loadtest`` and ``accelbench run``
     both measure through here. Without a card (a model accelbench did not build), or with the profile's
     ``input_data`` (zero, random or a perf_analyzer JSON file) or ``shapes`` (``NAME:D1,D2``), payloads come
-    from the server's model metadata and config."""
+    from the server's model metadata and config. ``cancel``: see :func:`sweep.run_sweep`."""
     import functools
 
     server = Server(
@@ -188,6 +191,7 @@ def measure(
         master_bind=master_bind,
         target=target,
         precision=precision,
+        cancel=cancel,
     )
 
 

@@ -8,7 +8,6 @@ Used by the sweep (one child: a local runner or a master with its workers) and b
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import subprocess
@@ -17,11 +16,12 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from accelbench.loadtests.events import Event, LoadTimedOut, parse_line
 from accelbench.processes import end_group, start_group
 
-__all__ = ["end_group", "events", "last_line", "parse_event", "start_runner"]
+__all__ = ["end_group", "events", "last_line", "start_runner"]
 
 
 def start_runner(args: Sequence[str], log: IO[str]) -> subprocess.Popen:
@@ -33,17 +33,8 @@ def start_runner(args: Sequence[str], log: IO[str]) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def parse_event(line: str) -> dict[str, Any] | None:
-    """One event line, or None for anything else a library printed."""
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) and "event" in event else None
-
-
-def events(child: subprocess.Popen, budget_s: float) -> Iterator[dict[str, Any]]:
-    """The child's events; a ``timeout`` event when it runs past ``budget_s`` (a child can hang, see runner)."""
+def events(child: subprocess.Popen, budget_s: float) -> Iterator[Event]:
+    """The child's events; ``LoadTimedOut`` when it runs past ``budget_s`` (a child can hang, see runner)."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -58,11 +49,11 @@ def events(child: subprocess.Popen, budget_s: float) -> Iterator[dict[str, Any]]
         try:
             line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            yield {"event": "timeout", "after_s": budget_s}
+            yield LoadTimedOut(budget_s)
             return
         if line is None:
             return
-        event = parse_event(line)
+        event = parse_line(line)
         if event is not None:
             yield event
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, MeasurementError
+from accelbench.loadtests.events import Event, LoadFailed, WorkerEvent, parse_line
 
 DEFAULT_WORKER_TIMEOUT_S = 120.0
 
@@ -72,20 +73,20 @@ def check_reachable_target(bind: MasterBind, target_url: str) -> None:
 
 
 def run_workers(master: str, processes: int, connect_timeout_s: float,
-                on_event: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+                on_event: Callable[[WorkerEvent], None] | None = None) -> list[Event | None]:  # fmt: skip
     """Run ``processes`` worker processes for the master at ``master`` until it ends the run.
 
     Returns each process's last event; raises MeasurementError (one line) if one could not take part."""
     host, port = parse_host_port(master, "--master")
     if processes < 1:
         raise BadInputError(f"--processes must be >= 1, got {processes}")
-    from accelbench.loadtests.child import end_group, last_line, parse_event, start_runner
+    from accelbench.loadtests.child import end_group, last_line, start_runner
 
     with tempfile.TemporaryDirectory(prefix="accelbench-worker-") as tmp:
         logs = [Path(tmp) / f"worker-{i}.log" for i in range(processes)]
         args = ["--connect", f"{host}:{port}", str(connect_timeout_s)]
         children = []
-        last: list[dict[str, Any]] = [{} for _ in range(processes)]
+        last: list[Event | None] = [None] * processes
         try:
             for log in logs:
                 with open(log, "w") as err:
@@ -95,13 +96,13 @@ def run_workers(master: str, processes: int, connect_timeout_s: float,
             def pump(i: int, child: subprocess.Popen) -> None:
                 with contextlib.suppress(OSError, ValueError):
                     for line in child.stdout:
-                        event = parse_event(line)
+                        event = parse_line(line)
                         if event is None:
                             continue
                         last[i] = event
                         if on_event:
                             with lock:
-                                on_event({**event, "process": i})
+                                on_event(WorkerEvent(i, event))
 
             threads = [
                 threading.Thread(target=pump, args=(i, c), daemon=True) for i, c in enumerate(children)
@@ -116,6 +117,6 @@ def run_workers(master: str, processes: int, connect_timeout_s: float,
                 end_group(child)
         for i, child in enumerate(children):
             if child.returncode != 0:
-                why = last[i].get("message") if last[i].get("event") == "fatal" else last_line(logs[i])
+                why = last[i].message if isinstance(last[i], LoadFailed) else last_line(logs[i])
                 raise MeasurementError(f"worker process {i} (exit {child.returncode}): {why}")
     return last

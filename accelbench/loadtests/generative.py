@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
+from accelbench.loadtests.events import Cancel, Event
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 from accelbench.loadtests.wire import ServerAnswer
@@ -143,10 +144,11 @@ def generative_loadtest(
     repository_config: str = "",
     command: str = "",
     limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     master_bind=None,
     target: str | None = None,
     precision: str | None = None,
+    cancel: Cancel | None = None,
 ):
     """Sweep ``profile`` (its ``workload`` says the API and lengths) against ``model`` at ``url`` (the
     OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc)."""
@@ -162,7 +164,7 @@ def generative_loadtest(
         server=server, model=model, variant=(manifest or {}).get("name") or file_safe(model),
         payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, out_dir=out_dir,
         manifest=manifest, repository_config=repository_config, command=command, limits=limits,
-        on_event=on_event, master_bind=master_bind, target=target, precision=precision,
+        on_event=on_event, master_bind=master_bind, target=target, precision=precision, cancel=cancel,
     )  # fmt: skip
     return doc, path
 

@@ -17,6 +17,7 @@ import gevent
 import numpy as np
 
 from accelbench.loadtests import users
+from accelbench.loadtests.events import Event, to_wire
 
 
 def load_payloads(path) -> list[dict[str, np.ndarray]]:
@@ -106,8 +107,8 @@ def events_writer():
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    def emit(event: dict[str, Any]) -> None:
-        out.write(json.dumps(event, default=_default) + "\n")
+    def emit(event: Event) -> None:
+        out.write(json.dumps(to_wire(event), default=_default) + "\n")
         out.flush()
 
     return emit

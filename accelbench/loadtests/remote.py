@@ -24,6 +24,15 @@ from locust.exception import RPCError
 
 from accelbench.loadtests import process_side as side
 from accelbench.loadtests import users
+from accelbench.loadtests.events import (
+    LoadDone,
+    LoadFailed,
+    WorkerConfigured,
+    WorkerConnected,
+    WorkerInfo,
+    WorkersJoined,
+    WorkersWaiting,
+)
 
 CONFIG_VERSION = 3  # bump when the ab_config message changes; a worker refuses another version
 CONFIG_KEYS = ("kind", "protocol", "url", "model", "batch_size", "expected_outputs", "timeout_s", "window_s",
@@ -41,9 +50,9 @@ def start_master(env, cfg: dict[str, Any], emit) -> tuple[Any, Any]:
     try:
         runner = env.create_master_runner(host, port)
     except (RPCError, OSError) as err:
-        emit({"event": "fatal", "message": f"cannot listen for workers on {where}: {side.one_line(err)}"})
+        emit(LoadFailed(f"cannot listen for workers on {where}: {side.one_line(err)}"))
         return None, None
-    emit({"event": "waiting", "master": where, "expect_workers": n, "timeout_s": timeout_s})
+    emit(WorkersWaiting(where, n, timeout_s))
     deadline = time.monotonic() + timeout_s
     while len(runner.clients.ready) < n and time.monotonic() < deadline:
         gevent.sleep(0.1)
@@ -56,12 +65,12 @@ def start_master(env, cfg: dict[str, Any], emit) -> tuple[Any, Any]:
     infos = _configure(runner, cfg, ready)
     if isinstance(infos, str):
         return _fail(runner, emit, infos)
-    emit({"event": "workers", "master": where, "workers": list(infos.values())})
+    emit(WorkersJoined(where, tuple(WorkerInfo(**info) for info in infos.values())))
     return runner, lambda: _dead(runner, infos, where)
 
 
 def _fail(runner, emit, message: str) -> tuple[None, None]:
-    emit({"event": "fatal", "message": message})
+    emit(LoadFailed(message))
     runner.quit()
     return None, None
 
@@ -118,10 +127,9 @@ def serve(master: str, connect_timeout_s: float) -> int:
     try:
         runner = env.create_worker_runner(host, int(port))
     except ConnectionError:
-        emit({"event": "fatal", "message": f"no accelbench master answered at {master} within "
-              f"{connect_timeout_s:g} s"})  # fmt: skip
+        emit(LoadFailed(f"no accelbench master answered at {master} within {connect_timeout_s:g} s"))
         return 4
-    emit({"event": "connected", "master": master})
+    emit(WorkerConnected(master))
     configured: dict[str, Any] = {}
 
     def on_config(environment, msg, **_kw) -> None:
@@ -139,18 +147,18 @@ def serve(master: str, connect_timeout_s: float) -> int:
             side.ProcessSide(runner, agent, agent.config)
         except Exception as err:  # any bad configuration is refused with its reason, never half-run
             runner.send_message("ab_refused", {"message": side.one_line(err)})
-            emit({"event": "fatal", "message": f"refused the master's configuration: {side.one_line(err)}"})
+            emit(LoadFailed(f"refused the master's configuration: {side.one_line(err)}"))
             return
         info = {"index": int(data["process_index"]), "host": socket.gethostname(), "pid": os.getpid()}
         configured.update(info)
         runner.send_message("ab_ready", info)
-        emit({"event": "configured", **info, "model": cfg["model"], "url": cfg["url"],
-              "protocol": cfg["protocol"], "kind": cfg["kind"]})  # fmt: skip
+        emit(WorkerConfigured(**info, model=cfg["model"], url=cfg["url"], protocol=cfg["protocol"],
+                              kind=cfg["kind"]))  # fmt: skip
 
     runner.register_message("ab_config", on_config)
     runner.greenlet.join()  # ends when the master sends quit, or after MASTER_SILENCE_S without it
     if not configured:
-        emit({"event": "fatal", "message": f"the master at {master} ended before configuring this worker"})
+        emit(LoadFailed(f"the master at {master} ended before configuring this worker"))
         return 5
-    emit({"event": "done", **configured})
+    emit(LoadDone(WorkerInfo(**configured)))
     return 0

@@ -3,7 +3,8 @@
 Locust (through gevent) monkey-patches the standard library, so it never runs in the caller's process.
 The child is a local runner (1 process) or a master that starts N worker processes (``--worker``); it
 drives every process's Agent through custom messages (warm-up, measure, pause) and writes one JSON line
-per event on its stdout: ``progress`` per measured window, ``step`` per finished (or aborted) step.
+per event on its stdout (``events.to_wire``): ``StepProgress`` per measured window, ``StepMeasured`` per
+finished (or aborted) step.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import gevent  # noqa: E402
 import numpy as np  # noqa: E402
 
 from accelbench.loadtests import genstats, histogram, samples, users  # noqa: E402
+from accelbench.loadtests.events import LoadDone, LoadFailed, StepMeasured, StepProgress  # noqa: E402
 from accelbench.loadtests.process_side import (  # noqa: E402
     ProcessSide,
     events_writer,
@@ -89,7 +91,7 @@ class Controller:
     def run(self) -> None:
         for plan in self.cfg["steps"]:
             step = self.run_step(plan)
-            self.emit({"event": "step", "step": step})
+            self.emit(StepMeasured(step))
             if step.get("aborted"):
                 break
 
@@ -152,16 +154,7 @@ class Controller:
                 p99 = merged.get_value_at_percentile(99.0) if merged.get_total_count() else 0
                 latencies.append(samples.merge(p.get("samples") for p in parts)[1])
                 seen.append((rps, float(p99)))
-                self.emit(
-                    {
-                        "event": "progress",
-                        "index": plan["index"],
-                        "offered": plan["offered"],
-                        "elapsed_s": round(elapsed, 1),
-                        "rps": rps,
-                        "p99_us": p99,
-                    }
-                )
+                self.emit(StepProgress(plan["index"], plan["offered"], round(elapsed, 1), rps, p99))
                 if merged.get_total_count() == 0 and any(p["errors"]["connection"] for p in parts):
                     step["aborted"] = "the server stopped answering (connection errors, no successes)"
                     return seen
@@ -294,12 +287,7 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
                 break
             gevent.sleep(0.1)
         if len(runner.clients.ready) < n:
-            emit(
-                {
-                    "event": "fatal",
-                    "message": f"only {len(runner.clients.ready)} of {n} load processes started",
-                }
-            )
+            emit(LoadFailed(f"only {len(runner.clients.ready)} of {n} load processes started"))
             _finish(runner, workers)
             return
 
@@ -312,7 +300,7 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
     controller = Controller(runner, cfg, n, emit, dead)
     try:
         controller.run()
-        emit({"event": "done"})
+        emit(LoadDone())
     finally:
         _finish(runner, workers)
 

@@ -23,6 +23,15 @@ from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
 from accelbench.loadtests.distributed import MasterBind
+from accelbench.loadtests.events import (
+    Cancel,
+    Event,
+    LoadDone,
+    LoadFailed,
+    LoadTimedOut,
+    StepFinished,
+    StepMeasured,
+)
 from accelbench.loadtests.profiles import LoadProfile, offered_label
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, analyse, judge, worth_retrying
 from accelbench.serving.server import free_port
@@ -191,12 +200,17 @@ def run_sweep(
     repository_config: str = "",
     command: str = "",
     limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
     master_bind: MasterBind | None = None,
     target: str | None = None,
     precision: str | None = None,
+    cancel: Cancel | None = None,
 ) -> tuple[ResultDocument, Path]:
     """Measure every step not already on disk; returns the result document and its path.
+
+    ``on_event`` sees each ``StepProgress`` and each ``StepFinished`` (after the file is written). Once
+    ``cancel`` is requested the running step finishes and is recorded, no other starts, and the document is
+    returned without ``complete``: a rerun measures the rest.
 
     With ``master_bind`` the load comes from ``expect_workers`` worker processes started elsewhere
     (``accelbench loadtest-worker``) instead of local ones; ``profile.processes`` must equal that count.
@@ -218,15 +232,17 @@ def run_sweep(
     done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
-    child = (server, model, payloads, expected_outputs, profile, limits, on_event, master_bind)
-    if todo:
+    child = (server, model, payloads, expected_outputs, profile, limits, on_event, master_bind, cancel)
+    if todo and not _stopped(cancel):
         _run_child(doc, path, todo, *child)
     if todo or not was_complete:  # a finished document is not re-measured by a rerun
         for _ in range(limits.retries):
-            again = to_retry(doc, profile, limits.retries)
+            again = [] if _stopped(cancel) else to_retry(doc, profile, limits.retries)
             if not again:
                 break
             _run_child(doc, path, again, *child)
+    if _stopped(cancel):
+        return doc, path
     doc.complete = True
     results.save(doc, path)
     return doc, path
@@ -243,7 +259,12 @@ def to_retry(doc: ResultDocument, profile: LoadProfile, retries: int) -> list[di
     ]  # fmt: skip
 
 
-def _run_child(doc, path, todo, server, model, payloads, expected, profile, limits, on_event, bind) -> None:
+def _stopped(cancel: Cancel | None) -> bool:
+    return cancel is not None and cancel.requested
+
+
+def _run_child(doc, path, todo, server, model, payloads, expected, profile, limits, on_event, bind,
+               cancel) -> None:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="accelbench-load-") as tmp:
         tmp_path = Path(tmp)
         write_payloads(payloads, tmp_path / "payloads.npz")
@@ -262,13 +283,16 @@ def _run_child(doc, path, todo, server, model, payloads, expected, profile, limi
         }  # fmt: skip
         (tmp_path / "config.json").write_text(json.dumps(cfg))
         log_path = tmp_path / "locust.log"
-        failure = _drive(tmp_path / "config.json", log_path, doc, path, todo, profile, limits, on_event)
+        failure = _drive(
+            tmp_path / "config.json", log_path, doc, path, todo, profile, limits, on_event, cancel
+        )
         if failure:
             raise failure
 
 
-def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) -> Exception | None:
-    """Run the child, recording each step as it arrives; the first problem, if any, is returned."""
+def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event, cancel) -> Exception | None:
+    """Run the child, recording each step as it arrives; the first problem, if any, is returned. A
+    requested ``cancel`` ends the child after the step that finishes next (the rest stay unmeasured)."""
     with open(log_path, "w") as log:
         child = start_runner([str(config_path)], log)
         finished: set[int] = set()
@@ -276,15 +300,13 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
         try:
             budget_s = _budget_s(profile, len(todo)) + cfg_wait_s(config_path)
             for event in events(child, budget_s):
-                if event["event"] == "done":
+                if isinstance(event, LoadDone):
                     break
-                if event["event"] == "timeout":
-                    problem = MeasurementError(
-                        f"load generator did not finish within {event['after_s']:.0f} s"
-                    )
+                if isinstance(event, LoadTimedOut):
+                    problem = MeasurementError(f"load generator did not finish within {event.after_s:.0f} s")
                     break
-                if event["event"] == "step":
-                    raw = event["step"]
+                if isinstance(event, StepMeasured):
+                    raw = event.step
                     step = results.put_step(
                         doc, build_step(raw, profile.kind, profile.batch_size, limits), path
                     )
@@ -295,16 +317,21 @@ def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event) ->
                             f"step {step.index} ({offered_label(to_dict(step.offered))}) did not finish: "
                             f"{step.aborted}; finished steps kept in {path}"
                         )
-                    event = {"event": "step", "step": step}  # the typed Step, as recorded
-                elif event["event"] == "fatal":
-                    problem = MeasurementError(f"load generator failed: {event['message']}")
+                    event = StepFinished(step, doc, Path(path))
+                elif isinstance(event, LoadFailed):
+                    problem = MeasurementError(f"load generator failed: {event.message}")
                 if on_event:
                     on_event(event)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=15)
+                if isinstance(event, StepFinished) and _stopped(cancel):
+                    break
+            if not _stopped(cancel):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=15)
         finally:
             end_group(child)
     missing = [s for s in todo if s["index"] not in finished]
+    if problem is None and missing and _stopped(cancel):
+        return None  # stopped on request between steps: nothing failed, the rest is measured on a rerun
     if problem is None and missing:
         problem = MeasurementError(
             f"load generator exited with code {child.returncode}: {last_line(log_path)}"

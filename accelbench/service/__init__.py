@@ -1,8 +1,8 @@
 """The results service (``accelbench server``): a second composition root beside ``accelbench/cli.py``.
 
 It wires the stages (documents, reports) behind an HTTP API and server-rendered pages; no stage imports it.
-FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``service`` extra), and this
-``__init__`` imports nothing so that ``accelbench.service.client`` (httpx only) stays light for ``push``.
+FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``service`` extra). Its clients
+(push, run --push, submit, the agent) are ``accelbench/client/``, which imports nothing from here.
 
     db.py          engine (SQLite WAL / PostgreSQL), sessions, Alembic upgrade at start
     models.py      ORM tables: results, variants, tokens (portable types only)
@@ -12,5 +12,4 @@ FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``ser
     ingest.py      POST /api/v1/results: size limit, validation, content-hash idempotency
     api.py         the JSON API routes; web.py the HTML pages; app.py the app factory
     server.py      ``accelbench server``: migrate, print where the database is, run uvicorn
-    client.py      ``accelbench push`` / ``run --push``: the httpx client
 """

@@ -87,17 +87,6 @@ def labels_match(wanted: Mapping[str, str], offered: Mapping[str, str]) -> bool:
     return all(offered.get(k) == v for k, v in wanted.items())
 
 
-def parse_labels(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``k=v`` strings (the agent's ``--label``) as a dict; ValueError names a malformed one."""
-    labels: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--label {pair!r}: write KEY=VALUE")
-        labels[key.strip()] = value.strip()
-    return labels
-
-
 @dataclass(frozen=True)
 class Summary:
     """How far a campaign is: counts per state; it is finished when no job is queued or running."""

@@ -1,0 +1,125 @@
+"""``accelbench push`` (result folders → a results server) and ``PushSink`` (``accelbench run --push``).
+
+Pushing is idempotent (the server stores a document once by content hash), so a push that was cut short is
+simply run again. Nothing here ever changes or deletes a file: a server that is down loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from accelbench.client.http import ServerClient
+from accelbench.documents import ResultDocument, to_dict
+from accelbench.errors import BadInputError, ServerError
+from accelbench.loadtests.events import StepFinished
+
+BATCH = 50  # documents per POST /api/v1/results/batch
+
+
+def manifests_near(paths: list[str]) -> dict[str, dict[str, Any]]:
+    """Variant manifests near the results, by manifest hash: in the folders given and in ../variants/."""
+    found: dict[str, dict[str, Any]] = {}
+    roots = {Path(p) for p in paths if Path(p).is_dir()}
+    roots |= {Path(p).parent / "variants" for p in paths} | {
+        Path(p).parent.parent / "variants" for p in paths
+    }
+    for root in sorted(r for r in roots if r.is_dir()):
+        for file in sorted(root.rglob("manifest.json")):
+            try:
+                doc = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue  # not ours to judge here; the result is pushed without it
+            if isinstance(doc, dict) and isinstance(doc.get("manifest_hash"), str):
+                found.setdefault(doc["manifest_hash"], doc)
+    return found
+
+
+def envelope(doc: ResultDocument, source: str, manifest: dict[str, Any] | None) -> dict[str, Any]:
+    """The body of ``POST /results``: the document, the file it came from, its variant manifest if known."""
+    body: dict[str, Any] = {"result": to_dict(doc), "source": source}
+    if manifest is not None:
+        body["variant"] = dict(manifest)
+    return body
+
+
+def _manifest_of(doc: ResultDocument, manifests: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    return manifests.get(doc.provenance.manifest_hash or "") if doc.provenance else None
+
+
+def send(client: ServerClient, body: dict[str, Any], label: str) -> bool:
+    """One document; True when the server stored it as new (201), False when it had it (200)."""
+    return client.request("POST", "/results", body, label=label).status == 201
+
+
+def send_batch(client: ServerClient, bodies: list[dict[str, Any]], label: str) -> tuple[int, int] | None:
+    """(created, existing) for one batch; None when the server has no batch route (an older server)."""
+    answer = client.request("POST", "/results/batch", {"results": bodies}, label=label, accept=(404, 405))
+    if answer.status in (404, 405):
+        return None
+    return int(answer.body["created"]), int(answer.body["existing"])
+
+
+def push_paths(paths: list[str], server_url: str, token: str | None) -> dict[str, int]:
+    """Push every result document under ``paths`` (found as ``accelbench report`` finds them: other JSON
+    skipped, a malformed result document is an error); returns counts of new and already stored documents."""
+    from accelbench.reports.inputs import load_documents_with_files
+
+    results = load_documents_with_files(paths)
+    manifests = manifests_near(paths)
+    counts = {"created": 0, "existing": 0}
+    batched = True
+    with ServerClient(server_url, token, scope="push") as client:
+        for start in range(0, len(results), BATCH):
+            chunk = results[start : start + BATCH]
+            try:
+                answer = None
+                if batched:
+                    bodies = [envelope(doc, file.name, _manifest_of(doc, manifests)) for file, doc in chunk]
+                    label = f"{chunk[0][0]} … {chunk[-1][0]}" if len(chunk) > 1 else str(chunk[0][0])
+                    answer = send_batch(client, bodies, label)
+                    batched = answer is not None
+                if answer is None:  # an older server: one POST per document
+                    answer = (0, 0)
+                    for file, doc in chunk:
+                        created = send(
+                            client, envelope(doc, file.name, _manifest_of(doc, manifests)), str(file)
+                        )
+                        answer = (answer[0] + created, answer[1] + (not created))
+            except ServerError as err:
+                raise ServerError(f"{err}; {start} of {len(results)} sent, the files stay on disk: "
+                                  "run accelbench push again when it is up") from None  # fmt: skip
+            counts["created"] += answer[0]
+            counts["existing"] += answer[1]
+    return counts
+
+
+class PushSink:
+    """``accelbench run --push URL``, a ``StepSink``: each result goes to the server as its sweep finishes
+    (and each result a rerun reuses: stored once, so sending it again costs nothing).
+
+    A failed push never stops the run: the document is on disk already, and one line (``warn``, which the
+    CLI points at stderr) says how to send it later.
+    """
+
+    def __init__(self, server_url: str, token: str | None, results_dir_hint: str,
+                 warn: Callable[[str], None]) -> None:  # fmt: skip
+        self.client = ServerClient(server_url, token, scope="push")
+        self.hint, self.warn, self.failed = results_dir_hint, warn, 0
+
+    def step(self, done: StepFinished) -> None:
+        """Steps stay on disk until the sweep is done: the server keeps results, not partial documents."""
+
+    def result(self, path: Path, document: ResultDocument, manifest: dict[str, Any] | None) -> None:
+        try:
+            send(self.client, envelope(document, Path(path).name, manifest), str(path))
+        except (ServerError, BadInputError) as err:
+            self.failed += 1
+            if self.failed == 1:
+                self.warn(f"accelbench: push failed, the results stay on disk ({err}); send them later with: "
+                          f"accelbench push {self.hint} --server {self.client.url}")  # fmt: skip
+
+    def close(self) -> None:
+        self.client.close()
