@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,46 +22,17 @@ from accelbench.reports import efficiency as ef
 from accelbench.reports import projection as proj
 from accelbench.reports import validation as val
 from accelbench.reports.capacity import (
-    DEFAULT_MAX_ERROR_RATE,
     capacity_at_slo,
     percentile_key,
     step_qualifies,
 )
 from accelbench.reports.cost import (
-    DEFAULT_USD_PER_KWH,
     cost_per_million_usd,
     energy_per_request_j,
     quote_price,
 )
+from accelbench.reports.options import ReportOptions
 from accelbench.reports.rows import ReportRow
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    slo_ms: float = 100.0
-    percentile: str = "p99"
-    baseline: str | None = None
-    price_basis: str = "on-demand"
-    price_overrides: Mapping[str, float] = field(default_factory=dict)
-    target_qps: float | None = None
-    headroom: float = 0.3
-    project: tuple[str, ...] = ()
-    include_failed: bool = False
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
-    amortization_years: float | None = None  # None: the catalog's figure, else DEFAULT_AMORTIZATION_YEARS
-    usd_per_kwh: float = DEFAULT_USD_PER_KWH
-    # generative results (reports/llm_report.py): objectives (None: the workload's, else MLPerf Llama3.1-8B's),
-    # the interactivity asked for, a capacity plan in output tokens/s, and model cards for the memory-fit table
-    slo_ttft_ms: float | None = None
-    slo_tpot_ms: float | None = None
-    min_tokens_per_user: float | None = None
-    target_tokens_per_s: float | None = None
-    fit_models: tuple[str, ...] = ()
-    fit_context: int | None = None
-
-    @property
-    def slo_us(self) -> float:
-        return self.slo_ms * 1000.0
 
 
 @dataclass(frozen=True)

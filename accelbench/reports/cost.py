@@ -10,13 +10,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from accelbench.errors import BadInputError
-from accelbench.hardware.catalog import HOURS_PER_YEAR, Capex, HardwareTarget, Price, owned_usd_per_hour
+from accelbench.hardware.catalog import (
+    BASES,
+    HOURS_PER_YEAR,
+    Capex,
+    HardwareTarget,
+    Price,
+    owned_usd_per_hour,
+)
 
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12  # 730, the usual cloud-billing month
 # Assumptions for devices that are bought, not rented (stated in every report that uses them).
 DEFAULT_AMORTIZATION_YEARS = 3.0
 DEFAULT_USD_PER_KWH = 0.15
-PRICE_BASES = ("on-demand", "spot", "reserved")
+PRICE_BASES = BASES  # the catalog's price bases: on-demand, spot, reserved
 
 
 def cost_per_million_usd(usd_per_hour: float, capacity_rps: float) -> float:
