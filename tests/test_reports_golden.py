@@ -59,6 +59,16 @@ def _scaled(src: Path, dst: Path, factor: float) -> Path:
     return dst
 
 
+def _scale_throughput(data: dict, scale: float) -> None:
+    """Every step's throughput and its interval ×``scale``, rounded as a result document records them."""
+    for step in data["steps"]:
+        step["throughput_rps"] = round(step["throughput_rps"] * scale, 3)
+        step["throughput_ips"] = round(step["throughput_ips"] * scale, 3)
+        thr = (step.get("statistics") or {}).get("throughput_rps")
+        if thr:
+            thr.update({k: round(thr[k] * scale, 4) for k in ("value", "low", "high", "se")})
+
+
 def _repeats(dst: Path) -> Path:
     """The recorded results with the MiniLM INT8 sweep repeated three times (throughput ×1, ×1.25, ×0.8) and
     the ResNet-50 INT8 sweep twice (×1, ×1.1): too few to estimate the between-run variance well."""
@@ -71,12 +81,7 @@ def _repeats(dst: Path) -> Path:
             if repeat > 1:
                 data["run_id"] += f"__r{repeat}"
             data["load_profile"]["repeat"] = repeat
-            for step in data["steps"]:
-                step["throughput_rps"] = round(step["throughput_rps"] * scale, 3)
-                step["throughput_ips"] = round(step["throughput_ips"] * scale, 3)
-                thr = (step.get("statistics") or {}).get("throughput_rps")
-                if thr:
-                    thr.update({k: round(thr[k] * scale, 4) for k in ("value", "low", "high", "se")})
+            _scale_throughput(data, scale)
             (dst / f"{data['run_id']}.json").write_text(json.dumps(data))
     # the MiniLM INT8 sweep as if run on two other targets, so the ranking compares measured rows: three
     # repeats on a10g (a Holm-corrected comparison) and a single run on l40s (no between-run variance there)
@@ -89,12 +94,7 @@ def _repeats(dst: Path) -> Path:
             data["run_id"] = data["variant"] + (f"__r{repeat}" if repeat > 1 else "")
             if len(scales) > 1:
                 data["load_profile"]["repeat"] = repeat
-            for step in data["steps"]:
-                step["throughput_rps"] = round(step["throughput_rps"] * scale, 3)
-                step["throughput_ips"] = round(step["throughput_ips"] * scale, 3)
-                thr = (step.get("statistics") or {}).get("throughput_rps")
-                if thr:
-                    thr.update({k: round(thr[k] * scale, 4) for k in ("value", "low", "high", "se")})
+            _scale_throughput(data, scale)
             (dst / f"{data['run_id']}.json").write_text(json.dumps(data))
     return dst
 
