@@ -42,6 +42,7 @@ from accelbench.reports.build import ReportOptions, build_report
 from accelbench.reports.compare import capacity_ratio, judge_change
 from accelbench.reports.inputs import load_documents
 from accelbench.reports.noise import FLOOR_FILE, floor_for, history_spread
+from accelbench.reports.rows import ReportRow
 from accelbench.serving import LocalTriton
 from accelbench.serving.repository import write_repository
 
@@ -57,27 +58,27 @@ def make_variant(model: str, precision: str, out: Path) -> Path:
     )
 
 
-def one_run(url: str, variant: Path, out: Path, args: argparse.Namespace) -> dict:
+def one_run(url: str, variant: Path, out: Path, args: argparse.Namespace) -> ReportRow | None:
     cmd = [EXE, "loadtest", "--url", url, "--model", variant.name, "--manifest", str(variant),
            "--concurrency", str(args.concurrency), "--duration", str(args.duration), "--warmup", str(args.warmup),
            "--max-duration", str(args.max_duration), "--out", str(out)]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, timeout=600)
     (row,) = [r for r in build_report(load_documents([str(out)]), load_catalog(), ReportOptions()).rows
-              if r["status"] == "measured"]  # fmt: skip
-    if row["capacity_rps"] is None:  # an INVALID step (drift on a loaded host): no capacity to compare
-        print(f"  {out.name}: no capacity ({row['reason']}; step: {row['step_reasons']})", flush=True)
+              if r.status == "measured"]  # fmt: skip
+    if row.capacity_rps is None:  # an INVALID step (drift on a loaded host): no capacity to compare
+        print(f"  {out.name}: no capacity ({row.reason}; step: {row.step_reasons})", flush=True)
         return None
     return row
 
 
-def runs_of(kind: str, n: int, run) -> list[dict]:
+def runs_of(kind: str, n: int, run) -> list[ReportRow]:
     rows = []
     for i in range(n):
         row = run(i)
         if row is not None:
             rows.append(row)
             print(
-                f"{kind} {i}: {row['capacity_rps']:.2f} req/s, p99 {row['latency_us'] / 1000:.2f} ms",
+                f"{kind} {i}: {row.capacity_rps:.2f} req/s, p99 {row.latency_us / 1000:.2f} ms",
                 flush=True,
             )
     return rows
@@ -110,37 +111,37 @@ class Throttle(threading.Thread):
         signal_group(self.pgid, signal.SIGCONT)
 
 
-def pairs_flagged(rows: list[dict], rule: str, floor) -> tuple[int, int]:
+def pairs_flagged(rows: list[ReportRow], rule: str, floor) -> tuple[int, int]:
     flagged = total = 0
     for i, j in itertools.combinations(range(len(rows)), 2):
         old, new = rows[i], rows[j]
         if rule == "within-run":
-            verdict = {"regression": within_run_rule(old, new)}
+            regression = within_run_rule(old, new)
         elif rule == "noise floor":
-            verdict = judge_change(old, new, spread=floor)
+            regression = judge_change(old, new, spread=floor).regression
         else:
             others = [r for k, r in enumerate(rows) if k not in (i, j)]
-            spread = history_spread([r["capacity_rps"] for r in others], [r["latency_us"] for r in others])
-            verdict = judge_change(old, new, spread=spread)
-        flagged += bool(verdict["regression"])
+            spread = history_spread([r.capacity_rps for r in others], [r.latency_us for r in others])
+            regression = judge_change(old, new, spread=spread).regression
+        flagged += bool(regression)
         total += 1
     return flagged, total
 
 
-def within_run_rule(old: dict, new: dict) -> bool:
+def within_run_rule(old: ReportRow, new: ReportRow) -> bool:
     """The rule before issue 31: each run's own Welch capacity interval, disjoint p99 intervals."""
     ratio = capacity_ratio(old, new)
-    return bool((ratio is not None and ratio.high < 1.0) or new["latency_low_us"] > old["latency_high_us"])
+    return bool((ratio is not None and ratio.high < 1.0) or new.latency_low_us > old.latency_high_us)
 
 
-def cross_flagged(normal: list[dict], slow: list[dict], floor) -> tuple[int, int, int]:
+def cross_flagged(normal: list[ReportRow], slow: list[ReportRow], floor) -> tuple[int, int, int]:
     by_floor = by_history = 0
     for old in normal:
-        spread = history_spread([r["capacity_rps"] for r in normal if r is not old],
-                                [r["latency_us"] for r in normal if r is not old])  # fmt: skip
+        spread = history_spread([r.capacity_rps for r in normal if r is not old],
+                                [r.latency_us for r in normal if r is not old])  # fmt: skip
         for new in slow:
-            by_floor += bool(judge_change(old, new, spread=floor)["regression"])
-            by_history += bool(judge_change(old, new, spread=spread)["regression"])
+            by_floor += bool(judge_change(old, new, spread=floor).regression)
+            by_history += bool(judge_change(old, new, spread=spread).regression)
     return by_floor, by_history, len(normal) * len(slow)
 
 
@@ -198,7 +199,7 @@ def main() -> int:
             "run", args.runs, lambda i: one_run(server.http_url, variant, out / f"run-{i:02d}", args)
         )
 
-        def hogged(i: int) -> dict | None:
+        def hogged(i: int) -> ReportRow | None:
             hogs = [multiprocessing.Process(target=hog, daemon=True) for _ in range(os.cpu_count() or 1)]
             for h in hogs:
                 h.start()
@@ -209,7 +210,7 @@ def main() -> int:
                     h.kill()
                     h.join()
 
-        def throttled_run(i: int, share: float) -> dict | None:
+        def throttled_run(i: int, share: float) -> ReportRow | None:
             throttle = Throttle(server.pid, share)
             throttle.start()
             try:
@@ -221,9 +222,9 @@ def main() -> int:
         for share in (float(x) for x in args.slowdown.split(",")):
             slowed[f"throttled {share:.0%}"] = runs_of(f"throttled {share:.0%}", args.slow_runs,
                                                        lambda i, share=share: throttled_run(i, share))  # fmt: skip
-    caps = [r["capacity_rps"] for r in normal]
-    lats = [r["latency_us"] for r in normal]
-    within = statistics.mean(r["capacity_se"] / r["capacity_rps"] for r in normal)
+    caps = [r.capacity_rps for r in normal]
+    lats = [r.latency_us for r in normal]
+    within = statistics.mean(r.capacity_se / r.capacity_rps for r in normal)
     load_end = os.getloadavg()[0]
     summary = {"load average (1 min) at start, end": f"{load_start:.1f}, {load_end:.1f}","runs": f"{len(normal)} of {args.runs} with a capacity", "capacity_mean": statistics.mean(caps), "capacity_cv": cv(caps),
                "within_run_se_rel_mean": within, "latency_cv": cv(lats),
@@ -236,7 +237,7 @@ def main() -> int:
     for name, rows in slowed.items():
         if not rows:
             continue
-        drop = statistics.mean(r["capacity_rps"] for r in rows) / statistics.mean(caps) - 1
+        drop = statistics.mean(r.capacity_rps for r in rows) / statistics.mean(caps) - 1
         by_floor, by_history, total = cross_flagged(normal, rows, floor)
         summary[f"{name} capacity change"] = f"{drop:+.1%}"
         if floor is not None:

@@ -21,20 +21,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.catalog_schema import PUBLISHED_FAMILIES
 from accelbench.hardware.roofline import roofline_point
-from accelbench.reports.llm_projection import LlmEfficiencies, leave_one_out
-from accelbench.reports.validation import cross_family, leave_one_model_out, leave_one_target_out, worst
+from accelbench.reports.llm_projection import LlmCheckRow, LlmEfficiencies, leave_one_out
+from accelbench.reports.validation import (
+    CheckRow,
+    cross_family,
+    leave_one_model_out,
+    leave_one_target_out,
+    worst,
+)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}g}"
 
 
-def checks(catalog, baseline: str) -> dict[str, list[dict]]:
+def checks(catalog, baseline: str) -> dict[str, list[CheckRow]]:
     out = {
         "leave one model out": leave_one_model_out(catalog, roofline_point, baseline),
         "leave one target out": leave_one_target_out(catalog, roofline_point, baseline),
@@ -46,27 +53,28 @@ def checks(catalog, baseline: str) -> dict[str, list[dict]]:
     return out
 
 
-def print_table(title: str, rows: list[dict]) -> None:
+def print_table(title: str, rows: list[CheckRow]) -> None:
     print(f"\n## {title}\n")
     print("| target | model | precision | batch | family | published inf/s | projected inf/s | projected ÷ "
           "published | ratio to reference ÷ published ratio | reference | note |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['target']} | {r['model']} | {r['precision']} | {r['batch']} | {r['family']} | "
-            f"{r['published_ips']:,.1f} | {_fmt(r['projected_ips'], 6)} | {_fmt(r['factor'])} | "
-            f"{_fmt(r['ratio_factor'])} | {r['reference'] or '—'} | {r['reason']} |"
+            f"| {r.target} | {r.model} | {r.precision} | {r.batch} | {r.family} | "
+            f"{r.published_ips:,.1f} | {_fmt(r.projected_ips, 6)} | {_fmt(r.factor)} | "
+            f"{_fmt(r.ratio_factor)} | {r.reference or '—'} | {r.reason} |"
         )
     for key, what in (("factor", "projected ÷ published"), ("ratio_factor", "ratio to the reference")):
         w, row = worst(rows, key)
         if w is None:
             print(f"worst {what}: none counted")
         else:
-            within = sum(1 for r in rows if r[key] and max(r[key], 1 / r[key]) <= 1.25
-                         and r["counted_factor" if key == "factor" else "counted"])  # fmt: skip
-            n = sum(1 for r in rows if r[key] and r["counted_factor" if key == "factor" else "counted"])
-            print(f"worst {what}: {w:.3g}× ({row['target']} {row['model']} {row['precision']} batch "
-                  f"{row['batch']}: {row[key]:.3g}); {within} of {n} within 1.25×")  # fmt: skip
+            counted = "counted_factor" if key == "factor" else "counted"
+            factors = [getattr(r, key) for r in rows if getattr(r, key) and getattr(r, counted)]
+            within = sum(1 for f in factors if max(f, 1 / f) <= 1.25)
+            n = len(factors)
+            print(f"worst {what}: {w:.3g}× ({row.target} {row.model} {row.precision} batch "
+                  f"{row.batch}: {getattr(row, key):.3g}); {within} of {n} within 1.25×")  # fmt: skip
 
 
 def main() -> None:
@@ -85,15 +93,17 @@ def main() -> None:
     results = checks(catalog, baseline)
     llm_rows = leave_one_out(LlmEfficiencies(catalog))
     if args.json:
-        print(json.dumps({**results, "generative": llm_rows} if args.generative else results, indent=2,
-                         sort_keys=True))  # fmt: skip
+        tables = {title: [asdict(r) for r in rows] for title, rows in results.items()}
+        if args.generative:
+            tables["generative"] = [asdict(r) for r in llm_rows]
+        print(json.dumps(tables, indent=2, sort_keys=True))
         return
     for title, rows in results.items():
         print_table(title, rows)
     print_generative(llm_rows)
 
 
-def print_generative(rows: list[dict]) -> None:
+def print_generative(rows: list[LlmCheckRow]) -> None:
     """The generative leave-one-out table: each published LLM point projected from the others."""
     print()
     print("| target | model | precision | ISL/OSL | batch | published tok/s | roofline tok/s | efficiency "
@@ -101,15 +111,15 @@ def print_generative(rows: list[dict]) -> None:
           "| fitted from |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        batch = r["batch"] or f"max ({r['inferred_batch']} fit)"
-        print(f"| {r['target']} | {r['model']} | {r['precision']} | {r['isl']}/{r['osl']} | {batch} | "
-              f"{r['published_tokens_per_s']:,.1f} | {r['bound_tokens_per_s']:,.1f} | {r['efficiency']:.3g} | "
-              f"{_fmt(r['projected_tokens_per_s'], 6)} | {_fmt(r['factor'])} | {r['fitted_from'] or '—'} | "
-              f"{_fmt(r['factor_target_out'])} | {r['target_out_from'] or '—'} |")  # fmt: skip
+        batch = r.batch or f"max ({r.inferred_batch} fit)"
+        print(f"| {r.target} | {r.model} | {r.precision} | {r.isl}/{r.osl} | {batch} | "
+              f"{r.published_tokens_per_s:,.1f} | {r.bound_tokens_per_s:,.1f} | {r.efficiency:.3g} | "
+              f"{_fmt(r.projected_tokens_per_s, 6)} | {_fmt(r.factor)} | {r.fitted_from or '—'} | "
+              f"{_fmt(r.factor_target_out)} | {r.target_out_from or '—'} |")  # fmt: skip
     for key, what in (("factor", "point left out"), ("factor_target_out", "its target left out")):
-        spread, row = worst([{**r, "counted": True, "counted_factor": True} for r in rows], key)
+        spread, row = worst(rows, key)  # every published LLM point counts
         where = (
-            f" ({row['target']} {row['isl']}/{row['osl']} batch {row['batch'] or 'max'}: {row[key]:.3g})"
+            f" ({row.target} {row.isl}/{row.osl} batch {row.batch or 'max'}: {getattr(row, key):.3g})"
             if row
             else ""
         )

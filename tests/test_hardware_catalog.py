@@ -123,7 +123,7 @@ def test_capex_amortization(catalog):
     assert capex.usd_per_hour() == pytest.approx(249 / (3 * HOURS_PER_YEAR))
     assert capex.usd_per_hour(electricity_usd_per_kwh=0.2) == pytest.approx(249 / (3 * 8760) + 0.025 * 0.2)
     summary = target_summary(catalog.get("jetson-orin-nano-8gb"))
-    assert summary["cost_basis"].startswith("capex $249") and summary["cost_as_of"]
+    assert summary.cost_basis.startswith("capex $249") and summary.cost_as_of
 
 
 def test_unknown_id_suggests_close_ids(catalog):

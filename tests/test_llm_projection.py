@@ -75,8 +75,8 @@ def test_leave_one_out_projects_each_point_from_the_others(eff):
     rows = leave_one_out(eff)
     assert len(rows) == len(eff.points)
     for r in rows:
-        assert r["factor"] == pytest.approx(r["projected_tokens_per_s"] / r["published_tokens_per_s"])
-        assert 0.5 < r["factor"] < 2.0 and 0.5 < r["factor_target_out"] < 2.0
+        assert r.factor == pytest.approx(r.projected_tokens_per_s / r.published_tokens_per_s)
+        assert 0.5 < r.factor < 2.0 and 0.5 < r.factor_target_out < 2.0
 
 
 def test_projection_check_prints_the_generative_leave_one_out():

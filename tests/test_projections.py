@@ -169,38 +169,38 @@ def test_leave_one_model_out_never_uses_the_left_out_model():
     )
     assert "resnet50;" not in without.label and "resnet50," not in without.label
     assert without.n_points == sum(1 for p in inf2 if p.model in ("resnet101", "resnet152"))  # the other CNNs
-    for row in (r for r in rows if (r["target"], r["model"]) == ("inf2-xlarge", "resnet50")):
-        p = next(q for q in inf2 if q.model == "resnet50" and q.batch == row["batch"])
+    for row in (r for r in rows if (r.target, r.model) == ("inf2-xlarge", "resnet50")):
+        p = next(q for q in inf2 if q.model == "resnet50" and q.batch == row.batch)
         fp = ef.point_roofline(
             p, catalog.published_costs["resnet50"]["bf16"], catalog.get("inf2-xlarge"), roofline_point
         )
-        assert row["projected_ips"] == pytest.approx(
+        assert row.projected_ips == pytest.approx(
             fp.bound_ips * without.at_point(fp.roofline, fp.weight_bytes)[0]
         )
-        assert row["factor"] == pytest.approx(row["projected_ips"] / p.throughput_ips)
+        assert row.factor == pytest.approx(row.projected_ips / p.throughput_ips)
     # MLPerf BERT is not fitted (variable-length sequences): its ratio to the A100 counts, its factor does not
-    l4_bert = [r for r in rows if (r["target"], r["model"]) == ("l4", "bert-large-384")]
-    assert l4_bert and all(r["projected_ips"] and r["counted"] and not r["counted_factor"] for r in l4_bert)
-    assert all(r["ratio_factor"] is not None for r in l4_bert)  # the A100 has the same scenarios
+    l4_bert = [r for r in rows if (r.target, r.model) == ("l4", "bert-large-384")]
+    assert l4_bert and all(r.projected_ips and r.counted and not r.counted_factor for r in l4_bert)
+    assert all(r.ratio_factor is not None for r in l4_bert)  # the A100 has the same scenarios
 
 
 def test_leave_one_target_out_never_uses_the_left_out_targets_points():
     catalog = load_catalog()
     rows = validation.leave_one_target_out(catalog, roofline_point, "a100-sxm4-80gb")
-    h100 = [r for r in rows if r["target"] == "h100-sxm" and r["model"] == "resnet50"]
+    h100 = [r for r in rows if r.target == "h100-sxm" and r.model == "resnet50"]
 
     def use(q):
         return q.target != "h100-sxm"
 
     eff = ef.model_for(catalog, catalog.get("h100-sxm"), roofline_point, model="resnet50", use=use)
     assert "h100-sxm's" not in eff.label and "borrowed from h100-pcie" in eff.label
-    assert h100 and all(r["factor"] is not None for r in h100)
+    assert h100 and all(r.factor is not None for r in h100)
 
 
 def test_cross_family_fits_see_only_their_family():
     catalog = load_catalog()
     rows = validation.cross_family(catalog, roofline_point, "a100-sxm4-80gb", "vendor-table")
-    assert rows and all(r["family"] == "mlperf" for r in rows)
+    assert rows and all(r.family == "mlperf" for r in rows)
     eff = ef.model_for(catalog, catalog.get("l4"), roofline_point, model="resnet50",
                        use=lambda q: q.family == "vendor-table")  # fmt: skip
     assert "MLPerf" not in eff.label and "l40s" in eff.label  # L4 has only MLPerf points: its chip speaks
@@ -257,31 +257,29 @@ def _doc(target="cpu-local", origin="accelbench"):
 def test_projected_rows_name_their_efficiency_source_and_range_not_an_assumed_default():
     results = _doc()
     data = build_report(results, load_catalog(), ReportOptions(project=("l4", "l40s", "inf2-xlarge")))
-    projected = {r["target"]: r for r in data.rows if r["status"] == "projected"}
+    projected = {r.target: r for r in data.rows if r.status == "projected"}
     assert projected["l4"]["efficiency_kind"] == "published"
     assert projected["l40s"]["efficiency_kind"] == "published"  # TensorRT's demoBERT tables
     assert projected["inf2-xlarge"]["efficiency_kind"] == "published"
     for row in projected.values():
         label = efficiency_label(row)
-        assert "assumed" not in label and row["efficiency"] != projection.DEFAULT_EFFICIENCY
+        assert "assumed" not in label and row.efficiency != projection.DEFAULT_EFFICIENCY
         assert "calibration none" in label  # nothing of these toolchains was measured here
-        if row["capacity_rps"]:
+        if row.capacity_rps:
             assert "projected range" in label and "not a measurement" in label
 
 
 def test_a_measured_target_of_the_toolchain_calibrates_the_published_efficiency():
     results = _doc(target="h200-sxm", origin="device-check")
     data = build_report(results, load_catalog(), ReportOptions(project=("l4",)))
-    row = next(r for r in data.rows if r["target"] == "l4")
-    assert (
-        row["calibration"].startswith("×") and "bert-base measured on h200-sxm at batch" in row["calibration"]
-    )
-    assert "torch interpreter" in row["calibration"] and "not TensorRT" in row["calibration"]
+    row = next(r for r in data.rows if r.target == "l4")
+    assert row.calibration.startswith("×") and "bert-base measured on h200-sxm at batch" in row.calibration
+    assert "torch interpreter" in row.calibration and "not TensorRT" in row.calibration
     plain = build_report(_doc(), load_catalog(), ReportOptions(project=("l4",)))
-    uncalibrated = next(r for r in plain.rows if r["target"] == "l4")
-    factor = float(row["calibration"].split()[0].lstrip("×"))
-    if row["projected_batch"] == uncalibrated["projected_batch"]:
-        assert row["efficiency"] == pytest.approx(uncalibrated["efficiency"] * factor, rel=5e-3)
+    uncalibrated = next(r for r in plain.rows if r.target == "l4")
+    factor = float(row.calibration.split()[0].lstrip("×"))
+    if row.projected_batch == uncalibrated.projected_batch:
+        assert row.efficiency == pytest.approx(uncalibrated.efficiency * factor, rel=5e-3)
     assert factor < 1  # an unfused interpreter reaches less than TensorRT's published efficiency
 
 
@@ -304,13 +302,13 @@ def _projected_at(catalog, data, model, target_id, batch):
 def test_the_measured_targets_own_projection_reproduces_its_measurement():
     catalog, data = _h200_report()
     for model in ("bert-base", "resnet50"):
-        measured = next(r for r in data.rows if (r["model"], r["target"]) == (model, "h200-sxm"))
+        measured = next(r for r in data.rows if (r.model, r.target) == (model, "h200-sxm"))
         step = max(
             (s for d in load_documents([str(H200_RESULTS)]) if d.model == model for s in d.steps),
             key=lambda s: s.throughput_ips,
         )
         served = int(step.server_stats.mean_batch_size) if step.server_stats else 0
-        batch = served or int(measured["batch_size"] or 1)
+        batch = served or int(measured.batch_size or 1)
         p = _projected_at(catalog, data, model, "h200-sxm", batch)
         interval = step.statistics.throughput_rps if step.statistics else None
         if interval is not None and interval.low is not None:

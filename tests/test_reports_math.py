@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -10,11 +11,12 @@ from hypothesis import strategies as st
 
 from accelbench.documents import Step
 from accelbench.errors import BadInputError
-from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.catalog import load_catalog, owned_usd_per_hour
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports import cost, projection
 from accelbench.reports.capacity import capacity_at_slo, percentile_key
 from accelbench.reports.compare import judge_change
+from accelbench.reports.rows import ReportRow
 
 
 def step(rps, p99_us, verdict="VALID", error_rate=0.0, index=0, concurrency=1, **more):
@@ -132,7 +134,7 @@ def test_cost_inverse_in_capacity(price, rps, factor):
 
 def test_owned_device_and_share():
     # $1999 over 3 years + 60 W at $0.15/kWh
-    assert cost.owned_device_usd_per_hour(1999, 60, 3, 0.15) == pytest.approx(1999 / 26280 + 0.009)
+    assert owned_usd_per_hour(1999, 60, 3, 0.15) == pytest.approx(1999 / 26280 + 0.009)
     assert cost.accelerator_share_usd_per_hour(27.44705, 8) == pytest.approx(3.43088125)
     assert cost.energy_per_request_j(60.0, 120.0) == 0.5
     assert cost.energy_per_request_j(None, 120.0) is None
@@ -217,9 +219,16 @@ def test_step_efficiency_against_roofline():
 
 
 # ------------------------------------------------- compare: judged against the between-run variance
+def _measured(**fields) -> ReportRow:
+    """A measured report row of model m on ``target`` (l4 unless given) with ``fields``."""
+    base = {"model": "m", "precision": "int8", "target": "l4", "target_name": "", "toolchain": "",
+            "status": "measured", "variant": ""}  # fmt: skip
+    return ReportRow(**{**base, **fields})
+
+
 def _row(rps, se, p99_ms, low_ms, high_ms, slo="PASS", **extra):
-    return {"capacity_rps": rps, "capacity_se": se, "capacity_df": 9, "latency_us": p99_ms * 1000,
-            "latency_low_us": low_ms * 1000, "latency_high_us": high_ms * 1000, "slo_verdict": slo, **extra}  # fmt: skip
+    return _measured(capacity_rps=rps, capacity_se=se, capacity_df=9, latency_us=p99_ms * 1000,
+                     latency_low_us=low_ms * 1000, latency_high_us=high_ms * 1000, slo_verdict=slo, **extra)  # fmt: skip
 
 
 def _spread(cv_capacity, cv_latency=None, runs=8):
@@ -244,18 +253,18 @@ def test_two_single_runs_without_history_or_floor_are_inconclusive_not_a_regress
     # issue 31: -5.7 % with disjoint within-run intervals was called a regression; so is -20 % now: no basis
     for new in (_row(94.3, 1.0, 52, 47, 58), _row(80.0, 1.0, 70, 66, 75)):
         verdict = judge_change(old, new)
-        assert verdict["regression"] is False and verdict["verdict"] == "inconclusive: single runs"
-        assert verdict["capacity_ratio_low"] is None  # no interval is shown that the data cannot support
+        assert verdict.regression is False and verdict.verdict == "inconclusive: single runs"
+        assert verdict.capacity_ratio_low is None  # no interval is shown that the data cannot support
 
 
 def test_history_spread_decides_a_capacity_change():
     old = _row(100.0, 1.0, 50, 45, 55)
     spread = _spread(0.04)  # 4 % between runs, as on the shared VM
-    assert judge_change(old, _row(94.3, 1.0, 50, 45, 55), spread=spread)["verdict"] == "ok"
+    assert judge_change(old, _row(94.3, 1.0, 50, 45, 55), spread=spread).verdict == "ok"
     worse = judge_change(old, _row(80.0, 1.0, 50, 45, 55), spread=spread)
-    assert worse["regression"] and worse["flags"][0].startswith("capacity down")
-    assert worse["capacity_ratio_high"] < 1.0 < judge_change(old, old, spread=spread)["capacity_ratio_high"]
-    assert worse["basis"].startswith("history: 8 earlier runs")
+    assert worse.regression and worse.flags[0].startswith("capacity down")
+    assert worse.capacity_ratio_high < 1.0 < judge_change(old, old, spread=spread).capacity_ratio_high
+    assert worse.basis.startswith("history: 8 earlier runs")
     # fewer than three earlier runs estimate nothing
     from accelbench.reports.noise import history_spread
 
@@ -264,28 +273,27 @@ def test_history_spread_decides_a_capacity_change():
 
 def test_the_larger_of_within_and_between_run_error_is_used():
     old, new = _row(100.0, 9.0, 50, 45, 55), _row(80.0, 9.0, 50, 45, 55)  # noisy runs, a quiet history
-    assert judge_change(old, new, spread=_spread(0.01))["regression"] is False
+    assert judge_change(old, new, spread=_spread(0.01)).regression is False
 
 
 def test_repeats_on_both_sides_are_their_own_between_run_variance():
     old = _row(100.0, 4.0, 50, 45, 55, runs=3)
-    assert judge_change(old, _row(93.0, 4.0, 52, 47, 58, runs=3))["regression"] is False
+    assert judge_change(old, _row(93.0, 4.0, 52, 47, 58, runs=3)).regression is False
     worse = judge_change(old, _row(80.0, 2.0, 50, 45, 55, runs=3))
-    assert worse["regression"] and worse["basis"] == "repeats"
+    assert worse.regression and worse.basis == "repeats"
 
 
 def test_latency_and_slo_need_the_between_run_basis():
     old = _row(100.0, 1.0, 50, 45, 55)
     spread = _spread(0.04, cv_latency=0.05)
-    assert judge_change(old, _row(100.0, 1.0, 54, 50, 60), spread=spread)["regression"] is False
-    assert "p99 up" in judge_change(old, _row(100.0, 1.0, 70, 60, 80), spread=spread)["flags"][0]
+    assert judge_change(old, _row(100.0, 1.0, 54, 50, 60), spread=spread).regression is False
+    assert "p99 up" in judge_change(old, _row(100.0, 1.0, 70, 60, 80), spread=spread).flags[0]
     assert (
-        judge_change(old, _row(100.0, 1.0, 50, 45, 55, slo="INCONCLUSIVE"), spread=spread)["regression"]
-        is False
+        judge_change(old, _row(100.0, 1.0, 50, 45, 55, slo="INCONCLUSIVE"), spread=spread).regression is False
     )
     flip = _row(100.0, 1.0, 50, 45, 55, slo="FAIL")
-    assert judge_change(old, flip, spread=spread)["flags"] == ["SLO verdict PASS → FAIL"]
-    assert judge_change(old, flip)["regression"] is False  # single runs: inconclusive
+    assert judge_change(old, flip, spread=spread).flags == ("SLO verdict PASS → FAIL",)
+    assert judge_change(old, flip).regression is False  # single runs: inconclusive
 
 
 def test_the_noise_floor_of_the_host_kind_judges_single_runs():
@@ -298,21 +306,20 @@ def test_the_noise_floor_of_the_host_kind_judges_single_runs():
     one_sd = math.exp(-spread.sd_log_capacity)  # a one-SD drop of a single run: within the floor
     within = judge_change(old, _row(100.0 * one_sd, 0.5, 50, 45, 55, target="cpu-local"))
     assert (
-        within["regression"] is False
-        and within["verdict"] == "inconclusive: single runs (within the noise floor)"
+        within.regression is False and within.verdict == "inconclusive: single runs (within the noise floor)"
     )
     far = math.exp(
         -6 * spread.sd_log_capacity
     )  # six floor SDs: beyond the 95 % interval (t·√2 < 6 for df ≥ 4)
     beyond = judge_change(old, _row(100.0 * far, 0.5, 50, 45, 55, target="cpu-local"))
-    assert beyond["regression"] and beyond["basis"].startswith("noise floor")
+    assert beyond.regression and beyond.basis.startswith("noise floor")
     assert floor_for("l4") is None  # no floor measured on a GPU host: single runs there stay inconclusive
 
 
 def test_rows_without_intervals_are_not_judged():
-    plain = {"capacity_rps": 100.0, "latency_us": 50_000, "slo_verdict": "PASS"}
-    verdict = judge_change(plain, {**plain, "capacity_rps": 10.0})
-    assert verdict["regression"] is False and verdict["judged"] is False
+    plain = _measured(capacity_rps=100.0, latency_us=50_000, slo_verdict="PASS")
+    verdict = judge_change(plain, replace(plain, capacity_rps=10.0))
+    assert verdict.regression is False and verdict.judged is False
 
 
 @settings(deadline=None)  # scipy's t quantile; the shared machine is slow
@@ -320,23 +327,22 @@ def test_rows_without_intervals_are_not_judged():
 def test_identical_rows_are_never_a_regression(rps, rel_se, cv):
     row = _row(rps, rps * rel_se, 50, 45, 55, target="cpu-local")
     for spread in (None, _spread(cv)):
-        assert judge_change(row, row, spread=spread)["regression"] is False
+        assert judge_change(row, row, spread=spread).regression is False
 
 
 def test_plan_mig_slices_priced_by_share():
     from accelbench.reports.plan import plan_rows
 
     a100 = load_catalog().get("a100-sxm4-80gb")
-    row = {"model": "m", "precision": "int8", "target": a100.id, "status": "projected", "ranked": True,
-           "capacity_rps": 700.0, "usd_per_hour": 3.5}  # fmt: skip
+    row = _measured(target=a100.id, status="projected", ranked=True, capacity_rps=700.0, usd_per_hour=3.5)
     plan = plan_rows([row], {a100.id: a100}, 1000, 0.3)
-    whole = next(p for p in plan if p["unit"] == "whole accelerator")
-    assert whole["replicas"] == math.ceil(1000 / (700 * 0.7)) and whole["monthly_usd"] == pytest.approx(
+    whole = next(p for p in plan if p.unit == "whole accelerator")
+    assert whole.replicas == math.ceil(1000 / (700 * 0.7)) and whole.monthly_usd == pytest.approx(
         3.5 * 3 * 730
     )
-    one = next(p for p in plan if p["unit"] == "MIG 1g.10gb")
-    assert one["usd_per_hour"] == pytest.approx(3.5 / 7) and one["capacity_rps"] == pytest.approx(100.0)
-    assert sum(p["unit"].startswith("MIG 1g") for p in plan) == 1  # one profile per compute fraction
+    one = next(p for p in plan if p.unit == "MIG 1g.10gb")
+    assert one.usd_per_hour == pytest.approx(3.5 / 7) and one.capacity_rps == pytest.approx(100.0)
+    assert sum(p.unit.startswith("MIG 1g") for p in plan) == 1  # one profile per compute fraction
 
 
 def test_zero_flop_model_is_projected_memory_bound():
@@ -350,8 +356,8 @@ def test_zero_flop_model_is_projected_memory_bound():
 
 
 def _priced(target, precision, rps, se, usd=1.0, runs=1):
-    return {"status": "measured", "target": target, "precision": precision, "capacity_rps": rps,
-            "capacity_se": se, "capacity_df": 9, "usd_per_hour": usd, "runs": runs}  # fmt: skip
+    return _measured(target=target, precision=precision, capacity_rps=rps, capacity_se=se, capacity_df=9,
+                     usd_per_hour=usd, runs=runs)  # fmt: skip
 
 
 def test_a_is_cheaper_than_b_is_claimed_only_against_the_between_run_variance():
@@ -360,23 +366,23 @@ def test_a_is_cheaper_than_b_is_claimed_only_against_the_between_run_variance():
 
     # single runs on GPU targets with no measured floor: no claim, however tight each run's own interval
     rows = [_priced("l4", "int8", 200.0, 0.5), _priced("l40s", "int8", 150.0, 0.5)]
-    compare_to_cheapest(rows)
-    assert rows[1]["comparison"].startswith("against l4 int8: inconclusive: single runs")
+    rows = compare_to_cheapest(rows)
+    assert rows[1].comparison.startswith("against l4 int8: inconclusive: single runs")
     # repeated on both sides: their between-run SEs decide
     rows = [_priced("l4", "int8", 200.0, 2.0, runs=3), _priced("l40s", "int8", 150.0, 2.0, runs=3)]
-    compare_to_cheapest(rows)
-    assert rows[1]["comparison"].startswith("l4 int8 is ")
+    rows = compare_to_cheapest(rows)
+    assert rows[1].comparison.startswith("l4 int8 is ")
     # single runs on this host kind: the noise floor widens a tight within-run interval
     sd = floor_for("cpu-local").sd_log_capacity
     near = [
         _priced("cpu-local", "int8", 100.0, 0.1),
         _priced("cpu-local", "fp32", 100.0 * math.exp(-sd), 0.1),
     ]
-    compare_to_cheapest(near)
-    assert near[1]["comparison"].startswith("no significant difference")
+    near = compare_to_cheapest(near)
+    assert near[1].comparison.startswith("no significant difference")
     far = [
         _priced("cpu-local", "int8", 100.0, 0.1),
         _priced("cpu-local", "fp32", 100.0 * math.exp(-6 * sd), 0.1),
     ]
-    compare_to_cheapest(far)
-    assert far[1]["comparison"].startswith("cpu-local int8 is ")
+    far = compare_to_cheapest(far)
+    assert far[1].comparison.startswith("cpu-local int8 is ")

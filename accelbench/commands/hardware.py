@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from accelbench.commands import catalog_of
+
+if TYPE_CHECKING:
+    from accelbench.hardware.catalog import TargetSummary
 
 
 def _echo_json(obj: Any) -> None:
@@ -36,14 +39,14 @@ def targets_group(ctx: click.Context, as_json: bool) -> None:
                 "schema": "accelbench.targets/1",
                 "baseline": catalog.baseline_id,
                 "files": list(catalog.files),
-                "targets": rows,
+                "targets": [dataclasses.asdict(row) for row in rows],
             }
         )
         return
     _print_table(rows, catalog.baseline_id)
 
 
-def _print_table(rows: list[dict[str, Any]], baseline_id: str) -> None:
+def _print_table(rows: list[TargetSummary], baseline_id: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -52,15 +55,15 @@ def _print_table(rows: list[dict[str, Any]], baseline_id: str) -> None:
         table.add_column(header, no_wrap=header in ("id", "$/hour"))
     for row in rows:
         table.add_row(
-            row["id"],
-            row["name"],
-            _fmt(row["memory_gb"]),
-            _fmt(row["memory_bw_gbs"]),
-            _fmt(row["int8_tops"]),
-            _fmt(row["fp16_tflops"]),
-            _fmt(row["usd_per_hour"]),
-            row["cost_basis"],
-            row["cost_as_of"] or "-",
+            row.id,
+            row.name,
+            _fmt(row.memory_gb),
+            _fmt(row.memory_bw_gbs),
+            _fmt(row.int8_tops),
+            _fmt(row.fp16_tflops),
+            _fmt(row.usd_per_hour),
+            row.cost_basis,
+            row.cost_as_of or "-",
         )
     console = Console()
     if not console.is_terminal:
@@ -81,7 +84,7 @@ def show_cmd(ctx: click.Context, target_id: str, as_json: bool) -> None:
     data = target.to_dict()
     published = [dataclasses.asdict(p) for p in catalog.published_for(target.id)]
     if as_json:
-        _echo_json({**data, "summary": target_summary(target), "published": published})
+        _echo_json({**data, "summary": dataclasses.asdict(target_summary(target)), "published": published})
         return
     for key in (
         "id",

@@ -2,81 +2,50 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from accelbench.commands import catalog_of
 from accelbench.hardware.catalog_schema import PRECISIONS
+from accelbench.reports.options import CLASSIC, GENERATIVE, OptionSpec, option_specs, options_from
 
 
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    """``--project l4 --project l40s,inf2-xlarge`` → ("l4", "l40s", "inf2-xlarge")."""
-    return tuple(v.strip() for item in values for v in item.split(",") if v.strip())
+def _click_option(spec: OptionSpec):
+    """One report option as a click option, from its definition in reports/options.py."""
+    m = spec.meta
+    kwargs: dict[str, Any] = {"help": spec.help or None}
+    if m.get("is_flag"):
+        kwargs["is_flag"] = True
+    elif m.get("multiple"):
+        kwargs.update(multiple=True, metavar=m.get("metavar"))
+    else:
+        kwargs.update(default=spec.default, show_default=spec.default is not None)
+        if "choices" in m:
+            kwargs["type"] = click.Choice(list(m["choices"]))
+        elif "low" in m or "high" in m:
+            kind = click.IntRange if m.get("integer") else click.FloatRange
+            kwargs["type"] = kind(min=m.get("low"), max=m.get("high"), min_open=m.get("low_open", False),
+                                  max_open=m.get("high_open", False))  # fmt: skip
+    return click.option(spec.flag, spec.name, **kwargs)
+
+
+def report_options(group: str):
+    """A decorator adding every report option of ``group`` (CLASSIC or GENERATIVE) to a command, in the order
+    reports/options.py declares them; each arrives as a keyword argument named as its ReportOptions field."""
+    specs = option_specs(group)
+
+    def decorate(func):
+        for spec in reversed(specs):
+            func = _click_option(spec)(func)
+        return func
+
+    return decorate
 
 
 @click.command("report")
 @click.argument("results", nargs=-1, type=click.Path())
-@click.option(
-    "--slo-p99-ms",
-    "slo_ms",
-    type=click.FloatRange(min=0, min_open=True),
-    default=100.0,
-    show_default=True,
-    help="Latency SLO in ms for the chosen percentile (--percentile).",
-)
-@click.option(
-    "--percentile", default="99", show_default=True, help="Percentile the SLO applies to: 50 90 95 99 99.9."
-)
-@click.option(
-    "--baseline", default=None, help="Target id to compare against (default: the catalog baseline)."
-)
-@click.option(
-    "--price-basis",
-    type=click.Choice(["on-demand", "spot", "reserved"]),
-    default="on-demand",
-    show_default=True,
-)
-@click.option(
-    "--price",
-    "prices",
-    multiple=True,
-    metavar="ID=USD",
-    help="Override a target's price per accelerator-hour, e.g. --price cpu-local=0.05 (repeatable).",
-)
-@click.option(
-    "--target-qps",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Plan replicas and the monthly bill for this request rate.",
-)
-@click.option(
-    "--headroom",
-    type=click.FloatRange(0, 1, max_open=True),
-    default=0.3,
-    show_default=True,
-    help="Fraction of capacity kept free when planning replicas.",
-)
-@click.option(
-    "--project",
-    "project",
-    multiple=True,
-    metavar="ID",
-    help="Also project these targets from the roofline (repeatable or comma-separated).",
-)
-@click.option("--include-failed", is_flag=True, help="Rank variants whose accuracy check FAILed.")
-@click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.01, show_default=True)
-@click.option(
-    "--amortization-years",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Owned devices (Jetson): years to spread the purchase over (default: catalog, else 3).",
-)
-@click.option(
-    "--usd-per-kwh",
-    type=click.FloatRange(min=0),
-    default=0.15,
-    show_default=True,
-    help="Owned devices: electricity price (an assumption; stated in the report).",
-)
+@report_options(CLASSIC)
 @click.option(
     "--out",
     "out_dir",
@@ -85,44 +54,7 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     help="Folder for report.md, report.html, plots/, results.csv/.parquet [default: report; none with --json].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the table (or the comparison) as JSON.")
-@click.option(
-    "--slo-ttft-ms",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Generative results: TTFT p99 objective in ms [default: the workload's, else MLPerf's 2000].",
-)
-@click.option(
-    "--slo-tpot-ms",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Generative results: TPOT p99 objective in ms [default: the workload's, else MLPerf's 100].",
-)
-@click.option(
-    "--min-tokens-per-user",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Generative results: the cheapest target at this interactivity (tokens/s per user) on the frontier.",
-)
-@click.option(
-    "--target-tokens-per-s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Generative results: plan replicas and the monthly bill for this output-token rate.",
-)
-@click.option(
-    "--fit-model",
-    "fit_models",
-    multiple=True,
-    metavar="CARD",
-    help="Generative: a model card (packaged name such as llama-3.1-8b, or a TOML) for the memory-fit table.",
-)
-@click.option(
-    "--context",
-    "fit_context",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Context length in tokens for the memory-fit table [default: 8192].",
-)
+@report_options(GENERATIVE)
 @click.option(
     "--compare",
     nargs=2,
@@ -140,22 +72,9 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     "variance the change is judged against (docs/statistics.md).",
 )
 @click.pass_context
-def report_cmd(ctx, results, slo_ms, percentile, baseline, price_basis, prices, target_qps, headroom, project,
-               include_failed, max_error_rate, amortization_years, usd_per_kwh, out_dir, as_json, slo_ttft_ms,
-               slo_tpot_ms, min_tokens_per_user, target_tokens_per_s, fit_models, fit_context, compare,
-               history) -> None:  # fmt: skip
+def report_cmd(ctx, results, out_dir, as_json, compare, history, **given) -> None:
     """Cost per million requests at the latency SLO, against the baseline: report.md, report.html, results.csv/.parquet."""
-    from accelbench.reports.build import ReportOptions
-    from accelbench.reports.cost import parse_price_overrides
-
-    options = ReportOptions(
-        slo_ms=slo_ms, percentile=percentile, baseline=baseline, price_basis=price_basis,
-        price_overrides=parse_price_overrides(prices), target_qps=target_qps, headroom=headroom,
-        project=_split(project), include_failed=include_failed, max_error_rate=max_error_rate,
-        amortization_years=amortization_years, usd_per_kwh=usd_per_kwh, slo_ttft_ms=slo_ttft_ms,
-        slo_tpot_ms=slo_tpot_ms, min_tokens_per_user=min_tokens_per_user, target_tokens_per_s=target_tokens_per_s,
-        fit_models=tuple(fit_models), fit_context=fit_context,
-    )  # fmt: skip
+    options = options_from(given)
     if out_dir is None and not as_json:
         out_dir = "report"
     if compare:

@@ -29,7 +29,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 PACKAGED_NAME = "catalog.toml"
 BASES = ("on-demand", "spot", "reserved")
-HOURS_PER_YEAR = 8760.0
+HOURS_PER_YEAR = 8760.0  # 365 days: an owned device's purchase is spread over its years of wall time
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,20 @@ class Capex:
 
     def usd_per_hour(self, electricity_usd_per_kwh: float = 0.0) -> float:
         """Amortized purchase per hour of wall time, plus energy at full power if a tariff is given."""
-        energy_usd_per_hour = (self.power_w or 0.0) / 1000.0 * electricity_usd_per_kwh
-        return self.usd / (self.amortization_years * HOURS_PER_YEAR) + energy_usd_per_hour
+        return owned_usd_per_hour(
+            self.usd, self.power_w or 0.0, self.amortization_years, electricity_usd_per_kwh
+        )
+
+
+def owned_usd_per_hour(
+    capex_usd: float, power_w: float, amortization_years: float, usd_per_kwh: float
+) -> float:
+    """What an owned device costs per hour of wall time: its purchase spread over ``amortization_years`` of
+    HOURS_PER_YEAR, plus electricity at ``power_w`` around the clock. The one formula: the catalog's capex view
+    (``Capex.usd_per_hour``) and the report's price quote (reports/cost.py) both call it."""
+    if amortization_years <= 0:
+        raise ValueError("amortization_years must be positive")
+    return capex_usd / (amortization_years * HOURS_PER_YEAR) + power_w / 1000.0 * usd_per_kwh
 
 
 @dataclass(frozen=True)
@@ -376,7 +388,24 @@ def _build_price(target_id: str, raw: dict[str, Any]) -> Price:
     return Price(target_id=target_id, **price_fields)
 
 
-def target_summary(target: HardwareTarget) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TargetSummary:
+    """The one-line view `accelbench targets` shows of a target: sizes, dense INT8/FP16 peaks, hourly cost."""
+
+    id: str
+    name: str
+    kind: str
+    memory_gb: float
+    memory_bw_gbs: float  # GB/s
+    int8_tops: float | None
+    fp16_tflops: float | None
+    usd_per_hour: float | None  # per accelerator, on-demand; an owned device: its capex alone
+    cost_basis: str
+    cost_as_of: str | None
+    cost_source: str | None
+
+
+def target_summary(target: HardwareTarget) -> TargetSummary:
     """The one-line view `accelbench targets` shows: sizes, dense INT8/FP16 peaks, hourly cost and its date."""
     if target.price is not None:
         usd_per_hour, cost_basis = target.price.usd_per_accel_hour("on-demand"), "on-demand"
@@ -387,16 +416,16 @@ def target_summary(target: HardwareTarget) -> dict[str, Any]:
         cost_as_of, cost_source = target.capex.as_of, target.capex.source
     else:
         usd_per_hour, cost_basis, cost_as_of, cost_source = None, "none", None, None
-    return {
-        "id": target.id,
-        "name": target.name,
-        "kind": target.kind,
-        "memory_gb": target.memory_gb,
-        "memory_bw_gbs": target.memory_bw_gbs,
-        "int8_tops": target.peak_tflops.get("int8"),
-        "fp16_tflops": target.peak_tflops.get("fp16"),
-        "usd_per_hour": usd_per_hour,
-        "cost_basis": cost_basis,
-        "cost_as_of": cost_as_of,
-        "cost_source": cost_source,
-    }
+    return TargetSummary(
+        id=target.id,
+        name=target.name,
+        kind=target.kind,
+        memory_gb=target.memory_gb,
+        memory_bw_gbs=target.memory_bw_gbs,
+        int8_tops=target.peak_tflops.get("int8"),
+        fp16_tflops=target.peak_tflops.get("fp16"),
+        usd_per_hour=usd_per_hour,
+        cost_basis=cost_basis,
+        cost_as_of=cost_as_of,
+        cost_source=cost_source,
+    )

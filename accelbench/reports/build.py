@@ -11,55 +11,28 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from accelbench.documents import Accuracy, ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.reports import efficiency as ef
 from accelbench.reports import projection as proj
 from accelbench.reports import validation as val
 from accelbench.reports.capacity import (
-    DEFAULT_MAX_ERROR_RATE,
     capacity_at_slo,
     percentile_key,
     step_qualifies,
 )
 from accelbench.reports.cost import (
-    DEFAULT_USD_PER_KWH,
     cost_per_million_usd,
     energy_per_request_j,
     quote_price,
 )
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    slo_ms: float = 100.0
-    percentile: str = "p99"
-    baseline: str | None = None
-    price_basis: str = "on-demand"
-    price_overrides: Mapping[str, float] = field(default_factory=dict)
-    target_qps: float | None = None
-    headroom: float = 0.3
-    project: tuple[str, ...] = ()
-    include_failed: bool = False
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE
-    amortization_years: float | None = None  # None: the catalog's figure, else DEFAULT_AMORTIZATION_YEARS
-    usd_per_kwh: float = DEFAULT_USD_PER_KWH
-    # generative results (reports/llm_report.py): objectives (None: the workload's, else MLPerf Llama3.1-8B's),
-    # the interactivity asked for, a capacity plan in output tokens/s, and model cards for the memory-fit table
-    slo_ttft_ms: float | None = None
-    slo_tpot_ms: float | None = None
-    min_tokens_per_user: float | None = None
-    target_tokens_per_s: float | None = None
-    fit_models: tuple[str, ...] = ()
-    fit_context: int | None = None
-
-    @property
-    def slo_us(self) -> float:
-        return self.slo_ms * 1000.0
+from accelbench.reports.options import ReportOptions
+from accelbench.reports.rows import ReportRow
 
 
 @dataclass(frozen=True)
@@ -118,9 +91,9 @@ class Group:
 class ReportData:
     options: ReportOptions
     baseline_id: str
-    rows: list[dict[str, Any]]
+    rows: list[ReportRow]
     groups: dict[tuple[str, str, str], Group]
-    targets: dict[str, Any]
+    targets: dict[str, HardwareTarget]
     calibrations: dict[str, proj.Calibration]
     graph_costs: dict[tuple[str, str], dict[str, Any]]
     efficiency_models: dict[tuple, ef.EfficiencyModel | None] = field(default_factory=dict)
@@ -195,8 +168,6 @@ def _efficiency_models(catalog, targets, samples, groups, roofline, pairs) -> di
     ratios between projected targets stay the published ones. Per model where that model was measured on the
     toolchain; otherwise the median of the models' factors, and the row says which.
     """
-    if not hasattr(catalog, "published_for"):  # a catalog without published results
-        return {}
     out: dict[tuple, Any] = {}
     factors: dict[tuple[str, str, str], tuple[float, str]] = {}  # (toolchain, model, precision) → factor
     for model, precision in pairs:
@@ -251,7 +222,7 @@ def _graph_cost_for(groups, model: str, precision: str) -> dict[str, Any] | None
 
 
 def build_report(
-    documents: Iterable[ResultDocument], catalog: Any, options: ReportOptions, roofline: Any = None
+    documents: Iterable[ResultDocument], catalog: Catalog, options: ReportOptions, roofline: Any = None
 ) -> ReportData:
     """The table every output is rendered from. Unknown target ids raise BadInputError (catalog.get)."""
     percentile_key(options.percentile)  # validate early: one clear line
@@ -287,7 +258,7 @@ def build_report(
     calibrations = _calibrate(samples, targets)
     pairs = sorted({(m, p) for m, p, _ in groups})
     models = _efficiency_models(catalog, targets, samples, groups, roofline, pairs) if graph_costs else {}
-    rows: list[dict[str, Any]] = []
+    rows: list[ReportRow] = []
     for g in groups.values():
         rows.append(_measured_row(g, targets[g.target_id], options))
     for model, precision in pairs:
@@ -307,13 +278,9 @@ def build_report(
                     models.get((model, precision, tid)),
                 )
             )
-    for row in rows:
-        _price_row(row, targets[row["target"]], options)
-    _baseline_ratios(rows, baseline_id)
-    _rank(rows, options)
-    rows.sort(
-        key=lambda r: (r["model"], r["rank"] if r["rank"] is not None else 10**9, r["target"], r["precision"])
-    )
+    rows = [_price_row(row, targets[row.target], options) for row in rows]
+    rows = _rank(_baseline_ratios(rows, baseline_id), options)
+    rows.sort(key=lambda r: (r.model, r.rank if r.rank is not None else 10**9, r.target, r.precision))
     generative = (
         build_generative(generative_groups, catalog, targets, options, baseline_id)
         if generative_groups
@@ -324,45 +291,39 @@ def build_report(
     )
 
 
-def _blank_row(model: str, precision: str, target: Any, status: str) -> dict[str, Any]:
-    return {
-        "model": model, "precision": precision, "target": target.id, "target_name": target.name,
-        "toolchain": target.toolchain, "status": status, "variant": f"{model}__{target.id}__{precision}",
-        "origin": None, "meets_slo": False, "capacity_rps": None, "capacity_ips": None, "latency_us": None,
-        "chosen_run_id": None, "chosen_step": None, "offered": None, "batch_size": None,
-        "energy_per_request_j": None, "accuracy_metric": None, "accuracy_value": None,
-        "accuracy_verdict": None, "accuracy_of": None, "efficiency": None, "efficiency_source": None,
-        "efficiency_kind": None, "efficiency_low": None, "efficiency_high": None, "calibration": None,
-        "projected_capacity_rps_low": None, "projected_capacity_rps_high": None,
-        "projected_batch": None, "served_batch": None, "latency_resolution_us": None, "roofline_bound": None,
-        "precision_used": None,
-        "host": None, "measured_at": None, "versions": None, "sources": None, "reason": "",
-        "capacity_low": None, "capacity_high": None, "capacity_se": None, "capacity_df": None,
-        "latency_low_us": None, "latency_high_us": None, "cost_low": None, "cost_high": None,
-        "slo_verdict": None, "step_verdict": None, "step_reasons": None, "comparison": None,
-    }  # fmt: skip
+def _blank_row(
+    model: str, precision: str, target: HardwareTarget, status: str, options: ReportOptions
+) -> ReportRow:
+    return ReportRow(
+        model=model, precision=precision, target=target.id, target_name=target.name, toolchain=target.toolchain,
+        status=status, variant=f"{model}__{target.id}__{precision}", percentile=percentile_key(options.percentile),
+        slo_ms=options.slo_ms,
+    )  # fmt: skip
 
 
-def _accuracy(row: dict[str, Any], acc: Accuracy | None, of: str) -> None:
-    if acc:
-        row.update(
-            accuracy_metric=acc.metric, accuracy_value=acc.value, accuracy_verdict=acc.verdict, accuracy_of=of,
-        )  # fmt: skip
+def _accuracy(acc: Accuracy | None, of: str) -> dict[str, Any]:
+    """The accuracy fields of a row showing ``acc`` (the accuracy of variant ``of``)."""
+    if not acc:
+        return {}
+    return {"accuracy_metric": acc.metric, "accuracy_value": acc.value, "accuracy_verdict": acc.verdict,
+            "accuracy_of": of}  # fmt: skip
 
 
-def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, Any]:
+def _measured_row(g: Group, target: HardwareTarget, options: ReportOptions) -> ReportRow:
     from accelbench.reports.repeats import combine_repeats
 
-    row = _blank_row(g.model, g.precision, target, "measured")
+    row = _blank_row(g.model, g.precision, target, "measured", options)
     combined = combine_repeats(g, options.slo_us, options.percentile, options.max_error_rate)
+    repeats: dict[str, Any] = {}
     if combined is not None:  # repeated runs: one capacity with the between-run variance (reports/repeats.py)
         cap = combined.capacity
-        row.update(runs=combined.runs, runs_note=combined.note)
+        repeats = {"runs": combined.runs, "runs_note": combined.note}
     else:
         cap = capacity_at_slo(g.steps(), options.slo_us, options.percentile, options.max_error_rate)
     docs = [r.doc for r in g.results]
-    row.update(
-        variant=docs[0].variant or row["variant"],
+    variant = docs[0].variant or row.variant
+    row = replace(
+        row, **repeats, variant=variant,
         origin=",".join(sorted({d.origin or "" for d in docs})),
         meets_slo=cap.meets_slo, capacity_rps=cap.capacity_rps, capacity_ips=cap.capacity_ips,
         latency_us=cap.latency_us, reason=cap.reason, capacity_low=cap.capacity_low,
@@ -371,23 +332,21 @@ def _measured_row(g: Group, target: Any, options: ReportOptions) -> dict[str, An
         step_verdict=cap.step_verdict,
         # named by content, not by file: the same documents from a folder or a database give the same report
         sources=";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in g.results),
+        **_accuracy(g.accuracy(), variant), **_provenance(docs),
+        batching_note=unbatched_note(docs[0].provenance.repository_config),
     )  # fmt: skip
-    _accuracy(row, g.accuracy(), row["variant"])
-    _provenance(row, docs)
-    row["batching_note"] = unbatched_note(docs[0].provenance.repository_config)
     if cap.step_key:
         run_id, index = cap.step_key
         doc = next(r.doc for r in g.results if g.label(r) == run_id)
         step = next(s for s in doc.steps if s.index == index)
-        row.update(chosen_run_id=run_id, chosen_step=index, batch_size=doc.batch_size,
-                   served_batch=proj.served_batch(step, int(doc.batch_size or 1)))  # fmt: skip
-        row["latency_resolution_us"] = step.latency_resolution_us
-        row["step_reasons"] = "; ".join(step.reasons or []) or None
-        row["offered"] = ",".join(f"{k}={v}" for k, v in sorted(to_dict(step.offered).items()))
         power = step.metrics.gpu_power_w if step.metrics else None
-        row["energy_per_request_j"] = step.energy_per_request_j or energy_per_request_j(
-            power, cap.capacity_rps
-        )
+        row = replace(
+            row, chosen_run_id=run_id, chosen_step=index, batch_size=doc.batch_size,
+            served_batch=proj.served_batch(step, int(doc.batch_size or 1)),
+            latency_resolution_us=step.latency_resolution_us, step_reasons="; ".join(step.reasons or []) or None,
+            offered=",".join(f"{k}={v}" for k, v in sorted(to_dict(step.offered).items())),
+            energy_per_request_j=step.energy_per_request_j or energy_per_request_j(power, cap.capacity_rps),
+        )  # fmt: skip
     return row
 
 
@@ -401,7 +360,8 @@ def unbatched_note(repository_config: str | None) -> str | None:
     return "max_batch_size 0: the model does not batch, the sweep varied concurrency only"
 
 
-def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:
+def _provenance(docs: list[ResultDocument]) -> dict[str, Any]:
+    """The host, measured_at and versions fields of a row measured by ``docs``."""
     hosts, dates, versions = set(), set(), set()
     for d in docs:
         prov = d.provenance
@@ -415,9 +375,11 @@ def _provenance(row: dict[str, Any], docs: list[ResultDocument]) -> None:
             versions.add(f"{name} {ver}")
         if prov.server and prov.server.version:
             versions.add(f"tritonserver {prov.server.version}")
-    row["host"] = ", ".join(sorted(hosts))
-    row["measured_at"] = " – ".join(sorted({min(dates), max(dates)})) if dates else None
-    row["versions"] = ", ".join(sorted(versions)) or None
+    return {
+        "host": ", ".join(sorted(hosts)),
+        "measured_at": " – ".join(sorted({min(dates), max(dates)})) if dates else None,
+        "versions": ", ".join(sorted(versions)) or None,
+    }
 
 
 def _efficiency_choice(target, calibrations, published) -> tuple[Any, str, str, str]:
@@ -431,15 +393,16 @@ def _efficiency_choice(target, calibrations, published) -> tuple[Any, str, str, 
     return cal.efficiency, kind, cal.source, "none" if kind == "assumed" else cal.source
 
 
-def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline, published=None):
-    row = _blank_row(model, precision, target, "projected")
+def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline, published=None
+                   ) -> ReportRow:  # fmt: skip
+    row = _blank_row(model, precision, target, "projected", options)
     donors = [g for (m, p, _), g in groups.items() if (m, p) == (model, precision)]
-    if donors:
-        _accuracy(row, donors[0].accuracy(), donors[0].variant() or "")
-    row["origin"] = "roofline-projection"
+    accuracy = _accuracy(donors[0].accuracy(), donors[0].variant() or "") if donors else {}
+    row = replace(row, origin="roofline-projection", **accuracy)
     if not proj.usable_graph_cost(gc):
-        row["reason"] = "not projected: the results carry no graph_cost (FLOPs/bytes) for this model"
-        return row
+        return replace(
+            row, reason="not projected: the results carry no graph_cost (FLOPs/bytes) for this model"
+        )
     efficiency, kind, source, calibration = _efficiency_choice(target, calibrations, published)
     p = proj.project_capacity(gc, target, precision, options.slo_us / 1e6, efficiency, roofline)
     batch_size = int(donors[0].batch_size() or 1) if donors else 1
@@ -447,7 +410,8 @@ def _projected_row(model, precision, target, gc, groups, options, calibrations, 
     def per_request(ips: float | None) -> float | None:
         return ips / batch_size if ips else None
 
-    row.update(
+    return replace(
+        row,
         efficiency=p.efficiency if p.efficiency is not None else (None if kind == "published" else efficiency),
         efficiency_source=source, efficiency_kind=kind, calibration=calibration,
         efficiency_low=p.efficiency_low, efficiency_high=p.efficiency_high, projected_batch=p.batch,
@@ -460,90 +424,100 @@ def _projected_row(model, precision, target, gc, groups, options, calibrations, 
         latency_us=p.latency_s * 1e6 if p.latency_s is not None else None,
         reason=f"projected: {p.reason}" if p.capacity_ips else f"does not meet the SLO (projected): {p.reason}",
     )  # fmt: skip
-    return row
 
 
-def _price_row(row: dict[str, Any], target: Any, options: ReportOptions) -> None:
+def _price_row(row: ReportRow, target: HardwareTarget, options: ReportOptions) -> ReportRow:
     q = quote_price(target, options.price_basis, options.price_overrides, options.amortization_years,
                     options.usd_per_kwh)  # fmt: skip
-    row.update(
-        usd_per_hour=q.usd_per_hour if q else None, price_basis=q.basis if q else None,
+    row = replace(
+        row, usd_per_hour=q.usd_per_hour if q else None, price_basis=q.basis if q else None,
         price_note=q.note if q else "no price in the catalog; pass --price ID=USD_PER_HOUR",
         price_source=q.source if q else None, price_as_of=q.as_of if q else None,
     )  # fmt: skip
-    ok = q is not None and row["capacity_rps"]
-    row["cost_per_million_usd"] = cost_per_million_usd(q.usd_per_hour, row["capacity_rps"]) if ok else None
-    if ok and row["capacity_low"] and row["capacity_high"] and row["capacity_low"] > 0:
+    if q is None or not row.capacity_rps:
+        return row
+    row = replace(row, cost_per_million_usd=cost_per_million_usd(q.usd_per_hour, row.capacity_rps))
+    if row.capacity_low and row.capacity_high and row.capacity_low > 0:
         # cost falls as capacity rises: the capacity's interval, inverted, is the cost's
-        row["cost_low"] = cost_per_million_usd(q.usd_per_hour, row["capacity_high"])
-        row["cost_high"] = cost_per_million_usd(q.usd_per_hour, row["capacity_low"])
+        row = replace(row, cost_low=cost_per_million_usd(q.usd_per_hour, row.capacity_high),
+                      cost_high=cost_per_million_usd(q.usd_per_hour, row.capacity_low))  # fmt: skip
+    return row
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _baseline_ratios(rows: list[dict[str, Any]], baseline_id: str) -> None:
-    base = {(r["model"], r["precision"]): r for r in rows if r["target"] == baseline_id}
+def _baseline_ratios(rows: list[ReportRow], baseline_id: str) -> list[ReportRow]:
+    base = {(r.model, r.precision): r for r in rows if r.target == baseline_id}
+    out = []
     for row in rows:
-        b = base.get((row["model"], row["precision"]))
-        row["baseline_target"] = baseline_id
-        row["baseline_status"] = b["status"] if b else None
-        row["capacity_vs_baseline"] = _ratio(row["capacity_rps"], b and b["capacity_rps"])
-        row["latency_vs_baseline"] = _ratio(row["latency_us"], b and b["latency_us"])
-        row["cost_vs_baseline"] = _ratio(row["cost_per_million_usd"], b and b["cost_per_million_usd"])
+        b = base.get((row.model, row.precision))
+        out.append(replace(
+            row, baseline_target=baseline_id, baseline_status=b.status if b else None,
+            capacity_vs_baseline=_ratio(row.capacity_rps, b and b.capacity_rps),
+            latency_vs_baseline=_ratio(row.latency_us, b and b.latency_us),
+            cost_vs_baseline=_ratio(row.cost_per_million_usd, b and b.cost_per_million_usd),
+        ))  # fmt: skip
+    return out
 
 
-def _rank(rows: list[dict[str, Any]], options: ReportOptions) -> None:
+def _rank(rows: list[ReportRow], options: ReportOptions) -> list[ReportRow]:
     """Rank per model by cost per million; FAIL-accuracy variants only with --include-failed."""
-    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    out: list[ReportRow] = []
     for row in rows:
-        row["rank"] = None
-        failed = row["accuracy_verdict"] == "FAIL"
-        row["ranked"] = bool(
-            row["cost_per_million_usd"] is not None and (options.include_failed or not failed)
-        )
+        failed = row.accuracy_verdict == "FAIL"
+        ranked = bool(row.cost_per_million_usd is not None and (options.include_failed or not failed))
+        reason = row.reason
         if failed and not options.include_failed:
-            row["reason"] = (row["reason"] + "; " if row["reason"] else "") + "not ranked: accuracy FAIL"
-        if row["ranked"]:
-            by_model[row["model"]].append(row)
-    for model_rows in by_model.values():
-        model_rows.sort(key=lambda r: (r["cost_per_million_usd"], r["status"] != "measured", r["target"]))
-        for i, row in enumerate(model_rows, 1):
-            row["rank"] = i
-        compare_to_cheapest(model_rows)
+            reason = (reason + "; " if reason else "") + "not ranked: accuracy FAIL"
+        out.append(replace(row, rank=None, ranked=ranked, reason=reason))
+    by_model: dict[str, list[int]] = defaultdict(list)  # model → indexes of its ranked rows
+    for i, row in enumerate(out):
+        if row.ranked:
+            by_model[row.model].append(i)
+    for indexes in by_model.values():
+        indexes.sort(key=lambda i: (out[i].cost_per_million_usd, out[i].status != "measured", out[i].target))
+        ranked_rows = compare_to_cheapest([replace(out[i], rank=n) for n, i in enumerate(indexes, 1)])
+        for i, row in zip(indexes, ranked_rows, strict=True):
+            out[i] = row
+    return out
 
 
-def compare_to_cheapest(ranked: list[dict[str, Any]], confidence: float = 0.95) -> None:
+def compare_to_cheapest(ranked: list[ReportRow], confidence: float = 0.95) -> list[ReportRow]:
     """Each measured row after the cheapest measured one: is the cheapest significantly cheaper? Welch on the
     log cost ratio (statistics.cost_ratio) with each capacity's SE including the between-run variance
     (repeats, else the host kind's noise floor; reports/noise.py), Holm-corrected across the ranking; a single
-    run with neither is "inconclusive: single runs". Sets ``row["comparison"]``."""
+    run with neither is "inconclusive: single runs". Returns the rows, in order, with ``comparison`` set."""
     from accelbench.loadtests.statistics import cost_ratio, holm
     from accelbench.reports.noise import capacity_se_between
 
-    measured = [r for r in ranked if r["status"] == "measured" and r["capacity_se"] is not None]
+    measured = [r for r in ranked if r.status == "measured" and r.capacity_se is not None]
     if len(measured) < 2:
-        return
+        return list(ranked)
     best, rest = measured[0], measured[1:]
-    name = f"{best['target']} {best['precision']}"
+    name = f"{best.target} {best.precision}"
     best_se = capacity_se_between(best)
+    comparisons: dict[int, str] = {}  # id of the row → its comparison
     others, ratios = [], []
     for r in rest:
         se = capacity_se_between(r)
         if best_se is None or se is None:  # the between-run variance is unknown: no claim either way
-            single = ", ".join(x["target"] for x, v in ((best, best_se), (r, se)) if v is None)
-            r["comparison"] = (f"against {name}: inconclusive: single runs (no between-run variance for {single}; "
-                               "measure with --repeats 3)")  # fmt: skip
+            single = ", ".join(x.target for x, v in ((best, best_se), (r, se)) if v is None)
+            comparisons[id(r)] = (f"against {name}: inconclusive: single runs (no between-run variance for "
+                                  f"{single}; measure with --repeats 3)")  # fmt: skip
             continue
         others.append(r)
-        ratios.append(cost_ratio(best["usd_per_hour"], best["capacity_rps"], *best_se,
-                                 r["usd_per_hour"], r["capacity_rps"], *se, confidence))  # fmt: skip
+        ratios.append(cost_ratio(best.usd_per_hour, best.capacity_rps, *best_se,
+                                 r.usd_per_hour, r.capacity_rps, *se, confidence))  # fmt: skip
     adjusted = holm([x.p for x in ratios])
     for row, ratio, p in zip(others, ratios, adjusted, strict=True):
         if p < 1 - confidence and ratio.high < 1:
-            row["comparison"] = (
+            comparisons[id(row)] = (
                 f"{name} is {1 - ratio.high:.1%}–{1 - ratio.low:.1%} cheaper ({confidence:.0%}, Holm p = {p:.2g})"
             )
         else:
-            row["comparison"] = f"no significant difference from {name} ({confidence:.0%}, Holm p = {p:.2g})"
+            comparisons[id(row)] = (
+                f"no significant difference from {name} ({confidence:.0%}, Holm p = {p:.2g})"
+            )
+    return [replace(r, comparison=comparisons[id(r)]) if id(r) in comparisons else r for r in ranked]

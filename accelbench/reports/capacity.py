@@ -13,10 +13,10 @@ from accelbench.documents import Step
 from accelbench.errors import BadInputError
 from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdict
 from accelbench.loadtests.verdict import USABLE
+from accelbench.reports.options import DEFAULT_MAX_ERROR_RATE
 
 PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p99.9")
 # An error rate above this disqualifies a step; the same limit the load-test verdict uses (loadtests/verdict.py).
-DEFAULT_MAX_ERROR_RATE = 0.01
 
 
 def percentile_key(percentile: float | str) -> str:

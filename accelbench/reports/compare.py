@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from scipy import stats
 
 from accelbench.loadtests.statistics import FAIL, PASS, cost_ratio
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.noise import Spread, floor_for, history_spread
+from accelbench.reports.rows import ReadByKey, ReportRow
 from accelbench.reports.sections import fmt
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import ReportData
 
 CONFIDENCE = 0.95
 SINGLE = "inconclusive: single runs"
@@ -43,18 +48,18 @@ def _change(old: float | None, new: float | None) -> float | None:
     return None if old is None or new is None or old == 0 else (new - old) / old
 
 
-def capacity_ratio(old: Mapping[str, Any], new: Mapping[str, Any], confidence: float = CONFIDENCE):
+def capacity_ratio(old: ReportRow, new: ReportRow, confidence: float = CONFIDENCE):
     """new ÷ old capacity with its Welch interval (statistics.Ratio), or None when either lacks an SE."""
-    if not (old.get("capacity_se") is not None and new.get("capacity_se") is not None
-            and old.get("capacity_rps") and new.get("capacity_rps")):  # fmt: skip
+    if not (old.capacity_se is not None and new.capacity_se is not None
+            and old.capacity_rps and new.capacity_rps):  # fmt: skip
         return None
     # cost_ratio(price 1, T_old; price 1, T_new) = T_new / T_old
-    return cost_ratio(1.0, old["capacity_rps"], old["capacity_se"], old.get("capacity_df") or 1,
-                      1.0, new["capacity_rps"], new["capacity_se"], new.get("capacity_df") or 1, confidence)  # fmt: skip
+    return cost_ratio(1.0, old.capacity_rps, old.capacity_se, old.capacity_df or 1,
+                      1.0, new.capacity_rps, new.capacity_se, new.capacity_df or 1, confidence)  # fmt: skip
 
 
-def _runs(row: Mapping[str, Any]) -> int:
-    return int(row.get("runs") or 1)
+def _runs(row: ReportRow) -> int:
+    return int(row.runs or 1)
 
 
 def between_interval(old_value: float, new_value: float, sd_log: float, df: float, n_old: int, n_new: int,
@@ -69,105 +74,137 @@ def between_interval(old_value: float, new_value: float, sd_log: float, df: floa
     return math.exp(d), math.exp(d - half), math.exp(d + half)
 
 
-def _basis(old: Mapping[str, Any], new: Mapping[str, Any], spread: Spread | None) -> Spread | None:
+def _basis(old: ReportRow, new: ReportRow, spread: Spread | None) -> Spread | None:
     """The between-run spread to judge with: the caller's (history), else the host kind's noise floor."""
     if spread is not None:
         return spread
-    same = old.get("target") == new.get("target")
-    return floor_for(new["target"]) if same and new.get("target") else None
+    same = old.target == new.target
+    return floor_for(new.target) if same and new.target else None
 
 
-def judge_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, key: str = "p99",
-                 spread: Spread | None = None) -> dict[str, Any]:  # fmt: skip
-    """Is ``new`` a regression against ``old``? Rows carry capacity_rps/_se/_df, latency_us, latency_low_us,
-    latency_high_us, slo_verdict and (repeated rows) runs; report rows do. ``spread``: the between-run
-    variance from the history of this configuration, if known. Returns regression, judged, basis, verdict,
-    flags and the capacity ratio's interval."""
-    out: dict[str, Any] = {"regression": False, "judged": False, "flags": [], "capacity_ratio": None,
-                           "capacity_ratio_low": None, "capacity_ratio_high": None, "basis": None,
-                           "verdict": "not judged (no intervals)"}  # fmt: skip
+@dataclass(frozen=True)
+class Judgement(ReadByKey):
+    """What ``judge_change`` says of two rows: the object compare.json's rows and the service's history carry
+    (the service reads it by key)."""
+
+    regression: bool = False
+    judged: bool = False  # False: no intervals, or single runs with no between-run basis
+    flags: tuple[str, ...] = ()  # each reason it is a regression
+    capacity_ratio: float | None = None  # new ÷ old capacity
+    capacity_ratio_low: float | None = None  # its 95 % interval, with the between-run variance
+    capacity_ratio_high: float | None = None
+    basis: str | None = None  # "repeats", "history: …", "noise floor: …"
+    verdict: str = "not judged (no intervals)"
+
+
+def judge_change(old: ReportRow | None, new: ReportRow | None, key: str = "p99",
+                 spread: Spread | None = None) -> Judgement:  # fmt: skip
+    """Is ``new`` a regression against ``old`` (two measured report rows: their capacity_rps/_se/_df,
+    latency_us, latency_low_us, latency_high_us, slo_verdict, runs and target are read)? ``spread``: the
+    between-run variance from the history of this configuration, if known."""
     if not old or not new:
-        return out
+        return Judgement()
     within = capacity_ratio(old, new)
-    has_latency = old.get("latency_high_us") is not None and new.get("latency_low_us") is not None
+    has_latency = old.latency_high_us is not None and new.latency_low_us is not None
     if within is None and not has_latency:
-        return out
+        return Judgement()
     repeated = _runs(old) >= 2 and _runs(new) >= 2
     basis = _basis(old, new, spread)
     if not repeated and basis is None:
-        if within is not None:
-            out["capacity_ratio"] = within.ratio
-        out["verdict"] = SINGLE
-        return out
-    flags = _flags(old, new, key, within, repeated, basis, out)
-    out["basis"] = "repeats" if repeated else f"{basis.basis}: {basis.source}"
-    out.update(judged=True, flags=flags, regression=bool(flags))
+        return Judgement(capacity_ratio=within.ratio if within is not None else None, verdict=SINGLE)
+    flags, (ratio, low, high) = _flags(old, new, key, within, repeated, basis)
     if flags:
-        out["verdict"] = "REGRESSION: " + "; ".join(flags)
+        verdict = "REGRESSION: " + "; ".join(flags)
     elif not repeated and basis.basis == "noise floor":
-        out["verdict"] = f"{SINGLE} (within the noise floor)"
+        verdict = f"{SINGLE} (within the noise floor)"
     else:
-        out["verdict"] = "ok"
-    return out
+        verdict = "ok"
+    return Judgement(
+        regression=bool(flags), judged=True, flags=tuple(flags), capacity_ratio=ratio, capacity_ratio_low=low,
+        capacity_ratio_high=high, basis="repeats" if repeated else f"{basis.basis}: {basis.source}", verdict=verdict,
+    )  # fmt: skip
 
 
-def _flags(old, new, key, within, repeated, basis, out) -> list[str]:
+def _flags(old, new, key, within, repeated, basis) -> tuple[list[str], tuple]:
+    """(the regression's reasons, (capacity ratio, low, high) or Nones)."""
     flags: list[str] = []
-    if old.get("slo_verdict") == PASS and new.get("slo_verdict") == FAIL:
+    interval: tuple = (None, None, None)
+    if old.slo_verdict == PASS and new.slo_verdict == FAIL:
         flags.append("SLO verdict PASS → FAIL")
     n_old, n_new = _runs(old), _runs(new)
     if within is not None:
         if repeated:  # the rows' own SEs are the between-run ones (reports/repeats.py)
             ratio, low, high = within.ratio, within.low, within.high
         elif basis.sd_log_capacity is not None:
-            within_se = math.hypot(
-                old["capacity_se"] / old["capacity_rps"], new["capacity_se"] / new["capacity_rps"]
-            )
-            ratio, low, high = between_interval(old["capacity_rps"], new["capacity_rps"], basis.sd_log_capacity,
+            within_se = math.hypot(old.capacity_se / old.capacity_rps, new.capacity_se / new.capacity_rps)
+            ratio, low, high = between_interval(old.capacity_rps, new.capacity_rps, basis.sd_log_capacity,
                                                 basis.df, n_old, n_new, within_se, within.df)  # fmt: skip
         else:
             ratio = low = high = None
         if ratio is not None:
-            out.update(capacity_ratio=ratio, capacity_ratio_low=low, capacity_ratio_high=high)
+            interval = (ratio, low, high)
             if high < 1.0:
                 flags.append(f"capacity down {1 - high:.1%}–{1 - low:.1%} (95 %)")
     sd_lat = basis.sd_log_latency if basis is not None else None
-    if sd_lat is not None and old.get("latency_us") and new.get("latency_us"):
-        _, low, high = between_interval(old["latency_us"], new["latency_us"], sd_lat, basis.df, n_old, n_new)
+    if sd_lat is not None and old.latency_us and new.latency_us:
+        _, low, high = between_interval(old.latency_us, new.latency_us, sd_lat, basis.df, n_old, n_new)
         if low > 1.0:
             flags.append(f"{key} up {low - 1:.1%}–{high - 1:.1%} (95 %)")
-    return flags
+    return flags, interval
 
 
-def compare_rows(old: Any, new: Any, history: Mapping[tuple, list[Mapping[str, Any]]] | None = None
-                 ) -> list[dict[str, Any]]:  # fmt: skip
+@dataclass(frozen=True)
+class CompareRow:
+    """One model × precision × target of compare.md / compare.json: both sides and the judgement."""
+
+    model: str
+    precision: str
+    target: str
+    old_status: str | None  # None: absent on that side
+    new_status: str | None
+    old_capacity_rps: float | None  # requests/s
+    new_capacity_rps: float | None
+    capacity_change: float | None  # (new − old) ÷ old
+    old_latency_us: float | None  # the percentile at capacity, µs
+    new_latency_us: float | None
+    latency_change: float | None
+    cost_change: float | None
+    judgement: Judgement
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as compare.json has it: its fields with the judgement's beside them."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "judgement"}
+        return {**own, **asdict(self.judgement)}
+
+
+def compare_rows(old: ReportData, new: ReportData, history: Mapping[tuple, list[ReportRow]] | None = None
+                 ) -> list[CompareRow]:  # fmt: skip
     """Join two ReportData on (model, precision, target) and judge each measured change; ``history``: earlier
     single-run rows per (model, precision, target), whose spread is the between-run variance."""
     key = percentile_key(new.options.percentile)
     history = history or {}
-    old_rows = {(r["model"], r["precision"], r["target"]): r for r in old.rows}
-    new_rows = {(r["model"], r["precision"], r["target"]): r for r in new.rows}
+    old_rows = {(r.model, r.precision, r.target): r for r in old.rows}
+    new_rows = {(r.model, r.precision, r.target): r for r in new.rows}
     out = []
     for k in sorted(set(old_rows) | set(new_rows)):
         o, n = old_rows.get(k), new_rows.get(k)
-        measured = bool(o and n and o["status"] == n["status"] == "measured")
+        measured = bool(o and n and o.status == n.status == "measured")
         earlier = history.get(k, [])
-        spread = history_spread([h["capacity_rps"] for h in earlier], [h["latency_us"] for h in earlier])
-        verdict = judge_change(o, n, key, spread) if measured else judge_change(None, None, key)
-        out.append({
-            "model": k[0], "precision": k[1], "target": k[2],
-            "old_status": o and o["status"], "new_status": n and n["status"],
-            "old_capacity_rps": o and o["capacity_rps"], "new_capacity_rps": n and n["capacity_rps"],
-            "capacity_change": _change(o and o["capacity_rps"], n and n["capacity_rps"]),
-            "old_latency_us": o and o["latency_us"], "new_latency_us": n and n["latency_us"],
-            "latency_change": _change(o and o["latency_us"], n and n["latency_us"]),
-            "cost_change": _change(o and o["cost_per_million_usd"], n and n["cost_per_million_usd"]),
-            **verdict,
-        })  # fmt: skip
+        spread = history_spread([h.capacity_rps for h in earlier], [h.latency_us for h in earlier])
+        out.append(CompareRow(
+            model=k[0], precision=k[1], target=k[2],
+            old_status=o and o.status, new_status=n and n.status,
+            old_capacity_rps=o and o.capacity_rps, new_capacity_rps=n and n.capacity_rps,
+            capacity_change=_change(o and o.capacity_rps, n and n.capacity_rps),
+            old_latency_us=o and o.latency_us, new_latency_us=n and n.latency_us,
+            latency_change=_change(o and o.latency_us, n and n.latency_us),
+            cost_change=_change(o and o.cost_per_million_usd, n and n.cost_per_million_usd),
+            judgement=judge_change(o, n, key, spread) if measured else judge_change(None, None, key),
+        ))  # fmt: skip
     return out
 
 
-def compare_markdown(rows: list[dict[str, Any]], key: str) -> str:
+def compare_markdown(rows: list[CompareRow], key: str) -> str:
     def pct(v: float | None) -> str:
         return "—" if v is None else f"{v:+.1%}"
 
@@ -178,14 +215,15 @@ def compare_markdown(rows: list[dict[str, Any]], key: str) -> str:
              f"| model | precision | target | capacity old → new (req/s) | change [95 %] | {key} old → new (ms) | "
              "change | cost change | verdict |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
-        proj = " (proj)" if "projected" in (r["old_status"], r["new_status"]) else ""
-        verdict = r["verdict"] + (f" [{r['basis'].split(':')[0]}]" if r.get("basis") else "")
-        change = pct(r["capacity_change"])
-        if r["capacity_ratio_low"] is not None:
-            change += f" [{r['capacity_ratio_low'] - 1:+.1%}, {r['capacity_ratio_high'] - 1:+.1%}]"
+        j = r.judgement
+        proj = " (proj)" if "projected" in (r.old_status, r.new_status) else ""
+        verdict = j.verdict + (f" [{j.basis.split(':')[0]}]" if j.basis else "")
+        change = pct(r.capacity_change)
+        if j.capacity_ratio_low is not None:
+            change += f" [{j.capacity_ratio_low - 1:+.1%}, {j.capacity_ratio_high - 1:+.1%}]"
         lines.append(
-            f"| {r['model']} | {r['precision']} | {r['target']}{proj} | {num(r['old_capacity_rps'])} → "
-            f"{num(r['new_capacity_rps'])} | {change} | {num(r['old_latency_us'], 1000)} → "
-            f"{num(r['new_latency_us'], 1000)} | {pct(r['latency_change'])} | {pct(r['cost_change'])} | {verdict} |"
+            f"| {r.model} | {r.precision} | {r.target}{proj} | {num(r.old_capacity_rps)} → "
+            f"{num(r.new_capacity_rps)} | {change} | {num(r.old_latency_us, 1000)} → "
+            f"{num(r.new_latency_us, 1000)} | {pct(r.latency_change)} | {pct(r.cost_change)} | {verdict} |"
         )
     return "\n".join(lines) + "\n"

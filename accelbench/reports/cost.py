@@ -8,16 +8,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import (
+    BASES,
+    HOURS_PER_YEAR,
+    Capex,
+    HardwareTarget,
+    Price,
+    owned_usd_per_hour,
+)
 
-HOURS_PER_YEAR = 8760.0
-HOURS_PER_MONTH = 730.0  # 8760 / 12, the usual cloud-billing month
+HOURS_PER_MONTH = HOURS_PER_YEAR / 12  # 730, the usual cloud-billing month
 # Assumptions for devices that are bought, not rented (stated in every report that uses them).
 DEFAULT_AMORTIZATION_YEARS = 3.0
 DEFAULT_USD_PER_KWH = 0.15
-PRICE_BASES = ("on-demand", "spot", "reserved")
+PRICE_BASES = BASES  # the catalog's price bases: on-demand, spot, reserved
 
 
 def cost_per_million_usd(usd_per_hour: float, capacity_rps: float) -> float:
@@ -34,18 +40,6 @@ def accelerator_share_usd_per_hour(instance_usd_per_hour: float, accelerators_pe
     if accelerators_per_instance < 1:
         raise ValueError("accelerators_per_instance must be at least 1")
     return instance_usd_per_hour / accelerators_per_instance
-
-
-def owned_device_usd_per_hour(
-    capex_usd: float,
-    power_w: float,
-    amortization_years: float = DEFAULT_AMORTIZATION_YEARS,
-    usd_per_kwh: float = DEFAULT_USD_PER_KWH,
-) -> float:
-    """Capex spread over the amortization period, plus electricity at ``power_w`` around the clock."""
-    if amortization_years <= 0:
-        raise ValueError("amortization_years must be positive")
-    return capex_usd / (amortization_years * HOURS_PER_YEAR) + power_w / 1000.0 * usd_per_kwh
 
 
 def energy_per_request_j(power_w: float | None, throughput_rps: float | None) -> float | None:
@@ -95,7 +89,7 @@ def parse_price_overrides(values: tuple[str, ...] | list[str]) -> dict[str, floa
 
 
 def quote_price(
-    target: Any,
+    target: HardwareTarget,
     basis: str = "on-demand",
     overrides: Mapping[str, float] | None = None,
     amortization_years: float | None = None,
@@ -108,59 +102,36 @@ def quote_price(
         return PriceQuote(
             overrides[target.id], "override", "--price on the command line", "", "user override"
         )
-    price = getattr(target, "price", None)
+    price = target.price
     if price is not None:
         usd, used_basis = _accel_price(price, basis), basis
         if usd is None and basis != "on-demand":  # not every provider sells spot/reserved
             usd, used_basis = _accel_price(price, "on-demand"), "on-demand"
         if usd is not None:
-            n = int(getattr(price, "accelerators_per_instance", 1) or 1)
+            n = int(price.accelerators_per_instance or 1)
             note = f"per accelerator: 1/{n} of {price.instance}" if n > 1 else f"{price.instance}"
             if used_basis != basis:
                 note += f"; no {basis} price in the catalog, on-demand used"
             return PriceQuote(float(usd), used_basis, price.source, str(price.as_of), note)
-    capex = getattr(target, "capex", None)
-    if capex is not None:
-        return _owned_quote(target, capex, amortization_years, usd_per_kwh)
+    if target.capex is not None:
+        return _owned_quote(target, target.capex, amortization_years, usd_per_kwh)
     return None
 
 
-def _accel_price(price: Any, basis: str) -> float | None:
+def _accel_price(price: Price, basis: str) -> float | None:
     try:
         return price.usd_per_accel_hour(basis)
     except BadInputError:  # the catalog has no price on this basis
         return None
 
 
-def _owned_quote(target: Any, capex: Any, years: float | None, usd_per_kwh: float) -> PriceQuote:
+def _owned_quote(target: HardwareTarget, capex: Capex, years: float | None, usd_per_kwh: float) -> PriceQuote:
     # --amortization-years beats the catalog's figure, which beats the stated default
-    years = float(years or _first_attr(capex, ("amortization_years",), None) or DEFAULT_AMORTIZATION_YEARS)
-    capex_usd = float(_first_attr(capex, ("usd", "capex_usd", "price_usd")))
-    power_w = _first_attr(capex, ("power_w", "typical_power_w"), None)
-    if power_w is None:
-        power_w = getattr(target, "tdp_w", 0.0) or 0.0
-    usd = owned_device_usd_per_hour(capex_usd, float(power_w), years, usd_per_kwh)
+    years = float(years or capex.amortization_years or DEFAULT_AMORTIZATION_YEARS)
+    power_w = capex.power_w if capex.power_w is not None else (target.tdp_w or 0.0)
+    usd = owned_usd_per_hour(float(capex.usd), float(power_w), years, usd_per_kwh)
     note = (
-        f"owned: ${capex_usd:,.0f} over {years:g} years + {float(power_w):g} W at ${usd_per_kwh:g}/kWh "
+        f"owned: ${float(capex.usd):,.0f} over {years:g} years + {float(power_w):g} W at ${usd_per_kwh:g}/kWh "
         "(amortization period and electricity rate are assumptions; --amortization-years, --usd-per-kwh)"
     )
-    return PriceQuote(
-        usd,
-        "owned (capex+power)",
-        str(getattr(capex, "source", "")),
-        str(getattr(capex, "as_of", "")),
-        note,
-    )
-
-
-_MISSING = object()
-
-
-def _first_attr(obj: Any, names: tuple[str, ...], default: Any = _MISSING) -> Any:
-    for name in names:
-        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-        if value is not None:
-            return value
-    if default is _MISSING:
-        raise BadInputError(f"catalog capex entry has none of {', '.join(names)}")
-    return default
+    return PriceQuote(usd, "owned (capex+power)", str(capex.source), str(capex.as_of), note)

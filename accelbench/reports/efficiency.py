@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from accelbench.hardware.catalog import Catalog, HardwareTarget
+
 RooflineFn = Callable[..., Any]  # accelbench.hardware.roofline.roofline_point
 
 
@@ -202,7 +204,7 @@ def model_class(name: str | None) -> str | None:
     return None
 
 
-def architecture(target: Any) -> str:
+def architecture(target: HardwareTarget) -> str:
     """Targets that share a chip and a toolchain (and so fractions of peak): toolchain + compute capability."""
     cc = getattr(target, "compute_capability", None)
     return f"{target.toolchain}/{cc}" if cc else f"{target.toolchain}/{target.id}"
@@ -215,7 +217,7 @@ def _all(_point: Any) -> bool:
     return True
 
 
-def point_roofline(point: Any, cost: Any, target: Any, roofline: RooflineFn) -> FittedPoint:
+def point_roofline(point: Any, cost: Any, target: HardwareTarget, roofline: RooflineFn) -> FittedPoint:
     """The roofline of a published point's own graph cost, batch and precision on its target."""
     rp = roofline(
         float(cost["flops_per_inference"]), float(cost["activation_bytes_per_inference"]), int(point.batch),
@@ -225,7 +227,7 @@ def point_roofline(point: Any, cost: Any, target: Any, roofline: RooflineFn) -> 
 
 
 def fitted_points(
-    catalog: Any, target_id: str, roofline: RooflineFn, exclude_model: str | None = None, use: Use = _all
+    catalog: Catalog, target_id: str, roofline: RooflineFn, exclude_model: str | None = None, use: Use = _all
 ) -> list[FittedPoint]:
     """The target's published points that enter its fit (``fit = true``), minus ``exclude_model``."""
     target = catalog.get(target_id)
@@ -236,7 +238,7 @@ def fitted_points(
     ]
 
 
-def _siblings(catalog: Any, target: Any) -> list[str]:
+def _siblings(catalog: Catalog, target: HardwareTarget) -> list[str]:
     """The other targets with the target's chip, those with its power limit first (SXM before PCIe)."""
     arch = architecture(target)
     same = [t for tid, t in sorted(catalog.targets.items()) if tid != target.id and architecture(t) == arch]
@@ -254,7 +256,7 @@ def _describe(points: Iterable[FittedPoint]) -> str:
 
 
 def class_offset(
-    catalog: Any, toolchain: str, cls: str, roofline: RooflineFn, use: Use = _all
+    catalog: Catalog, toolchain: str, cls: str, roofline: RooflineFn, use: Use = _all
 ) -> float | None:
     """Mean log fraction of peak of ``cls`` points minus that of the other kind, batch slope removed, within
     each chip that has both (median over chips); None when no chip of the toolchain has both kinds."""
@@ -279,7 +281,9 @@ def class_offset(
     return statistics.median(offsets) if offsets else None
 
 
-def _closest_sibling_points(catalog: Any, target: Any, roofline: RooflineFn, use: Use, cls: str | None):
+def _closest_sibling_points(
+    catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, use: Use, cls: str | None
+):
     """The points of the same-chip targets nearest in power limit that have any (of ``cls`` if some do)."""
     by_tdp: dict[float, list[FittedPoint]] = {}
     tdp = getattr(target, "tdp_w", None) or 0
@@ -301,7 +305,9 @@ class _Pool:
     where: str
 
 
-def _pool(catalog: Any, target: Any, cls: str | None, roofline: RooflineFn, use: Use) -> _Pool | None:
+def _pool(
+    catalog: Catalog, target: HardwareTarget, cls: str | None, roofline: RooflineFn, use: Use
+) -> _Pool | None:
     """The points a projection of a ``cls`` graph on ``target`` rests on, in order of preference."""
     own = fitted_points(catalog, target.id, roofline, use=use)
     sib = _closest_sibling_points(catalog, target, roofline, use, cls)
@@ -330,7 +336,7 @@ def _pool(catalog: Any, target: Any, cls: str | None, roofline: RooflineFn, use:
 
 
 def latency_floor(
-    catalog: Any, target: Any, roofline: RooflineFn, flops: float | None, use: Use = _all
+    catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, flops: float | None, use: Use = _all
 ) -> tuple[float, str] | None:
     """The fastest batch-1 inference published on the target (else on its chip) of a graph no bigger than
     ``flops``: a bigger graph does not complete faster on that stack (kernel launches, clocks and the host round
@@ -353,7 +359,7 @@ def latency_floor(
 
 
 def target_model(
-    catalog: Any,
+    catalog: Catalog,
     target_id: str,
     roofline: RooflineFn,
     exclude_model: str | None = None,
@@ -392,7 +398,7 @@ def target_model(
     return eff
 
 
-def with_floor(eff: EfficiencyModel | None, catalog: Any, target: Any, roofline: RooflineFn, flops: float | None,
+def with_floor(eff: EfficiencyModel | None, catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, flops: float | None,
                use: Use = _all) -> EfficiencyModel | None:  # fmt: skip
     """``eff`` with the target's latency floor for a graph of ``flops`` per inference, where one exists."""
     floor = latency_floor(catalog, target, roofline, flops, use) if eff is not None else None
@@ -434,7 +440,7 @@ def _fit_points(
 
 
 def toolchain_model(
-    catalog: Any, toolchain: str, roofline: RooflineFn, model: str | None = None, use: Use = _all
+    catalog: Catalog, toolchain: str, roofline: RooflineFn, model: str | None = None, use: Use = _all
 ) -> EfficiencyModel | None:
     """Every fitted point of the toolchain's targets (of ``model``'s kind when there are any, else all, shifted
     by the class offset), fitted with the batch slope; range = the points' spread around it."""
@@ -462,7 +468,7 @@ def toolchain_model(
 
 
 def model_for(
-    catalog: Any, target: Any, roofline: RooflineFn, model: str | None = None, use: Use = _all
+    catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, model: str | None = None, use: Use = _all
 ) -> EfficiencyModel | None:
     """The fit for ``model``'s kind on the target (or its chip), else its toolchain's, else None."""
     return target_model(catalog, target.id, roofline, model=model, use=use) or toolchain_model(

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.llm_memory import ModelShape, fit_bytes, fit_on, load_shape
 from accelbench.hardware.llm_published import LlmPoint, load_llm_points
 from accelbench.hardware.llm_roofline import LlmCost, frontier, roof, tpot_s, ttft_s
@@ -56,7 +57,7 @@ def _shape(name: str) -> ModelShape:
     return load_shape(name)
 
 
-def point_efficiency(point: LlmPoint, target: Any) -> PointEfficiency:
+def point_efficiency(point: LlmPoint, target: HardwareTarget) -> PointEfficiency:
     """The efficiency one published point implies on its own target."""
     shape = _shape(point.model)
     cost = LlmCost.of(shape, point.precision, point.kv_dtype)
@@ -99,13 +100,15 @@ def _combine(pts: list[PointEfficiency], kind: str, label: str, fallback_prefill
 class LlmEfficiencies:
     """Every published LLM point's efficiency, and the efficiency model of any catalog target."""
 
-    def __init__(self, catalog: Any, points: Iterable[LlmPoint] | None = None):
+    def __init__(self, catalog: Catalog, points: Iterable[LlmPoint] | None = None):
         self.catalog = catalog
         if points is None:
             points = load_llm_points(frozenset(catalog.targets))
         self.points = [point_efficiency(p, catalog.get(p.target)) for p in points]
 
-    def for_target(self, target: Any, exclude: LlmPoint | None = None, without_target: bool = False):
+    def for_target(
+        self, target: HardwareTarget, exclude: LlmPoint | None = None, without_target: bool = False
+    ):
         """The target's Efficiency (None without any published point); ``exclude`` leaves one point out,
         ``without_target`` all of the target's own (as if it had never been published)."""
         pts = [p for p in self.points if p.point is not exclude
@@ -128,27 +131,54 @@ class LlmEfficiencies:
         return None
 
 
-def leave_one_out(eff: LlmEfficiencies) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LlmCheckRow:
+    """One published LLM point projected from the others: ``factor`` = projected ÷ published output tokens/s,
+    ``factor_target_out`` = the same from the other targets' points alone."""
+
+    target: str
+    model: str
+    precision: str
+    isl: int  # tokens
+    osl: int  # tokens
+    batch: int | None  # as published (None: the largest that fits)
+    inferred_batch: int  # the batch the roofline is taken at
+    published_tokens_per_s: float  # output tokens/s
+    bound_tokens_per_s: float  # output tokens/s, the roofline's
+    efficiency: float  # decode, published ÷ roofline
+    prefill_efficiency: float | None
+    projected_tokens_per_s: float | None = None
+    factor: float | None = None
+    fitted_from: str | None = None
+    factor_target_out: float | None = None
+    target_out_from: str | None = None
+
+    # every published LLM point counts towards the worst figures (validation.worst)
+    counted: ClassVar[bool] = True
+    counted_factor: ClassVar[bool] = True
+
+
+def leave_one_out(eff: LlmEfficiencies) -> list[LlmCheckRow]:
     """Each published point projected from the others: projected ÷ published output tokens/s (``factor``), and
     from the other targets' points alone (``factor_target_out``: how a target never published would fare)."""
     rows = []
     for p in eff.points:
         target = eff.catalog.get(p.point.target)
         model = eff.for_target(target, exclude=p.point)
-        row = {"target": p.point.target, "model": p.point.model, "precision": p.point.precision,
-               "isl": p.point.isl, "osl": p.point.osl, "batch": p.point.batch, "inferred_batch": p.batch,
-               "published_tokens_per_s": p.point.output_tokens_per_s, "bound_tokens_per_s": p.bound_tokens_per_s,
-               "efficiency": p.decode_raw, "prefill_efficiency": p.prefill, "projected_tokens_per_s": None,
-               "factor": None, "fitted_from": None, "factor_target_out": None,
-               "target_out_from": None}  # fmt: skip
+        row = LlmCheckRow(
+            target=p.point.target, model=p.point.model, precision=p.point.precision, isl=p.point.isl,
+            osl=p.point.osl, batch=p.point.batch, inferred_batch=p.batch,
+            published_tokens_per_s=p.point.output_tokens_per_s, bound_tokens_per_s=p.bound_tokens_per_s,
+            efficiency=p.decode_raw, prefill_efficiency=p.prefill,
+        )  # fmt: skip
         other = eff.for_target(target, without_target=True)
         if other is not None:
-            row["factor_target_out"] = p.bound_tokens_per_s * other.decode / p.point.output_tokens_per_s
-            row["target_out_from"] = f"{other.kind} ({other.n_points} point(s))"
+            row = replace(row, factor_target_out=p.bound_tokens_per_s * other.decode / p.point.output_tokens_per_s,
+                          target_out_from=f"{other.kind} ({other.n_points} point(s))")  # fmt: skip
         if model is not None:
-            row["projected_tokens_per_s"] = p.bound_tokens_per_s * model.decode
-            row["factor"] = row["projected_tokens_per_s"] / p.point.output_tokens_per_s
-            row["fitted_from"] = f"{model.kind} ({model.n_points} point(s))"
+            projected = p.bound_tokens_per_s * model.decode
+            row = replace(row, projected_tokens_per_s=projected, factor=projected / p.point.output_tokens_per_s,
+                          fitted_from=f"{model.kind} ({model.n_points} point(s))")  # fmt: skip
         rows.append(row)
     return rows
 
@@ -181,7 +211,7 @@ class Projection:
     reason: str
 
 
-def project(cost: LlmCost, kv_heads: int, target: Any, precision: str, isl: int, osl: int,
+def project(cost: LlmCost, kv_heads: int, target: HardwareTarget, precision: str, isl: int, osl: int,
             efficiency: Efficiency | None, fit_weight_bytes: float | None = None) -> Projection:  # fmt: skip
     """The projected frontier of a model on ``target``: the fit at ISL + OSL, then one point per batch."""
     fit = fit_bytes(target, precision, fit_weight_bytes or cost.weight_bytes, cost.kv_bytes_per_token, kv_heads,

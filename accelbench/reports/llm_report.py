@@ -21,13 +21,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from accelbench.documents import Step, to_dict
+from accelbench.hardware.catalog import Catalog, HardwareTarget
+from accelbench.hardware.llm_memory import Fit
 from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdict
 from accelbench.loadtests.verdict import USABLE
-from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES, quote_price
+from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES, PriceQuote, quote_price
+from accelbench.reports.rows import TOKEN_COLUMNS, TokenPlanRow, TokenRow
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import Group
 
 MLPERF_LLAMA_8B_TTFT_MS = 2000.0  # MLPerf Llama3.1-8B standard objectives (LLM-NOTES), the default
 MLPERF_LLAMA_8B_TPOT_MS = 100.0
@@ -35,7 +41,7 @@ FIT_PRECISIONS = ("fp16", "fp8", "int4")
 DEFAULT_FIT_CONTEXT = 8192
 
 
-def is_generative(group: Any) -> bool:
+def is_generative(group: Group) -> bool:
     return any(
         r.doc.task == "text-generation" or any(s.generative for s in r.doc.steps) for r in group.results
     )
@@ -146,8 +152,10 @@ def throughput_at(points: list[tuple[float, float]], min_per_user: float) -> tup
 
 
 # ------------------------------------------------------------------------------------------------- rows
-@dataclass
+@dataclass(frozen=True)
 class GenRow:
+    """One generative model × precision × target with its frontier points; its table row is ``token_row``."""
+
     model: str
     precision: str
     target: str
@@ -157,7 +165,7 @@ class GenRow:
     points: list[GenPoint]
     capacity: GenPoint | None
     reason: str
-    prices: dict[str, Any] = field(default_factory=dict)  # basis -> PriceQuote
+    prices: Mapping[str, PriceQuote] = field(default_factory=dict)  # basis -> PriceQuote
     efficiency_source: str | None = None
     efficiency_kind: str | None = None
     tp: int | None = None
@@ -191,7 +199,7 @@ class GenRow:
         )
 
 
-def _workload(group: Any) -> tuple[int | None, int | None, float | None, float | None]:
+def _workload(group: Group) -> tuple[int | None, int | None, float | None, float | None]:
     for r in group.results:
         w = r.doc.load_profile.workload if r.doc.load_profile else None
         if w is not None:
@@ -214,7 +222,7 @@ def objectives(options: Any, groups: Mapping[Any, Any]) -> tuple[float, float, s
     return ttft or MLPERF_LLAMA_8B_TTFT_MS, tpot or MLPERF_LLAMA_8B_TPOT_MS, src
 
 
-def _prices(target: Any, options: Any) -> dict[str, Any]:
+def _prices(target: HardwareTarget, options: Any) -> dict[str, Any]:
     out = {}
     for basis in PRICE_BASES:
         q = quote_price(
@@ -225,7 +233,9 @@ def _prices(target: Any, options: Any) -> dict[str, Any]:
     return out
 
 
-def measured_row(group: Any, target: Any, options: Any, ttft_ms: float, tpot_ms: float) -> GenRow:
+def measured_row(
+    group: Group, target: HardwareTarget, options: Any, ttft_ms: float, tpot_ms: float
+) -> GenRow:
     isl, osl, _, _ = _workload(group)
     points = []
     for run_id, step in group.steps():
@@ -246,9 +256,8 @@ def measured_row(group: Any, target: Any, options: Any, ttft_ms: float, tpot_ms:
         reason = "objective not shown (INCONCLUSIVE): the best step's interval straddles a bound"
     else:
         reason = "does not meet the TTFT/TPOT objective" if points else "no usable generative step"
-    row = GenRow(group.model, group.precision, target.id, "measured", isl, osl, points, cap, reason)
-    row.prices = _prices(target, options)
-    return row
+    return GenRow(group.model, group.precision, target.id, "measured", isl, osl, points, cap, reason,
+                  prices=_prices(target, options))  # fmt: skip
 
 
 def frontier_points(row: GenRow, ttft_only: bool = True) -> list[tuple[float, float]]:
@@ -257,14 +266,18 @@ def frontier_points(row: GenRow, ttft_only: bool = True) -> list[tuple[float, fl
             if p.tokens_per_user and (not ttft_only or p.ttft_verdict == PASS)]  # fmt: skip
 
 
-def answer_rows(rows: list[GenRow], min_per_user: float | None) -> None:
+def answer_rows(rows: list[GenRow], min_per_user: float | None) -> list[GenRow]:
+    """The rows with their throughput at ``min_per_user`` tokens/s per user on the frontier (None: as they are)."""
     if min_per_user is None:
-        return
+        return list(rows)
+    out = []
     for row in rows:
-        row.answer_tps, row.answer_how = throughput_at(frontier_points(row), min_per_user)
+        tps, how = throughput_at(frontier_points(row), min_per_user)
+        out.append(replace(row, answer_tps=tps, answer_how=how))
+    return out
 
 
-def plan(rows: list[GenRow], target_tps: float, headroom: float, basis: str) -> list[dict[str, Any]]:
+def plan(rows: list[GenRow], target_tps: float, headroom: float, basis: str) -> list[TokenPlanRow]:
     """Replicas per row for an output-token rate: ⌈target ÷ (capacity × (1 − headroom))⌉ and the month."""
     out = []
     for r in rows:
@@ -272,54 +285,54 @@ def plan(rows: list[GenRow], target_tps: float, headroom: float, basis: str) -> 
         if r.capacity is None or q is None:
             continue
         n = max(1, math.ceil(target_tps / (r.capacity.output_tps * (1 - headroom)) - 1e-9))
-        out.append({"model": r.model, "target": r.target, "precision": r.precision, "status": r.status,
-                    "capacity_tps": r.capacity.output_tps, "replicas": n, "usd_per_hour": q.usd_per_hour,
-                    "monthly_usd": q.usd_per_hour * n * HOURS_PER_MONTH})  # fmt: skip
-    return sorted(out, key=lambda p: (p["model"], p["monthly_usd"], p["target"]))
+        out.append(TokenPlanRow(model=r.model, target=r.target, precision=r.precision, status=r.status,
+                                capacity_tps=r.capacity.output_tps, replicas=n, usd_per_hour=q.usd_per_hour,
+                                monthly_usd=q.usd_per_hour * n * HOURS_PER_MONTH))  # fmt: skip
+    return sorted(out, key=lambda p: (p.model, p.monthly_usd, p.target))
 
 
-def flat(row: GenRow, basis: str, min_per_user: float | None) -> dict[str, Any]:
-    """One CSV/JSON row: the capacity point, costs on every basis, the answer at the interactivity."""
+def token_row(row: GenRow, basis: str, min_per_user: float | None) -> TokenRow:
+    """The row's table row: the capacity point, costs on every basis, the answer at the interactivity."""
     c = row.capacity
     low, high = row.cost_interval(basis)
-    out: dict[str, Any] = {
-        "model": row.model, "precision": row.precision, "target": row.target, "status": row.status,
-        "isl": row.isl, "osl": row.osl, "meets_objective": c is not None,
-        "capacity_output_tokens_per_s": c.output_tps if c else None,
-        "capacity_output_tokens_per_s_low": c.output_tps_low if c else None,
-        "capacity_output_tokens_per_s_high": c.output_tps_high if c else None,
-        "capacity_tokens_per_s_per_user": c.tokens_per_user if c else None,
-        "capacity_concurrency": c.concurrency if c else None,
-        "ttft_p99_ms": c.ttft_p99_ms if c else None, "tpot_p99_ms": c.tpot_p99_ms if c else None,
-        "price_basis": basis, "usd_per_hour": row.prices[basis].usd_per_hour if basis in row.prices else None,
-        "usd_per_million_output_tokens": row.cost(basis, "output"),
-        "usd_per_million_output_tokens_low": low, "usd_per_million_output_tokens_high": high,
-        "usd_per_million_input_tokens": row.cost(basis, "input"),
-        "usd_per_million_blended_tokens": row.cost(basis, "blended"),
-        "min_tokens_per_user": min_per_user, "answer_output_tokens_per_s": row.answer_tps,
-        "answer_usd_per_million_output_tokens": row.cost(basis, "output", row.answer_tps) if row.answer_tps else None,
-        "answer_how": row.answer_how, "efficiency_source": row.efficiency_source, "tp": row.tp,
-        "max_batch": row.max_batch, "reason": row.reason,
-    }  # fmt: skip
-    for b in PRICE_BASES:
-        out[f"usd_per_million_output_tokens_{b.replace('-', '_')}"] = row.cost(b, "output")
-    return out
+    per_basis = {
+        f"usd_per_million_output_tokens_{b.replace('-', '_')}": row.cost(b, "output") for b in PRICE_BASES
+    }
+    return TokenRow(
+        model=row.model, precision=row.precision, target=row.target, status=row.status,
+        isl=row.isl, osl=row.osl, meets_objective=c is not None,
+        capacity_output_tokens_per_s=c.output_tps if c else None,
+        capacity_output_tokens_per_s_low=c.output_tps_low if c else None,
+        capacity_output_tokens_per_s_high=c.output_tps_high if c else None,
+        capacity_tokens_per_s_per_user=c.tokens_per_user if c else None,
+        capacity_concurrency=c.concurrency if c else None,
+        ttft_p99_ms=c.ttft_p99_ms if c else None, tpot_p99_ms=c.tpot_p99_ms if c else None,
+        price_basis=basis, usd_per_hour=row.prices[basis].usd_per_hour if basis in row.prices else None,
+        usd_per_million_output_tokens=row.cost(basis, "output"),
+        usd_per_million_output_tokens_low=low, usd_per_million_output_tokens_high=high,
+        usd_per_million_input_tokens=row.cost(basis, "input"),
+        usd_per_million_blended_tokens=row.cost(basis, "blended"),
+        min_tokens_per_user=min_per_user, answer_output_tokens_per_s=row.answer_tps,
+        answer_usd_per_million_output_tokens=row.cost(basis, "output", row.answer_tps) if row.answer_tps else None,
+        answer_how=row.answer_how, efficiency_source=row.efficiency_source, tp=row.tp,
+        max_batch=row.max_batch, reason=row.reason, **per_basis,
+    )  # fmt: skip
 
 
 def points_dicts(row: GenRow) -> list[dict[str, Any]]:
     return [p.to_dict() for p in row.points]
 
 
-def doc_summary(group: Any) -> str:
+def doc_summary(group: Group) -> str:
     return ";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in group.results)
 
 
-def graph_cost_of(group: Any) -> dict[str, Any] | None:
+def graph_cost_of(group: Group) -> dict[str, Any] | None:
     return next((to_dict(r.doc.graph_cost) for r in group.results if r.doc.graph_cost), None)
 
 
 # ------------------------------------------------------------------------------------------- projections
-def projected_row(model: str, precision: str, target: Any, group: Any, options: Any, efficiencies: Any,
+def projected_row(model: str, precision: str, target: HardwareTarget, group: Group, options: Any, efficiencies: Any,
                   ttft_ms: float, tpot_ms: float) -> GenRow:  # fmt: skip
     from accelbench.errors import BadInputError
     from accelbench.hardware.llm_memory import load_shape
@@ -327,43 +340,43 @@ def projected_row(model: str, precision: str, target: Any, group: Any, options: 
     from accelbench.reports.llm_projection import cost_from_graph_cost, project
 
     isl, osl, _, _ = _workload(group)
-    row = GenRow(model, precision, target.id, "projected", isl, osl, [], None, "")
-    row.prices = _prices(target, options)
+    row = GenRow(
+        model, precision, target.id, "projected", isl, osl, [], None, "", prices=_prices(target, options)
+    )
     if not isl or not osl:
-        row.reason = "not projected: the workload records no ISL/OSL"
-        return row
+        return replace(row, reason="not projected: the workload records no ISL/OSL")
     try:  # a card with the published shape beats the graph cost (it knows the attention size and KV heads)
         shape = load_shape(model)
         cost, kv_heads, weights = LlmCost.of(shape, precision), shape.kv_heads, shape.weight_bytes(precision)
     except BadInputError:
         got = cost_from_graph_cost(graph_cost_of(group) or {})
         if got is None:
-            row.reason = (
-                "not projected: the results carry no generative graph_cost (params, weight and KV bytes)"
+            return replace(
+                row,
+                reason="not projected: the results carry no generative graph_cost (params, weight and KV bytes)",
             )
-            return row
         cost, kv_heads, weights = got[0], 1, got[0].weight_bytes
     eff = efficiencies.for_target(target) if efficiencies is not None else None
     try:
         proj = project(cost, kv_heads, target, precision, isl, osl, eff, weights)
     except BadInputError as err:
-        row.reason = f"not projected: {err}"
-        return row
-    row.tp, row.max_batch = proj.tp, proj.max_batch
-    if eff is not None:
-        row.efficiency_source, row.efficiency_kind = eff.label, eff.kind
-    row.reason = proj.reason
+        return replace(row, reason=f"not projected: {err}")
+    points = []
     for fp in proj.points:
         v_ttft = PASS if fp.ttft_s * 1000 <= ttft_ms else FAIL
         v_tpot = PASS if fp.tpot_s * 1000 <= tpot_ms else FAIL
-        row.points.append(GenPoint(fp.batch, fp.output_tokens_per_s_per_accelerator, None, None,
-                                   fp.output_tokens_per_s_per_accelerator * isl / osl, fp.tokens_per_s_per_user,
-                                   fp.ttft_s * 1000, fp.tpot_s * 1000, v_ttft, v_tpot, combine(v_ttft, v_tpot)))  # fmt: skip
-    passing = [p for p in row.points if p.verdict == PASS]
-    row.capacity = max(passing, key=lambda p: p.output_tps) if passing else None
-    if proj.points and row.capacity is None:
-        row.reason = f"does not meet the objective (projected): {proj.reason}"
-    return row
+        points.append(GenPoint(fp.batch, fp.output_tokens_per_s_per_accelerator, None, None,
+                               fp.output_tokens_per_s_per_accelerator * isl / osl, fp.tokens_per_s_per_user,
+                               fp.ttft_s * 1000, fp.tpot_s * 1000, v_ttft, v_tpot, combine(v_ttft, v_tpot)))  # fmt: skip
+    passing = [p for p in points if p.verdict == PASS]
+    capacity = max(passing, key=lambda p: p.output_tps) if passing else None
+    reason = proj.reason
+    if proj.points and capacity is None:
+        reason = f"does not meet the objective (projected): {proj.reason}"
+    return replace(
+        row, points=points, capacity=capacity, reason=reason, tp=proj.tp, max_batch=proj.max_batch,
+        efficiency_source=eff.label if eff is not None else None, efficiency_kind=eff.kind if eff is not None else None,
+    )  # fmt: skip
 
 
 @dataclass
@@ -371,22 +384,33 @@ class FitTable:
     model: str
     context: int
     source: str
-    rows: list[dict[str, Any]]  # target -> per precision Fit
+    rows: list[FitRow]  # one per target
 
 
-def fit_table(model: str, targets: Mapping[str, Any], context: int, precisions=FIT_PRECISIONS) -> FitTable:
+@dataclass(frozen=True)
+class FitRow:
+    """One target of a memory-fit table: its memory and the fit at each precision (hardware/llm_memory.Fit)."""
+
+    target: str
+    memory_gb: float
+    fits: Mapping[str, Fit]
+
+
+def fit_table(
+    model: str, targets: Mapping[str, HardwareTarget], context: int, precisions=FIT_PRECISIONS
+) -> FitTable:
     from accelbench.hardware.llm_memory import fit_on, load_shape
 
     shape = load_shape(model)
     rows = []
     for tid in sorted(targets):
         t = targets[tid]
-        rows.append({"target": tid, "memory_gb": t.memory_gb,
-                     "fits": {p: fit_on(shape, t, p, min(context, shape.context_length)) for p in precisions}})  # fmt: skip
+        rows.append(FitRow(tid, t.memory_gb, {p: fit_on(shape, t, p, min(context, shape.context_length))
+                                             for p in precisions}))  # fmt: skip
     return FitTable(shape.name, context, shape.source, rows)
 
 
-def measured_fit_table(model: str, precision: str, gc: Mapping[str, Any], targets: Mapping[str, Any],
+def measured_fit_table(model: str, precision: str, gc: Mapping[str, Any], targets: Mapping[str, HardwareTarget],
                        context: int) -> FitTable | None:  # fmt: skip
     """The fit of a measured model at its own precision, from its graph cost (weights, KV bytes per token)."""
     from accelbench.hardware.llm_memory import fit_bytes
@@ -395,8 +419,7 @@ def measured_fit_table(model: str, precision: str, gc: Mapping[str, Any], target
         weights, kv = float(gc["weight_bytes"]), float(gc["kv_cache_bytes_per_token"])
     except (KeyError, TypeError, ValueError):
         return None
-    rows = [{"target": tid, "memory_gb": targets[tid].memory_gb,
-             "fits": {precision: fit_bytes(targets[tid], precision, weights, kv, 1, context)}}
+    rows = [FitRow(tid, targets[tid].memory_gb, {precision: fit_bytes(targets[tid], precision, weights, kv, 1, context)})
             for tid in sorted(targets)]  # fmt: skip
     return FitTable(model, context, "the results' graph_cost", rows)
 
@@ -409,11 +432,11 @@ class GenerativeReport:
     objective_source: str
     min_tokens_per_user: float | None
     fits: list[FitTable]
-    plan: list[dict[str, Any]] | None
+    plan: list[TokenPlanRow] | None
     price_basis: str
 
 
-def build_generative(groups: Mapping[Any, Any], catalog: Any, targets: Mapping[str, Any], options: Any,
+def build_generative(groups: Mapping[Any, Any], catalog: Catalog, targets: Mapping[str, HardwareTarget], options: Any,
                      baseline_id: str) -> GenerativeReport:  # fmt: skip
     """Every generative row (measured, then projected for --project and the baseline) and the fit tables."""
     from accelbench.errors import BadInputError
@@ -422,7 +445,7 @@ def build_generative(groups: Mapping[Any, Any], catalog: Any, targets: Mapping[s
     ttft_ms, tpot_ms, src = objectives(options, groups)
     rows = [measured_row(g, targets[g.target_id], options, ttft_ms, tpot_ms) for g in groups.values()]
     try:
-        efficiencies = LlmEfficiencies(catalog) if hasattr(catalog, "targets") else None
+        efficiencies = LlmEfficiencies(catalog)
     except BadInputError:
         efficiencies = None
     wanted = set(getattr(options, "project", ()) or ()) | {baseline_id}
@@ -436,7 +459,7 @@ def build_generative(groups: Mapping[Any, Any], catalog: Any, targets: Mapping[s
                 projected_row(model, precision, targets[tid], g, options, efficiencies, ttft_ms, tpot_ms)
             )
     min_per_user = getattr(options, "min_tokens_per_user", None)
-    answer_rows(rows, min_per_user)
+    rows = answer_rows(rows, min_per_user)
     context = int(getattr(options, "fit_context", None) or DEFAULT_FIT_CONTEXT)
     fits = []
     for (model, precision), g in sorted(by_pair.items()):
@@ -445,7 +468,7 @@ def build_generative(groups: Mapping[Any, Any], catalog: Any, targets: Mapping[s
         table = measured_fit_table(model, precision, gc, targets, ctx)
         if table is not None:
             fits.append(table)
-    all_targets = dict(catalog.targets) if hasattr(catalog, "targets") else dict(targets)
+    all_targets = dict(catalog.targets)
     for model in getattr(options, "fit_models", ()) or ():
         fits.append(fit_table(model, all_targets, context))
     basis = options.price_basis
@@ -461,12 +484,12 @@ def generative_files(gen: GenerativeReport) -> dict[str, bytes]:
     import io
     import json
 
-    flat_rows = [flat(r, gen.price_basis, gen.min_tokens_per_user) for r in gen.rows]
+    table = [token_row(r, gen.price_basis, gen.min_tokens_per_user).as_columns() for r in gen.rows]
     buf = io.StringIO()
-    if flat_rows:
-        writer = csv.DictWriter(buf, fieldnames=list(flat_rows[0]), lineterminator="\n")
+    if table:
+        writer = csv.DictWriter(buf, fieldnames=[c.name for c in TOKEN_COLUMNS], lineterminator="\n")
         writer.writeheader()
-        writer.writerows(flat_rows)
+        writer.writerows(table)
     doc = {
         "objectives": {
             "ttft_p99_ms": gen.ttft_ms,
@@ -474,8 +497,8 @@ def generative_files(gen: GenerativeReport) -> dict[str, bytes]:
             "source": gen.objective_source,
         },
         "min_tokens_per_user": gen.min_tokens_per_user,
-        "rows": [{**f, "points": points_dicts(r)} for f, r in zip(flat_rows, gen.rows, strict=True)],
-        "plan": gen.plan,
+        "rows": [{**t, "points": points_dicts(r)} for t, r in zip(table, gen.rows, strict=True)],
+        "plan": None if gen.plan is None else [asdict(p) for p in gen.plan],
     }
     text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
     return {"generative.csv": buf.getvalue().encode("utf-8"), "generative.json": text.encode("utf-8")}

@@ -3,10 +3,14 @@ answer at a target interactivity, the steps, the memory fit, the token capacity 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES
 from accelbench.reports.sections import Section, Table, fmt
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import ReportData
+    from accelbench.reports.llm_report import GenerativeReport
 
 
 def _usd(v: float | None, projected: bool = False) -> str:
@@ -28,7 +32,7 @@ def _ivl(value: float | None, low: float | None, high: float | None, money: bool
     return one(value) if low is None or high is None else f"{one(value)} [{one(low)}, {one(high)}]"
 
 
-def answer(gen: Any) -> str:
+def answer(gen: GenerativeReport) -> str:
     """The generative answer: per model the cheapest target at the objective (and at the interactivity)."""
     parts = []
     basis = gen.price_basis
@@ -68,7 +72,7 @@ COST_HEADERS = ["target", "precision", "status", "capacity (output tok/s per acc
                 "$ per M input tokens", "$ per M blended tokens"]  # fmt: skip
 
 
-def cost_table(gen: Any, model: str) -> Table:
+def cost_table(gen: GenerativeReport, model: str) -> Table:
     basis = gen.price_basis
     others = [b for b in PRICE_BASES if b != basis]
     headers = COST_HEADERS + [f"$ per M output ({b})" for b in others] + ["note"]
@@ -96,7 +100,7 @@ def cost_table(gen: Any, model: str) -> Table:
                  "token rate's interval). A basis the catalog lacks for a target shows —.")  # fmt: skip
 
 
-def answer_table(gen: Any, model: str) -> Table | None:
+def answer_table(gen: GenerativeReport, model: str) -> Table | None:
     if gen.min_tokens_per_user is None:
         return None
     basis = gen.price_basis
@@ -114,7 +118,7 @@ def answer_table(gen: Any, model: str) -> Table | None:
                  "reached\", never extrapolated.")  # fmt: skip
 
 
-def steps_table(gen: Any) -> Table:
+def steps_table(gen: GenerativeReport) -> Table:
     rows = []
     for r in gen.rows:
         for p in r.points:
@@ -138,18 +142,15 @@ def _fit_cell(fit: Any) -> str:
     return "does not fit: " + fit.reason.split(": ", 1)[-1]
 
 
-def fit_tables(gen: Any) -> list[Table]:
+def fit_tables(gen: GenerativeReport) -> list[Table]:
     out = []
     for ft in gen.fits:
-        precisions = list(ft.rows[0]["fits"]) if ft.rows else []
-        rows = [
-            [r["target"], fmt(r["memory_gb"]), *[_fit_cell(r["fits"][p]) for p in precisions]]
-            for r in ft.rows
-        ]
-        first = ft.rows[0]["fits"][precisions[0]] if ft.rows and precisions else None
+        precisions = list(ft.rows[0].fits) if ft.rows else []
+        rows = [[r.target, fmt(r.memory_gb), *[_fit_cell(r.fits[p]) for p in precisions]] for r in ft.rows]
+        first = ft.rows[0].fits[precisions[0]] if ft.rows and precisions else None
         kv = f"{first.kv_bytes_per_sequence / ft.context:,.0f} B per token" if first else ""
         weights = (
-            ", ".join(f"{p} {ft.rows[0]['fits'][p].weight_bytes / 1e9:.3g} GB" for p in precisions)
+            ", ".join(f"{p} {ft.rows[0].fits[p].weight_bytes / 1e9:.3g} GB" for p in precisions)
             if ft.rows
             else ""
         )
@@ -161,9 +162,9 @@ def fit_tables(gen: Any) -> list[Table]:
     return out
 
 
-def plan_section(gen: Any, target_tps: float, headroom: float) -> Section:
-    rows = [[p["model"], p["target"], p["precision"], p["status"], _n(p["capacity_tps"], p["status"] == "projected"),
-             str(p["replicas"]), _usd(p["usd_per_hour"]), _usd(p["monthly_usd"], p["status"] == "projected")]
+def plan_section(gen: GenerativeReport, target_tps: float, headroom: float) -> Section:
+    rows = [[p.model, p.target, p.precision, p.status, _n(p.capacity_tps, p.status == "projected"),
+             str(p.replicas), _usd(p.usd_per_hour), _usd(p.monthly_usd, p.status == "projected")]
             for p in gen.plan or []]  # fmt: skip
     return Section(f"Capacity plan for {fmt(target_tps)} output tokens/s", paragraphs=[
         f"Replicas = ⌈target ÷ (capacity at the objective × (1 − headroom {headroom:g}))⌉; month = {HOURS_PER_MONTH:g} h."],
@@ -171,7 +172,7 @@ def plan_section(gen: Any, target_tps: float, headroom: float) -> Section:
                                       "$/hour each", "$/month"], rows)])  # fmt: skip
 
 
-def method_bullets(gen: Any) -> list[str]:
+def method_bullets(gen: GenerativeReport) -> list[str]:
     return [
         f"Objectives: TTFT p99 ≤ {gen.ttft_ms:g} ms and TPOT p99 ≤ {gen.tpot_ms:g} ms ({gen.objective_source}); a "
         "step PASSes when both exact 95 % intervals lie within their bounds, FAILs when either lies above, else "
@@ -186,7 +187,7 @@ def method_bullets(gen: Any) -> list[str]:
     ]
 
 
-def sections(data: Any) -> list[Section]:
+def sections(data: ReportData) -> list[Section]:
     gen = data.generative
     models = sorted({r.model for r in gen.rows})
     tables: list[Table] = []

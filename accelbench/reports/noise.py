@@ -25,6 +25,7 @@ from pathlib import Path
 import tomllib
 
 from accelbench.reports.repeats import MIN_RUNS
+from accelbench.reports.rows import ReportRow
 
 FLOOR_FILE = Path(__file__).with_name("noise_floor.toml")
 
@@ -98,17 +99,17 @@ def _sd(values: Sequence[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def capacity_se_between(row: dict) -> tuple[float, float] | None:
+def capacity_se_between(row: ReportRow) -> tuple[float, float] | None:
     """(SE, df) of a report row's capacity that include the between-run variance: a repeated row's own
     (reports/repeats.py), else the larger of its within-run SE and its host kind's noise floor; None for a
     single run with no floor (no basis to call it different from anything)."""
-    if row.get("capacity_se") is None or not row.get("capacity_rps"):
+    if row.capacity_se is None or not row.capacity_rps:
         return None
-    own = (float(row["capacity_se"]), float(row.get("capacity_df") or 1))
-    if int(row.get("runs") or 1) >= 2:
+    own = (float(row.capacity_se), float(row.capacity_df or 1))
+    if int(row.runs or 1) >= 2:
         return own
-    floor = floor_for(str(row.get("target")))
+    floor = floor_for(str(row.target))
     if floor is None or floor.sd_log_capacity is None:
         return None
-    between = floor.sd_log_capacity * float(row["capacity_rps"])
+    between = floor.sd_log_capacity * float(row.capacity_rps)
     return (between, floor.df) if between > own[0] else own

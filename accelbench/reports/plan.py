@@ -8,62 +8,60 @@ share of the GPU's hourly price (assumes the other slices do other paying work).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
+from accelbench.hardware.catalog import HardwareTarget, MigProfile
 from accelbench.reports.cost import HOURS_PER_MONTH, replicas_needed
+from accelbench.reports.rows import PlanRow, ReportRow
 
 
 def _fraction(value: Any) -> float:
     return float(Fraction(str(value)))
 
 
-def _profile(p: Any, key: str) -> Any:
-    return p.get(key) if isinstance(p, Mapping) else getattr(p, key, None)
-
-
-def _smallest_per_fraction(profiles: Any, graph_cost: Mapping[str, Any] | None) -> list[Any]:
+def _smallest_per_fraction(
+    profiles: Iterable[MigProfile], graph_cost: Mapping[str, Any] | None
+) -> list[MigProfile]:
     """One profile per compute fraction: the one with the least memory that still holds the weights."""
     need_gb = float((graph_cost or {}).get("weight_bytes") or 0) / 1e9
-    best: dict[float, Any] = {}
+    best: dict[float, MigProfile] = {}
     for prof in profiles:
-        frac, mem = _fraction(_profile(prof, "compute_fraction")), float(_profile(prof, "memory_gb") or 0)
+        frac, mem = _fraction(prof.compute_fraction), float(prof.memory_gb or 0)
         if mem and mem < need_gb:
             continue
-        if frac not in best or mem < float(_profile(best[frac], "memory_gb") or 0):
+        if frac not in best or mem < float(best[frac].memory_gb or 0):
             best[frac] = prof
     return [best[f] for f in sorted(best)]
 
 
 def plan_rows(
-    rows: list[dict[str, Any]],
-    targets: Mapping[str, Any],
+    rows: Iterable[ReportRow],
+    targets: Mapping[str, HardwareTarget],
     target_qps: float,
     headroom: float,
     graph_costs: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[PlanRow]:
     """One plan line per priced row that meets the SLO, plus one per MIG profile of MIG-capable targets."""
-    out: list[dict[str, Any]] = []
+    out: list[PlanRow] = []
     for row in rows:
-        cap, usd = row.get("capacity_rps"), row.get("usd_per_hour")
-        if not row.get("ranked") or not cap or usd is None:
+        cap, usd = row.capacity_rps, row.usd_per_hour
+        if not row.ranked or not cap or usd is None:
             continue  # does not meet the SLO, has no price, or failed its accuracy check
-        base = {k: row[k] for k in ("model", "precision", "target", "status")}
+        base = {"model": row.model, "precision": row.precision, "target": row.target, "status": row.status}
         n = replicas_needed(target_qps, cap, headroom)
-        out.append({**base, "unit": "whole accelerator", "capacity_rps": cap, "usd_per_hour": usd,
-                    "replicas": n, "gpus": n, "monthly_usd": usd * n * HOURS_PER_MONTH})  # fmt: skip
-        gc = (graph_costs or {}).get((row["model"], row["precision"]))
-        for prof in _smallest_per_fraction(
-            getattr(targets.get(row["target"]), "mig_profiles", None) or (), gc
-        ):
-            frac = _fraction(_profile(prof, "compute_fraction"))
+        out.append(PlanRow(**base, unit="whole accelerator", capacity_rps=cap, usd_per_hour=usd, replicas=n,
+                           gpus=n, monthly_usd=usd * n * HOURS_PER_MONTH))  # fmt: skip
+        gc = (graph_costs or {}).get((row.model, row.precision))
+        target = targets.get(row.target)
+        for prof in _smallest_per_fraction(target.mig_profiles if target is not None else (), gc):
+            frac = _fraction(prof.compute_fraction)
             if frac >= 1:
                 continue
             n_slices = replicas_needed(target_qps, cap * frac, headroom)
-            per_gpu = int(_profile(prof, "max_count") or 1)
-            out.append({**base, "unit": f"MIG {_profile(prof, 'name')}", "capacity_rps": cap * frac,
-                        "usd_per_hour": usd * frac, "replicas": n_slices, "gpus": math.ceil(n_slices / per_gpu),
-                        "monthly_usd": usd * frac * n_slices * HOURS_PER_MONTH})  # fmt: skip
-    out.sort(key=lambda r: (r["model"], r["monthly_usd"], r["target"], r["precision"], r["unit"]))
+            out.append(PlanRow(**base, unit=f"MIG {prof.name}", capacity_rps=cap * frac, usd_per_hour=usd * frac,
+                               replicas=n_slices, gpus=math.ceil(n_slices / int(prof.max_count or 1)),
+                               monthly_usd=usd * frac * n_slices * HOURS_PER_MONTH))  # fmt: skip
+    out.sort(key=lambda r: (r.model, r.monthly_usd, r.target, r.precision, r.unit))
     return out

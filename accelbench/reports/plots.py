@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import (
     latency_at,
@@ -19,6 +20,10 @@ from accelbench.reports.capacity import (
     step_throughput_interval,
     step_usable,
 )
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import ReportData
+    from accelbench.reports.llm_report import GenerativeReport
 
 _STYLE = {
     "svg.hashsalt": "accelbench-report",
@@ -58,15 +63,15 @@ def _figure(nrows: int = 1, width: float = 7.5, height: float = 3.6):
     return fig, [row[0] for row in axes]
 
 
-def _colors(data: Any) -> dict[str, Any]:
+def _colors(data: ReportData) -> dict[str, Any]:
     import matplotlib
 
     cmap = matplotlib.colormaps["tab10"]
     return {tid: cmap(i % 10) for i, tid in enumerate(sorted(data.targets))}
 
 
-def _models(data: Any) -> list[str]:
-    return sorted({r["model"] for r in data.rows})
+def _models(data: ReportData) -> list[str]:
+    return sorted({r.model for r in data.rows})
 
 
 def _legend(ax: Any) -> None:
@@ -89,7 +94,7 @@ def _err(values: list[float], bounds: list[tuple]) -> list[list[float]]:
             [max(0.0, hi - v) for v, (_, hi) in zip(values, bounds, strict=True)]]  # fmt: skip
 
 
-def latency_vs_throughput(data: Any) -> str:
+def latency_vs_throughput(data: ReportData) -> str:
     """Per model: usable measured steps per target (percentile vs requests/s) with their 95 % intervals as
     error bars, projected points, and the SLO line."""
     opts = data.options
@@ -111,11 +116,11 @@ def latency_vs_throughput(data: Any) -> str:
                             elinewidth=0.8, marker=_MARKERS.get(precision, "o"), linestyle=_LINES.get(precision, "-"),
                             label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
         for row in data.rows:
-            if row["model"] == model and row["status"] == "projected" and row["capacity_rps"]:
+            if row.model == model and row.status == "projected" and row.capacity_rps:
                 drawn = True
-                ax.plot([row["capacity_rps"]], [row["latency_us"] / 1000.0], color=colors[row["target"]],
-                        marker=_MARKERS.get(row["precision"], "o"), fillstyle="none", linestyle="none",
-                        label=f"{row['target']} {row['precision']} (projected)")  # fmt: skip
+                ax.plot([row.capacity_rps], [row.latency_us / 1000.0], color=colors[row.target],
+                        marker=_MARKERS.get(row.precision, "o"), fillstyle="none", linestyle="none",
+                        label=f"{row.target} {row.precision} (projected)")  # fmt: skip
         ax.axhline(
             opts.slo_ms, color="red", linestyle=":", linewidth=1.2, label=f"SLO {key} {opts.slo_ms:g} ms"
         )
@@ -129,25 +134,23 @@ def latency_vs_throughput(data: Any) -> str:
     return _svg(fig)
 
 
-def cost_vs_baseline(data: Any) -> str:
+def cost_vs_baseline(data: ReportData) -> str:
     """Per model: cost per million requests of every row that has one; projected hatched; baseline outlined red."""
     colors = _colors(data)
-    models = [
-        m for m in _models(data) if any(r["model"] == m and r["cost_per_million_usd"] for r in data.rows)
-    ]
-    heights = [sum(1 for r in data.rows if r["model"] == m and r["cost_per_million_usd"]) for m in models]
+    models = [m for m in _models(data) if any(r.model == m and r.cost_per_million_usd for r in data.rows)]
+    heights = [sum(1 for r in data.rows if r.model == m and r.cost_per_million_usd) for m in models]
     fig, axes = _figure(len(models) or 1, height=max(2.0, 0.28 * max(heights or [1]) + 1.0))
     for ax, model in zip(axes, models, strict=False):
-        rows = [r for r in data.rows if r["model"] == model and r["cost_per_million_usd"] is not None]
-        rows.sort(key=lambda r: (-r["cost_per_million_usd"], r["target"], r["precision"]))
+        rows = [r for r in data.rows if r.model == model and r.cost_per_million_usd is not None]
+        rows.sort(key=lambda r: (-r.cost_per_million_usd, r.target, r.precision))
         labels = []
         for i, r in enumerate(rows):
-            projected, base = r["status"] == "projected", r["target"] == data.baseline_id
-            ax.barh(i, r["cost_per_million_usd"], color=colors[r["target"]], alpha=0.55 if projected else 0.95,
+            projected, base = r.status == "projected", r.target == data.baseline_id
+            ax.barh(i, r.cost_per_million_usd, color=colors[r.target], alpha=0.55 if projected else 0.95,
                     hatch="//" if projected else None, edgecolor="red" if base else "black",
                     linewidth=2.0 if base else 0.6)  # fmt: skip
-            labels.append(f"{r['target']} {r['precision']}" + (" (proj)" if projected else "")
-                          + (" [baseline]" if base else "") + (" [accuracy FAIL]" if r["accuracy_verdict"] == "FAIL" else ""))  # fmt: skip
+            labels.append(f"{r.target} {r.precision}" + (" (proj)" if projected else "")
+                          + (" [baseline]" if base else "") + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else ""))  # fmt: skip
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(labels)
         ax.set_xscale("log")
@@ -158,14 +161,14 @@ def cost_vs_baseline(data: Any) -> str:
     return _svg(fig)
 
 
-def _roof(target: Any, precision: str) -> tuple[float, float, str] | None:
+def _roof(target: HardwareTarget, precision: str) -> tuple[float, float, str] | None:
     used = proj.precision_on(target, precision)
     if used is None or not getattr(target, "memory_bw_gbs", None):
         return None
     return float(target.peak_tflops[used]) * 1e12, float(target.memory_bw_gbs) * 1e9, used
 
 
-def roofline_chart(data: Any) -> str:
+def roofline_chart(data: ReportData) -> str:
     """Each target's roof, min(peak, bandwidth × intensity), with every row's point at its capacity."""
     import numpy as np
     from matplotlib.lines import Line2D
@@ -176,24 +179,24 @@ def roofline_chart(data: Any) -> str:
     marks = "o^sDvP*X"  # more models than marks: they repeat (the legend still names each model)
     model_marks = {m: marks[i % len(marks)] for i, m in enumerate(_models(data))}
     drawn: set[tuple[str, str]] = set()
-    for row in sorted(data.rows, key=lambda r: (r["target"], r["precision"], r["model"])):
-        roof = _roof(data.targets[row["target"]], row["precision"])
+    for row in sorted(data.rows, key=lambda r: (r.target, r.precision, r.model)):
+        roof = _roof(data.targets[row.target], row.precision)
         if roof is None:
             continue
-        if (row["target"], roof[2]) not in drawn:
-            drawn.add((row["target"], roof[2]))
-            ax.plot(intensity, np.minimum(roof[0], roof[1] * intensity), color=colors[row["target"]], linewidth=1,
-                    linestyle=_LINES.get(roof[2], "-."), label=f"{row['target']} roof ({roof[2]})")  # fmt: skip
-        gc = data.graph_costs.get((row["model"], row["precision"]))
-        if not gc or not row["capacity_ips"]:
+        if (row.target, roof[2]) not in drawn:
+            drawn.add((row.target, roof[2]))
+            ax.plot(intensity, np.minimum(roof[0], roof[1] * intensity), color=colors[row.target], linewidth=1,
+                    linestyle=_LINES.get(roof[2], "-."), label=f"{row.target} roof ({roof[2]})")  # fmt: skip
+        gc = data.graph_costs.get((row.model, row.precision))
+        if not gc or not row.capacity_ips:
             continue
-        batch = row["projected_batch"] or row["served_batch"] or 1
+        batch = row.projected_batch or row.served_batch or 1
         x = float(gc["flops_per_inference"]) / proj.bytes_per_inference(gc, batch)
-        y = float(row["capacity_ips"]) * float(gc["flops_per_inference"])
+        y = float(row.capacity_ips) * float(gc["flops_per_inference"])
         if x <= 0 or y <= 0:
             continue  # a 0-FLOP model has no place on log axes
-        ax.plot([x], [y], color=colors[row["target"]], marker=model_marks[row["model"]], linestyle="none",
-                fillstyle="full" if row["status"] == "measured" else "none")  # fmt: skip
+        ax.plot([x], [y], color=colors[row.target], marker=model_marks[row.model], linestyle="none",
+                fillstyle="full" if row.status == "measured" else "none")  # fmt: skip
     proxies = [Line2D([], [], color="gray", marker=mk, linestyle="none", label=f"{m}")
                for m, mk in model_marks.items()]  # fmt: skip
     proxies += [Line2D([], [], color="gray", marker="o", linestyle="none", label="filled = measured"),
@@ -208,7 +211,7 @@ def roofline_chart(data: Any) -> str:
     return _svg(fig)
 
 
-def all_plots(data: Any) -> dict[str, str]:
+def all_plots(data: ReportData) -> dict[str, str]:
     """name → SVG text, in a fixed order (the generative frontier when the report has generative rows)."""
     plots = {}
     if data.rows:  # a report of generative results only has no classic rows to draw
@@ -222,7 +225,7 @@ def all_plots(data: Any) -> dict[str, str]:
     return plots
 
 
-def frontier_chart(gen: Any) -> str:
+def frontier_chart(gen: GenerativeReport) -> str:
     """Per model: each row's frontier, output tokens/s per accelerator vs tokens/s per user; measured solid with
     filled markers, projected dashed with hollow ones; the asked interactivity as a vertical line."""
     import matplotlib

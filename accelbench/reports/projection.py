@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.documents import Step
+from accelbench.hardware.catalog import HardwareTarget
 
 # No measurement of the toolchain → this fraction of the roofline bound. A conservative placeholder,
 # not a measurement: serving stacks commonly reach well under half of peak on small batches (launch
@@ -46,7 +47,7 @@ def bytes_per_inference(graph_cost: Mapping[str, Any], batch: int) -> float:
     return total / batch
 
 
-def precision_on(target: Any, precision: str) -> str | None:
+def precision_on(target: HardwareTarget, precision: str) -> str | None:
     """The precision the target would run a ``precision`` variant in (its peak table decides)."""
     peaks = getattr(target, "peak_tflops", {}) or {}
     for candidate in PRECISION_FALLBACK.get(precision, (precision,)):
@@ -56,7 +57,7 @@ def precision_on(target: Any, precision: str) -> str | None:
 
 
 def roofline_at(
-    roofline: RooflineFn, graph_cost: Mapping[str, Any], batch: int, target: Any, precision: str
+    roofline: RooflineFn, graph_cost: Mapping[str, Any], batch: int, target: HardwareTarget, precision: str
 ) -> Any:
     """§2's roofline_point for a batch: activations per inference, weights read once per batch."""
     return roofline(
@@ -87,7 +88,7 @@ def step_efficiency(
     step: Step,
     batch: int,
     graph_cost: Mapping[str, Any],
-    target: Any,
+    target: HardwareTarget,
     precision: str,
     roofline: RooflineFn | None = None,
 ) -> float | None:
@@ -162,7 +163,7 @@ def _efficiency_at(efficiency: Any, weight_bytes: float) -> Callable[[Any], tupl
 
 def project_capacity(
     graph_cost: Mapping[str, Any],
-    target: Any,
+    target: HardwareTarget,
     precision: str,
     slo_s: float,
     efficiency: Any,

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.reports import sections as sec
 from accelbench.reports.render_md import PLOT_TITLES, report_title
+from accelbench.reports.rows import PlanRow
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import ReportData
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 78em; color: #222; line-height: 1.4; }
@@ -53,7 +57,7 @@ def section_html(section: sec.Section) -> list[str]:
     return out
 
 
-def render_html(data: Any, plan: list[dict[str, Any]] | None, plots: dict[str, str]) -> str:
+def render_html(data: ReportData, plan: list[PlanRow] | None, plots: dict[str, str]) -> str:
     title = report_title(data)
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>", f"<h1>{_e(title)}</h1>",
@@ -62,7 +66,7 @@ def render_html(data: Any, plan: list[dict[str, Any]] | None, plots: dict[str, s
     out += section_html(sec.settings_section(data))
     if data.rows or data.generative is None:
         out.append("<h2>Results</h2>")
-    for model in sorted({r["model"] for r in data.rows}):
+    for model in sorted({r.model for r in data.rows}):
         out += table_html(sec.results_table(data, model))
     if data.generative is not None:  # generative results: token economics (reports/llm_sections.py)
         from accelbench.reports import llm_sections

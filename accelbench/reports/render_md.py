@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accelbench.reports import sections as sec
 from accelbench.reports.capacity import percentile_key
+from accelbench.reports.rows import PlanRow
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import ReportData
 
 PLOT_TITLES = {
     "latency_vs_throughput": "Latency vs throughput per target, with the SLO line",
@@ -41,7 +45,7 @@ def section_md(section: sec.Section, level: int = 2) -> list[str]:
     return lines
 
 
-def report_title(data: Any) -> str:
+def report_title(data: ReportData) -> str:
     """The report's title: requests at the latency SLO, tokens at the TTFT/TPOT objective, or both."""
     key = percentile_key(data.options.percentile)
     classic = f"cost per million requests at {key} ≤ {data.options.slo_ms:g} ms"
@@ -52,14 +56,14 @@ def report_title(data: Any) -> str:
     return f"accelbench report: {tokens}" + (f"; {classic}" if data.rows else "")
 
 
-def render_markdown(data: Any, plan: list[dict[str, Any]] | None, plot_files: dict[str, str]) -> str:
+def render_markdown(data: ReportData, plan: list[PlanRow] | None, plot_files: dict[str, str]) -> str:
     lines = [f"# {report_title(data)}", ""]
     if data.rows:
         lines += [sec.answer(data), ""]
     lines += ['Figures marked "(proj)" are roofline projections, not measurements; see Method.', ""]
     lines += section_md(sec.settings_section(data))
     results = sec.Section(
-        "Results", tables=[sec.results_table(data, m) for m in sorted({r["model"] for r in data.rows})]
+        "Results", tables=[sec.results_table(data, m) for m in sorted({r.model for r in data.rows})]
     )
     if data.rows or data.generative is None:
         lines += section_md(results)

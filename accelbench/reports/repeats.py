@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench.documents import to_dict
 from accelbench.reports.capacity import Capacity, capacity_at_slo
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import Group
 
 MIN_RUNS = 3  # fewer runs estimate the between-run variance poorly (Kalibera & Jones; STATISTICS.md)
 
@@ -49,7 +52,7 @@ def _repeated(results: list[Any]) -> bool:
     return any(int(r.doc.load_profile.repeat or 1) > 1 for r in results)
 
 
-def combine_repeats(group: Any, slo_us: float, percentile: str, max_error_rate: float) -> Combined | None:
+def combine_repeats(group: Group, slo_us: float, percentile: str, max_error_rate: float) -> Combined | None:
     """The group's capacity from its repeated runs, or None when no sweep in it was repeated (then the
     caller pools the steps as before). Several sweeps (e.g. closed and open loop): the highest capacity."""
     sets = repeat_sets(group.results)
@@ -59,7 +62,9 @@ def combine_repeats(group: Any, slo_us: float, percentile: str, max_error_rate: 
     return max(found, key=lambda c: (c.capacity.capacity_rps or -1.0, -c.runs))
 
 
-def _combine(group: Any, runs: list[Any], slo_us: float, percentile: str, max_error_rate: float) -> Combined:
+def _combine(
+    group: Group, runs: list[Any], slo_us: float, percentile: str, max_error_rate: float
+) -> Combined:
     from scipy import stats
 
     from accelbench.loadtests.statistics import combine_runs

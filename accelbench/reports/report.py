@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.documents import ResultDocument
+from accelbench.hardware.catalog import Catalog
 from accelbench.reports.build import ReportData, ReportOptions, build_report
 from accelbench.reports.inputs import load_documents
 from accelbench.reports.plan import plan_rows
@@ -43,7 +44,7 @@ class ReportOutput:
 
 def render_report(
     documents: Iterable[ResultDocument],
-    catalog: Any,
+    catalog: Catalog,
     options: ReportOptions,
     roofline: Any = None,
     formats: Iterable[str] = FORMATS,
@@ -55,7 +56,7 @@ def render_report(
     if unknown:
         raise ValueError(f"unknown report formats {unknown}; known: {FORMATS}")
     data = build_report(documents, catalog, options, roofline)
-    table = flat_rows(data.rows, options.slo_ms, data_percentile(data))
+    table = flat_rows(data.rows)
     outputs: dict[str, bytes] = {}
     if "md" in formats or "html" in formats:
         outputs.update(_pages(data, formats))
@@ -95,7 +96,7 @@ def _pages(data: ReportData, formats: tuple[str, ...]) -> dict[str, bytes]:
 
 def make_report(
     result_paths: list[str] | tuple[str, ...],
-    catalog: Any,
+    catalog: Catalog,
     options: ReportOptions,
     out_dir: str | Path | None,
     roofline: Any = None,
@@ -115,9 +116,3 @@ def write_outputs(outputs: dict[str, bytes], out: Path) -> list[Path]:
         atomic_write_bytes(out / name, data)
         files.append(out / name)
     return files
-
-
-def data_percentile(data: ReportData) -> str:
-    from accelbench.reports.capacity import percentile_key
-
-    return percentile_key(data.options.percentile)

@@ -6,27 +6,28 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from accelbench.errors import BadInputError
-from accelbench.reports.build import ReportOptions, build_report
+from accelbench.hardware.catalog import Catalog
+from accelbench.reports.build import ReportData, ReportOptions, build_report
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.compare import RULE, compare_markdown, compare_rows
 from accelbench.reports.inputs import load_documents
 from accelbench.reports.repeats import repeat_key
+from accelbench.reports.rows import ReportRow
 from accelbench.util import atomic_write_text
 
 
-def _sources(data: Any) -> set[str]:
-    return {s for r in data.rows for s in (r.get("sources") or "").split(";") if s}
+def _sources(data: ReportData) -> set[str]:
+    return {s for r in data.rows for s in (r.sources or "").split(";") if s}
 
 
-def history_rows(paths: Sequence[str], catalog: Any, options: ReportOptions, like: Any,
-                 exclude: set[str]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:  # fmt: skip
+def history_rows(paths: Sequence[str], catalog: Catalog, options: ReportOptions, like: ReportData,
+                 exclude: set[str]) -> dict[tuple[str, str, str], list[ReportRow]]:  # fmt: skip
     """One measured row per earlier result document (each a single run) of the same (model, precision,
     target) *and load profile* as a group of ``like`` (the new side); documents in ``exclude`` left out."""
     loads = {key: {repeat_key(r.doc)[1] for r in group.results} for key, group in like.groups.items()}
-    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    found: dict[tuple[str, str, str], list[ReportRow]] = {}
     for doc in load_documents(list(paths)):
         key = (doc.model, doc.precision, doc.target)
         if repeat_key(doc)[1] not in loads.get(key, ()):
@@ -36,13 +37,13 @@ def history_rows(paths: Sequence[str], catalog: Any, options: ReportOptions, lik
         except BadInputError:
             continue  # a document that names no target or precision cannot be one of these runs
         for row in rows:
-            if (row["status"] == "measured" and row["target"] == doc.target and row["capacity_rps"]
-                    and row["sources"] not in exclude):  # fmt: skip
+            if (row.status == "measured" and row.target == doc.target and row.capacity_rps
+                    and row.sources not in exclude):  # fmt: skip
                 found.setdefault(key, []).append(row)
     return found
 
 
-def run_compare(old: str, new: str, catalog: Any, options: ReportOptions, out_dir: str | None, as_json: bool,
+def run_compare(old: str, new: str, catalog: Catalog, options: ReportOptions, out_dir: str | None, as_json: bool,
                 history: Sequence[str] = ()) -> str:  # fmt: skip
     """Write compare.md (and compare.json) under ``out_dir``; return what to print."""
     old_data = build_report(load_documents([old]), catalog, options)
@@ -54,7 +55,9 @@ def run_compare(old: str, new: str, catalog: Any, options: ReportOptions, out_di
     )
     rows = compare_rows(old_data, new_data, earlier)
     text_md = compare_markdown(rows, percentile_key(options.percentile))
-    text_json = json.dumps({"rule": RULE, "rows": rows}, indent=2, sort_keys=True) + "\n"
+    text_json = (
+        json.dumps({"rule": RULE, "rows": [r.as_json() for r in rows]}, indent=2, sort_keys=True) + "\n"
+    )
     if out_dir is not None:
         atomic_write_text(Path(out_dir) / "compare.md", text_md)
         atomic_write_text(Path(out_dir) / "compare.json", text_json)

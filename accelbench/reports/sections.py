@@ -7,12 +7,17 @@ Markdown and HTML render the same sections, so the two files never disagree. Pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from accelbench.hardware.catalog import HOURS_PER_YEAR
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.cost import DEFAULT_AMORTIZATION_YEARS, HOURS_PER_MONTH
 from accelbench.reports.formatting import attempts_text, num, offered_text, round_in_text, with_interval
+from accelbench.reports.rows import PlanRow, ReportRow
+
+if TYPE_CHECKING:
+    from accelbench.reports.build import ReportData
 
 
 @dataclass
@@ -38,22 +43,20 @@ def _usd(value: float | None) -> str:
     return "—" if value is None else f"${fmt(value)}"
 
 
-def _measured(
-    row: dict[str, Any], value: float | None, low: float | None, high: float | None, **kw: Any
-) -> str:
-    if row["status"] == "projected":
+def _measured(row: ReportRow, value: float | None, low: float | None, high: float | None, **kw: Any) -> str:
+    if row.status == "projected":
         return with_interval(value, None, None, kind="projected", **kw)
     return with_interval(value, low, high, **kw)
 
 
-def _p(row: dict[str, Any], text: str) -> str:
+def _p(row: ReportRow | PlanRow, text: str) -> str:
     """Label a figure that is (or depends on) a projection."""
-    return f"{text} (proj)" if text != "—" and row["status"] == "projected" else text
+    return f"{text} (proj)" if text != "—" and row.status == "projected" else text
 
 
-def _ratio(row: dict[str, Any], value: float | None) -> str:
+def _ratio(row: ReportRow, value: float | None) -> str:
     text = "—" if value is None else f"{value:.3g}×"
-    if text != "—" and (row["status"] == "projected" or row["baseline_status"] == "projected"):
+    if text != "—" and (row.status == "projected" or row.baseline_status == "projected"):
         text += " (proj)"
     return text
 
@@ -66,11 +69,11 @@ _KIND_TEXT = {
 }
 
 
-def efficiency_label(row: dict[str, Any]) -> str:
+def efficiency_label(row: ReportRow) -> str:
     """Where a projected row's efficiency came from, its projected range and its calibration, in one phrase."""
-    e = "—" if row["efficiency"] is None else f"{row['efficiency']:.3g}"
-    text = f"efficiency {e} {_KIND_TEXT.get(row.get('efficiency_kind') or 'assumed', 'assumed')}"
-    lo, hi = row.get("projected_capacity_rps_low"), row.get("projected_capacity_rps_high")
+    e = "—" if row.efficiency is None else f"{row.efficiency:.3g}"
+    text = f"efficiency {e} {_KIND_TEXT.get(row.efficiency_kind or 'assumed', 'assumed')}"
+    lo, hi = row.projected_capacity_rps_low, row.projected_capacity_rps_high
     if lo is not None and hi is not None and hi > lo * 1.001:
         text += (
             f"; projected range {fmt(lo)}–{fmt(hi)} req/s (spread of the efficiency fit and of its validation, "
@@ -78,80 +81,80 @@ def efficiency_label(row: dict[str, Any]) -> str:
         )
     elif lo is not None:
         text += "; projected range: none (the fit passes through every published point: no spread to show)"
-    calibration = row.get("calibration") or "none"
-    if row.get("efficiency_kind") in ("published", "toolchain-median"):
+    calibration = row.calibration or "none"
+    if row.efficiency_kind in ("published", "toolchain-median"):
         text += f"; calibration {calibration}"
     return text
 
 
-def _accuracy(row: dict[str, Any]) -> str:
-    if not row["accuracy_verdict"]:
+def _accuracy(row: ReportRow) -> str:
+    if not row.accuracy_verdict:
         return "not recorded"
-    value = "" if row["accuracy_value"] is None else f" {row['accuracy_value']:.4g}"
-    return f"{row['accuracy_metric'] or ''}{value} {row['accuracy_verdict']}".strip()
+    value = "" if row.accuracy_value is None else f" {row.accuracy_value:.4g}"
+    return f"{row.accuracy_metric or ''}{value} {row.accuracy_verdict}".strip()
 
 
-def answer(data: Any) -> str:
+def answer(data: ReportData) -> str:
     """The one paragraph at the top: per model, the cheapest target meeting the SLO and its ratio."""
     opts = data.options
     key = percentile_key(opts.percentile)
     parts = []
-    for model in sorted({r["model"] for r in data.rows}):
-        best = next((r for r in data.rows if r["model"] == model and r["rank"] == 1), None)
+    for model in sorted({r.model for r in data.rows}):
+        best = next((r for r in data.rows if r.model == model and r.rank == 1), None)
         if best is None:
             parts.append(f"For **{model}**, no priced target meets {key} ≤ {opts.slo_ms:g} ms.")
             continue
         label = "measured"
-        if best["status"] != "measured":
+        if best.status != "measured":
             label = f"projected, not measured: roofline × {efficiency_label(best)}"
-        ratio = best["cost_vs_baseline"]
+        ratio = best.cost_vs_baseline
         base = (
             f"{ratio:.3g}× the cost of the {data.baseline_id} baseline"
-            + (" (baseline projected)" if best["baseline_status"] == "projected" else "")
+            + (" (baseline projected)" if best.baseline_status == "projected" else "")
             if ratio is not None
             else f"no cost ratio: the {data.baseline_id} baseline has no cost at this SLO"
         )
         parts.append(
-            f"For **{model}** at {key} ≤ {opts.slo_ms:g} ms, the cheapest target is **{best['target']}** "
-            f"({best['precision']}, {label}): **{_cost(best)} per million requests** "
-            f"(capacity {_capacity(best)} requests/s at {_usd(best['usd_per_hour'])}/h), {base}."
+            f"For **{model}** at {key} ≤ {opts.slo_ms:g} ms, the cheapest target is **{best.target}** "
+            f"({best.precision}, {label}): **{_cost(best)} per million requests** "
+            f"(capacity {_capacity(best)} requests/s at {_usd(best.usd_per_hour)}/h), {base}."
         )
         parts += _comparisons(data, model)
-        if best["status"] != "measured":
+        if best.status != "measured":
             parts.append(_best_measured(data, model))
     return " ".join(parts)
 
 
-def _best_measured(data: Any, model: str) -> str:
-    rows = [r for r in data.rows if r["model"] == model and r["ranked"] and r["status"] == "measured"]
+def _best_measured(data: ReportData, model: str) -> str:
+    rows = [r for r in data.rows if r.model == model and r.ranked and r.status == "measured"]
     if not rows:
         return "No measured target meets the SLO."
-    r = min(rows, key=lambda r: r["rank"])
-    ratio = "" if r["cost_vs_baseline"] is None else f", {r['cost_vs_baseline']:.3g}× the baseline's cost"
-    if ratio and r["baseline_status"] == "projected":
+    r = min(rows, key=lambda r: r.rank)
+    ratio = "" if r.cost_vs_baseline is None else f", {r.cost_vs_baseline:.3g}× the baseline's cost"
+    if ratio and r.baseline_status == "projected":
         ratio += " (baseline projected)"
     return (
-        f"The cheapest measured target is {r['target']} ({r['precision']}): {_cost(r)} "
-        f"per million requests (capacity {_capacity(r)} requests/s at {_usd(r['usd_per_hour'])}/h{ratio})."
+        f"The cheapest measured target is {r.target} ({r.precision}): {_cost(r)} "
+        f"per million requests (capacity {_capacity(r)} requests/s at {_usd(r.usd_per_hour)}/h{ratio})."
     )
 
 
-def _cost(r: dict[str, Any]) -> str:
-    return _measured(r, r["cost_per_million_usd"], r.get("cost_low"), r.get("cost_high"), prefix="$")
+def _cost(r: ReportRow) -> str:
+    return _measured(r, r.cost_per_million_usd, r.cost_low, r.cost_high, prefix="$")
 
 
-def _capacity(r: dict[str, Any]) -> str:
-    return _measured(r, r["capacity_rps"], r.get("capacity_low"), r.get("capacity_high"))
+def _capacity(r: ReportRow) -> str:
+    return _measured(r, r.capacity_rps, r.capacity_low, r.capacity_high)
 
 
-def _latency(r: dict[str, Any]) -> str:
-    return _measured(r, r["latency_us"], r.get("latency_low_us"), r.get("latency_high_us"), scale=1000.0)
+def _latency(r: ReportRow) -> str:
+    return _measured(r, r.latency_us, r.latency_low_us, r.latency_high_us, scale=1000.0)
 
 
-def _comparisons(data: Any, model: str) -> list[str]:
+def _comparisons(data: ReportData, model: str) -> list[str]:
     """The measured rows compared with the cheapest measured one, as the ranking's significance."""
-    rows = [r for r in data.rows if r["model"] == model and r.get("comparison")]
-    return [f"Against {r['target']} ({r['precision']}): {r['comparison']}." for r in rows]
+    rows = [r for r in data.rows if r.model == model and r.comparison]
+    return [f"Against {r.target} ({r.precision}): {r.comparison}." for r in rows]
 
 
 RESULT_HEADERS = ["rank", "target", "precision", "status", "capacity (req/s)", "{key} (ms)", "SLO", "step",
@@ -159,31 +162,31 @@ RESULT_HEADERS = ["rank", "target", "precision", "status", "capacity (req/s)", "
                   "note"]  # fmt: skip
 
 
-def results_table(data: Any, model: str) -> Table:
+def results_table(data: ReportData, model: str) -> Table:
     key = percentile_key(data.options.percentile)
     rows = []
-    for r in (r for r in data.rows if r["model"] == model):
-        latency = None if r["latency_us"] is None else r["latency_us"] / 1000.0
-        note = r["reason"] if not r["meets_slo"] or not r["ranked"] else ""
-        for extra in (r.get("runs_note"), r.get("batching_note"), r.get("step_reasons"), r.get("comparison")):
+    for r in (r for r in data.rows if r.model == model):
+        latency = None if r.latency_us is None else r.latency_us / 1000.0
+        note = r.reason if not r.meets_slo or not r.ranked else ""
+        for extra in (r.runs_note, r.batching_note, r.step_reasons, r.comparison):
             if extra:
                 note = (note + "; " if note else "") + extra
-        if (r.get("latency_resolution_us") or 0) > 1:  # imported from a bucketed histogram (Locust)
-            note = (note + "; " if note else "") + f"{key} known to {r['latency_resolution_us'] / 1000:g} ms"
-        if r["status"] == "projected" and r["efficiency"]:
-            note = (note + "; " if note else "") + f"{efficiency_label(r)}; batch {r['projected_batch']}"
+        if (r.latency_resolution_us or 0) > 1:  # imported from a bucketed histogram (Locust)
+            note = (note + "; " if note else "") + f"{key} known to {r.latency_resolution_us / 1000:g} ms"
+        if r.status == "projected" and r.efficiency:
+            note = (note + "; " if note else "") + f"{efficiency_label(r)}; batch {r.projected_batch}"
         rows.append([
-            str(r["rank"]) if r["rank"] else "—", r["target"], r["precision"], r["status"],
-            _capacity(r), _latency(r) if latency is not None else "—", r.get("slo_verdict") or "—",
-            r.get("step_verdict") or "—", _usd(r["usd_per_hour"]), _cost(r), _ratio(r, r["capacity_vs_baseline"]),
-            _ratio(r, r["latency_vs_baseline"]), _ratio(r, r["cost_vs_baseline"]), _accuracy(r), note,
+            str(r.rank) if r.rank else "—", r.target, r.precision, r.status,
+            _capacity(r), _latency(r) if latency is not None else "—", r.slo_verdict or "—",
+            r.step_verdict or "—", _usd(r.usd_per_hour), _cost(r), _ratio(r, r.capacity_vs_baseline),
+            _ratio(r, r.latency_vs_baseline), _ratio(r, r.cost_vs_baseline), _accuracy(r), note,
         ])  # fmt: skip
     headers = [h.format(key=key) for h in RESULT_HEADERS]
-    model_rows = [r for r in data.rows if r["model"] == model]
-    if any(r["energy_per_request_j"] is not None for r in model_rows):  # only where power was measured
+    model_rows = [r for r in data.rows if r.model == model]
+    if any(r.energy_per_request_j is not None for r in model_rows):  # only where power was measured
         headers.insert(10, "J/request")
         for cells, r in zip(rows, model_rows, strict=True):
-            cells.insert(10, fmt(r["energy_per_request_j"]))
+            cells.insert(10, fmt(r.energy_per_request_j))
     return Table(
         f"{model}", headers, rows,
         "Ranked by cost per million requests among rows that meet the SLO. Measured numbers carry their 95 % "
@@ -191,7 +194,7 @@ def results_table(data: Any, model: str) -> Table:
     )  # fmt: skip
 
 
-def settings_section(data: Any) -> Section:
+def settings_section(data: ReportData) -> Section:
     o = data.options
     key = percentile_key(o.percentile)
     years = (
@@ -212,7 +215,7 @@ def settings_section(data: Any) -> Section:
     ])  # fmt: skip
 
 
-def _left_out(data: Any) -> list[str]:
+def _left_out(data: ReportData) -> list[str]:
     """A bullet for the results that could not be priced (no target or precision recorded)."""
     left_out = data.left_out
     if not left_out:
@@ -225,10 +228,10 @@ def _left_out(data: Any) -> list[str]:
     ]
 
 
-def plan_section(data: Any, plan: list[dict[str, Any]]) -> Section:
+def plan_section(data: ReportData, plan: list[PlanRow]) -> Section:
     o = data.options
-    rows = [[p["model"], p["target"], p["precision"], p["unit"], p["status"], _p(p, fmt(p["capacity_rps"])),
-             _p(p, str(p["replicas"])), _p(p, str(p["gpus"])), _usd(p["usd_per_hour"]), _p(p, _usd(p["monthly_usd"]))]
+    rows = [[p.model, p.target, p.precision, p.unit, p.status, _p(p, fmt(p.capacity_rps)),
+             _p(p, str(p.replicas)), _p(p, str(p.gpus)), _usd(p.usd_per_hour), _p(p, _usd(p.monthly_usd))]
             for p in plan]  # fmt: skip
     headers = ["model", "target", "precision", "unit", "status", "capacity (req/s)", "replicas", "devices",
                "$/hour each", "$/month"]  # fmt: skip
@@ -247,19 +250,19 @@ def _range(lo: float | None, hi: float | None) -> str:
     return "—" if lo is None or hi is None else f"{lo:.3g}–{hi:.3g} (projected)"
 
 
-def provenance_section(data: Any) -> Section:
-    measured = [[r["target"], r["model"], r["precision"], r["origin"] or "", r["host"] or "", r["measured_at"] or "",
-                 r["versions"] or "", f"{r['chosen_run_id'] or '—'} step {r['chosen_step'] if r['chosen_step'] is not None else '—'} ({r['offered'] or '—'})",
-                 r["sources"] or ""] for r in data.rows if r["status"] == "measured"]  # fmt: skip
-    projected = [[r["target"], r["model"], r["precision"], f"{r['efficiency']:.3g}" if r["efficiency"] else "—",
-                  _range(r.get("efficiency_low"), r.get("efficiency_high")), r["efficiency_source"] or "",
-                  r.get("calibration") or "none", str(r["projected_batch"] or "—"), r["roofline_bound"] or "—",
-                  r["precision_used"] or "—", r["reason"]] for r in data.rows if r["status"] == "projected"]  # fmt: skip
+def provenance_section(data: ReportData) -> Section:
+    measured = [[r.target, r.model, r.precision, r.origin or "", r.host or "", r.measured_at or "",
+                 r.versions or "", f"{r.chosen_run_id or '—'} step {r.chosen_step if r.chosen_step is not None else '—'} ({r.offered or '—'})",
+                 r.sources or ""] for r in data.rows if r.status == "measured"]  # fmt: skip
+    projected = [[r.target, r.model, r.precision, f"{r.efficiency:.3g}" if r.efficiency else "—",
+                  _range(r.efficiency_low, r.efficiency_high), r.efficiency_source or "",
+                  r.calibration or "none", str(r.projected_batch or "—"), r.roofline_bound or "—",
+                  r.precision_used or "—", r.reason] for r in data.rows if r.status == "projected"]  # fmt: skip
     prices = {}
     for r in data.rows:
-        prices[r["target"]] = [r["target"], _usd(r["usd_per_hour"]), r["price_basis"] or "—",
-                               round_in_text(r["price_note"] or ""), round_in_text(r["price_source"] or "—"),
-                               r["price_as_of"] or "—"]  # fmt: skip
+        prices[r.target] = [r.target, _usd(r.usd_per_hour), r.price_basis or "—",
+                               round_in_text(r.price_note or ""), round_in_text(r.price_source or "—"),
+                               r.price_as_of or "—"]  # fmt: skip
     return Section("Provenance", tables=[
         Table("Measured rows", ["target", "model", "precision", "origin", "host", "measured at", "versions",
                                 "step that set the capacity", "result files"], measured),
@@ -271,7 +274,7 @@ def provenance_section(data: Any) -> Section:
     ])  # fmt: skip
 
 
-def steps_section(data: Any) -> Section:
+def steps_section(data: ReportData) -> Section:
     """Every measured load step with its verdict, reasons and intervals: what the capacity was chosen from."""
     from accelbench.documents import to_dict
     from accelbench.reports.capacity import step_latency_interval, step_slo, step_throughput_interval
@@ -310,7 +313,7 @@ def steps_section(data: Any) -> Section:
     )
 
 
-def reading_section(data: Any) -> Section:
+def reading_section(data: ReportData) -> Section:
     """How to read the intervals and verdicts, in plain words (docs/statistics.md has the sources)."""
     key = percentile_key(data.options.percentile)
     return Section("How to read these numbers", bullets=[
@@ -332,9 +335,9 @@ def reading_section(data: Any) -> Section:
     ] + _repeats_bullet(data))  # fmt: skip
 
 
-def _repeats_bullet(data: Any) -> list[str]:
+def _repeats_bullet(data: ReportData) -> list[str]:
     """Only when some row combines repeated runs, so a report of single runs reads as it always did."""
-    if not any(r.get("runs") for r in data.rows):
+    if not any(r.runs for r in data.rows):
         return []
     return [
         'Repeated runs (`--repeats N`): a row marked "mean of N runs" is the mean of each run\'s capacity; '
@@ -344,7 +347,7 @@ def _repeats_bullet(data: Any) -> list[str]:
     ]
 
 
-def method_section(data: Any) -> Section:
+def method_section(data: ReportData) -> Section:
     key = percentile_key(data.options.percentile)
     return Section("Method", bullets=[
         f"Capacity at the SLO: the highest throughput (requests/s) among VALID or LOW-PRECISION load steps whose "
@@ -353,7 +356,7 @@ def method_section(data: Any) -> Section:
         "qualifying: \"does not meet the SLO\" (or INCONCLUSIVE when an interval straddles it).",
         "Cost per million requests = $/hour ÷ (capacity × 3600) × 10⁶, with $/hour and capacity as in the table.",
         "A multi-accelerator instance is priced per accelerator: instance $/hour ÷ accelerators per instance "
-        "(one replica per accelerator). Owned devices: capex ÷ (years × 8760 h) + power W × $/kWh ÷ 1000.",
+        f"(one replica per accelerator). Owned devices: capex ÷ (years × {HOURS_PER_YEAR:g} h) + power W × $/kWh ÷ 1000.",
         f"Projected rows: roofline over the model's graph cost (FLOPs, weight bytes + batch × activation bytes) at "
         f"the target's dense peak and memory bandwidth; the largest batch in {list(proj.BATCH_SIZES)} whose latency "
         "bound ÷ efficiency fits the SLO sets throughput = roofline bound × efficiency. The efficiency comes from the "

@@ -5,39 +5,35 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-# (column, type): the order of the CSV/Parquet columns; units are in the names.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("model", "str"), ("precision", "str"), ("target", "str"), ("target_name", "str"), ("toolchain", "str"),
-    ("status", "str"), ("variant", "str"), ("origin", "str"), ("rank", "int"), ("ranked", "bool"),
-    ("meets_slo", "bool"), ("capacity_rps", "float"), ("capacity_ips", "float"), ("latency_us", "float"), ("latency_resolution_us", "float"),
-    ("percentile", "str"), ("slo_ms", "float"), ("usd_per_hour", "float"), ("price_basis", "str"),
-    ("price_note", "str"), ("price_source", "str"), ("price_as_of", "str"), ("cost_per_million_usd", "float"),
-    ("energy_per_request_j", "float"), ("baseline_target", "str"), ("baseline_status", "str"),
-    ("capacity_vs_baseline", "float"), ("latency_vs_baseline", "float"), ("cost_vs_baseline", "float"),
-    ("accuracy_metric", "str"), ("accuracy_value", "float"), ("accuracy_verdict", "str"), ("accuracy_of", "str"),
-    ("efficiency", "float"), ("efficiency_source", "str"), ("efficiency_kind", "str"),
-    ("efficiency_low", "float"), ("efficiency_high", "float"), ("calibration", "str"),
-    ("projected_capacity_rps_low", "float"), ("projected_capacity_rps_high", "float"),
-    ("projected_batch", "int"), ("served_batch", "int"),
-    ("roofline_bound", "str"),
-    ("precision_used", "str"), ("chosen_run_id", "str"), ("chosen_step", "int"), ("offered", "str"),
-    ("batch_size", "int"), ("host", "str"), ("measured_at", "str"), ("versions", "str"), ("sources", "str"),
-    ("reason", "str"),
-    ("capacity_low", "float"), ("capacity_high", "float"), ("latency_low_us", "float"), ("latency_high_us", "float"),
-    ("cost_low", "float"), ("cost_high", "float"), ("slo_verdict", "str"), ("step_verdict", "str"),
-    ("step_reasons", "str"), ("comparison", "str"),
-)  # fmt: skip
+from accelbench.reports.rows import REPORT_COLUMNS, ReportRow
+
+# (column, type): the order of the CSV/Parquet columns; names, types and units are ReportRow's (reports/rows.py).
+COLUMNS: tuple[tuple[str, str], ...] = tuple((c.name, c.kind) for c in REPORT_COLUMNS)
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
 
-def flat_rows(rows: list[dict[str, Any]], slo_ms: float, percentile: str) -> list[dict[str, Any]]:
-    """The rows restricted to COLUMNS, in order, with the SLO settings on every row."""
+def flat_rows(
+    rows: Iterable[ReportRow | Mapping[str, Any]], slo_ms: float | None = None, percentile: str | None = None
+) -> list[dict[str, Any]]:
+    """The rows' columns, in order, as the table's plain values (what CSV, Parquet and JSON are written from).
+
+    A row carries the SLO it was built at; ``slo_ms`` and ``percentile``, when given, must be that SLO (callers
+    that hold the options pass them, so a mismatch fails loudly instead of labelling a row with another SLO).
+    """
     out = []
     for row in rows:
-        full = {**row, "slo_ms": slo_ms, "percentile": percentile}
-        out.append({name: _cast(full.get(name), kind) for name, kind in COLUMNS})
+        if not isinstance(row, ReportRow):  # the service's pages carry rows as dicts (service/views.py)
+            row = ReportRow(**row)
+        if (slo_ms is not None and slo_ms != row.slo_ms) or (
+            percentile is not None and percentile != row.percentile
+        ):
+            raise ValueError(
+                f"row built at {row.percentile} ≤ {row.slo_ms} ms, asked to show {percentile} ≤ {slo_ms} ms"
+            )
+        out.append({name: _cast(getattr(row, name), kind) for name, kind in COLUMNS})
     return out
 
 

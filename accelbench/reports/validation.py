@@ -16,15 +16,19 @@ range widens to what leave-one-target-out supports for the toolchain (``validati
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
+from accelbench.hardware.catalog import Catalog
+from accelbench.hardware.published import PublishedPoint
 from accelbench.reports import efficiency as ef
 
 RooflineFn = Callable[..., Any]
+Checked = TypeVar("Checked")  # a row with the factor fields and ``counted`` / ``counted_factor``
 
 
-def _reference_point(catalog: Any, p: Any, baseline_id: str) -> Any | None:
+def _reference_point(catalog: Catalog, p: PublishedPoint, baseline_id: str) -> PublishedPoint | None:
     """The point of the baseline (else of a target with its chip) for the same model, precision and batch,
     else the same scenario."""
     base = catalog.get(baseline_id)
@@ -36,49 +40,72 @@ def _reference_point(catalog: Any, p: Any, baseline_id: str) -> Any | None:
     return None
 
 
-def check_row(catalog: Any, p: Any, eff: Any, base_eff: Any, baseline_id: str, roofline: RooflineFn,
-              reason: str = "", use: ef.Use = ef._all) -> dict[str, Any]:  # fmt: skip
+@dataclass(frozen=True)
+class CheckRow:
+    """One published point against its projection: ``factor`` = projected ÷ published inferences/s and
+    ``ratio_factor`` = (projected ÷ projected reference) ÷ (published ÷ published reference)."""
+
+    target: str
+    model: str
+    precision: str
+    batch: int
+    scenario: str
+    family: str
+    published_ips: float  # inferences/s
+    fitted: bool  # the point is one the efficiency fits on
+    engines: str
+    counted: bool  # its ratio counts towards the worst figures
+    counted_factor: bool  # its factor counts too (a fitted GPU point)
+    projected_ips: float | None = None  # inferences/s
+    factor: float | None = None
+    ratio_factor: float | None = None
+    reference: str | None = None  # the reference target of the ratio
+    reason: str = ""
+
+
+def check_row(catalog: Catalog, p: PublishedPoint, eff: ef.EfficiencyModel | None,
+              base_eff: ef.EfficiencyModel | None, baseline_id: str, roofline: RooflineFn, reason: str = "",
+              use: ef.Use = ef._all) -> CheckRow:  # fmt: skip
     """One published point against the projection ``eff`` makes of it (and ``base_eff`` of its reference)."""
     target = catalog.get(p.target)
     fp = ef.point_roofline(p, catalog.published_costs[p.model][p.precision], target, roofline)
-    row: dict[str, Any] = {
-        "target": p.target, "model": p.model, "precision": p.precision, "batch": p.batch,
-        "scenario": p.scenario, "family": p.family, "published_ips": p.throughput_ips, "fitted": p.fit,
-        "engines": p.engines, "counted": p.engines == "gpu", "counted_factor": p.engines == "gpu" and p.fit,
-        "projected_ips": None, "factor": None, "ratio_factor": None, "reference": None, "reason": reason,
-    }  # fmt: skip
+    row = CheckRow(
+        target=p.target, model=p.model, precision=p.precision, batch=p.batch, scenario=p.scenario,
+        family=p.family, published_ips=p.throughput_ips, fitted=p.fit, engines=p.engines,
+        counted=p.engines == "gpu", counted_factor=p.engines == "gpu" and p.fit, reason=reason,
+    )  # fmt: skip
     if eff is None:
-        row["reason"] = reason or "no published point left to fit on"
-        return row
+        return replace(row, reason=reason or "no published point left to fit on")
     flops = float(catalog.published_costs[p.model][p.precision]["flops_per_inference"])
     eff = ef.with_floor(eff, catalog, target, roofline, flops, use)
-    row["projected_ips"] = fp.bound_ips * eff.at_point(fp.roofline, fp.weight_bytes)[0]
-    row["factor"] = row["projected_ips"] / p.throughput_ips
+    projected_ips = fp.bound_ips * eff.at_point(fp.roofline, fp.weight_bytes)[0]
+    row = replace(row, projected_ips=projected_ips, factor=projected_ips / p.throughput_ips)
     ref = _reference_point(catalog, p, baseline_id)
     if ref is not None and base_eff is not None and ref.target != p.target:
         rfp = ef.point_roofline(ref, catalog.published_costs[p.model][p.precision], catalog.get(ref.target),
                                 roofline)  # fmt: skip
         base_eff = ef.with_floor(base_eff, catalog, catalog.get(ref.target), roofline, flops, use)
-        projected_ratio = row["projected_ips"] / (
+        projected_ratio = projected_ips / (
             rfp.bound_ips * base_eff.at_point(rfp.roofline, rfp.weight_bytes)[0]
         )
-        row["ratio_factor"] = projected_ratio / (p.throughput_ips / ref.throughput_ips)
-        row["reference"] = ref.target
+        row = replace(row, ratio_factor=projected_ratio / (p.throughput_ips / ref.throughput_ips),
+                      reference=ref.target)  # fmt: skip
     if not p.fit and p.engines != "gpu":
-        row["reason"] = f"not a fitted point ({p.engines}): shown for reference"
+        row = replace(row, reason=f"not a fitted point ({p.engines}): shown for reference")
     elif not p.fit:
-        row["reason"] = (
-            "not a fitted point (" + p.note.split(":")[0] + "): its ratio counts, its factor does not"
+        row = replace(
+            row,
+            reason="not a fitted point (" + p.note.split(":")[0] + "): its ratio counts, its factor does not",
         )
     return row
 
 
-def _reference_target(catalog: Any, p: Any, baseline_id: str) -> str:
+def _reference_target(catalog: Catalog, p: PublishedPoint, baseline_id: str) -> str:
     ref = _reference_point(catalog, p, baseline_id)
     return ref.target if ref is not None else baseline_id
 
 
-def leave_one_model_out(catalog: Any, roofline: RooflineFn, baseline_id: str) -> list[dict[str, Any]]:
+def leave_one_model_out(catalog: Catalog, roofline: RooflineFn, baseline_id: str) -> list[CheckRow]:
     """Every target's points of each model, projected from a refit without that model (both sides)."""
     rows = []
     for p in catalog.published:
@@ -91,7 +118,7 @@ def leave_one_model_out(catalog: Any, roofline: RooflineFn, baseline_id: str) ->
     return rows
 
 
-def leave_one_target_out(catalog: Any, roofline: RooflineFn, baseline_id: str) -> list[dict[str, Any]]:
+def leave_one_target_out(catalog: Catalog, roofline: RooflineFn, baseline_id: str) -> list[CheckRow]:
     """Every point projected with all of its own target's points left out: from its chip, else its toolchain."""
     rows = []
     for p in catalog.published:
@@ -106,9 +133,7 @@ def leave_one_target_out(catalog: Any, roofline: RooflineFn, baseline_id: str) -
     return rows
 
 
-def cross_family(
-    catalog: Any, roofline: RooflineFn, baseline_id: str, fit_family: str
-) -> list[dict[str, Any]]:
+def cross_family(catalog: Catalog, roofline: RooflineFn, baseline_id: str, fit_family: str) -> list[CheckRow]:
     """The points of every other family, projected from fits on ``fit_family``'s points alone."""
     rows = []
 
@@ -124,13 +149,13 @@ def cross_family(
     return rows
 
 
-def worst(rows: list[dict[str, Any]], key: str) -> tuple[float | None, dict[str, Any] | None]:
-    """The factor farthest from 1 (f and 1/f alike) among counted rows, and its row."""
+def worst(rows: Sequence[Checked], key: str) -> tuple[float | None, Checked | None]:
+    """The factor (the field named ``key``) farthest from 1 (f and 1/f alike) among counted rows, and its row."""
     counted = "counted_factor" if key == "factor" else "counted"
-    best: tuple[float | None, dict[str, Any] | None] = (None, None)
+    best: tuple[float | None, Checked | None] = (None, None)
     for row in rows:
-        value = row[key]
-        if value is None or not row[counted]:
+        value = getattr(row, key)
+        if value is None or not getattr(row, counted):
             continue
         spread = max(value, 1 / value)
         if best[0] is None or spread > best[0]:
@@ -141,7 +166,7 @@ def worst(rows: list[dict[str, Any]], key: str) -> tuple[float | None, dict[str,
 _RANGES: dict[tuple[int, str], tuple[tuple[float, float], str] | None] = {}
 
 
-def _catalog_key(catalog: Any) -> int:
+def _catalog_key(catalog: Catalog) -> int:
     """What the check depends on: the published points and the targets' peaks, bandwidth and chip."""
     targets = tuple(
         (tid, t.toolchain, getattr(t, "compute_capability", None), t.memory_bw_gbs,
@@ -152,7 +177,7 @@ def _catalog_key(catalog: Any) -> int:
 
 
 def validation_range(
-    catalog: Any, roofline: RooflineFn, toolchain: str
+    catalog: Catalog, roofline: RooflineFn, toolchain: str
 ) -> tuple[tuple[float, float], str] | None:
     """(lowest, highest) projected ÷ published of the toolchain's fitted points with their target left out,
     and its description; None when the check has no such point. Cached per catalog (it refits every target)."""
@@ -160,9 +185,9 @@ def validation_range(
     if key not in _RANGES:
         rows = [
             r for r in leave_one_target_out(catalog, roofline, catalog.baseline_id)
-            if r["counted_factor"] and r["factor"] and catalog.get(r["target"]).toolchain == toolchain
+            if r.counted_factor and r.factor and catalog.get(r.target).toolchain == toolchain
         ]  # fmt: skip
-        factors = [r["factor"] for r in rows]
+        factors = [r.factor for r in rows]
         _RANGES[key] = (
             ((min(factors), max(factors)), (
                 f"widened to the leave-one-target-out check of {len(rows)} {toolchain} point(s): "

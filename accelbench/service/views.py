@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from fastapi import Query
 
 from accelbench.errors import BadInputError
+from accelbench.reports.cost import PRICE_BASES, parse_price_overrides
+from accelbench.reports.options import DEFAULTS, options_from
 from accelbench.service import queries
 from accelbench.service.errors import ApiError
 
@@ -22,19 +24,23 @@ from accelbench.service.errors import ApiError
 def report_options(
     slo_p99_ms: Annotated[
         float, Query(gt=0, le=1e7, allow_inf_nan=False, description="latency SLO, ms")
-    ] = 100.0,
-    percentile: Annotated[str, Query(max_length=10, description="50 90 95 99 99.9")] = "99",
-    baseline: Annotated[str | None, Query(max_length=100, description="target id to compare against")] = None,
-    price_basis: Literal["on-demand", "spot", "reserved"] = "on-demand",
+    ] = DEFAULTS.slo_ms,
+    percentile: Annotated[str, Query(max_length=10, description="50 90 95 99 99.9")] = DEFAULTS.percentile,
+    baseline: Annotated[
+        str | None, Query(max_length=100, description="target id to compare against")
+    ] = DEFAULTS.baseline,
+    price_basis: Literal[PRICE_BASES] = DEFAULTS.price_basis,
     price: Annotated[list[str], Query(description="ID=USD per accelerator-hour, repeatable")] = [],  # noqa: B006
     project: Annotated[list[str], Query(description="also project these target ids")] = [],  # noqa: B006
-    target_qps: Annotated[float | None, Query(gt=0, le=1e9, allow_inf_nan=False)] = None,
-    headroom: Annotated[float, Query(ge=0, lt=1, allow_inf_nan=False)] = 0.3,
-    include_failed: bool = False,
-    max_error_rate: Annotated[float, Query(ge=0, le=1, allow_inf_nan=False)] = 0.01,
-    amortization_years: Annotated[float | None, Query(gt=0, le=100, allow_inf_nan=False)] = None,
-    usd_per_kwh: Annotated[float, Query(ge=0, le=1e3, allow_inf_nan=False)] = 0.15,
-    # generative results; strings so that an empty form field means "not set"
+    target_qps: Annotated[float | None, Query(gt=0, le=1e9, allow_inf_nan=False)] = DEFAULTS.target_qps,
+    headroom: Annotated[float, Query(ge=0, lt=1, allow_inf_nan=False)] = DEFAULTS.headroom,
+    include_failed: bool = DEFAULTS.include_failed,
+    max_error_rate: Annotated[float, Query(ge=0, le=1, allow_inf_nan=False)] = DEFAULTS.max_error_rate,
+    amortization_years: Annotated[
+        float | None, Query(gt=0, le=100, allow_inf_nan=False)
+    ] = DEFAULTS.amortization_years,
+    usd_per_kwh: Annotated[float, Query(ge=0, le=1e3, allow_inf_nan=False)] = DEFAULTS.usd_per_kwh,
+    # generative results; strings so that an empty form field means "not set" (the default)
     slo_ttft_ms: Annotated[
         str | None, Query(max_length=20, description="generative: TTFT p99 objective, ms")
     ] = None,
@@ -45,23 +51,20 @@ def report_options(
         str | None, Query(max_length=20, description="generative: tokens/s per user")
     ] = None,
 ) -> Any:
-    """The options of ``accelbench report`` as query parameters (same names, same defaults)."""
-    from accelbench.reports.build import ReportOptions
-    from accelbench.reports.cost import parse_price_overrides
-
+    """The options of ``accelbench report`` as query parameters: the same names, and the defaults of the one
+    definition both read (reports/options.py); the HTTP bounds are the API's own."""
     try:
         overrides = parse_price_overrides(tuple(price))
     except BadInputError as err:
         raise ApiError(422, f"field price: {err}") from None
-    projected = tuple(v.strip() for item in project for v in item.split(",") if v.strip())
-    return ReportOptions(
-        slo_ms=slo_p99_ms, percentile=percentile, baseline=baseline or None, price_basis=price_basis,
-        price_overrides=overrides, target_qps=target_qps, headroom=headroom, project=projected,
-        include_failed=include_failed, max_error_rate=max_error_rate, amortization_years=amortization_years,
-        usd_per_kwh=usd_per_kwh, slo_ttft_ms=_positive("slo_ttft_ms", slo_ttft_ms),
-        slo_tpot_ms=_positive("slo_tpot_ms", slo_tpot_ms),
-        min_tokens_per_user=_positive("min_tokens_per_user", min_tokens_per_user),
-    )  # fmt: skip
+    return options_from({
+        "slo_ms": slo_p99_ms, "percentile": percentile, "baseline": baseline, "price_basis": price_basis,
+        "price_overrides": overrides, "target_qps": target_qps, "headroom": headroom, "project": project,
+        "include_failed": include_failed, "max_error_rate": max_error_rate, "amortization_years": amortization_years,
+        "usd_per_kwh": usd_per_kwh, "slo_ttft_ms": _positive("slo_ttft_ms", slo_ttft_ms),
+        "slo_tpot_ms": _positive("slo_tpot_ms", slo_tpot_ms),
+        "min_tokens_per_user": _positive("min_tokens_per_user", min_tokens_per_user),
+    })  # fmt: skip
 
 
 def _positive(name: str, text: str | None) -> float | None:
