@@ -25,6 +25,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check accelbench tests bench
 	$(BIN)/ruff format --check accelbench tests bench
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/quantize_speed.py
@@ -32,4 +33,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/loadgen_ceiling.py
 
 clean:
-	rm -rf $(VENV) accelbench-results .pytest_cache
+	rm -rf $(VENV) accelbench-results .pytest_cache .mypy_cache
