@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh Linux machine with Python >= 3.10 and make:
 #   make demo   - the main job: `accelbench run` on the embedded default (local CPU + bundled Triton)
 #   make test   - the whole test suite
+#   make test-fast - the tests not marked slow (no server, database or Locust; a few minutes)
 # Each creates .venv on first use and reinstalls only when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -8,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check accelbench tests bench
