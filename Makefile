@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh Linux machine with Python >= 3.10 and make:
 #   make demo   - the main job: `accelbench run` on the embedded default (local CPU + bundled Triton)
 #   make test   - the whole test suite
+#   make test-fast - the tests not marked slow (no server, database or Locust; a few minutes)
 # Each creates .venv on first use and reinstalls only when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -8,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +23,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
 lint: $(STAMP)
 	$(BIN)/ruff check accelbench tests bench
 	$(BIN)/ruff format --check accelbench tests bench
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/quantize_speed.py
@@ -32,4 +37,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/loadgen_ceiling.py
 
 clean:
-	rm -rf $(VENV) accelbench-results .pytest_cache
+	rm -rf $(VENV) accelbench-results .pytest_cache .mypy_cache

@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -33,8 +33,8 @@ from pydantic import (
 from accelbench.errors import BadInputError
 from accelbench.util import sha256_json, stable_json_text
 
-RESULT_SCHEMA = "accelbench.result/1"
-VARIANT_SCHEMA = "accelbench.variant/1"
+RESULT_SCHEMA: Final = "accelbench.result/1"
+VARIANT_SCHEMA: Final = "accelbench.variant/1"
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 # Generative variants add weight-only and 8-bit float precisions (docs/llm.md): int4 = 4-bit weights
 # (ONNX Runtime MatMulNBits on CPUs, AWQ W4A16 on GPUs), fp8 = E4M3 weights and activations (Ada, Hopper).
@@ -65,10 +65,10 @@ def _number(value: Any) -> int | float:
 
 
 def _non_negative(value: Any) -> int | float:
-    value = _number(value)
-    if value < 0:
-        raise ValueError(f"must not be negative, got {value!r}")
-    return value
+    number = _number(value)
+    if number < 0:
+        raise ValueError(f"must not be negative, got {number!r}")
+    return number
 
 
 _BOUNDED = {"minimum": -FLOAT_MAX, "maximum": FLOAT_MAX}
@@ -566,17 +566,24 @@ def dump_json(doc: BaseModel) -> str:
     return stable_json_text(to_dict(doc))
 
 
-def load_result(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> ResultDocument:
+def load_result(
+    source: str | os.PathLike[str] | Mapping[str, Any], name: str | None = None
+) -> ResultDocument:
     """A result document from a file or a parsed mapping; BadInputError naming the file and the field."""
     return _load(ResultDocument, RESULT_SCHEMA, source, name)
 
 
-def load_manifest(source: str | os.PathLike | Mapping[str, Any], name: str | None = None) -> VariantManifest:
+def load_manifest(
+    source: str | os.PathLike[str] | Mapping[str, Any], name: str | None = None
+) -> VariantManifest:
     """A variant manifest from a file or a parsed mapping; BadInputError naming the file and the field."""
     return _load(VariantManifest, VARIANT_SCHEMA, source, name)
 
 
-def _load(cls: type[BaseModel], schema: str, source: Any, name: str | None) -> Any:
+Document = TypeVar("Document", bound=BaseModel)
+
+
+def _load(cls: type[Document], schema: str, source: Any, name: str | None) -> Document:
     if isinstance(source, Mapping):
         where, data = name or "document", source
     else:
@@ -592,7 +599,7 @@ def _load(cls: type[BaseModel], schema: str, source: Any, name: str | None) -> A
         raise BadInputError(f"{where}: {describe_error(err)}") from None
 
 
-def read_json(path: str | os.PathLike, where: str | None = None) -> Any:
+def read_json(path: str | os.PathLike[str], where: str | None = None) -> Any:
     """Parsed JSON of a file, BadInputError with one line when it is missing or not JSON."""
     where = where or os.fspath(path)
     try:
@@ -617,7 +624,10 @@ def describe_error(err: ValidationError) -> str:
 
 
 # ---------------------------------------------------------------- JSON Schema export
-SCHEMA_FILES = {"result.schema.json": ResultDocument, "variant.schema.json": VariantManifest}
+SCHEMA_FILES: dict[str, type[BaseModel]] = {
+    "result.schema.json": ResultDocument,
+    "variant.schema.json": VariantManifest,
+}
 
 
 def json_schemas() -> dict[str, str]:
@@ -627,7 +637,7 @@ def json_schemas() -> dict[str, str]:
     }
 
 
-def export_schemas(out_dir: str | os.PathLike) -> list[Path]:
+def export_schemas(out_dir: str | os.PathLike[str]) -> list[Path]:
     from accelbench.util import atomic_write_text
 
     paths = []

@@ -139,7 +139,7 @@ class _Supervisor:
 
     def forget(self) -> None:
         """In a forked child: the parent's supervisor and spawner are not ours."""
-        self.__init__()
+        _Supervisor.__init__(self)
 
 
 KILL_WAIT_S = 10.0

@@ -1,9 +1,20 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files, and the two test tiers.
+
+``make test-fast`` runs ``pytest -m "not slow"``: every test that starts a server (tritonserver, ``accelbench
+server``, the reference/SSE test servers), PostgreSQL or Locust is marked ``slow``, explicitly or here by the
+fixtures it uses. A test not marked slow that starts one anyway fails, naming what it started
+(``tests/fast_tier_guard/``), in either tier.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +35,67 @@ def identity_repo(tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("repo")
     write_repository([variants / IDENTITY_MODEL], repo, "local")
     return repo
+
+
+# Fixtures that start a server or a database: a test that uses one is slow.
+SLOW_FIXTURES = {"postgres_url", "live_server"}
+GUARD_DIR = Path(__file__).parent / "fast_tier_guard"
+_spec = importlib.util.spec_from_file_location("fast_tier_guard", GUARD_DIR / "sitecustomize.py")
+guard = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(guard)
+GUARD_LOG = Path(tempfile.gettempdir()) / f"accelbench-fast-guard-{os.getpid()}.log"
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("db_url") == "postgresql"
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or on_postgres:
+            item.add_marker(pytest.mark.slow)
+
+
+@contextlib.contextmanager
+def _fast_guard(item: pytest.Item) -> Iterator[None]:
+    """Refuse servers, databases and Locust to a test not marked slow, here and in its Python children."""
+    if item.get_closest_marker("slow"):
+        yield
+        return
+    GUARD_LOG.write_text("")
+    env = {guard.LOG_ENV: str(GUARD_LOG), guard.TEST_ENV: item.nodeid,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(GUARD_DIR), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    guard.turn_on(str(GUARD_LOG))
+    try:
+        yield
+    finally:
+        guard.turn_off()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        refused = GUARD_LOG.read_text().strip()
+        if refused:
+            message = f"not marked slow but started a server, a database or Locust:\n{refused}"
+            raise pytest.fail.Exception(message, pytrace=False) from None  # the refusal, not what it caused
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    with _fast_guard(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    with _fast_guard(item):
+        return (yield)
+
+
+def pytest_unconfigure() -> None:
+    GUARD_LOG.unlink(missing_ok=True)
 
 
 from service_fixtures import db_url, live_server, postgres_url  # noqa: E402,F401

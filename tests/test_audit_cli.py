@@ -23,6 +23,7 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_report_price_override_for_an_unknown_target_is_an_error(tmp_path):
     # A misspelt id used to be ignored silently, so the report priced the target from the catalog.
     proc = cli("report", str(CPU_LOCAL), "--price", "cpu-locl=0.05", "--json", cwd=tmp_path)
@@ -57,6 +58,7 @@ def test_bare_group_still_prints_its_help(tmp_path):
     assert "inspect" in proc.stderr + proc.stdout and "accelbench: error" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_compare_with_results_lacking_graph_cost_flags_no_false_regression(tmp_path):
     # perf_analyzer imports carry no graph_cost, so NEW cannot project the A100 baseline; that used to be
     # flagged "REGRESSION: no longer meets the SLO" although nothing was measured worse.

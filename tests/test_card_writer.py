@@ -126,6 +126,7 @@ def test_written_card_loads_unchanged(tmp_path):
     assert loaded.resolve_path(loaded.source_value) == tmp_path / "m.onnx"
 
 
+@pytest.mark.slow
 def test_cli_writes_a_card_quantize_reads(tmp_path):
     model = _save(paddle_like(), tmp_path / "m.onnx")
     sub = tmp_path / "cards"

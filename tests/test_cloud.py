@@ -188,6 +188,7 @@ def _sky_validates(sky_python: str, paths: list[str]) -> None:
     assert done.stdout.strip() == f"ok {len(paths)}"
 
 
+@pytest.mark.slow
 def test_skypilot_itself_accepts_the_tasks(plan, sky_python):
     _, sky, _ = plan
     _sky_validates(sky_python, [str(p) for p in sky.glob("*.sky.yaml")])
@@ -221,6 +222,7 @@ def agent_plan(tmp_path):
     return out, result.output
 
 
+@pytest.mark.slow
 def test_agent_tasks_run_one_campaign_job_per_measured_target(agent_plan, sky_python):
     out, output = agent_plan
     assert sorted(p.name.split(".")[0] for p in out.glob("*.sky.yaml")) == sorted(ACCELERATORS)

@@ -68,6 +68,7 @@ def cards(workdir) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("model", PARAMS, ids=[m.name for m in ALL])
+@pytest.mark.slow
 def test_card_and_inspect(model, workdir, cards):
     path = _onnx_file(model)
     graph = onnx.load(str(path), load_external_data=False)

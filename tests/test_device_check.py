@@ -23,6 +23,7 @@ from accelbench.serving.onnx_torch import OnnxTorch  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["identity", "minilm-l6", "resnet50"])
+@pytest.mark.slow
 def test_interpreter_matches_onnxruntime_in_fp32(name):
     model = build_builtin(name)
     feeds = make_inputs(load_card(f"builtin:{name}"), batch_size=2, count=1, seed=3)[0]
@@ -88,6 +89,7 @@ def test_device_check_flow_on_cpu_writes_result_documents(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_committed_h200_results_report_a_measured_row(tmp_path):
     from click.testing import CliRunner
 

@@ -193,6 +193,7 @@ def test_the_device_script_rehearsed_on_this_cpu(tmp_path):
     assert "no NVML samples" in log or "nvml_power_w" in json.dumps(doc)
 
 
+@pytest.mark.slow
 def test_preflight_passes_here_on_cpu_and_names_the_missing_gpu():
     script = str(ROOT / "bench" / "device" / "preflight.py")
     env = dict(os.environ, PYTHONPATH=str(ROOT))

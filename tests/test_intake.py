@@ -183,6 +183,7 @@ def external_model(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp_path):
     from accelbench.models.graph_shapes import _run_shapes
 

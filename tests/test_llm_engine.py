@@ -54,6 +54,7 @@ def test_left_pad_and_decode_mask():
     assert past == 3 and mask.tolist() == [[1, 1, 1, 1], [0, 0, 1, 1]] and positions.tolist() == [[3], [1]]
 
 
+@pytest.mark.slow
 def test_batched_greedy_matches_batch_one(files):
     """Several prompts of different lengths, joining at different steps, give the batch-1 greedy tokens."""
     runner = llm_engine.OrtRunner(str(files.onnx_path), threads=2)
@@ -96,6 +97,7 @@ def test_eos_stops_unless_ignored():
         assert len(seen) == expected
 
 
+@pytest.mark.slow
 def test_background_thread_serves_concurrent_requests(files):
     runner = llm_engine.OrtRunner(str(files.onnx_path), threads=2)
     scheduler = llm_engine.Scheduler(runner, max_sequences=4, max_context=64)
@@ -119,6 +121,7 @@ def test_background_thread_serves_concurrent_requests(files):
     assert outputs[1] == greedy_reference(files.onnx_path, PROMPTS[1], 6)
 
 
+@pytest.mark.slow
 def test_torch_runner_on_cpu_matches_onnx(files):
     """The torch-cuda flavor's runner (transformers on the hf/ checkpoint), here on the CPU in float32."""
     runner = llm_engine.TorchRunner(str(files.hf_dir), device="cpu", dtype="float32", threads=2)

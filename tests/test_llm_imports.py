@@ -38,6 +38,7 @@ def _priced(tmp_path) -> dict:
     return next(r for r in rows if r["target"] == "cpu-local")
 
 
+@pytest.mark.slow
 def test_vllm_bench_result_imports_and_prices(tmp_path):
     doc = load_result(_import(tmp_path, "vllm-bench"))
     step = doc.steps[0]

@@ -113,6 +113,7 @@ def _config(kind: str):
 
 @pytest.mark.hf
 @pytest.mark.parametrize("kind", ["llama", "qwen2", "mistral", "phi3", "gemma"])
+@pytest.mark.slow
 def test_hf_checkpoint_layouts_read_from_config_json(kind, tmp_path):
     config, architecture = _config(kind)
     config.architectures = [architecture]
@@ -141,6 +142,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_inspect_and_roofline_print_the_generative_counts():
     inspect = _cli("models", "inspect", "builtin:llama-tiny")
     assert inspect.returncode == 0, inspect.stderr
@@ -191,6 +193,7 @@ def fp32_variant(tmp_path_factory):
 
 
 @pytest.mark.hf
+@pytest.mark.slow
 def test_generative_variant_folder(fp32_variant):
     folder, manifest = fp32_variant
     assert manifest["card"]["task"] == "text-generation" and manifest["precision"] == "fp32"
@@ -212,6 +215,7 @@ def test_generative_variant_folder(fp32_variant):
 
 
 @pytest.mark.hf
+@pytest.mark.slow
 def test_repository_plans_the_decoupled_model(fp32_variant, tmp_path):
     from accelbench.serving.llm_repository import generative_mismatch
     from accelbench.serving.repository import write_repository

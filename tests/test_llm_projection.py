@@ -79,6 +79,7 @@ def test_leave_one_out_projects_each_point_from_the_others(eff):
         assert 0.5 < r.factor < 2.0 and 0.5 < r.factor_target_out < 2.0
 
 
+@pytest.mark.slow
 def test_projection_check_prints_the_generative_leave_one_out():
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}

@@ -10,7 +10,7 @@ import pytest
 
 from tests.llm_helpers import PROMPTS, greedy_reference
 
-pytestmark = pytest.mark.hf
+pytestmark = [pytest.mark.hf, pytest.mark.slow]  # each test quantizes a checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,6 @@ def test_a_recipe_that_fails_is_recorded_and_the_next_tried(made, tmp_path, monk
     )
 
 
-@pytest.mark.slow
 def test_int4_served_by_the_same_triton_model(made, tmp_path):
     import httpx
 
@@ -120,7 +119,6 @@ def test_int4_served_by_the_same_triton_model(made, tmp_path):
         assert got[i] == greedy_reference(variant / "model.onnx", PROMPTS[i], 8)
 
 
-@pytest.mark.slow
 def test_hf_dir_checkpoint_end_to_end(tmp_path):
     """A Qwen2 layout saved here from a config (no download): exported with its KV cache, quantized to INT8, gated
     with perplexity (a user checkpoint counts as trained), its own tokenizer copied without the weights."""

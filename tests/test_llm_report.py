@@ -77,6 +77,7 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
     assert "no published neuron LLM result" in rows["inf2-xlarge"]["efficiency_source"]
 
 
+@pytest.mark.slow
 def test_capacity_is_the_highest_load_meeting_both_objectives(tmp_path):
     # TPOT p99 at c = 4 is 14.2 ms [13.5, 14.9], at c = 8 25.5 ms: a 20 ms bound leaves c = 4 as the capacity
     _, rows, _ = _report(tmp_path, "--slo-tpot-ms", "20")
@@ -91,6 +92,7 @@ def test_capacity_is_the_highest_load_meeting_both_objectives(tmp_path):
     assert rows["cpu-local"]["reason"] == "does not meet the TTFT/TPOT objective"
 
 
+@pytest.mark.slow
 def test_the_answer_interpolates_between_measured_points_and_never_extrapolates(tmp_path):
     # measured interactivity: 160, 125, 80, 47.6 tok/s per user (1000 / TPOT p50); 100 lies between 80 and 125
     _, rows, _ = _report(tmp_path, "--min-tokens-per-user", "100")

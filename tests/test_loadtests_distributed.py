@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from verdict_checks import check_verdict
 
 from accelbench.serving import LocalTriton
 from accelbench.serving.server import free_port
@@ -77,7 +78,7 @@ def test_master_and_two_worker_processes_merge_exactly(triton, tmp_path):
         assert sum(step["errors"].values()) == 0, step["last_error"]
         lat = step["latency_us"]
         assert 10 < lat["p50"] < 100_000 and lat["p50"] <= lat["p99"] <= lat["max"]  # µs, not 0/1 ms
-        assert step["verdict"] in ("VALID", "LOW-PRECISION", "INVALID") and isinstance(step["reasons"], list)
+        check_verdict(step)  # the verdict the rules give on the merged step's own statistics
     assert seen, "the workers' load processes were never seen"
     assert not [pid for pid in seen | {p.pid for p in procs} if _alive(pid)]
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from verdict_checks import check_verdict
 
 from accelbench.documents import to_dict
 from accelbench.loadtests.api import loadtest
@@ -42,27 +43,6 @@ def sweep(triton, tmp_path, kind: str, levels, protocol: str = "http", processes
     doc, path = loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=triton.http_url,
                          grpc_url=triton.grpc_url, card_uri="builtin:identity")  # fmt: skip
     return to_dict(doc), path  # checked as it is on disk
-
-
-HEALTH = ("drift: ", "no steady state", "load generator saturated")  # what a shared machine may cause
-
-
-def check_verdict(step: dict) -> None:
-    """The verdict is exactly what the rules give on the step's recorded statistics. On this healthy server
-    nothing is ever an error or an abort; on a shared 2-core machine other jobs can genuinely make a step
-    drift, and then it must say so with the size the statistics recorded."""
-    reasons, stats = step["reasons"], step["statistics"]
-    drifted = [k for k in ("latency", "throughput") if stats["drift"][k]["drift"]]
-    assert sorted(r.split()[2] for r in reasons if r.startswith("drift: ")) == sorted(drifted), reasons
-    invalid = [r for r in reasons if r.startswith(HEALTH)]
-    assert all(r.startswith(HEALTH) or "wider than" in r or "below the 662" in r for r in reasons), reasons
-    expected = "INVALID" if invalid else "LOW-PRECISION" if reasons else "VALID"
-    assert step["verdict"] == expected, reasons
-    if step["verdict"] == "LOW-PRECISION":
-        half = (stats["throughput_rps"]["high"] - stats["throughput_rps"]["value"]) / stats["throughput_rps"][
-            "value"
-        ]
-        assert half > 0.10 or stats["n"] < 662, (reasons, stats)
 
 
 def check_steps(doc: dict, n: int) -> None:

@@ -42,6 +42,7 @@ def test_empty_histogram_summary_is_none():
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.lists(st.integers(1, 5_000_000), min_size=0, max_size=200), min_size=1, max_size=4))
+@pytest.mark.slow
 def test_merging_encoded_histograms_equals_one_histogram_of_all_samples(parts):
     whole = histogram.new_histogram()
     encoded = []
@@ -214,6 +215,7 @@ def test_foreign_file_is_bad_input(tmp_path):
         ),
     ],
 )
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line(tmp_path, args, code, text):
     import subprocess
     import sys

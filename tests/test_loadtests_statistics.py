@@ -104,6 +104,7 @@ def _drifts(seeds, **kw) -> float:
     return float(np.mean([bool(analyse(*stream(s, **kw), 60.0)[1]) for s in seeds]))
 
 
+@pytest.mark.slow
 def test_drift_rule_on_steady_and_drifting_streams():
     seeds = range(60)
     assert _drifts(seeds) <= 0.08  # steady, autocorrelated 5 % noise: rarely flagged
@@ -145,6 +146,7 @@ def test_mann_kendall_known_answers():
 # ---- throughput, verdict -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_batch_means_interval_covers_the_true_rate():
     hits = 0
     for seed in range(100):

@@ -27,6 +27,7 @@ def _session(name: str) -> ort.InferenceSession:
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_OUTPUTS))
+@pytest.mark.slow
 def test_builtin_runs_with_finite_outputs_matching_its_card(name: str) -> None:
     card = load_card(f"builtin:{name}")
     session = _session(name)
@@ -87,6 +88,7 @@ def test_cache_is_reused_and_written_atomically(tmp_path: Path) -> None:
     onnx.checker.check_model(str(path))
 
 
+@pytest.mark.slow
 def test_build_is_deterministic_and_rejects_unknown_names() -> None:
     assert build_builtin("minilm-l6").SerializeToString() == build_builtin("minilm-l6").SerializeToString()
     with pytest.raises(BadInputError, match="unknown built-in model 'gpt2'; available: identity, minilm-l6"):

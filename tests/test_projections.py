@@ -216,6 +216,7 @@ WORST = {
 }
 
 
+@pytest.mark.slow
 def test_the_validation_stays_within_the_figures_docs_state():
     import importlib.util
 
@@ -254,6 +255,7 @@ def _doc(target="cpu-local", origin="accelbench"):
     ]
 
 
+@pytest.mark.slow
 def test_projected_rows_name_their_efficiency_source_and_range_not_an_assumed_default():
     results = _doc()
     data = build_report(results, load_catalog(), ReportOptions(project=("l4", "l40s", "inf2-xlarge")))
@@ -388,6 +390,7 @@ def test_targets_show_lists_the_published_results_with_their_sources():
     assert "published results: none (projections use its chip's, else its toolchain's)" in none.output
 
 
+@pytest.mark.slow
 def test_projection_check_prints_the_table_and_rejects_an_unknown_baseline():
     import os
     import subprocess

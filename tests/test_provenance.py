@@ -85,6 +85,7 @@ def _rebuild(folder: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_rebuild_elsewhere_copies_the_measuring_runs_provenance(tmp_path):
     _device_check()
     summary = json.loads((H200 / "summary.json").read_text())
@@ -99,6 +100,7 @@ def test_a_rebuild_elsewhere_copies_the_measuring_runs_provenance(tmp_path):
         assert prov["command"] == "python3 measured --as-run" and prov["method"] == "as measured"
 
 
+@pytest.mark.slow
 def test_rebuilding_the_committed_h200_run_reproduces_the_corrected_files(tmp_path):
     _device_check()
     for name in ("summary.json", "probe.json"):
@@ -156,6 +158,7 @@ def test_an_import_records_no_provenance_of_the_importing_machine():
     assert "accelbench import perf-analyzer" in doc.provenance.note
 
 
+@pytest.mark.slow
 def test_assembling_a_report_reads_provenance_and_writes_none(tmp_path):
     from accelbench.hardware.catalog import load_catalog
     from accelbench.reports.build import ReportOptions

@@ -53,6 +53,7 @@ def l4_variants(tmp_path_factory):
     return out, stdout
 
 
+@pytest.mark.slow
 def test_cpu_int8_variant_passes_and_reference_kept(cpu_variants):
     out, stdout = cpu_variants
     int8 = read_manifest(out / "minilm-l6__c7i-xlarge__int8")
@@ -67,6 +68,7 @@ def test_cpu_int8_variant_passes_and_reference_kept(cpu_variants):
     assert "PASS" in stdout
 
 
+@pytest.mark.slow
 def test_rerun_reuses_intact_variant(cpu_variants):
     out, _ = cpu_variants
     before = read_manifest(out / "minilm-l6__c7i-xlarge__int8")
@@ -75,6 +77,7 @@ def test_rerun_reuses_intact_variant(cpu_variants):
     assert read_manifest(out / "minilm-l6__c7i-xlarge__int8")["created_at"] == before["created_at"]
 
 
+@pytest.mark.slow
 def test_l4_int8_is_symmetric_qdq_with_build_script(l4_variants):
     out, stdout = l4_variants
     folder = out / "resnet50__l4__int8"
@@ -258,6 +261,7 @@ def test_bad_input_one_line(tmp_path, args, code, needle):
     assert len(lines) == 1 and needle in lines[0], stderr
 
 
+@pytest.mark.slow
 def test_json_output_is_manifests(cpu_variants):
     out, _ = cpu_variants
     code, stdout, _ = run_cli(
@@ -321,6 +325,7 @@ def test_tensorrt_api_builds_an_engine_from_the_qdq_onnx(tmp_path):
     assert (tmp_path / "model.plan").stat().st_size > 0 and version
 
 
+@pytest.mark.slow
 def test_written_manifests_are_typed_documents_that_round_trip(cpu_variants, l4_variants):
     from accelbench.documents import dump_json, load_manifest, to_dict
     from accelbench.models.manifest import manifest_hash

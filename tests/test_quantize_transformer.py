@@ -16,6 +16,8 @@ from accelbench.models.toolchains import onnxruntime as ort_tc
 from accelbench.models.toolchains import tensorrt as trt_tc
 from accelbench.models.toolchains import transformer_qdq as tq
 
+pytestmark = pytest.mark.slow  # each test quantizes or runs a six-layer encoder (seconds of CPU)
+
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):

@@ -20,9 +20,13 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # CI installs chromium and sets ACCELBENCH_REQUIRE_BROWSER=1: there a missing browser is a failure, not a skip
 if CHROMIUM is None and os.environ.get("ACCELBENCH_REQUIRE_BROWSER"):
     raise RuntimeError("ACCELBENCH_REQUIRE_BROWSER is set but chromium is not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run installs it)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (apt-get install -y chromium; .ci/run installs it)",
+    ),
+    pytest.mark.slow,  # a real browser: seconds per page
+]
 
 
 def load_in_chromium(page: Path, profile: Path) -> tuple[str, list[str]]:

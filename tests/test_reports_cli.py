@@ -57,6 +57,7 @@ def test_import_perf_analyzer_verbose_csv(tmp_path):
     assert c4["energy_per_request_j"] == pytest.approx(63.95 / 3294.02)
 
 
+@pytest.mark.slow
 def test_import_locust_marks_resolution(tmp_path):
     path = run("import", "locust", str(LOCUST), "--target", "cpu-local", "--model", "minilm-l6",
                "--precision", "int8", "--users", "4", "--out", str(tmp_path)).strip()  # fmt: skip
@@ -78,6 +79,7 @@ def best_qualifying_ips(csv_file: Path, slo_us: float) -> float:
     return max(float(r["Inferences/Second"]) for r in rows if float(r["p99 latency"]) <= slo_us)
 
 
+@pytest.mark.slow
 def test_perf_analyzer_import_capacity_and_cost_recomputable(tmp_path):
     import_pa(PA_VERBOSE, tmp_path / "results", "l4")
     out = run("report", str(tmp_path / "results"), "--slo-p99-ms", "2", "--price", "l4=0.75",
@@ -96,6 +98,7 @@ def test_perf_analyzer_import_capacity_and_cost_recomputable(tmp_path):
     assert usd_per_hour / (capacity * 3600) * 1e6 == pytest.approx(cost, rel=1e-3)
 
 
+@pytest.mark.slow
 def test_recorded_cpu_sample_at_2ms_does_not_meet_but_at_30ms_does(tmp_path):
     import_pa(PA_REAL, tmp_path / "results", "cpu-local")
     tight = json.loads(run("report", str(tmp_path / "results"), "--slo-p99-ms", "2", "--price", "cpu-local=0.1",
@@ -123,6 +126,7 @@ def rendered(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_report_has_every_target_and_labels_every_projected_figure(rendered):
     md = (rendered / "report.md").read_text()
     first_para = md.split("\n\n")[1]
@@ -146,6 +150,7 @@ def test_report_has_every_target_and_labels_every_projected_figure(rendered):
     assert "assumed 0.3" in md and "$0.15/kWh" in md and "1/8 of p4de.24xlarge" in md
 
 
+@pytest.mark.slow
 def test_html_is_self_contained_with_three_plots(rendered):
     page = (rendered / "report.html").read_text()
     assert page.count("<svg") == 3 and "<script" not in page.lower()
@@ -154,6 +159,7 @@ def test_html_is_self_contained_with_three_plots(rendered):
     assert "SLO p99 100 ms" in page and "(proj)" in page
 
 
+@pytest.mark.slow
 def test_tables_csv_and_parquet_agree(rendered):
     import pyarrow.parquet as pq
 
@@ -164,6 +170,7 @@ def test_tables_csv_and_parquet_agree(rendered):
     assert [r["target"] for r in rows] == [r["target"] for r in table]
 
 
+@pytest.mark.slow
 def test_rerender_is_byte_identical(rendered, tmp_path):
     render(tmp_path)
     names = sorted(p.relative_to(rendered).as_posix() for p in rendered.rglob("*") if p.is_file())
@@ -172,6 +179,7 @@ def test_rerender_is_byte_identical(rendered, tmp_path):
         assert (rendered / name).read_bytes() == (tmp_path / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_failed_accuracy_is_not_ranked_unless_asked(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(CPU_LOCAL, results)
@@ -270,6 +278,7 @@ def cli_subprocess(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         ("import-missing-csv", "CSV not found"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case, expected):
     results = tmp_path / "results"
     results.mkdir()
@@ -302,6 +311,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case, expected):
     assert len(lines) == 1 and lines[0].startswith("accelbench: error:") and expected in lines[0], proc.stderr
 
 
+@pytest.mark.slow
 def test_projection_of_a_cpu_target_is_calibrated_from_the_measured_cpu(tmp_path):
     from accelbench.hardware.catalog import load_catalog
     from accelbench.hardware.roofline import roofline_point
@@ -332,6 +342,7 @@ def test_projection_of_a_cpu_target_is_calibrated_from_the_measured_cpu(tmp_path
     assert "calibrated: median of" in md and "efficiency" in md
 
 
+@pytest.mark.slow
 def test_energy_per_request_shown_where_power_was_measured(tmp_path):
     import_pa(PA_VERBOSE, tmp_path / "results", "l4")
     table = json.loads(run("report", str(tmp_path / "results"), "--slo-p99-ms", "2", "--out", str(tmp_path / "r"),

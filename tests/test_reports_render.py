@@ -41,6 +41,7 @@ def _same(a, b) -> None:
         assert a.outputs[name] == b.outputs[name], name
 
 
+@pytest.mark.slow
 def test_all_formats_are_rendered(from_disk):
     assert set(from_disk.outputs) >= {"report.md", "report.html", "results.csv", "results.parquet"}
     assert any(name.startswith("plots/") for name in from_disk.outputs)
@@ -52,17 +53,20 @@ def test_all_formats_are_rendered(from_disk):
     assert hosts["cpu-local"] == "dev-2core" and hosts["l4"] == "unknown host"
 
 
+@pytest.mark.slow
 def test_documents_through_json_text_render_the_same_bytes(sources, from_disk):
     stored = [doc.model_dump_json(by_alias=True, exclude_unset=True) for doc in load_documents(sources)]
     back = [ResultDocument.model_validate_json(text) for text in reversed(stored)]
     _same(from_disk, render_report(back, load_catalog(), OPTIONS))
 
 
+@pytest.mark.slow
 def test_the_same_document_twice_counts_once(sources, from_disk):
     docs = load_documents(sources)
     _same(from_disk, render_report(docs + docs[:2], load_catalog(), OPTIONS))
 
 
+@pytest.mark.slow
 def test_the_cli_writes_what_render_report_returns(sources, from_disk, tmp_path):
     out = make_report(sources, load_catalog(), OPTIONS, tmp_path / "report")
     assert [p.relative_to(tmp_path / "report").as_posix() for p in out.files] == list(from_disk.outputs)
@@ -70,12 +74,14 @@ def test_the_cli_writes_what_render_report_returns(sources, from_disk, tmp_path)
         assert path.read_bytes() == from_disk.outputs[path.relative_to(tmp_path / "report").as_posix()]
 
 
+@pytest.mark.slow
 def test_rewritten_documents_give_the_same_report(sources, from_disk, tmp_path):
     for i, doc in enumerate(load_documents(sources)):
         (tmp_path / f"{i}.json").write_text(dump_json(doc))
     _same(from_disk, render_report(load_documents([str(tmp_path)]), load_catalog(), OPTIONS))
 
 
+@pytest.mark.slow
 def test_only_the_formats_asked_for(sources):
     docs = load_documents(sources)
     assert render_report(docs, load_catalog(), OPTIONS, formats=()).outputs == {}
@@ -100,6 +106,7 @@ def test_no_documents_is_one_clear_error():
         (lambda d: d.pop("load_profile"), "field 'load_profile': Field required"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_bad_document_is_one_line_naming_file_and_field(tmp_path, mutate, expected):
     import json
     import subprocess

@@ -63,6 +63,7 @@ def test_three_repeats_are_one_row_with_the_between_run_interval():
     assert row.chosen_run_id == docs[0].run_id  # the run closest to the mean is the step shown
 
 
+@pytest.mark.slow
 def test_two_repeats_say_they_are_too_few():
     row = row_of([repeat_of(1, 1.0), repeat_of(2, 1.1)])
     assert row.runs == 2

@@ -19,9 +19,13 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 
 if CHROMIUM is None and os.environ.get("ACCELBENCH_REQUIRE_BROWSER"):
     raise RuntimeError("ACCELBENCH_REQUIRE_BROWSER is set but chromium is not installed")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium; .ci/run installs it)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (apt-get install -y chromium; .ci/run installs it)",
+    ),
+    pytest.mark.slow,  # a real accelbench server and a real browser
+]
 
 
 def import_l4(out: Path) -> None:

@@ -93,6 +93,7 @@ def test_push_takes_the_token_from_the_environment_and_sends_the_variant_manifes
     assert one.json()["source"] == "with-manifest.json"
 
 
+@pytest.mark.slow
 def test_server_prints_its_database_binds_loopback_and_reuses_the_default_sqlite_file(tmp_path):
     """No --db: an SQLite file in the user data dir (XDG_DATA_HOME here), printed at start, kept across runs."""
     from accelbench.serving.server import free_port
@@ -150,6 +151,7 @@ def test_a_missing_service_extra_is_one_line():
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.slow
 def test_sigkill_during_a_push_loses_nothing_acknowledged(kind, request, tmp_path):
     """Push many documents from threads, SIGKILL the server midway, restart it: every 201/200 is served."""
     db = new_database(kind, request, tmp_path)
@@ -198,6 +200,7 @@ def test_sigkill_during_a_push_loses_nothing_acknowledged(kind, request, tmp_pat
     assert set(acknowledged) <= stored
 
 
+@pytest.mark.slow
 def test_health_is_503_when_the_database_goes_away(request, tmp_path):
     """PostgreSQL dropped under a running server: health says so (503, one line), and nothing answers 500."""
     import psycopg

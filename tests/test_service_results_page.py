@@ -18,6 +18,7 @@ from accelbench.service.models import Result
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import results_page  # noqa: E402  (the bench script fills the table; the test checks plans and filters)
 
+pytestmark = pytest.mark.slow  # 10,000 rows filled once for the module
 N = 10_000
 T0 = results_page.T0
 

@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 from service_fixtures import running_server
 
+pytestmark = pytest.mark.slow  # every test here talks to a real accelbench server
 DATA = Path(__file__).parent / "data" / "reports"
 HTTP = httpx.Client(timeout=300)
 HTML = {"Accept": "text/html"}

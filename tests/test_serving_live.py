@@ -218,13 +218,6 @@ def test_remote_checks_the_served_config(server, variants):
         RemoteTriton("http://127.0.0.1:9").check_live()
 
 
-@pytest.fixture(scope="module")
-def identity_repo(variants, tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("identity_repo")
-    write_repository([variants["identity__cpu-local__fp32"]], repo, "local")
-    return repo
-
-
 def test_bad_config_fails_with_tritons_reason(identity_repo, tmp_path):
     import shutil
 

@@ -53,6 +53,7 @@ def batch(name: str, rows: int, seed: int) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("rows", [1, 3, 4, 11])
+@pytest.mark.slow
 def test_buckets_pad_and_chunk_to_the_eager_result(rows):
     interpreter, runner, _ = runner_for("minilm-l6", [1, 2, 4])
     assert [b.size for b in runner.buckets] == [1, 2, 4] and runner.mode == "cuda_graphs"
@@ -84,6 +85,7 @@ def test_other_shapes_and_missing_shapes_run_eager():
 
 
 @pytest.mark.parametrize("name", ["minilm-l6", "resnet50"])
+@pytest.mark.slow
 def test_an_fp16_graph_runs_although_its_casts_come_last(tmp_path, name):
     """onnxruntime's float16 converter appends the input casts after the nodes that read them; the interpreter
     orders the nodes itself, and accelbench's fp16 recipe (to_fp16) writes them sorted for the ONNX checker."""

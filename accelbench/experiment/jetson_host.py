@@ -117,7 +117,7 @@ def read_facts(inputs: Any) -> HostFacts:
     return HostFacts(
         l4t=version["l4t"] if version else None,
         jetpack=version["jetpack"] if version else None,
-        device_model=(model.splitlines() or [None])[0] if model else None,
+        device_model=next(iter(model.splitlines()), None) if model else None,
         power_mode={"name": mode["mode_name"], "id": mode["mode_id"]} if mode else None,
         clocks=parse_jetson_clocks_show(clocks) if clocks else None,
         tensorrt=_tensorrt_version(),

@@ -11,7 +11,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -311,8 +311,8 @@ def _table(data: Any, key: str) -> dict[str, Any]:
     return data
 
 
-def _build(cls: type, data: dict[str, Any], key: str, tuples: tuple[str, ...] = ()) -> Any:
-    allowed = [f for f in cls.__dataclass_fields__ if f != "source"]
+def _build(cls: type[Any], data: dict[str, Any], key: str, tuples: tuple[str, ...] = ()) -> Any:
+    allowed = [f.name for f in fields(cls) if f.name != "source"]
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise SpecError(f"{key}.{unknown[0]}", f"unknown key; allowed: {', '.join(allowed)}")

@@ -268,7 +268,7 @@ def _check_memory(
     verdict: Verdict, samples: list, recorded: bool, target: Any, manifest: dict, vdir: Path
 ) -> None:
     summary = summarize(samples)
-    if summary.ram_total_mb is None:
+    if summary.ram_total_mb is None or summary.peak_ram_used_mb is None:
         verdict.add(
             "memory", False, "no tegrastats RAM reading (tegrastats not found; pass --tegrastats FILE)"
         )

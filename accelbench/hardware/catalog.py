@@ -167,10 +167,10 @@ class HardwareTarget:
             value = getattr(self, f.name)
             if isinstance(value, Mapping):
                 value = dict(value)
-            elif is_dataclass(value):
+            elif is_dataclass(value) and not isinstance(value, type):
                 value = asdict(value)
             elif isinstance(value, tuple):
-                value = [asdict(v) if is_dataclass(v) else v for v in value]
+                value = [asdict(v) if is_dataclass(v) and not isinstance(v, type) else v for v in value]
             data[f.name] = value
         return data
 

@@ -59,4 +59,4 @@ def neuron_catalog_id(devices: list[dict[str, Any]], instance_type: str | None =
         return None
     first = devices[0]
     memory_gib = round((first.get("memory_bytes") or 0) / GIB)
-    return _SIGNATURES.get((first.get("neuroncores"), memory_gib, len(devices)))
+    return _SIGNATURES.get((int(first.get("neuroncores") or 0), memory_gib, len(devices)))

@@ -26,9 +26,10 @@ def read_nvml(nvml: Any = None) -> dict[str, Any]:
     """Describe the NVIDIA GPUs NVML sees: ``{"present": bool, "reason"?, "driver_version", "gpus": [...]}``."""
     if nvml is None:
         try:
-            import pynvml as nvml  # noqa: PLC0415 - optional toolchain, imported where needed
+            import pynvml  # noqa: PLC0415 - optional toolchain, imported where needed
         except ImportError:
             return {"present": False, "reason": "no NVIDIA GPU (nvidia-ml-py/pynvml is not installed)"}
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:

@@ -11,9 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special, stats
+
+FloatArray: TypeAlias = "npt.NDArray[np.float64]"
+Floats: TypeAlias = "Sequence[float] | FloatArray"  # samples as a list or an array
 
 MSER_BATCH = 5  # MSER-5 (Spratt 1998): the truncation rule on means of 5 consecutive observations
 DRIFT_P = 0.01  # Mann–Kendall two-sided p below this ...
@@ -62,21 +67,21 @@ def early_stopping_rank(n: int, percentile: float = 99.0, confidence: float = 0.
 # ---- order statistics --------------------------------------------------------------------------------
 
 
-def percentile_point(sorted_x: np.ndarray, percentile: float) -> float:
+def percentile_point(sorted_x: FloatArray, percentile: float) -> float:
     """The ⌈q·n⌉-th smallest value (the HdrHistogram convention, so both agree on the same samples)."""
     n = len(sorted_x)
     rank = max(1, math.ceil(percentile / 100.0 * n))
     return float(sorted_x[min(rank, n) - 1])
 
 
-def quantile_interval(x: np.ndarray, percentile: float, confidence: float = 0.95) -> Interval:
+def quantile_interval(x: FloatArray, percentile: float, confidence: float = 0.95) -> Interval:
     """Exact distribution-free interval [X(l), X(u)] for a quantile (Hahn & Meeker; scipy quantile_test)."""
     ordered = np.sort(np.asarray(x, dtype=float))
     ci = stats.quantile_test(ordered, q=0, p=percentile / 100.0).confidence_interval(confidence)
     return Interval(percentile_point(ordered, percentile), _finite(ci.low), _finite(ci.high), confidence)
 
 
-def quantile_upper_bound(x: np.ndarray, percentile: float, confidence: float = 0.99) -> float | None:
+def quantile_upper_bound(x: FloatArray, percentile: float, confidence: float = 0.99) -> float | None:
     """One-sided upper bound of a quantile (the MLPerf-compatible figure at 99 %); None when unbounded."""
     ci = stats.quantile_test(np.asarray(x, dtype=float), q=0, p=percentile / 100.0, alternative="less")
     return _finite(ci.confidence_interval(confidence).high)
@@ -95,7 +100,7 @@ class Truncation:
     steady: bool  # False: the best cut lies beyond half the series, so no steady state was seen
 
 
-def mser(x: Sequence[float], batch: int = MSER_BATCH) -> Truncation:
+def mser(x: Floats, batch: int = MSER_BATCH) -> Truncation:
     """MSER-m (White 1997; Spratt 1998 for m = 5): on means z of ``batch`` consecutive observations, the cut
     d* minimises Σ_{i≥d}(z_i − z̄_d)² / (m − d)². The last quarter of the batches is not a candidate: a short
     quiet stretch at the end has trivially small variance (kim-convergence's ``ignore_end`` drops the last 5;
@@ -114,7 +119,7 @@ def mser(x: Sequence[float], batch: int = MSER_BATCH) -> Truncation:
     return Truncation(d * batch, d * batch <= (m * batch) // 2)
 
 
-def warmup_cut(latency: Sequence[float]) -> Truncation:
+def warmup_cut(latency: Floats) -> Truncation:
     """MSER-5, except that a cut whose discarded start is *faster* than the rest is no warm-up: a warm-up
     makes a server slow, not fast, so that is a later slowdown (a level shift) for the drift test to see."""
     values = np.asarray(latency, dtype=float)
@@ -127,7 +132,7 @@ def warmup_cut(latency: Sequence[float]) -> Truncation:
 # ---- throughput: batch means ---------------------------------------------------------------------------
 
 
-def mean_interval(batch_values: Sequence[float], confidence: float = 0.95) -> tuple[Interval, float, int]:
+def mean_interval(batch_values: Floats, confidence: float = 0.95) -> tuple[Interval, float, int]:
     """x̄ ± t(1 − α/2, k − 1)·s/√k over k batch means; returns the interval, its standard error and df."""
     values = np.asarray(batch_values, dtype=float)
     k = len(values)
@@ -140,8 +145,8 @@ def mean_interval(batch_values: Sequence[float], confidence: float = 0.95) -> tu
 
 
 def time_batches(
-    completion_s: np.ndarray, latency: np.ndarray, start_s: float, end_s: float, k: int
-) -> tuple[np.ndarray, np.ndarray]:
+    completion_s: FloatArray, latency: FloatArray, start_s: float, end_s: float, k: int
+) -> tuple[FloatArray, FloatArray]:
     """Split [start, end) into k equal-time batches: requests/s and mean latency per batch (NaN if empty)."""
     edges = np.linspace(start_s, end_s, k + 1)
     which = np.clip(np.searchsorted(edges, completion_s, side="right") - 1, 0, k - 1)
@@ -167,7 +172,7 @@ class Trend:
                 "drift": self.drift}  # fmt: skip
 
 
-def mann_kendall_p(x: Sequence[float], hamed_rao: bool = True, lags: int = 3) -> tuple[float, float]:
+def mann_kendall_p(x: Floats, hamed_rao: bool = True, lags: int = 3) -> tuple[float, float]:
     """(p, tau) of the Mann–Kendall test; with ``hamed_rao`` the variance of S is inflated for positive
     autocorrelation of the detrended ranks (Hamed & Rao 1998, their first ``lags`` lags, as pymannkendall's
     ``hamed_rao_modification_test(lag=3)``). The correction never makes the test less conservative."""
@@ -196,7 +201,7 @@ def mann_kendall_p(x: Sequence[float], hamed_rao: bool = True, lags: int = 3) ->
 
 
 def trend(
-    x: Sequence[float],
+    x: Floats,
     p_limit: float = DRIFT_P,
     change_limit: float = DRIFT_CHANGE,
     hamed_rao: bool = HAMED_RAO,

@@ -327,7 +327,7 @@ class TorchRunner:
         self.device = torch.device(device)
         self.model = (
             AutoModelForCausalLM.from_pretrained(hf_dir, dtype=getattr(torch, dtype), local_files_only=True)
-            .to(self.device)
+            .to(self.device)  # type: ignore[arg-type]  # transformers types .to by a functools.wraps mypy misreads
             .eval()
         )
 

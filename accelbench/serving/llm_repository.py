@@ -14,7 +14,7 @@ from typing import Any
 
 from accelbench.errors import BadInputError
 from accelbench.serving import pbconfig
-from accelbench.serving.repository import ModelPlan, ServingDefaults
+from accelbench.serving.plans import ModelPlan, ServingDefaults
 
 TASK = "text-generation"
 LLM_KEYS = ("max_sequences", "max_context", "max_prefill_tokens")

@@ -39,7 +39,7 @@ def parse_metrics(text: str) -> dict:
 
     out: dict[str, Any] = {key: None for key in _CPU.values()}
     gpus: dict[str, dict[str, float]] = {}
-    models: dict[str, dict[str, float]] = {}
+    models: dict[str, dict[str, Any]] = {}  # counter -> float; "<metric>_quantiles" -> {quantile: float}
     try:
         families = list(text_string_to_metric_families(text))
     except ValueError as err:

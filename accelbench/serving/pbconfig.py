@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.serving.plans import triton_dtype
 
 
 def _pb():
@@ -43,8 +44,6 @@ class IoSpec:
     ) -> IoSpec:
         """Manifest ``inputs``/``outputs`` (first dim is the batch) → specs without the batch dim; not
         ``batched``: specs of the whole tensors (``shapes`` then are the reference's ``[runs, *run shape]``)."""
-        from accelbench.serving.repository import triton_dtype
-
         shapes = shapes or {}
         if not batched:
             return cls._full(manifest, shapes)
@@ -68,8 +67,6 @@ class IoSpec:
 
     @classmethod
     def _full(cls, manifest: dict, shapes: dict[str, tuple[int, ...]]) -> IoSpec:
-        from accelbench.serving.repository import triton_dtype
-
         def specs(key: str) -> tuple[TensorSpec, ...]:
             out = []
             for entry in manifest.get(key) or []:

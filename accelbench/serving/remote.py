@@ -82,7 +82,7 @@ def _status(url: str) -> int:
 def config_mismatch(config: dict, manifest: Any) -> str | None:
     """The first difference between a served config (JSON form) and a variant's inputs/outputs, or None."""
     from accelbench.serving.llm_repository import generative_mismatch, is_generative
-    from accelbench.serving.repository import triton_dtype
+    from accelbench.serving.plans import triton_dtype
 
     if is_generative(manifest):
         return generative_mismatch(config)

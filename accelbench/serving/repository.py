@@ -11,7 +11,6 @@ CUDA graphs), for the embedded server on a GPU host without TensorRT (accelbench
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.serving import llm_repository, pbconfig, torch_flavor
+from accelbench.serving.plans import ModelPlan, ServingDefaults
 from accelbench.util import atomic_write_text, sha256_file
 
 FLAVORS = ("local", "ngc", "torch-cuda")
@@ -41,37 +42,7 @@ OVERRIDE_KEYS = (
     "max_context",  # generative: prompt + output tokens allowed
     "max_prefill_tokens",  # generative: prompt tokens prefilled together
 )
-_NUMPY_TO_TRITON = {
-    "bool": "TYPE_BOOL",
-    "uint8": "TYPE_UINT8",
-    "uint16": "TYPE_UINT16",
-    "uint32": "TYPE_UINT32",
-    "uint64": "TYPE_UINT64",
-    "int8": "TYPE_INT8",
-    "int16": "TYPE_INT16",
-    "int32": "TYPE_INT32",
-    "int64": "TYPE_INT64",
-    "float16": "TYPE_FP16",
-    "float32": "TYPE_FP32",
-    "float64": "TYPE_FP64",
-    "bfloat16": "TYPE_BF16",
-    "object": "TYPE_STRING",
-    "bytes": "TYPE_STRING",
-    "str": "TYPE_STRING",
-}
 _PRECISION_MODE = {"int8": "INT8", "fp16": "FP16", "bf16": "BF16"}
-
-
-@dataclass(frozen=True)
-class ServingDefaults:
-    """Per-target Triton defaults; the catalog's ``triton`` block fills these, overrides replace them."""
-
-    instance_kind: str = "KIND_CPU"
-    instance_count: int = 1
-    preferred_batch_sizes: tuple[int, ...] = ()
-    max_queue_delay_us: int = 0
-    max_batch_size: int = 8
-    intra_op_threads: int = 0  # 0: cores / instances
 
 
 @dataclass(frozen=True)
@@ -88,33 +59,12 @@ class RepoModel:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class ModelPlan:
-    """What to write for one variant: the config message and the files to copy (source -> relative dest)."""
-
-    name: str
-    config: Any  # tritonclient.grpc.model_config_pb2.ModelConfig
-    copies: tuple[tuple[Path, str], ...]
-    backend: str
-    notes: tuple[str, ...] = ()
-
-
 def read_variant_manifest(variant_dir: str | os.PathLike) -> dict:
-    """The variant's manifest.json (through accelbench.models.manifest when that stage provides it)."""
-    try:
-        from accelbench.models.manifest import read_manifest
-    except ImportError:
-        read_manifest = None
-    if read_manifest is not None:
-        manifest = read_manifest(variant_dir)
-        return manifest if isinstance(manifest, dict) else _as_dict(manifest)
-    path = Path(variant_dir) / "manifest.json"
-    if not path.is_file():
-        raise BadInputError(f"{variant_dir}: not a variant folder (no manifest.json)")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise BadInputError(f"{path}: unreadable manifest: {err}") from None
+    """The variant's manifest.json, read and checked by the models stage."""
+    from accelbench.models.manifest import read_manifest
+
+    manifest = read_manifest(variant_dir)
+    return manifest if isinstance(manifest, dict) else _as_dict(manifest)
 
 
 def _as_dict(manifest: Any) -> dict:
@@ -123,16 +73,6 @@ def _as_dict(manifest: Any) -> dict:
     from dataclasses import asdict
 
     return asdict(manifest)
-
-
-def triton_dtype(numpy_dtype: str) -> str:
-    """Config ``data_type`` name for a numpy dtype name."""
-    try:
-        return _NUMPY_TO_TRITON[str(numpy_dtype)]
-    except KeyError:
-        raise BadInputError(
-            f"dtype {numpy_dtype!r} has no Triton type; known: {', '.join(sorted(_NUMPY_TO_TRITON))}"
-        ) from None
 
 
 def check_overrides(overrides: dict | None) -> dict:
@@ -154,9 +94,7 @@ def check_overrides(overrides: dict | None) -> dict:
     mode = overrides.get("precision_mode")
     if mode is not None and mode not in ("FP32", "FP16", "BF16", "INT8"):
         raise BadInputError(f"precision_mode {mode!r}: expected FP32, FP16, BF16 or INT8")
-    from accelbench.serving.torch_flavor import check_torch_overrides
-
-    check_torch_overrides(overrides)
+    torch_flavor.check_torch_overrides(overrides)
     for key in ("max_batch_size", "instance_count", "max_queue_delay_us", "intra_op_threads"):
         value = overrides.get(key)
         if value is not None and (not isinstance(value, int) or value < 0):
@@ -200,15 +138,11 @@ def plan_model(
     variant_dir: Path, manifest: dict, flavor: str, target: Any = None, overrides: dict | None = None
 ) -> ModelPlan:
     """Pure planning step: the ModelConfig and the files for one variant (no writes)."""
-    from accelbench.serving import pbconfig
-
     if flavor not in FLAVORS:
         raise BadInputError(f"flavor {flavor!r}: expected one of {', '.join(FLAVORS)}")
     overrides = check_overrides(overrides)
     defaults = target_defaults(target, flavor)
     name = model_name(manifest)
-    from accelbench.serving import llm_repository
-
     if llm_repository.is_generative(manifest):
         return llm_repository.plan_generative(variant_dir, manifest, flavor, name, defaults, overrides)
     fmt = manifest.get("format", "onnx")
@@ -279,8 +213,6 @@ def _plan_torch(
     overrides: dict,
     is_gpu: bool,
 ) -> ModelPlan:
-    from accelbench.serving import pbconfig, torch_flavor
-
     if not onnx_file.is_file():
         raise BadInputError(
             f"{variant_dir}: the torch-cuda flavor runs ONNX and this variant has no model.onnx"

@@ -254,7 +254,7 @@ class LocalTriton:
                 raise ServerError(f"tritonserver stopped during start-up: {self._reason()}")
             if self._http_status("/v2/health/ready") == 200:
                 meta = self._http_json("/v2")
-                self.server_version = meta.get("version") if meta else None
+                self.server_version = meta.get("version") if isinstance(meta, dict) else None
                 return
             time.sleep(0.1)
         raise ServerError(f"tritonserver not ready after {self.start_timeout_s:.0f} s: {self._reason()}")

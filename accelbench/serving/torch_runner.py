@@ -24,10 +24,14 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 class _Bucket:
     """Static input buffers of one batch size and the step that runs the model on them."""
 
-    def __init__(self, size: int, inputs: dict[str, torch.Tensor]) -> None:
-        self.size, self.inputs = size, inputs
-        self.step: Callable[[], list[torch.Tensor]] | None = None
-        self.captured = False
+    def __init__(
+        self,
+        size: int,
+        inputs: dict[str, torch.Tensor],
+        step: Callable[[], list[torch.Tensor]],
+        captured: bool = False,
+    ) -> None:
+        self.size, self.inputs, self.step, self.captured = size, inputs, step, captured
 
 
 class BucketRunner:
@@ -77,12 +81,10 @@ class BucketRunner:
                 name: torch.zeros((size, *dims), dtype=self._buffer_dtype(name), device=self.device)
                 for name, dims in self.static_dims.items()
             }
-            bucket = _Bucket(size, inputs)
             if self.mode == "cuda_graphs" and self.device.type == "cuda":
-                bucket.step = self._capture(inputs)
-                bucket.captured = True
+                bucket = _Bucket(size, inputs, self._capture(inputs), captured=True)
             else:
-                bucket.step = (lambda f, i: lambda: f(i))(step_fn, inputs)
+                bucket = _Bucket(size, inputs, (lambda f, i: lambda: f(i))(step_fn, inputs))
                 if self.mode == "compile":  # compile every bucket now, not on the first request
                     for _ in range(max(self.warmup, 1)):
                         bucket.step()

@@ -1,0 +1,262 @@
+"""The import graph of accelbench/ keeps the architecture (docs/architecture.md): no import circles, no stage
+importing a later stage or a composition root (the service included), no root importing a root it may not,
+nothing below the stages importing a stage.
+
+Every import statement counts, wherever it is: at module level, inside a function (a local import that
+hides a circle is still a circle) or under ``if TYPE_CHECKING``. The graph is read with ``ast`` from the
+source, so nothing is imported and optional toolchains need not be installed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "accelbench"
+
+# The stages in the order data flows: a module may import its own stage and the stages before it.
+STAGES = ("hardware", "models", "serving", "loadtests", "reports")
+ROOT = len(STAGES)  # above the stages: the four composition roots
+ROOTS = {
+    "cli": "cli",
+    "commands": "cli",
+    "experiment": "experiment",
+    "service": "service",
+    "client": "client",
+}
+# The roots each root may import: the CLI any; the server and its HTTP client (push, submit, agent) the
+# experiment (its spec; the agent runs the pipeline) but not each other; the experiment none (it hands
+# results to a sink it is given).
+ROOT_IMPORTS = {"cli": {"experiment", "service", "client"}, "service": {"experiment"}, "client": {"experiment"},
+                "experiment": set()}  # fmt: skip
+BASE = -1  # below every stage: imports nothing of accelbench but other base modules
+BASE_MODULES = ("__init__", "documents", "errors", "util", "processes", "watchdog")
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # dotted module name
+    imported: str  # dotted module name (a module or package of accelbench)
+    where: str  # file:line of the statement
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.importer} imports {self.imported}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The accelbench module or package ``name`` names, or its nearest enclosing one that exists."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name if name.startswith("accelbench") else None
+
+
+def imports_of(
+    name: str, path: Path, modules: dict[str, Path], root: Path = PACKAGE.parent
+) -> Iterator[Import]:
+    """Every accelbench module ``name`` imports, one per statement and name, with its line."""
+    is_package = path.name == "__init__.py"
+    where = lambda node: f"{path.relative_to(root)}:{node.lineno}"  # noqa: E731
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if target := _resolve(alias.name, modules):
+                    yield Import(name, target, where(node))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the package (a package's own name for its __init__)
+                package = name if is_package else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = f"{package}.{node.module}" if node.module else package
+            else:
+                base = node.module or ""
+            for alias in node.names:  # `from pkg import sub` imports the sub-module when it is one
+                if target := _resolve(f"{base}.{alias.name}", modules):
+                    yield Import(name, target, where(node))
+
+
+@functools.cache  # read once for the tests below
+def import_graph() -> tuple[Import, ...]:
+    modules = all_modules()
+    found = [edge for name, path in modules.items() for edge in imports_of(name, path, modules)]
+    return tuple(
+        edge for edge in dict.fromkeys(found) if edge.imported != edge.importer
+    )  # once per statement
+
+
+def layer(module: str) -> int:
+    """The module's place: BASE, a stage's index, or ROOT."""
+    parts = module.split(".")
+    first = parts[1] if len(parts) > 1 else "__init__"
+    if first in STAGES:
+        return STAGES.index(first)
+    if first in ROOTS:
+        return ROOT
+    assert first in BASE_MODULES, f"{module}: not a stage, a root or a base module; place it in this test"
+    return BASE
+
+
+def root_of(module: str) -> str:
+    return ROOTS[module.split(".")[1]]
+
+
+def layer_violations(edges: Sequence[Import]) -> list[str]:
+    """A base module importing a stage or a root, a stage importing a later stage or a root (the service
+    included), a root importing a root it may not."""
+    bad = []
+    for edge in edges:
+        src, dst = layer(edge.importer), layer(edge.imported)
+        if src == BASE and dst != BASE:
+            bad.append(f"{edge} (a module below the stages imports a stage or a root)")
+        elif src != ROOT and dst > src:
+            later = (
+                f"the composition root {root_of(edge.imported)}"
+                if dst == ROOT
+                else f"the later stage {STAGES[dst]}"
+            )
+            bad.append(f"{edge} ({later})")
+        elif src == dst == ROOT:
+            mine, theirs = root_of(edge.importer), root_of(edge.imported)
+            if mine != theirs and theirs not in ROOT_IMPORTS[mine]:
+                allowed = ", ".join(sorted(ROOT_IMPORTS[mine])) or "no other root"
+                bad.append(f"{edge} (the {mine} root may import {allowed})")
+    return bad
+
+
+def circles(edges: Sequence[Import]) -> list[tuple[list[Import], list[Import]]]:
+    """Each strongly connected group of modules (Tarjan): the imports inside it, and one shortest loop."""
+    graph: dict[str, list[Import]] = {}
+    for edge in edges:
+        graph.setdefault(edge.importer, []).append(edge)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(node: str) -> None:  # recursion depth is bounded by the module count (a few hundred)
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for edge in graph.get(node, ()):
+            if edge.imported not in index:
+                visit(edge.imported)
+                low[node] = min(low[node], low[edge.imported])
+            elif edge.imported in stack:
+                low[node] = min(low[node], index[edge.imported])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [
+        (
+            [e for e in edges if e.importer in group and e.imported in group],
+            _shortest_loop(min(group), group, graph),
+        )
+        for group in groups
+    ]
+
+
+def _shortest_loop(start: str, group: set[str], graph: dict[str, list[Import]]) -> list[Import]:
+    """Breadth-first from ``start`` back to itself inside ``group``: the edges of one loop."""
+    paths: dict[str, list[Import]] = {start: []}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for edge in graph.get(node, ()):
+                if edge.imported == start:
+                    return [*paths[node], edge]
+                if edge.imported in group and edge.imported not in paths:
+                    paths[edge.imported] = [*paths[node], edge]
+                    following.append(edge.imported)
+        frontier = following
+    raise AssertionError(f"no loop through {start}")  # a strongly connected group always has one
+
+
+# ---- the checks ------------------------------------------------------------------------------------------
+
+
+def test_no_import_circles():
+    found = circles(import_graph())
+    report = "\n\n".join(
+        f"circle among {', '.join(sorted({e.importer for e in group}))}; one loop:\n"
+        + "\n".join(str(edge) for edge in loop)
+        for group, loop in found
+    )
+    assert not found, f"{len(found)} import circle(s), each as the imports that close it:\n{report}"
+
+
+def test_no_stage_imports_a_later_stage_or_the_service():
+    bad = layer_violations(import_graph())
+    assert not bad, f"{len(bad)} import(s) against the stage order:\n" + "\n".join(bad)
+
+
+def test_every_module_has_a_place():
+    for module in all_modules():
+        layer(module)
+
+
+# ---- the checker itself, on made-up graphs ---------------------------------------------------------------
+
+
+def _edges(*pairs: tuple[str, str]) -> list[Import]:
+    return [Import(f"accelbench.{a}", f"accelbench.{b}", f"{a}.py:1") for a, b in pairs]
+
+
+def test_circles_finds_a_hidden_loop_and_only_that():
+    edges = _edges(("service.a", "service.b"), ("service.b", "service.c"), ("service.c", "service.a"),
+                   ("reports.x", "hardware.y"), ("service.a", "reports.x"))  # fmt: skip
+    ((inside, loop),) = circles(edges)
+    assert len(inside) == 3 and [e.importer for e in loop] == [
+        "accelbench.service.a",
+        "accelbench.service.b",
+        "accelbench.service.c",
+    ]
+    assert circles(_edges(("hardware.a", "util"), ("models.b", "hardware.a"))) == []
+
+
+def test_layers_refuse_later_stages_the_service_and_stages_under_base():
+    edges = _edges(("hardware.a", "models.b"), ("loadtests.c", "service.api"), ("util", "serving.x"),
+                   ("reports.d", "loadtests.e"), ("commands.f", "service.api"), ("experiment.g", "cli"),
+                   ("serving.h", "experiment.i"), ("documents", "errors"), ("client.j", "service.jobs"),
+                   ("service.k", "experiment.spec"), ("client.l", "experiment.pipeline"), ("cli", "client.m"),
+                   ("experiment.n", "service.db"), ("service.o", "client.p"), ("errors", "service"))  # fmt: skip
+    bad = layer_violations(edges)
+    assert [line.split(":")[0] for line in bad] == [
+        "hardware.a.py", "loadtests.c.py", "util.py", "experiment.g.py", "serving.h.py", "client.j.py",
+        "experiment.n.py", "service.o.py", "errors.py"]  # fmt: skip
+
+
+def test_function_local_and_relative_imports_are_read(tmp_path):
+    fake = tmp_path / "accelbench" / "models" / "a.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(
+        "def f():\n    from accelbench.reports import c\n    from . import b\n    from .b import thing\n"
+    )
+    modules = dict.fromkeys(["accelbench.models.a", "accelbench.models.b", "accelbench.models",
+                             "accelbench.reports.c"], fake)  # fmt: skip
+    found = list(imports_of("accelbench.models.a", fake, modules, root=tmp_path))
+    assert [str(edge) for edge in found] == [
+        "accelbench/models/a.py:2: accelbench.models.a imports accelbench.reports.c",
+        "accelbench/models/a.py:3: accelbench.models.a imports accelbench.models.b",
+        "accelbench/models/a.py:4: accelbench.models.a imports accelbench.models.b",
+    ]
