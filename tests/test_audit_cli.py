@@ -95,7 +95,7 @@ def test_serve_port_out_of_range_is_one_line(tmp_path, port):
 def test_run_progress_says_why_a_step_is_invalid():
     # `accelbench run` printed a bare "INVALID" per step; `accelbench loadtest` already gave the reason.
     from accelbench.documents import Step
-    from accelbench.experiment.pipeline import step_note
+    from accelbench.experiment.progress import step_note
 
     step = {"index": 0, "offered": {"concurrency": 2}, "throughput_rps": 43.1, "latency_us": {"p99": 66687},
             "verdict": "INVALID", "reasons": ["unstable: the last 3 windows differ by more than 10%"]}  # fmt: skip
