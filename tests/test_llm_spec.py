@@ -41,14 +41,14 @@ def test_a_generative_variant_gets_a_streaming_profile(tmp_path):
     )
     profile = pipeline._profile(spec, 1, gen)
     w = profile.workload
-    assert (w["api"], w["isl"], w["osl"], w["slo_ttft_p99_ms"], w["slo_tpot_p99_ms"]) == (
+    assert (w.api, w.isl, w.osl, w.slo_ttft_p99_ms, w.slo_tpot_p99_ms) == (
         "triton",
         64,
         32,
         500,
         50,
     )
-    assert w["tokenizer"] == str(tmp_path / "tokenizer")  # the variant's own tokenizer folder
+    assert w.tokenizer == str(tmp_path / "tokenizer")  # the variant's own tokenizer folder
     assert profile.label() == "closed-triton-i64-o32" and profile.levels == (1, 8)
     classic = pipeline._profile(
         spec, 1, pipeline._Variant(tmp_path, {"name": "x", "card": {"task": "embedding"}})

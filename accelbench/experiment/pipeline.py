@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from accelbench.documents import ResultDocument, Step, to_dict
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
+from accelbench.loadtests.profiles import LoadProfile
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
 
 RUN_RECORD = "run.json"
@@ -87,7 +88,8 @@ def run_experiment(
         progress.stage("accuracy gate")
         served = _gate(variants, progress, outcome)
         progress.stage(
-            "serve and load-test", f"{spec.load.kind} loop, levels {list(spec.load.as_profile()['levels'])}"
+            "serve and load-test",
+            f"{spec.load.profile.kind} loop, levels {spec.load.profile.to_dict()['levels']}",
         )
         for target in spec.measured_targets:
             mine = [v for v in served if v.manifest["target"] == target.id]
@@ -216,49 +218,33 @@ def _gate(variants: list[_Variant], progress: Progress, outcome: RunOutcome) -> 
 # ---- serve and load-test ------------------------------------------------------------------------------
 
 
-def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = None) -> Any:
-    from accelbench.loadtests.profiles import LoadProfile
-
-    load = spec.load
-    kw = dict(kind=load.kind, levels=tuple(load.levels), duration_s=load.duration_s or None,
-              max_duration_s=load.max_duration_s, warmup_s=load.warmup_s, window_s=load.window_s,
-              processes=load.processes, seed=load.seed, repeat=repeat)  # fmt: skip
-    if variant is not None and _generative(variant):
-        return _generative_profile(spec, variant, kw)
-    return LoadProfile(protocol=load.protocol, batch_size=load.batch_size, **kw)
+def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = None) -> LoadProfile:
+    """The spec's [load] profile for this repeat; a generative variant's adds the spec's [workload], the
+    [slo] TTFT/TPOT objectives and the variant's own tokenizer folder (or its card's tokenizer)."""
+    profile = replace(spec.load.profile, repeat=repeat)
+    if variant is None or not _generative(variant):
+        return profile
+    card = variant.manifest.get("card") or {}
+    folder = variant.dir / "tokenizer"
+    workload = replace(
+        spec.workload, slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms
+    )
+    return profile.streaming(
+        workload, str(folder) if folder.is_dir() else (card.get("generative") or {}).get("tokenizer")
+    )
 
 
 def _generative(variant: _Variant) -> bool:
     return (variant.manifest.get("card") or {}).get("task") == "text-generation"
 
 
-def _generative_profile(spec: ExperimentSpec, variant: _Variant, kw: dict[str, Any]) -> Any:
-    """A streaming sweep: the spec's [workload] and the [slo] TTFT/TPOT objectives; tokens counted with the
-    variant's own tokenizer folder (or its card's tokenizer)."""
-    from accelbench.loadtests.generative import workload_profile
-    from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
-    from accelbench.loadtests.workloads import GenWorkload
-
-    w = spec.workload
-    card = variant.manifest.get("card") or {}
-    tokenizer = w.tokenizer or (
-        str(variant.dir / "tokenizer") if (variant.dir / "tokenizer").is_dir() else None
-    )
-    workload = GenWorkload(
-        api=w.api, isl=w.isl, osl=w.osl, isl_range=w.isl_range, osl_range=w.osl_range, ignore_eos=w.ignore_eos,
-        tokenizer=tokenizer or (card.get("generative") or {}).get("tokenizer") or DEFAULT_TOKENIZER,
-        slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms,
-    )  # fmt: skip
-    return workload_profile(workload, w.prompts, **kw)
-
-
-def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:
+def _result_path(out: Path, variant: _Variant, profile: LoadProfile) -> Path:
     from accelbench.loadtests.sweep import result_path
 
     return result_path(out / "results", variant.name, profile)
 
 
-def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
+def _finished(path: Path, variant: _Variant, profile: LoadProfile) -> bool:
     from accelbench.loadtests.sweep import is_complete
 
     return is_complete(path, variant.manifest["manifest_hash"], profile)
@@ -306,7 +292,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
                 command,
                 on_result,
                 _limits(spec),
-                spec.workload.prompts,
+                spec.workload.prompts_file,
             )
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
@@ -319,7 +305,9 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             for v in {v.name: v for v, _ in todo}.values():
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
-        _sweeps(server, todo, out, None, progress, command, on_result, _limits(spec), spec.workload.prompts)
+        _sweeps(
+            server, todo, out, None, progress, command, on_result, _limits(spec), spec.workload.prompts_file
+        )
     return paths
 
 

@@ -101,7 +101,6 @@ def loadtest(
 
     if (repo is None) == (url is None):
         raise BadInputError("give a model repository or --url, not both and not neither")
-    parse_shapes(profile.shapes)  # bad input stops here, before a server starts
     if profile.input_data not in (None, *DATA_MODES) and not Path(profile.input_data).is_file():
         raise BadInputError(f"--input-data {profile.input_data}: no such file (or use zero / random)")
     manifest = find_manifest(model, manifest_path, repo)

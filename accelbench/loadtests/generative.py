@@ -150,7 +150,9 @@ def generative_loadtest(
 ):
     """Sweep ``profile`` (its ``workload`` says the API and lengths) against ``model`` at ``url`` (the
     OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc)."""
-    w = workloads.GenWorkload(**profile.workload)
+    w = profile.workload
+    if w is None:
+        raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
     prompts = workloads.make_prompts(w, prompts_file, profile.seed)
     stream_url = server.client_url(profile.protocol) if server else url
     info_url = server.http_url if server else url
@@ -171,21 +173,6 @@ def file_safe(name: str) -> str:
     """A served model's name as part of a file name: engines name models like paths
     (``meta-llama/Llama-3.1-8B-Instruct``, a local folder), which must not leave the results folder."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
-
-
-def workload_profile(
-    workload: workloads.GenWorkload, prompts_file: str | os.PathLike | None, **profile_kw
-) -> LoadProfile:
-    """The load profile of a generative sweep: the workload inside it (with the prompts file's name and
-    hash), so a different workload never resumes another's steps."""
-    data = workload.to_dict()
-    if prompts_file:
-        if not Path(prompts_file).is_file():
-            raise BadInputError(f"--prompts {prompts_file}: no such file")
-        data["prompts"] = Path(prompts_file).name
-        data["prompts_sha256"] = workloads.file_sha256(prompts_file)
-    protocol = "grpc" if workload.api == "triton-grpc" else "http"
-    return LoadProfile(protocol=protocol, workload=data, **profile_kw)
 
 
 def run(
@@ -211,7 +198,9 @@ def run(
 
     if (repo is None) == (url is None):
         raise BadInputError("give a model repository or --url, not both and not neither")
-    api = profile.workload["api"]
+    if profile.workload is None:
+        raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
+    api = profile.workload.api
     if api.startswith("openai") and repo is not None:
         raise BadInputError(f"--api {api} measures an engine at --url; a repository is served through Triton")
     manifest = find_manifest(model, manifest_path, repo)

@@ -84,9 +84,9 @@ def _init(environment, **_kw) -> None:
 
 def _init_generative(environment, opts) -> None:
     from accelbench.loadtests import genagent, workloads
+    from accelbench.loadtests.profiles import Workload
 
-    workload = workloads.GenWorkload(api=workloads.api_name(opts.llm_api), isl=opts.llm_isl, osl=opts.llm_osl,
-                                     tokenizer=opts.llm_tokenizer)  # fmt: skip
+    workload = Workload(api=opts.llm_api, isl=opts.llm_isl, osl=opts.llm_osl, tokenizer=opts.llm_tokenizer)
     cfg = {"protocol": "grpc" if workload.api == "triton-grpc" else "http", "url": environment.host or opts.host,
            "model": opts.triton_model, "batch_size": 1, "expected_outputs": [], "timeout_s": 120.0, "window_s": 1.0,
            "max_in_flight": 1, "seed": opts.triton_seed, "workload": workload.to_dict()}  # fmt: skip

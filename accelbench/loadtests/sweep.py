@@ -166,7 +166,7 @@ def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[l
     """Resume: the finished steps a rerun keeps (same variant hash and load profile), and whether that
     document was complete. A changed variant or profile keeps nothing."""
     old = results.load_document(path)
-    if not results.resumable(old, manifest_hash, profile.to_dict()):
+    if not results.resumable(old, manifest_hash, profile):
         return [], False
     return results.finished_steps(old), old.complete
 
@@ -206,12 +206,11 @@ def run_sweep(
     """
     if master_bind is not None and profile.processes != master_bind.expect_workers:
         raise BadInputError("with --expect-workers N the load processes are the N workers (drop --processes)")
-    load_profile = profile.to_dict()
     path = result_path(out_dir, variant, profile)
     doc = results.new_document(
-        model=model, variant=variant, manifest=manifest, load_profile=load_profile,
+        model=model, variant=variant, manifest=manifest, profile=profile,
         server={"url": server.client_url(profile.protocol), "version": server.version},
-        repository_config=repository_config, command=command, profile_label=profile.label(),
+        repository_config=repository_config, command=command,
         target=target, precision=precision,
     )  # fmt: skip
     doc.steps, was_complete = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
@@ -329,9 +328,3 @@ def _budget_s(profile: LoadProfile, steps: int) -> float:
 
 def _aborted_step(plan: dict[str, Any], reason: str) -> dict[str, Any]:
     return {"index": plan["index"], "offered": plan["offered"], "aborted": reason, "duration_s": 0.0}
-
-
-def _offered(offered: dict[str, Any]) -> str:
-    if "concurrency" in offered:
-        return f"concurrency {offered['concurrency']}"
-    return f"{offered['rate_rps']:g} requests/s"
