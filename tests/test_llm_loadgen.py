@@ -163,7 +163,7 @@ def test_step_statistics_known_answer():
     # goodput: only the requests with a 10 ms TTFT meet 15 ms (TPOT 5 ms meets 6 ms)
     kept_even = out["goodput"]["requests"]
     assert 0 < kept_even <= out["requests"] and abs(out["goodput"]["fraction"] - 0.5) <= 0.05
-    assert out["intervals"]["itl_us"]["p50"]["value"] == 5_000
+    assert out["intervals"]["itl_us"]["p50"].value == 5_000
     assert not invalid and any("ITL sample floor" in r for r in low)
 
 

@@ -9,7 +9,7 @@ import click
 from accelbench.commands import catalog_of
 from accelbench.commands.load_options import build, load_options, take, take_plan, workload_options
 from accelbench.hardware.catalog_schema import PRECISIONS
-from accelbench.loadtests.profiles import Workload
+from accelbench.loadtests.profiles import Workload, offered_label
 
 
 def _progress(json_mode: bool):
@@ -70,15 +70,9 @@ def _master_bind(master_bind: str | None, expect_workers: int | None, timeout_s:
     return MasterBind(host, port, expect_workers, timeout_s)
 
 
-def _offered(offered: dict) -> str:
-    from accelbench.loadtests.profiles import offered_label
-
-    return offered_label(offered)
-
-
 def _progress_line(event: dict) -> str:
     return (
-        f"step {event['index']} {_offered(event['offered'])}  t={event['elapsed_s']:.0f}s  "
+        f"step {event['index']} {offered_label(event['offered'])}  t={event['elapsed_s']:.0f}s  "
         f"{event['rps']:.0f} req/s  p99 {event['p99_us']} µs"
     )
 
@@ -95,13 +89,13 @@ def _step_line(step) -> str:
     errors = sum(to_dict(step.errors).values()) if step.errors else 0
     if step.generative is not None:
         g = step.generative
-        text = (f"step {step.index} {_offered(to_dict(step.offered))}: {step.throughput_rps:.2f} req/s  "
+        text = (f"step {step.index} {offered_label(to_dict(step.offered))}: {step.throughput_rps:.2f} req/s  "
                 f"{(g.output_tokens_per_s.value if g.output_tokens_per_s else 0) or 0:.1f} tok/s  "
                 f"TTFT p50 {_ms(g.ttft_us)} ms  ITL p50 {_ms(g.itl_us)} ms  TPOT p50 {_ms(g.tpot_us)} ms  "
                 f"errors {errors}  {step.verdict}")  # fmt: skip
         return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
     text = (
-        f"step {step.index} {_offered(to_dict(step.offered))}"
+        f"step {step.index} {offered_label(to_dict(step.offered))}"
         + (f" (attempt {step.attempt})" if (step.attempt or 1) > 1 else "")
         + f": {step.throughput_rps:.1f} req/s  "
         f"p50 {lat.p50 if lat else None} µs  p99 {lat.p99 if lat else None} µs  errors {errors}  {step.verdict}"

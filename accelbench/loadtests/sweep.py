@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.documents import Loadgen, ResultDocument, Step, Window, to_dict
+from accelbench.documents import Loadgen, ResultDocument, Step, StepStatistics, Window, to_dict
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
@@ -66,7 +66,8 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     statistics, invalid, low = None, [], []
     if len(latency_us) and not raw.get("aborted"):
         statistics, invalid, low = analyse(done_s, latency_us, duration, limits)
-        rps = statistics.get("throughput_rps", {}).get("value", rps)
+        if statistics.throughput_rps is not None and statistics.throughput_rps.value is not None:
+            rps = statistics.throughput_rps.value
     generative = None
     if raw.get("generative") and not raw.get("aborted"):  # token-level figures (genstats.py)
         from accelbench.loadtests import genstats
@@ -129,10 +130,11 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     )
 
 
-def _latency_summary(statistics: dict[str, Any] | None, hist) -> dict[str, Any]:
+def _latency_summary(statistics: StepStatistics | None, hist) -> dict[str, Any]:
     summary = histogram.summary_us(hist)
-    for key, interval in ((statistics or {}).get("latency_us") or {}).items():
-        summary[key] = int(interval["value"])
+    for key, interval in ((statistics.latency_us if statistics else None) or {}).items():
+        if interval.value is not None:
+            summary[key] = int(interval.value)
     return summary
 
 
