@@ -20,6 +20,7 @@ from accelbench.errors import BadInputError
 from accelbench.experiment import pipeline
 from accelbench.experiment.spec import load_spec, parse_spec
 from accelbench.loadtests.profiles import LoadPlan, LoadProfile, Workload, knobs
+from tests.test_manifest import variant_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,8 +81,8 @@ def test_command_line_profiles_are_recorded_as_before():
 
 def test_spec_profiles_are_recorded_as_before(tmp_path):
     assert pipeline._profile(load_spec(None), 2).to_dict() == OLD_SPEC_REPEAT_2
-    variant = pipeline._Variant(tmp_path, {"name": "llama-tiny__cpu-local__fp32", "card": {
-        "task": "text-generation", "generative": {"tokenizer": "builtin:minilm-wordpiece"}}})  # fmt: skip
+    variant = pipeline._Variant(tmp_path, variant_manifest(name="llama-tiny__cpu-local__fp32", card={
+        "task": "text-generation", "generative": {"tokenizer": "builtin:minilm-wordpiece"}}))  # fmt: skip
     assert (
         pipeline._profile(load_spec(ROOT / "examples" / "llm.toml"), 1, variant).to_dict()
         == OLD_SPEC_GENERATIVE

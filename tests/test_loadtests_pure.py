@@ -17,6 +17,7 @@ from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
 from accelbench.loadtests.sweep import build_step
 from accelbench.loadtests.verdict import INVALID, LOW_PRECISION, VALID, Limits, judge
+from tests.test_manifest import variant_manifest
 
 
 def test_sub_millisecond_latencies_keep_microseconds():
@@ -167,7 +168,7 @@ def test_build_step_fills_the_documented_fields():
 
 def _doc(tmp_path, profile):
     return results.new_document(
-        model="identity", variant="identity__cpu-local__fp32", manifest={"manifest_hash": "abc", "model": "identity"},
+        model="identity", variant="identity__cpu-local__fp32", manifest=variant_manifest("abc", model="identity"),
         profile=profile, server={"url": "u", "version": "2.51"},
     )  # fmt: skip
 

@@ -17,6 +17,7 @@ import pytest
 from accelbench.errors import BadInputError
 from accelbench.loadtests.served import ServedModel, ServedTensor, make_payloads, parse_shapes
 from accelbench.serving import LocalTriton
+from tests.test_manifest import variant_manifest
 
 ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
 MODEL = "their_model"
@@ -148,7 +149,13 @@ def test_a_wrong_expectation_is_caught_on_every_answer(triton, tmp_path):
 
     profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2,
                           input_data="zero", shapes=("X:2",))  # fmt: skip
-    doc, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, manifest={"outputs": outputs})
+    doc, _ = measure(
+        triton,
+        model=MODEL,
+        profile=profile,
+        out_dir=tmp_path,
+        manifest=variant_manifest(name=MODEL, outputs=outputs),
+    )
     step = doc.steps[0]
     assert step.errors.wrong_output == step.requests > 0
     assert "dtype float32, expected float16" in step.last_error

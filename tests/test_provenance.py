@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.documents import dump_json, load_result, to_dict
+from tests.test_manifest import variant_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "bench" / "results" / "h200" / "2026-11-30"
@@ -127,7 +128,7 @@ def test_steps_measured_on_another_host_are_measured_again_not_relabelled(tmp_pa
     from accelbench.loadtests.sweep import is_complete, result_path
 
     profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0)
-    doc = results.new_document(model="m", variant="m", manifest={"manifest_hash": "abc"},
+    doc = results.new_document(model="m", variant="m", manifest=variant_manifest("abc"),
                                profile=profile, server={"url": "u", "version": ""})  # fmt: skip
     doc.steps = [
         load_result(json.loads((H200 / "results" / "resnet50__h200-sxm__bf16.json").read_text())).steps[0]

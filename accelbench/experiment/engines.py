@@ -70,13 +70,13 @@ def build_engines(
             request = QuantizeRequest(model=model.uri, target=target.id, precision=precision,
                                       out_dir=work / "variants", catalog_path=catalog_path, engine=engine)  # fmt: skip
             manifest = write(request)
-            if manifest["format"] != "hf-checkpoint":
+            if manifest.format != "hf-checkpoint":
                 raise BadInputError(f"{model.uri}: engine {engine!r} serves generative models only")
-            folder = work / "variants" / manifest["name"]
+            folder = work / "variants" / manifest.name
             for action in ("check", "build"):
                 code, last = llm_recipes.run_script(folder, action, log)
                 if code != 0:
-                    raise ToolchainMissingError(f"{target.id}: {manifest['name']}: {last or f'exit {code}'}")
+                    raise ToolchainMissingError(f"{target.id}: {manifest.name}: {last or f'exit {code}'}")
             built.append(BuiltEngine(model.uri, target.id, precision, engine, folder))
     return built
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.documents import ResultDocument, Step, to_dict
+from accelbench.documents import Accuracy, ResultDocument, Step, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
@@ -48,11 +48,11 @@ class RunOutcome:
 @dataclass
 class _Variant:
     dir: Path
-    manifest: dict[str, Any]
+    manifest: VariantManifest
 
     @property
     def name(self) -> str:
-        return self.manifest["name"]
+        return self.manifest.name
 
 
 def run_experiment(
@@ -92,7 +92,7 @@ def run_experiment(
             f"{spec.load.profile.kind} loop, levels {spec.load.profile.to_dict()['levels']}",
         )
         for target in spec.measured_targets:
-            mine = [v for v in served if v.manifest["target"] == target.id]
+            mine = [v for v in served if v.manifest.target == target.id]
             outcome.result_paths += _measure_target(
                 spec, target, mine, out, catalog, progress, command, on_result
             )
@@ -132,7 +132,7 @@ def _quantize_all(
     # the FP32 reference comes back with every precision; keep each variant once, FP32 only if asked for
     unique = {v.name: v for v in variants}
     keep = {(m.uri, p) for m in spec.models for p in m.precisions}
-    return [v for v in unique.values() if (v.manifest["source"]["uri"], v.manifest["precision"]) in keep]
+    return [v for v in unique.values() if (v.manifest.source.uri, v.manifest.precision) in keep]
 
 
 def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_path: str | None,
@@ -150,10 +150,10 @@ def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_p
             QuantizeRequest(model=uri, target=target_id, precision=precision, out_dir=out / "variants",
                             catalog_path=catalog_path)
         )  # fmt: skip
-        notes.append(", ".join(f"{m['name']} {m.verdict}" for m in manifests))
-    variants = [_Variant(out / "variants" / m["name"], dict(m)) for m in manifests]
+        notes.append(", ".join(f"{m.name} {m.verdict}" for m in manifests))
+    variants = [_Variant(out / "variants" / m.name, m) for m in manifests]
     atomic_write_json(stamp, {"uri": uri, "source": _source_fingerprint(uri),
-                              "variants": {v.name: v.manifest["manifest_hash"] for v in variants}})  # fmt: skip
+                              "variants": {v.name: v.manifest.manifest_hash for v in variants}})  # fmt: skip
     return variants
 
 
@@ -187,9 +187,9 @@ def _reusable_variants(stamp: Path) -> list[_Variant] | None:
         for name, want in done["variants"].items():
             vdir = stamp.parent.parent / name
             manifest = read_manifest(vdir)
-            if manifest["manifest_hash"] != want or verify_files(vdir, manifest):
+            if manifest.manifest_hash != want or verify_files(vdir, manifest):
                 return None
-            variants.append(_Variant(vdir, dict(manifest)))
+            variants.append(_Variant(vdir, manifest))
         return variants
     except (BadInputError, ValueError, KeyError, OSError):
         return None
@@ -202,14 +202,11 @@ def _gate(variants: list[_Variant], progress: Progress, outcome: RunOutcome) -> 
     """Variants that failed the accuracy gate are not served (the report would rank a broken model)."""
     served = []
     for v in variants:
-        acc = v.manifest.get("accuracy") or {}
-        verdict = acc.get("verdict", "NOT_RUN")
-        progress.note("accuracy", f"{v.name}: {acc.get('metric')} {acc.get('value')} → {verdict}")
+        acc, verdict = v.manifest.accuracy or Accuracy(), v.manifest.verdict
+        progress.note("accuracy", f"{v.name}: {acc.metric} {acc.value} → {verdict}")
         if verdict == "FAIL":
             outcome.excluded.append(v.name)
-            progress.note(
-                "accuracy", f"{v.name}: excluded from serving ({acc.get('reason') or 'below tolerance'})"
-            )
+            progress.note("accuracy", f"{v.name}: excluded from serving ({acc.reason or 'below tolerance'})")
             continue
         served.append(v)
     return served
@@ -224,7 +221,7 @@ def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = N
     profile = replace(spec.load.profile, repeat=repeat)
     if variant is None or not _generative(variant):
         return profile
-    card = variant.manifest.get("card") or {}
+    card = variant.manifest.card
     folder = variant.dir / "tokenizer"
     workload = replace(
         spec.workload, slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms
@@ -235,7 +232,7 @@ def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = N
 
 
 def _generative(variant: _Variant) -> bool:
-    return (variant.manifest.get("card") or {}).get("task") == "text-generation"
+    return variant.manifest.card.get("task") == "text-generation"
 
 
 def _result_path(out: Path, variant: _Variant, profile: LoadProfile) -> Path:
@@ -247,7 +244,7 @@ def _result_path(out: Path, variant: _Variant, profile: LoadProfile) -> Path:
 def _finished(path: Path, variant: _Variant, profile: LoadProfile) -> bool:
     from accelbench.loadtests.sweep import is_complete
 
-    return is_complete(path, variant.manifest["manifest_hash"], profile)
+    return is_complete(path, variant.manifest.manifest_hash, profile)
 
 
 def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
@@ -370,7 +367,7 @@ def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: 
             else:
                 doc, _ = measure(
                     server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
-                    card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
+                    card=card_from_dict(v.manifest.card, f"{v.dir}/manifest.json"),
                     repository_config=repository_config,
                     command=command, on_event=on_event, **({"limits": limits} if limits else {}),
                 )  # fmt: skip
@@ -389,7 +386,7 @@ def _generative_sweep(server: Any, v: _Variant, name: str, profile: Any, out: Pa
     doc, _ = generative_loadtest(
         url=where.http_url, model=name, profile=profile, out_dir=out / "results", prompts_file=prompts,
         server=where, manifest=v.manifest,
-        context_length=((v.manifest.get("card") or {}).get("generative") or {}).get("context_length"),
+        context_length=(v.manifest.card.get("generative") or {}).get("context_length"),
         repository_config=repository_config, command=command, on_event=on_event,
         **({"limits": limits} if limits else {}),
     )  # fmt: skip

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
 from accelbench.loadtests.profiles import LoadProfile
@@ -138,7 +139,7 @@ def generative_loadtest(
     out_dir: str | os.PathLike,
     prompts_file: str | os.PathLike | None = None,
     server: sweep.Server | None = None,
-    manifest: dict[str, Any] | None = None,
+    manifest: VariantManifest | None = None,
     context_length: int | None = None,
     repository_config: str = "",
     command: str = "",
@@ -161,7 +162,7 @@ def generative_loadtest(
     preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s)
     server = server or sweep.Server(http_url=url)
     doc, path = sweep.run_sweep(
-        server=server, model=model, variant=(manifest or {}).get("name") or file_safe(model),
+        server=server, model=model, variant=manifest.name if manifest else file_safe(model),
         payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, out_dir=out_dir,
         manifest=manifest, repository_config=repository_config, command=command, limits=limits,
         on_event=on_event, master_bind=master_bind, target=target, precision=precision,
@@ -204,7 +205,7 @@ def run(
     if api.startswith("openai") and repo is not None:
         raise BadInputError(f"--api {api} measures an engine at --url; a repository is served through Triton")
     manifest = find_manifest(model, manifest_path, repo)
-    card = (manifest or {}).get("card") or {}
+    card = manifest.card if manifest else {}
     context = (card.get("generative") or {}).get("context_length")
 
     def sweep_all(server: sweep.Server | None, target_url: str, repository_config: str = ""):
@@ -212,7 +213,7 @@ def run(
         for repeat in range(1, repeats + 1):
             found = generative_loadtest(
                 url=target_url, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
-                prompts_file=prompts_file, server=server, manifest=dict(manifest) if manifest else None,
+                prompts_file=prompts_file, server=server, manifest=manifest,
                 context_length=context, repository_config=repository_config, **kw,
             )  # fmt: skip
         return found

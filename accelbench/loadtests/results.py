@@ -23,6 +23,7 @@ from accelbench.documents import (
     ResultDocument,
     ServerInfo,
     Step,
+    VariantManifest,
     dump_json,
     load_result,
     to_dict,
@@ -65,7 +66,7 @@ def new_document(
     *,
     model: str,
     variant: str,
-    manifest: Mapping[str, Any] | None,
+    manifest: VariantManifest | None,
     profile: LoadProfile,
     server: dict[str, Any],
     repository_config: str = "",
@@ -75,28 +76,25 @@ def new_document(
 ) -> ResultDocument:
     """An empty document (no steps yet) with the provenance of this run; ``target`` and ``precision`` are
     used where there is no manifest (a model accelbench did not build)."""
-    manifest = manifest or {}
-    accuracy = manifest.get("accuracy") or {}
+    accuracy = manifest.accuracy if manifest else None
     return ResultDocument(
         run_id=run_id(variant, profile.label(), profile.repeat),
         origin="accelbench-loadtest",
-        model=manifest.get("model", model),
+        model=manifest.model if manifest else model,
         variant=variant,
-        target=manifest.get("target") or target,
-        precision=manifest.get("precision") or precision,
+        target=(manifest.target if manifest else None) or target,
+        precision=(manifest.precision if manifest else None) or precision,
         batch_size=profile.batch_size,
         **({"task": "text-generation"} if profile.workload else {}),  # classic documents unchanged
         # the result keeps the verdict and its figure; the manifest has the rest
-        accuracy=Accuracy(
-            metric=accuracy.get("metric"), value=accuracy.get("value"), verdict=accuracy.get("verdict")
-        )
+        accuracy=Accuracy(metric=accuracy.metric, value=accuracy.value, verdict=accuracy.verdict)
         if accuracy
         else None,
-        graph_cost=manifest.get("graph_cost"),
+        graph_cost=manifest.graph_cost.model_copy() if manifest and manifest.graph_cost else None,
         provenance=Provenance(
             host=host_probe(),
             packages=package_versions(),
-            manifest_hash=manifest.get("manifest_hash", ""),
+            manifest_hash=manifest.manifest_hash if manifest else "",
             repository_config=repository_config,
             server=ServerInfo.model_validate(server),
             created_at=utc_now_iso(),

@@ -18,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.documents import Loadgen, ResultDocument, Step, StepStatistics, Window, to_dict
+from accelbench.documents import (
+    Loadgen,
+    ResultDocument,
+    Step,
+    StepStatistics,
+    VariantManifest,
+    Window,
+    to_dict,
+)
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
@@ -189,7 +197,7 @@ def run_sweep(
     expected_outputs: list[dict[str, Any]],
     profile: LoadProfile,
     out_dir: str | os.PathLike,
-    manifest: dict[str, Any] | None = None,
+    manifest: VariantManifest | None = None,
     repository_config: str = "",
     command: str = "",
     limits: Limits = DEFAULT_LIMITS,
@@ -215,7 +223,7 @@ def run_sweep(
         repository_config=repository_config, command=command,
         target=target, precision=precision,
     )  # fmt: skip
-    doc.steps, was_complete = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
+    doc.steps, was_complete = _kept_steps(path, manifest.manifest_hash if manifest else "", profile)
     done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import VariantManifest, to_dict
 from accelbench.errors import BadInputError
 from accelbench.models import accuracy
-from accelbench.models.manifest import Manifest, read_manifest, variant_name, verify_files, write_manifest
+from accelbench.models.manifest import read_manifest, variant_name, verify_files, write_manifest
 from accelbench.models.toolchains import VariantOptions, VariantResult, toolchain_for
 from accelbench.models.toolchains import onnxruntime as ort_toolchain
 from accelbench.util import sha256_file
@@ -55,7 +56,7 @@ class QuantizeRequest:
     reference: Path | None = None  # the float graph of a source that is already quantized
 
 
-def quantize(request: QuantizeRequest) -> list[Manifest]:
+def quantize(request: QuantizeRequest) -> list[VariantManifest]:
     """Write the FP32 reference and the requested variant; returns their manifests (reference first)."""
     from accelbench.hardware.catalog import load_catalog
     from accelbench.models.loader import generative_card, resolve_model
@@ -114,7 +115,7 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
     return manifests
 
 
-def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list[Manifest]:
+def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list[VariantManifest]:
     """A generative model for an accelerator: the recipe folder (docs/quantization.md), built on the target."""
     from accelbench.errors import ToolchainMissingError
     from accelbench.models.toolchains import llm_recipes
@@ -123,7 +124,7 @@ def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list
     manifest, recipe = llm_recipes.write_recipe(
         card, hf_dir, tokenizer_dir, target, request.precision, Path(request.out_dir), request.model
     )
-    script = Path(request.out_dir) / manifest["name"] / llm_recipes.SCRIPT_FILE
+    script = Path(request.out_dir) / manifest.name / llm_recipes.SCRIPT_FILE
     if target.toolchain == "neuron" and shutil.which("inference_demo") is None:
         # as for classic Neuron variants: the folder is written, and one line says where to build it
         raise ToolchainMissingError(
@@ -131,7 +132,7 @@ def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list
             "(Neuron DLAMI NxD Inference venv)"
         )
     for note in recipe.notes:
-        progress(f"{manifest['name']}: {note}")
+        progress(f"{manifest.name}: {note}")
     return [manifest]
 
 
@@ -237,7 +238,7 @@ class _Context:
 
     def variant(
         self, precision: str, toolchain: Any, options: VariantOptions, resolved: Any = None
-    ) -> Manifest:
+    ) -> VariantManifest:
         resolved = resolved or self.resolved
         card = resolved.card
         name = variant_name(card.name, self.target.id, precision)
@@ -304,7 +305,7 @@ class _Context:
         return gate
 
 
-def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> Manifest | None:
+def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> VariantManifest | None:
     """The existing manifest when the folder was made from the same source and recipe and is intact."""
     if not (out / "manifest.json").is_file():
         return None
@@ -312,7 +313,7 @@ def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> M
         old = read_manifest(out)
     except BadInputError:
         return None
-    same = old["source"] == source and (recipe is None or old["recipe"] == recipe)
+    same = to_dict(old.source) == source and (recipe is None or old.recipe == recipe)
     return old if same and not verify_files(out, old) else None
 
 

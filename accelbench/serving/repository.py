@@ -11,7 +11,6 @@ CUDA graphs), for the embedded server on a GPU host without TensorRT (accelbench
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -19,7 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.util import atomic_write_text, sha256_file
 
 FLAVORS = ("local", "ngc", "torch-cuda")
@@ -99,30 +100,11 @@ class ModelPlan:
     notes: tuple[str, ...] = ()
 
 
-def read_variant_manifest(variant_dir: str | os.PathLike) -> dict:
-    """The variant's manifest.json (through accelbench.models.manifest when that stage provides it)."""
-    try:
-        from accelbench.models.manifest import read_manifest
-    except ImportError:
-        read_manifest = None
-    if read_manifest is not None:
-        manifest = read_manifest(variant_dir)
-        return manifest if isinstance(manifest, dict) else _as_dict(manifest)
-    path = Path(variant_dir) / "manifest.json"
-    if not path.is_file():
-        raise BadInputError(f"{variant_dir}: not a variant folder (no manifest.json)")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise BadInputError(f"{path}: unreadable manifest: {err}") from None
+def read_variant_manifest(variant_dir: str | os.PathLike) -> VariantManifest:
+    """The variant's manifest.json, validated (models.manifest.read_manifest)."""
+    from accelbench.models.manifest import read_manifest
 
-
-def _as_dict(manifest: Any) -> dict:
-    if hasattr(manifest, "to_dict"):
-        return manifest.to_dict()
-    from dataclasses import asdict
-
-    return asdict(manifest)
+    return read_manifest(variant_dir)
 
 
 def triton_dtype(numpy_dtype: str) -> str:
@@ -188,16 +170,20 @@ def target_defaults(target: Any, flavor: str) -> ServingDefaults:
     return base
 
 
-def model_name(manifest: dict) -> str:
+def model_name(manifest: VariantManifest) -> str:
     # Triton model names become URL path segments; the manifest already maps "." to "-", this guards it
-    name = str(manifest.get("name") or "")
+    name = manifest.name
     if not name:
         raise BadInputError("variant manifest has no name")
     return name.replace(".", "-").replace("/", "-")
 
 
 def plan_model(
-    variant_dir: Path, manifest: dict, flavor: str, target: Any = None, overrides: dict | None = None
+    variant_dir: Path,
+    manifest: VariantManifest,
+    flavor: str,
+    target: HardwareTarget | None = None,
+    overrides: dict | None = None,
 ) -> ModelPlan:
     """Pure planning step: the ModelConfig and the files for one variant (no writes)."""
     from accelbench.serving import pbconfig
@@ -211,8 +197,8 @@ def plan_model(
 
     if llm_repository.is_generative(manifest):
         return llm_repository.plan_generative(variant_dir, manifest, flavor, name, defaults, overrides)
-    fmt = manifest.get("format", "onnx")
-    model_file = variant_dir / str(manifest.get("model_file") or "model.onnx")
+    fmt = manifest.format
+    model_file = variant_dir / manifest.model_file
     onnx_file = model_file if fmt == "onnx" else variant_dir / "model.onnx"
     shapes = _reference_shapes(variant_dir)
     why_not = unbatched_reason(manifest)
@@ -244,7 +230,7 @@ def plan_model(
             "engine not built yet: serving the QDQ ONNX through onnxruntime's TensorRT accelerator, "
             "which builds and caches the engine on the target at load (model_warmup hides the build)"
         )
-    precision = str(manifest.get("precision", "fp32"))
+    precision = manifest.precision
     mode = (overrides.get("precision_mode") or _PRECISION_MODE.get(precision)) if is_gpu else None
     root = str(overrides.get("model_root") or "/models")
     config = pbconfig.onnxruntime_config(name, io, defaults, overrides, trt_precision=mode, model_root=root)
@@ -252,14 +238,14 @@ def plan_model(
     return ModelPlan(name, config, copies, "onnxruntime", tuple(notes))
 
 
-def unbatched_reason(manifest: dict) -> str | None:
+def unbatched_reason(manifest: VariantManifest) -> str | None:
     """Why the variant's model cannot batch on the first axis (its card: a fixed batch, a batch axis
     elsewhere, fixed values), or None when Triton may batch its requests."""
-    if not manifest.get("card"):
+    if not manifest.card:
         return None
     from accelbench.models.cards import card_from_dict
 
-    return card_from_dict(manifest["card"], f"{manifest.get('name')} manifest card").batch_note
+    return card_from_dict(manifest.card, f"{manifest.name} manifest card").batch_note
 
 
 def _external_data(onnx_file: Path) -> tuple[tuple[Path, str], ...]:
@@ -271,7 +257,7 @@ def _external_data(onnx_file: Path) -> tuple[tuple[Path, str], ...]:
 def _plan_torch(
     name: str,
     variant_dir: Path,
-    manifest: dict,
+    manifest: VariantManifest,
     onnx_file: Path,
     io: Any,
     shapes: dict,
@@ -335,7 +321,7 @@ def write_repository(
         if not vdir.is_dir():
             raise BadInputError(f"{vdir}: no such variant folder")
         manifest = read_variant_manifest(vdir)
-        target = _lookup_target(catalog, manifest.get("target"))
+        target = _lookup_target(catalog, manifest.target)
         plans.append((vdir, manifest, plan_model(vdir, manifest, flavor, target, overrides)))
     names = [plan.name for _, _, plan in plans]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -356,7 +342,7 @@ def _lookup_target(catalog: Any, target_id: str | None) -> Any:
     return catalog.get(target_id)
 
 
-def _write_model(out: Path, vdir: Path, manifest: dict, plan: ModelPlan) -> RepoModel:
+def _write_model(out: Path, vdir: Path, manifest: VariantManifest, plan: ModelPlan) -> RepoModel:
     from google.protobuf import text_format
 
     model_dir = out / plan.name
@@ -378,7 +364,7 @@ def _write_model(out: Path, vdir: Path, manifest: dict, plan: ModelPlan) -> Repo
         variant_dir=vdir,
         backend=plan.backend,
         config_pbtxt=text,
-        manifest_hash=manifest.get("manifest_hash"),
+        manifest_hash=manifest.manifest_hash,
         files=files,
         notes=plan.notes,
     )

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.processes import end_group, start_group
 
@@ -276,7 +277,7 @@ def write_recipe(
     precision: str | None,
     out_dir: Path,
     source_uri: str,
-) -> tuple[Any, Recipe]:
+) -> tuple[VariantManifest, Recipe]:
     """Write the recipe folder (hf/, tokenizer/, build_engine.sh, manifest.json); returns (manifest, recipe)."""
     from accelbench.models import accuracy
     from accelbench.models.manifest import variant_name, write_manifest
