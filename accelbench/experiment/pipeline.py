@@ -31,6 +31,7 @@ from accelbench.documents import Accuracy, ResultDocument, Step, VariantManifest
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
+from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
 
@@ -104,7 +105,7 @@ def run_experiment(
     return outcome
 
 
-def _check_measurable(target: TargetSpec, hw: Any) -> None:
+def _check_measurable(target: TargetSpec, hw: HardwareTarget) -> None:
     """Measuring here needs this host to be the target: only CPU targets run on the bundled Triton."""
     if target.mode == "local" and hw.toolchain != "onnxruntime-cpu":
         from accelbench.models.toolchains import toolchain_for
@@ -247,7 +248,7 @@ def _finished(path: Path, variant: _Variant, profile: LoadProfile) -> bool:
     return is_complete(path, variant.manifest.manifest_hash, profile)
 
 
-def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
+def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Catalog,
                     progress: Progress, command: str, on_result: Any = None) -> list[Path]:  # fmt: skip
     # every (variant, repeat) whose result document is not yet complete; repeat 1 keeps today's file name
     paths, todo = [], []
@@ -416,7 +417,9 @@ def _report_options(spec: ExperimentSpec) -> Any:
     )
 
 
-def _report(spec: ExperimentSpec, out: Path, catalog: Any, progress: Progress, outcome: RunOutcome) -> None:
+def _report(
+    spec: ExperimentSpec, out: Path, catalog: Catalog, progress: Progress, outcome: RunOutcome
+) -> None:
     from accelbench.reports.report import make_report
 
     results_dir = out / "results"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.loadtests.profiles import (
     LoadPlan,
     LoadProfile,
@@ -346,7 +347,7 @@ def write_example_spec(path: str | os.PathLike, *, force: bool = False) -> Path:
     return path
 
 
-def check_against_catalog(spec: ExperimentSpec, catalog: Any) -> None:
+def check_against_catalog(spec: ExperimentSpec, catalog: Catalog) -> None:
     """Every target and the baseline must be catalog ids; the catalog's own error names close ids."""
     for i, target in enumerate(spec.targets):
         try:
@@ -366,7 +367,7 @@ def check_against_catalog(spec: ExperimentSpec, catalog: Any) -> None:
             raise BadInputError(f"{spec.source}: price.overrides.{target_id}: {err}") from None
 
 
-def _check_engines(spec: ExperimentSpec, i: int, target: TargetSpec, hw: Any) -> None:
+def _check_engines(spec: ExperimentSpec, i: int, target: TargetSpec, hw: HardwareTarget) -> None:
     """Every engine a spec names must run on its target (trtllm on NVIDIA, vllm on Inferentia2)."""
     for model in spec.models:
         engine = spec.engine_for(model, target)

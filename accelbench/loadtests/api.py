@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelbench.documents import VariantManifest, to_dict
+from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
@@ -90,7 +90,7 @@ def loadtest(
     repeats: int = 1,
     target: str | None = None,
     precision: str | None = None,
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[ResultDocument, Path]:
     """Start a local Triton on ``repo`` (or use the one at ``url``) and sweep ``profile`` against ``model``.
 
     ``repeats`` N > 1: N complete sweeps on the same server, one result document each (repeat 1 under the
@@ -158,7 +158,7 @@ def measure(
     master_bind: MasterBind | None = None,
     target: str | None = None,
     precision: str | None = None,
-) -> tuple[dict[str, Any], Path]:
+) -> tuple[ResultDocument, Path]:
     """One sweep of ``model`` on a running ``triton`` (LocalTriton or RemoteTriton): payloads, expected
     outputs, then :func:`sweep.run_sweep` with its resume. ``accelbench loadtest`` and ``accelbench run``
     both measure through here. Without a card (a model accelbench did not build), or with the profile's

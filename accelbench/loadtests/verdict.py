@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ def analyse(
     done, lat = done[cut.cut :], lat[cut.cut :]
     n = len(lat)
     judged = f"p{limits.judged_percentile:g}"
-    counts = dict(requests=int(n + cut.cut), truncated=Truncated(requests=cut.cut, seconds=round(start, 3)), n=int(n),
+    counts: dict[str, Any] = dict(requests=int(n + cut.cut), truncated=Truncated(requests=cut.cut, seconds=round(start, 3)), n=int(n),
                   sample_floor=limits.sample_floor, judged=judged)  # fmt: skip
     if n < 2 or end <= start:
         low.append(f"only {n} requests after the warm-up cut")
@@ -116,7 +117,8 @@ def analyse(
 def _trend(x: np.ndarray, limits: Limits) -> Trend:
     """Mann–Kendall and Sen over batch means, rounded as the document keeps them."""
     t = st.trend(x, limits.drift_p, limits.drift_change)
-    return Trend(p=float(f"{t.p:.3g}"), tau=round(t.tau, 4), change=round(t.change, 4), drift=t.drift)
+    p, tau, change = float(t.p or 0.0), float(t.tau or 0.0), float(t.change or 0.0)
+    return Trend(p=float(f"{p:.3g}"), tau=round(tau, 4), change=round(change, 4), drift=t.drift)
 
 
 def _round(value: float | None) -> float | None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from accelbench.documents import VariantManifest, to_dict
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models import accuracy
 from accelbench.models.manifest import read_manifest, variant_name, verify_files, write_manifest
 from accelbench.models.toolchains import VariantOptions, VariantResult, toolchain_for
@@ -115,7 +116,7 @@ def quantize(request: QuantizeRequest) -> list[VariantManifest]:
     return manifests
 
 
-def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list[VariantManifest]:
+def _generative_recipe(request: QuantizeRequest, target: HardwareTarget, card: Any) -> list[VariantManifest]:
     """A generative model for an accelerator: the recipe folder (docs/quantization.md), built on the target."""
     from accelbench.errors import ToolchainMissingError
     from accelbench.models.toolchains import llm_recipes
@@ -182,7 +183,7 @@ class _AsQuantized:
     toolchain: Any
 
     def make_variant(
-        self, resolved: Any, target: Any, precision: str, out_dir: Path, options: VariantOptions
+        self, resolved: Any, target: HardwareTarget, precision: str, out_dir: Path, options: VariantOptions
     ) -> VariantResult:
         from accelbench.models.intake import copy_model
 
@@ -215,7 +216,7 @@ def progress(line: str) -> None:
 class _Context:
     request: QuantizeRequest
     resolved: Any
-    target: Any
+    target: HardwareTarget
     held_out: dict[str, np.ndarray]
     quiet: bool = False
     float_path: Path | None = None  # the FP32 graph the gate compares with; None: there is none

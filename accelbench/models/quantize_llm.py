@@ -28,6 +28,7 @@ import numpy as np
 
 from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.accuracy_llm import eval_tokens, teacher_forced_logits, text_gate
 from accelbench.models.cards import ModelCard
 from accelbench.models.export_llm import GenerativeFiles, generative_files
@@ -76,11 +77,11 @@ TOKENIZER_NAMES = (
 )
 
 
-def precisions(target: Any) -> tuple[str, ...]:
+def precisions(target: HardwareTarget) -> tuple[str, ...]:
     return CPU_PRECISIONS if getattr(target, "toolchain", "") == "onnxruntime-cpu" else GPU_PRECISIONS
 
 
-def quantize_generative(request: Any, target: Any, card: ModelCard) -> list[VariantManifest]:
+def quantize_generative(request: Any, target: HardwareTarget, card: ModelCard) -> list[VariantManifest]:
     """The unquantized variant and the requested one (unquantized first), each gated on the shipped text."""
     precision = request.precision or "fp32"
     allowed = precisions(target)
@@ -106,7 +107,7 @@ def quantize_generative(request: Any, target: Any, card: ModelCard) -> list[Vari
 @dataclass
 class _Context:
     request: Any
-    target: Any
+    target: HardwareTarget
     card: ModelCard
     files: GenerativeFiles
     _tokens: np.ndarray | None = None

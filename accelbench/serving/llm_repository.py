@@ -87,7 +87,9 @@ def plan_generative(
     return ModelPlan(name, _config(name, params, defaults, overrides), tuple(copies), "python")
 
 
-def _params(manifest: dict, generative: dict, flavor: str, defaults: Any, overrides: dict) -> dict[str, str]:
+def _params(
+    manifest: VariantManifest, generative: dict, flavor: str, defaults: Any, overrides: dict
+) -> dict[str, str]:
     context = int(generative.get("context_length") or 2048)
     values = {
         "max_sequences": DEFAULT_MAX_SEQUENCES,

@@ -20,7 +20,7 @@ from typing import Any
 
 from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
-from accelbench.hardware.catalog import HardwareTarget
+from accelbench.hardware.catalog import Catalog, HardwareTarget, load_catalog
 from accelbench.util import atomic_write_text, sha256_file
 
 FLAVORS = ("local", "ngc", "torch-cuda")
@@ -146,7 +146,7 @@ def check_overrides(overrides: dict | None) -> dict:
     return overrides
 
 
-def target_defaults(target: Any, flavor: str) -> ServingDefaults:
+def target_defaults(target: HardwareTarget | None, flavor: str) -> ServingDefaults:
     """Defaults for one catalog target (``HardwareTarget`` or None) in one flavour."""
     triton = getattr(target, "triton", None)
     kind = getattr(target, "kind", "cpu")
@@ -305,17 +305,16 @@ def write_repository(
     flavor: str = "local",
     overrides: dict | None = None,
     *,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> list[RepoModel]:
     """Write one Triton model per variant under ``out_dir``; rerunning rewrites only what changed.
 
-    ``catalog`` (anything with ``.get(target_id)``) supplies per-target defaults; by default the
-    packaged hardware catalog.
+    ``catalog`` supplies per-target defaults; by default the packaged hardware catalog.
     """
     if not variant_dirs:
         raise BadInputError("no variant folders given")
     out = Path(out_dir)
-    plans: list[tuple[Path, dict, ModelPlan]] = []
+    plans: list[tuple[Path, VariantManifest, ModelPlan]] = []
     for variant in variant_dirs:
         vdir = Path(variant)
         if not vdir.is_dir():
@@ -330,16 +329,10 @@ def write_repository(
     return [_write_model(out, vdir, manifest, plan) for vdir, manifest, plan in plans]
 
 
-def _lookup_target(catalog: Any, target_id: str | None) -> Any:
+def _lookup_target(catalog: Catalog | None, target_id: str | None) -> HardwareTarget | None:
     if not target_id:
         return None
-    if catalog is None:
-        try:
-            from accelbench.hardware.catalog import load_catalog
-        except ImportError:  # hardware stage not installed in this checkout: generic CPU defaults
-            return None
-        catalog = load_catalog()
-    return catalog.get(target_id)
+    return (catalog or load_catalog()).get(target_id)
 
 
 def _write_model(out: Path, vdir: Path, manifest: VariantManifest, plan: ModelPlan) -> RepoModel:

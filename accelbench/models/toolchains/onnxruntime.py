@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models import intake
 from accelbench.models.toolchains import VariantOptions, VariantResult, attempts
 from accelbench.models.toolchains import transformer_qdq as tq
@@ -66,11 +67,11 @@ def version() -> str:
     return onnxruntime.__version__
 
 
-def precisions(target: Any = None) -> tuple[str, ...]:
+def precisions(target: HardwareTarget | None = None) -> tuple[str, ...]:
     return ("fp32", "int8", "fp16")
 
 
-def default_precision(target: Any = None) -> str:
+def default_precision(target: HardwareTarget | None = None) -> str:
     return "int8"
 
 
@@ -84,7 +85,7 @@ def default_recipe(precision: str, kind: str) -> str:
 
 
 def make_variant(
-    resolved: Any, target: Any, precision: str, out_dir: str | Path, options: VariantOptions
+    resolved: Any, target: HardwareTarget, precision: str, out_dir: str | Path, options: VariantOptions
 ) -> VariantResult:
     """Write ``out_dir/model.onnx`` for a CPU target."""
     out = Path(out_dir)
