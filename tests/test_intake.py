@@ -198,16 +198,16 @@ def test_external_data_model_is_loaded_counted_and_quantized(external_model, tmp
                           "--out", str(out), "--json"], capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 0, run.stderr
     fp32, int8 = json.loads(run.stdout)
-    assert int8.accuracy.verdict in ("PASS", "FAIL") and int8.attempts[-1].outcome == "ok"
+    assert int8["accuracy"]["verdict"] in ("PASS", "FAIL") and int8["attempts"][-1]["outcome"] == "ok"
     # the FP32 copy keeps its tensors beside it, under the variant's own name, and loads from there
-    assert "model.onnx.data" in fp32.files
-    attempts.check_variant(out / fp32.name / "model.onnx", _feed(1)[0])
+    assert "model.onnx.data" in fp32["files"]
+    attempts.check_variant(out / fp32["name"] / "model.onnx", _feed(1)[0])
     # and the Triton repository carries the data file beside the model it serves
     from accelbench.serving.repository import write_repository
 
     repo = tmp_path / "repo"
-    write_repository([out / fp32.name], repo, "local")
-    served = repo / fp32.name / "1" / "model.onnx"
+    write_repository([out / fp32["name"]], repo, "local")
+    served = repo / fp32["name"] / "1" / "model.onnx"
     assert (served.parent / "model.onnx.data").is_file()
     attempts.check_variant(served, _feed(1)[0])
 

@@ -64,7 +64,7 @@ def test_int8_variant_and_its_gate(made):
         ok = gate["value"] >= gate["tolerance"] and gate["kl_divergence"] <= gate["kl_tolerance"]
         assert gate["verdict"] == ("PASS" if ok else "FAIL")
     # fewer bits, further from FP32
-    assert manifests["int8"]["accuracy"]["kl_divergence"] < manifests["int4"]["accuracy"]["kl_divergence"]
+    assert manifests["int8"].accuracy.kl_divergence < manifests["int4"].accuracy.kl_divergence
 
 
 def test_a_recipe_that_fails_is_recorded_and_the_next_tried(made, tmp_path, monkeypatch):
@@ -96,7 +96,7 @@ def test_int4_served_by_the_same_triton_model(made, tmp_path):
     from accelbench.serving.server import LocalTriton
 
     out, manifests = made
-    variant = out / manifests["int4"]["name"]
+    variant = out / manifests["int4"].name
     (model,) = write_repository([variant], tmp_path, "local", {"intra_op_threads": 2, "max_context": 64})
     got: dict[int, list[int]] = {}
 

@@ -15,9 +15,9 @@ not quantized again; it has no FP32 variant and the gate no float reference unle
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ HELD_OUT_SEED = 1  # must differ from the calibration seed: the gate judges on s
 CALIBRATION_SAMPLES = 32
 HELD_OUT_SAMPLES = 32
 AS_QUANTIZED_RECIPE = "as-quantized"  # the INT8 variant of a source that is already quantized
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -208,8 +210,9 @@ class _AsQuantized:
 
 
 def progress(line: str) -> None:
-    """Progress for long steps goes to stderr so that --json output stays clean."""
-    print(f"accelbench: {line}", file=sys.stderr, flush=True)
+    """Progress of a long step, as a log record: the CLI shows accelbench.models' records on stderr (so --json
+    output stays clean); a library caller chooses where they go."""
+    log.info(line)
 
 
 @dataclass

@@ -26,7 +26,7 @@ until one gives a graph that passes the ONNX checker and runs; every attempt goe
 
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ RECIPES = (
 SYMMETRIC_RECIPES = ("qdq-int8-symmetric", "qdq-int8-symmetric-per-tensor", "qdq-int8-symmetric-smoothquant")
 PER_TENSOR_RECIPES = ("ort-static-qdq-int8-per-tensor", "qdq-int8-symmetric-per-tensor")
 MODEL_FILE = "model.onnx"
+
+log = logging.getLogger(__name__)
 
 
 def available() -> str | None:
@@ -305,10 +307,7 @@ def quantize_qdq(
         if nodes_to_exclude is None:  # softmax·V and the FFN outputs stay float
             nodes_to_exclude = list(tq.exclusions(model))
     extra_options.update(extra or {})
-    print(
-        f"accelbench: calibrating {pre.name} on {len(calibration)} samples ({method})",
-        file=sys.stderr,
-    )
+    log.info("calibrating %s on %d samples (%s)", pre.name, len(calibration), method)
     quantize_static(
         str(pre),
         str(dst),
