@@ -35,6 +35,17 @@ def _base(hint: Any) -> Any:
     return typing.get_origin(hint) or hint
 
 
+def stack(*options: Callable[[F], F]) -> Callable[[F], F]:
+    """One decorator of several click options, in the order given (as ``--help`` lists them)."""
+
+    def apply(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return apply
+
+
 def knob_options(cls: type, *, defaults: bool = True, note: str = "") -> Callable[[F], F]:
     """A decorator adding one option per flagged field of ``cls``. ``defaults=False``: every option defaults
     to None, so a command sees which were given; ``note`` is added to each help ({name}: the field)."""
@@ -56,13 +67,7 @@ def knob_options(cls: type, *, defaults: bool = True, note: str = "") -> Callabl
             click.option(k.flag, f.name, type=kind, default=default, show_default=default not in (None, ()),
                          help=k.help + note.format(name=f.name), **extra)
         )  # fmt: skip
-
-    def apply(func: F) -> F:
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return apply
+    return stack(*options)
 
 
 def build(cls: type[T], values: Mapping[str, Any], flags: Mapping[str, str] | None = None, **fixed: Any) -> T:
@@ -74,17 +79,13 @@ def build(cls: type[T], values: Mapping[str, Any], flags: Mapping[str, str] | No
         raise BadInputError(f"{flag or err.key}: {err.why}") from None
 
 
-def load_options(func: F) -> F:
-    """``--concurrency`` / ``--rate`` (the profile's kind and levels), every other flagged profile field,
-    and ``--repeats`` / ``--retries``."""
-    func = knob_options(LoadPlan)(func)
-    func = knob_options(LoadProfile)(func)
-    func = click.option(
-        "--rate", help="Open loop: comma-separated Poisson rates in requests/s, e.g. 100,200,400."
-    )(func)
-    return click.option("--concurrency", help="Closed loop: comma-separated concurrencies, e.g. 1,2,4,8.")(
-        func
-    )
+# --concurrency / --rate (the profile's kind and levels), every other flagged profile field, --repeats/--retries
+load_options = stack(
+    click.option("--concurrency", help="Closed loop: comma-separated concurrencies, e.g. 1,2,4,8."),
+    click.option("--rate", help="Open loop: comma-separated Poisson rates in requests/s, e.g. 100,200,400."),
+    knob_options(LoadProfile),
+    knob_options(LoadPlan),
+)
 
 
 workload_options = knob_options(Workload, defaults=False)  # any of them given: a generative sweep

@@ -7,7 +7,7 @@ import sys
 import click
 
 from accelbench.commands import catalog_of
-from accelbench.commands.load_options import build, load_options, take, take_plan, workload_options
+from accelbench.commands.load_options import build, load_options, stack, take, take_plan, workload_options
 from accelbench.hardware.catalog_schema import PRECISIONS
 from accelbench.loadtests.profiles import Workload, offered_label
 
@@ -115,39 +115,29 @@ def _finish(doc, path, json_mode: bool, repeats: int) -> None:
         click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID{runs}")
 
 
-def server_options(func):
-    """Where the model is served (a local repository or a running Triton) and what it is."""
-    options = [
-        click.option("--url", help="A running Triton's HTTP URL instead of a local repository."),
-        click.option("--grpc-url", help="The running Triton's gRPC HOST:PORT (default: HTTP port + 1)."),
-        click.option("--model", required=True, help="The Triton model name (the variant name)."),
-        click.option("--manifest", "manifest_path", type=click.Path(), help="Variant folder or manifest.json."),
-        click.option("--card", "card_uri", help="Model card for request payloads when no manifest is found."),
-        click.option("--target", help="Catalog target id the server runs on, for a model without a manifest "
-                     "(with --precision)."),
-        click.option("--precision", type=click.Choice(PRECISIONS), help="What the served model computes in, "
-                     "for a model without a manifest (with --target)."),
-        click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO."),
-        click.option("--server-log", type=click.Path(dir_okay=False), default=None,
-                     help="Append the log of the tritonserver started for REPO here."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def distributed_options(func):
-    """Load from worker processes on other hosts (docs/loadtests.md)."""
-    options = [
-        click.option("--master-bind", help="Listen for workers on other hosts at HOST:PORT (with "
-                     "--expect-workers); workers run `accelbench loadtest-worker --master HOST:PORT`."),
-        click.option("--expect-workers", type=int, help="With --master-bind: worker processes to wait for."),
-        click.option("--worker-timeout", type=float, default=120.0, show_default=True,
-                     help="With --master-bind: seconds to wait for the workers."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        func = option(func)
-    return func
+# where the model is served (a local repository or a running Triton) and what it is
+server_options = stack(
+    click.option("--url", help="A running Triton's HTTP URL instead of a local repository."),
+    click.option("--grpc-url", help="The running Triton's gRPC HOST:PORT (default: HTTP port + 1)."),
+    click.option("--model", required=True, help="The Triton model name (the variant name)."),
+    click.option("--manifest", "manifest_path", type=click.Path(), help="Variant folder or manifest.json."),
+    click.option("--card", "card_uri", help="Model card for request payloads when no manifest is found."),
+    click.option("--target", help="Catalog target id the server runs on, for a model without a manifest "
+                 "(with --precision)."),
+    click.option("--precision", type=click.Choice(PRECISIONS), help="What the served model computes in, "
+                 "for a model without a manifest (with --target)."),
+    click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO."),
+    click.option("--server-log", type=click.Path(dir_okay=False), default=None,
+                 help="Append the log of the tritonserver started for REPO here."),
+)  # fmt: skip
+# load from worker processes on other hosts (docs/loadtests.md)
+distributed_options = stack(
+    click.option("--master-bind", help="Listen for workers on other hosts at HOST:PORT (with "
+                 "--expect-workers); workers run `accelbench loadtest-worker --master HOST:PORT`."),
+    click.option("--expect-workers", type=int, help="With --master-bind: worker processes to wait for."),
+    click.option("--worker-timeout", type=float, default=120.0, show_default=True,
+                 help="With --master-bind: seconds to wait for the workers."),
+)  # fmt: skip
 
 
 def _is_generative(gen: dict, repo, url, model: str) -> bool:
