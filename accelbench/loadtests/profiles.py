@@ -2,7 +2,7 @@
 rates), the generative workload when the model streams tokens, and how often the sweep runs.
 
 Each field carries a ``Knob``: its help text, its command-line flag and whether an experiment spec's
-``[load]`` / ``[workload]`` table takes it. The ``loadtest`` and ``run`` options (commands/options.py), the
+``[load]`` / ``[workload]`` table takes it. The ``loadtest`` and ``run`` options (commands/load_options.py), the
 spec's tables (experiment/spec.py, through ``from_table``) and the result document's ``load_profile``
 (``LoadProfile.to_dict``: its JSON is unchanged, so stored documents stay resumable) all come from here.
 Validation is pure and names the field: ``ProfileError.key``; the CLI names the flag, the spec its key.
@@ -16,9 +16,8 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from accelbench.documents import LoadProfile as LoadProfileDocument
 from accelbench.errors import BadInputError
 from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
 from accelbench.models.cards import parse_shape
@@ -30,6 +29,9 @@ PROTOCOLS = ("http", "grpc")
 # "openai" is the chat API, the one every OpenAI-compatible engine serves
 API_CHOICES = ("triton", "triton-grpc", "openai", "openai-completions", "openai-chat")
 SYNTHETIC = "synthetic"
+
+if TYPE_CHECKING:  # pydantic loads when a document is made, not for `accelbench --help`
+    from accelbench.documents import LoadProfile as LoadProfileDocument
 
 Check = Callable[[Any], "str | None"]  # why a value is wrong, or None
 
@@ -52,7 +54,7 @@ class Knob:
     spec: bool = True
     choices: tuple[str, ...] = ()
     check: Check | None = None
-    path: bool = False  # a file the command line checks exists
+    path: bool = False  # a file's path (the command line says FILE)
 
     def problem(self, value: Any) -> str | None:
         if self.choices and value not in self.choices:
@@ -60,12 +62,12 @@ class Knob:
         return self.check(value) if self.check else None
 
 
-def knob(default: Any, help: str, **kw: Any) -> Any:
-    """A dataclass field with its ``Knob``; ``default`` REQUIRED: the field must be given."""
-    return field(default=default, metadata={"knob": Knob(help, **kw)})
-
-
 REQUIRED: Any = dataclasses.MISSING
+
+
+def knob(default: Any, help: str, **kw: Any) -> Any:
+    """A dataclass field with its ``Knob``; ``default=REQUIRED``: the field must be given."""
+    return field(default=default, metadata={"knob": Knob(help, **kw)})
 
 
 def knob_of(f: dataclasses.Field) -> Knob | None:
@@ -274,12 +276,14 @@ class LoadProfile:
         return out
 
     def to_document(self) -> LoadProfileDocument:
+        from accelbench.documents import LoadProfile as LoadProfileDocument
+
         return LoadProfileDocument.model_validate(self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | LoadProfileDocument) -> LoadProfile:
         """The profile a document (or its ``to_dict``) recorded."""
-        if isinstance(data, LoadProfileDocument):
+        if not isinstance(data, Mapping):  # the document's part
             from accelbench.documents import to_dict
 
             data = to_dict(data)
@@ -302,8 +306,7 @@ class LoadProfile:
 
     def label(self) -> str:
         if self.workload:
-            w = self.workload
-            return f"{self.kind}-{w.api}-i{w.isl}-o{w.osl}"
+            return f"{self.kind}-{self.workload.label()}"
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"
 
 
