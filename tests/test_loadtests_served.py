@@ -213,8 +213,8 @@ def _write(folder: Path, text: str) -> Path:
     [
         (None, "l4", None, "--target and --precision go together"),
         (None, None, "int8", "--target and --precision go together"),
-        ({"target": "l4", "precision": "int8"}, "l40s", "int8", "--target l40s differs from the variant manifest's target l4"),
-        ({"target": "l4", "precision": "int8"}, "l4", "fp16", "--precision fp16 differs from the variant manifest's precision int8"),
+        (("l4", "int8"), "l40s", "int8", "--target l40s differs from the variant manifest's target l4"),
+        (("l4", "int8"), "l4", "fp16", "--precision fp16 differs from the variant manifest's precision int8"),
     ],
 )  # fmt: skip
 def test_target_and_precision_are_checked_before_any_server_starts(
@@ -222,6 +222,8 @@ def test_target_and_precision_are_checked_before_any_server_starts(
 ):
     from accelbench.loadtests import api
 
+    if manifest is not None:
+        manifest = variant_manifest(target=manifest[0], precision=manifest[1])
     with pytest.raises(BadInputError, match=text):
         api._check_where(manifest, target, precision)
     api._check_where(manifest, None, None)  # nothing given: nothing to check
