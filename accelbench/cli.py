@@ -7,6 +7,7 @@ become one line on stderr and the exit code the error class carries. Never a tra
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -22,6 +23,20 @@ def _usage_line(err: click.UsageError, ctx: click.Context) -> None:
     # click prints usage errors as Usage/Try/Error lines; accelbench's contract is one line on stderr.
     where = (err.ctx or ctx).command_path
     click.echo(f"accelbench: error: {err.format_message().rstrip('.')} (see '{where} --help')", err=True)
+
+
+class _Echo(logging.Handler):
+    """Library progress records (quantize, exports) as ``accelbench: ...`` lines on this command's stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"accelbench: {record.getMessage()}", err=True)
+
+
+def _show_progress() -> None:
+    library = logging.getLogger("accelbench.models")  # the stages report progress as log records
+    library.setLevel(logging.INFO)
+    if not any(isinstance(h, _Echo) for h in library.handlers):
+        library.addHandler(_Echo())
 
 
 class _Group(click.Group):
@@ -76,6 +91,7 @@ def main(ctx: click.Context, catalog_path: str | None) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["catalog_path"] = catalog_path
+    _show_progress()
 
 
 def _register_commands() -> None:

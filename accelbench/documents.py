@@ -214,6 +214,15 @@ class Interval(_Part):
     high: Number | None = None
     confidence: Number | None = None
 
+    def rounded(self, digits: int) -> Interval:
+        """A copy with value, low and high rounded to ``digits`` decimals (as a step writes them)."""
+        given = {
+            k: round(float(v), digits)
+            for k in ("value", "low", "high")
+            if (v := getattr(self, k)) is not None
+        }
+        return self.model_copy(update=given)
+
 
 class ThroughputInterval(Interval):
     """Throughput from equal-time batch means: the Student-t interval, its standard error and df."""

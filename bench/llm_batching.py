@@ -35,7 +35,7 @@ def make_variants(precisions: list[str], out: Path) -> dict[str, Path]:
         manifests = quantize(
             QuantizeRequest(model="builtin:llama-tiny", target="cpu-local", precision=precision, out_dir=out)
         )
-        found[precision] = out / manifests[-1]["name"]
+        found[precision] = out / manifests[-1].name
     return found
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accelbench.documents import to_dict
+from accelbench.documents import VariantManifest, to_dict
 from accelbench.loadtests.api import loadtest
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
 from accelbench.serving import LocalTriton
@@ -46,7 +46,7 @@ PA_DEFAULT = "/tmp/pa-venv/bin/perf_analyzer"
 PYTRITON_LIBS = Path(np.__file__).resolve().parents[1] / "nvidia_pytriton.libs"
 
 
-def build_repo(work: Path, minilm: str) -> tuple[Path, dict[str, dict]]:
+def build_repo(work: Path, minilm: str) -> tuple[Path, dict[str, tuple[Path, VariantManifest]]]:
     """Quantize both models through the real CLI, one local repository; {role: manifest}."""
     from accelbench.models.manifest import read_manifest
 
@@ -67,17 +67,17 @@ def build_repo(work: Path, minilm: str) -> tuple[Path, dict[str, dict]]:
         ]
         subprocess.run(cmd, check=True, capture_output=True)
         [vdir] = [p for p in out.iterdir() if p.name.endswith(f"__{precision}")]
-        manifests[role] = {"dir": vdir, **dict(read_manifest(vdir))}
-    write_repository([m["dir"] for m in manifests.values()], work / "repo", "local")
+        manifests[role] = (vdir, read_manifest(vdir))
+    write_repository([vdir for vdir, _ in manifests.values()], work / "repo", "local")
     return work / "repo", manifests
 
 
-def write_data_file(manifest: dict, path: Path, count: int = 64) -> Path:
+def write_data_file(manifest: VariantManifest, path: Path, count: int = 64) -> Path:
     """perf_analyzer's JSON data format, one entry per request (batch 1), from the model card's generator."""
     from accelbench.models.cards import card_from_dict
     from accelbench.models.inputs import make_inputs
 
-    payloads = make_inputs(card_from_dict(manifest["card"], "manifest"), 1, count, seed=0)
+    payloads = make_inputs(card_from_dict(manifest.card, "manifest"), 1, count, seed=0)
     entries = [{name: {"content": arr[0].reshape(-1).tolist(), "shape": list(arr.shape[1:])}
                 for name, arr in p.items()} for p in payloads]  # fmt: skip
     path.write_text(json.dumps({"data": entries}))
@@ -183,8 +183,8 @@ def main() -> int:
     work = Path(args.out or tempfile.mkdtemp(prefix="accelbench-loadgen-"))
     work.mkdir(parents=True, exist_ok=True)
     repo, manifests = build_repo(work, args.minilm)
-    names = {role: model_name(m) for role, m in manifests.items()}
-    data = {role: write_data_file(m, work / f"{role}-data.json") for role, m in manifests.items()}
+    names = {role: model_name(m) for role, (_, m) in manifests.items()}
+    data = {role: write_data_file(m, work / f"{role}-data.json") for role, (_, m) in manifests.items()}
     summary: dict = {"results_dir": str(work)}
     with LocalTriton(repo) as triton:
         if not args.compare_only:

@@ -152,7 +152,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="serving-overhead-") as tmp:
         variant = args.variant or make_variant(args.model, args.target, args.precision, Path(tmp) / "v")
-        name = read_manifest(variant)["name"]
+        name = read_manifest(variant).name
         feeds = batch_inputs(variant, args.batch)
         overrides = {
             "instance_count": 1,

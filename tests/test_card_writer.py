@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from accelbench.errors import BadInputError
-from accelbench.models.card_writer import card_from_graph, parse_shape, write_card
-from accelbench.models.cards import load_card
+from accelbench.models.card_writer import card_from_graph, write_card
+from accelbench.models.cards import load_card, parse_shape
 from accelbench.models.inputs import make_inputs
 from tests.conftest import ACCELBENCH
 from tests.test_intake import paddle_like

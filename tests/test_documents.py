@@ -207,7 +207,7 @@ def test_the_exported_json_schemas_accept_what_accelbench_writes_and_reject_bad_
         json.loads((ROOT / "docs" / "schema" / "variant.schema.json").read_text())
     )
     (tmp_path / "model.onnx").write_bytes(b"onnx")
-    manifest = dict(
+    manifest = to_dict(
         write_manifest(
             tmp_path,
             {"name": "m__cpu-local__fp32", "model": "m", "card": {}, "source": {"uri": "builtin:m", "sha256": "0"},

@@ -179,7 +179,7 @@ def test_url_mode_measures_a_running_triton(tmp_path):
 
     out = tmp_path / "out"
     manifests = quantize(QuantizeRequest("builtin:identity", "c7i.large", "fp32", out_dir=out / "variants"))
-    write_repository([out / "variants" / m["name"] for m in manifests], tmp_path / "their-repo", "local")
+    write_repository([out / "variants" / m.name for m in manifests], tmp_path / "their-repo", "local")
     with LocalTriton(tmp_path / "their-repo") as theirs:
         spec = parse_spec(
             SPEC.replace(

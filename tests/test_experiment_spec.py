@@ -13,9 +13,9 @@ from accelbench.cli import main
 from accelbench.errors import BadInputError
 from accelbench.experiment.spec import (
     ExperimentSpec,
-    LoadSpec,
     ModelSpec,
     TargetSpec,
+    default_load,
     load_spec,
     parse_spec,
     write_example_spec,
@@ -37,7 +37,7 @@ def test_default_spec_is_the_documented_default():
     assert [t.id for t in spec.measured_targets] == ["cpu-local"]
     assert {t.id for t in spec.projected_targets} == {"l4", "l40s", "jetson-agx-orin-64gb", "inf2-xlarge"}
     assert spec.baseline == "a100-sxm4-80gb"
-    assert spec.load.levels == (1, 2, 4) and spec.load.processes == 1
+    assert spec.load.profile.levels == (1, 2, 4) and spec.load.profile.processes == 1
 
 
 def test_init_writes_a_commented_spec_that_loads_back(tmp_path):
@@ -58,8 +58,8 @@ def test_init_into_a_folder(tmp_path):
 def test_minimal_spec_gets_defaults():
     spec = parse_spec(MINIMAL, "m.toml")
     assert spec.models[0].precisions == ("fp32", "int8")
-    assert spec.load == LoadSpec()
-    assert spec.load.as_profile()["levels"] == [1, 2, 4]
+    assert spec.load == default_load()
+    assert spec.load.profile.to_dict()["levels"] == [1, 2, 4] and spec.load.profile.duration_s == 5.0
 
 
 @pytest.mark.parametrize(

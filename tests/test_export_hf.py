@@ -19,7 +19,7 @@ TOKENS = Path(__file__).parent / "data" / "quantize" / "minilm_text_tokens.npz" 
 def test_missing_optimum_is_toolchain_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "optimum.exporters.onnx", None)
     with pytest.raises(ToolchainMissingError, match=r"pip install accelbench\[hf\]"):
-        ex._import_optimum()
+        ex.check_optimum()
 
 
 def test_bad_sources(tmp_path):

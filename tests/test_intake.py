@@ -251,10 +251,11 @@ def test_a_graph_onnxruntime_cannot_load_is_one_line(tmp_path):
     ],
 )
 def test_manifest_attempts_are_checked(tmp_path, attempts_value, message):
+    from accelbench.documents import to_dict
     from accelbench.models.manifest import write_manifest
     from tests.test_manifest import minimal_manifest
 
     with pytest.raises(BadInputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         write_manifest(tmp_path, minimal_manifest(attempts=attempts_value))
     good = [{"recipe": "ort-static-qdq-int8", "outcome": "failed", "reason": "x"}]
-    assert write_manifest(tmp_path, minimal_manifest(attempts=good))["attempts"] == good
+    assert [to_dict(a) for a in write_manifest(tmp_path, minimal_manifest(attempts=good)).attempts] == good

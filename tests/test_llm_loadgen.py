@@ -12,7 +12,7 @@ import pytest
 
 from accelbench.errors import BadInputError
 from accelbench.loadtests import genstats, streams, workloads
-from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.profiles import LoadProfile, Workload
 from accelbench.loadtests.wire import ServerAnswer
 
 
@@ -163,7 +163,7 @@ def test_step_statistics_known_answer():
     # goodput: only the requests with a 10 ms TTFT meet 15 ms (TPOT 5 ms meets 6 ms)
     kept_even = out["goodput"]["requests"]
     assert 0 < kept_even <= out["requests"] and abs(out["goodput"]["fraction"] - 0.5) <= 0.05
-    assert out["intervals"]["itl_us"]["p50"]["value"] == 5_000
+    assert out["intervals"]["itl_us"]["p50"].value == 5_000
     assert not invalid and any("ITL sample floor" in r for r in low)
 
 
@@ -178,7 +178,7 @@ def test_multi_token_events_and_short_outputs():
 
 
 def test_prompts_files(tmp_path):
-    w = workloads.GenWorkload(isl=16, osl=8, isl_range=0.5)
+    w = Workload(isl=16, osl=8, isl_range=0.5)
     synth = workloads.synthetic_prompts(w, count=50)
     assert (
         all(8 <= len(p["input_ids"]) <= 16 for p in synth) and len({len(p["input_ids"]) for p in synth}) > 3
@@ -210,8 +210,8 @@ def test_payloads_round_trip_and_classic_profiles_unchanged():
     assert [workloads.from_payload(p) for p in workloads.as_payloads(prompts)] == prompts
     classic = LoadProfile(kind="closed", protocol="http", levels=(1,))
     assert "workload" not in classic.to_dict() and classic.label() == "closed-http-b1"
-    gen = LoadProfile(kind="closed", protocol="http", levels=(1,), workload=workloads.GenWorkload().to_dict())
+    gen = LoadProfile(kind="closed", protocol="http", levels=(1,), workload=Workload(api="openai").to_dict())
     assert gen.to_dict()["workload"]["api"] == "openai-chat" and gen.label() == "closed-openai-chat-i128-o64"
-    with pytest.raises(BadInputError, match="isl-range"):
-        workloads.GenWorkload(isl_range=1.5)
+    with pytest.raises(BadInputError, match=r"isl_range: 1.5 must be in \(0, 1\]"):
+        Workload(isl_range=1.5)
     assert np.all(workloads.as_payloads(prompts)[0]["osl"] == 5)

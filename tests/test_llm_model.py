@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from accelbench.documents import to_dict
 from accelbench.errors import BadInputError
 from accelbench.models.cards import card_from_dict, load_card
 from accelbench.models.generative import GenerativeSpec, spec_from_hf_config
@@ -189,25 +190,25 @@ def fp32_variant(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("variants")
     (manifest,) = quantize(QuantizeRequest(model="builtin:llama-tiny", target="cpu-local", out_dir=out))
-    return out / manifest["name"], manifest
+    return out / manifest.name, manifest
 
 
 @pytest.mark.hf
 @pytest.mark.slow
 def test_generative_variant_folder(fp32_variant):
     folder, manifest = fp32_variant
-    assert manifest["card"]["task"] == "text-generation" and manifest["precision"] == "fp32"
+    assert manifest.card["task"] == "text-generation" and manifest.precision == "fp32"
     assert {"model.onnx", "tokenizer/tokenizer.json", "hf/config.json", "hf/model.safetensors"} <= set(
-        manifest["files"]
+        manifest.files
     )
-    cost = manifest["graph_cost"]
+    cost = to_dict(manifest.graph_cost)
     assert cost["kv_cache_bytes_per_token"] == 4096 and cost["kv_dtype"] == "float32"
     # the export keeps the tied embedding twice; a decode step reads the LM head, not the gathered table
     assert cost["weight_bytes"] == pytest.approx(10_715_904 * 4, rel=0.01)
-    gate = manifest["accuracy"]
+    gate = to_dict(manifest.accuracy)
     assert gate["verdict"] == "PASS" and gate["value"] == 1.0 and gate["kl_divergence"] == 0
     assert gate["samples"] > 400  # the shipped text, not truncated to the tokenizer's 128
-    assert manifest["attempts"][0]["recipe"] == "fp32-reference"
+    assert manifest.attempts[0].recipe == "fp32-reference"
     import onnx
 
     inputs = {i.name for i in onnx.load(str(folder / "model.onnx"), load_external_data=False).graph.input}

@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from accelbench.documents import to_dict
 from tests.llm_helpers import PROMPTS, greedy_reference
 
 pytestmark = [pytest.mark.hf, pytest.mark.slow]  # each test quantizes a checkpoint
@@ -24,38 +25,38 @@ def made(tmp_path_factory):
         for m in quantize(
             QuantizeRequest(model="builtin:llama-tiny", target="cpu-local", precision=precision, out_dir=out)
         ):
-            manifests[m["precision"]] = m
+            manifests[m.precision] = m
     return out, manifests
 
 
 def test_int4_variant_is_weight_only_matmulnbits(made):
     out, manifests = made
     m = manifests["int4"]
-    assert m["recipe"] == "ort-int4-weight-only-b32"
-    assert m["calibration"]["bits"] == 4 and m["calibration"]["block_size"] == 32
-    assert m["attempts"][-1] == {
+    assert m.recipe == "ort-int4-weight-only-b32"
+    assert m.calibration.bits == 4 and m.calibration.block_size == 32
+    assert to_dict(m.attempts[-1]) == {
         "recipe": "ort-int4-weight-only-b32",
         "outcome": "ok",
         "reason": "the graph passes the ONNX checker and runs",
     }
     import onnx
 
-    ops = {n.op_type for n in onnx.load(str(out / m["name"] / "model.onnx")).graph.node}
+    ops = {n.op_type for n in onnx.load(str(out / m.name / "model.onnx")).graph.node}
     assert "MatMulNBits" in ops
     # 4-bit weights plus one float32 scale per 32: about 4.5 bits where FP32 has 32
-    ratio = manifests["fp32"]["graph_cost"]["weight_bytes"] / m["graph_cost"]["weight_bytes"]
+    ratio = manifests["fp32"].graph_cost.weight_bytes / m.graph_cost.weight_bytes
     assert 5.0 < ratio < 7.5
-    assert {"tokenizer/tokenizer.json", "hf/config.json"} <= set(m["files"])
+    assert {"tokenizer/tokenizer.json", "hf/config.json"} <= set(m.files)
 
 
 def test_int8_variant_and_its_gate(made):
     _, manifests = made
     m = manifests["int8"]
-    assert m["recipe"] == "ort-int8-weight-only-b32" and m["calibration"]["bits"] == 8
-    ratio = manifests["fp32"]["graph_cost"]["weight_bytes"] / m["graph_cost"]["weight_bytes"]
+    assert m.recipe == "ort-int8-weight-only-b32" and m.calibration.bits == 8
+    ratio = manifests["fp32"].graph_cost.weight_bytes / m.graph_cost.weight_bytes
     assert 3.0 < ratio < 4.0
     for precision in ("int8", "int4"):
-        gate = manifests[precision]["accuracy"]
+        gate = to_dict(manifests[precision].accuracy)
         assert gate["metric"] == "next_token_agreement" and gate["samples"] > 400
         assert 0 < gate["kl_divergence"] < 1 and 0 < gate["value"] < 1
         assert gate["perplexity"] is None and "random weights" in gate["reason"]
@@ -63,7 +64,7 @@ def test_int8_variant_and_its_gate(made):
         ok = gate["value"] >= gate["tolerance"] and gate["kl_divergence"] <= gate["kl_tolerance"]
         assert gate["verdict"] == ("PASS" if ok else "FAIL")
     # fewer bits, further from FP32
-    assert manifests["int8"]["accuracy"]["kl_divergence"] < manifests["int4"]["accuracy"]["kl_divergence"]
+    assert manifests["int8"].accuracy.kl_divergence < manifests["int4"].accuracy.kl_divergence
 
 
 def test_a_recipe_that_fails_is_recorded_and_the_next_tried(made, tmp_path, monkeypatch):
@@ -81,13 +82,10 @@ def test_a_recipe_that_fails_is_recorded_and_the_next_tried(made, tmp_path, monk
     manifests = quantize(
         QuantizeRequest(model="builtin:llama-tiny", target="cpu-local", precision="int4", out_dir=tmp_path)
     )
-    attempts = manifests[-1]["attempts"]
-    assert [a["outcome"] for a in attempts] == ["failed", "ok"]
-    assert "simulated quantizer failure" in attempts[0]["reason"]
-    assert (
-        manifests[-1]["recipe"] == "ort-int4-weight-only-b128"
-        and manifests[-1]["calibration"]["block_size"] == 128
-    )
+    attempts = manifests[-1].attempts
+    assert [a.outcome for a in attempts] == ["failed", "ok"]
+    assert "simulated quantizer failure" in attempts[0].reason
+    assert manifests[-1].recipe == "ort-int4-weight-only-b128" and manifests[-1].calibration.block_size == 128
 
 
 def test_int4_served_by_the_same_triton_model(made, tmp_path):
@@ -97,7 +95,7 @@ def test_int4_served_by_the_same_triton_model(made, tmp_path):
     from accelbench.serving.server import LocalTriton
 
     out, manifests = made
-    variant = out / manifests["int4"]["name"]
+    variant = out / manifests["int4"].name
     (model,) = write_repository([variant], tmp_path, "local", {"intra_op_threads": 2, "max_context": 64})
     got: dict[int, list[int]] = {}
 
@@ -150,12 +148,12 @@ def test_hf_dir_checkpoint_end_to_end(tmp_path):
         )
     )
     fp32, int8 = manifests
-    assert fp32["card"]["generative"]["kv_heads"] == 2 and fp32["card"]["generative"]["context_length"] == 512
-    assert fp32["graph_cost"]["kv_cache_bytes_per_token"] == 2 * 2 * 2 * 16 * 4
-    gate = int8["accuracy"]
+    assert fp32.card["generative"]["kv_heads"] == 2 and fp32.card["generative"]["context_length"] == 512
+    assert fp32.graph_cost.kv_cache_bytes_per_token == 2 * 2 * 2 * 16 * 4
+    gate = to_dict(int8.accuracy)
     assert gate["perplexity"] > 0 and gate["perplexity_reference"] > 0 and "perplexity" in gate["reason"]
     assert gate["samples"] == 442  # the text fits the 512-token context: all of it
-    tokenizer_files = {f for f in int8["files"] if f.startswith("tokenizer/")}
+    tokenizer_files = {f for f in int8.files if f.startswith("tokenizer/")}
     assert "tokenizer/tokenizer.json" in tokenizer_files and not any(
         f.endswith(".safetensors") for f in tokenizer_files
     )

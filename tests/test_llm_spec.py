@@ -10,6 +10,7 @@ import pytest
 from accelbench.errors import BadInputError
 from accelbench.experiment import pipeline
 from accelbench.experiment.spec import load_spec, parse_spec
+from tests.test_manifest import variant_manifest
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "llm.toml"
 
@@ -37,20 +38,20 @@ def test_a_generative_variant_gets_a_streaming_profile(tmp_path):
     spec = load_spec(EXAMPLE)
     (tmp_path / "tokenizer").mkdir()
     gen = pipeline._Variant(
-        tmp_path, {"name": "llama-tiny__cpu-local__fp32", "card": {"task": "text-generation"}}
+        tmp_path, variant_manifest(name="llama-tiny__cpu-local__fp32", card={"task": "text-generation"})
     )
     profile = pipeline._profile(spec, 1, gen)
     w = profile.workload
-    assert (w["api"], w["isl"], w["osl"], w["slo_ttft_p99_ms"], w["slo_tpot_p99_ms"]) == (
+    assert (w.api, w.isl, w.osl, w.slo_ttft_p99_ms, w.slo_tpot_p99_ms) == (
         "triton",
         64,
         32,
         500,
         50,
     )
-    assert w["tokenizer"] == str(tmp_path / "tokenizer")  # the variant's own tokenizer folder
+    assert w.tokenizer == str(tmp_path / "tokenizer")  # the variant's own tokenizer folder
     assert profile.label() == "closed-triton-i64-o32" and profile.levels == (1, 8)
     classic = pipeline._profile(
-        spec, 1, pipeline._Variant(tmp_path, {"name": "x", "card": {"task": "embedding"}})
+        spec, 1, pipeline._Variant(tmp_path, variant_manifest(name="x", card={"task": "embedding"}))
     )
     assert classic.workload is None and "workload" not in classic.to_dict()

@@ -33,7 +33,7 @@ def variant(tmp_path_factory):
     (manifest,) = quantize(
         QuantizeRequest(model="builtin:llama-tiny", target="cpu-local", precision="fp32", out_dir=out)
     )
-    return out / manifest["name"]
+    return out / manifest.name
 
 
 @pytest.fixture(scope="module")

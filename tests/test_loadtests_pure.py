@@ -17,6 +17,7 @@ from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.profiles import LoadProfile, parse_levels
 from accelbench.loadtests.sweep import build_step
 from accelbench.loadtests.verdict import INVALID, LOW_PRECISION, VALID, Limits, judge
+from tests.test_manifest import variant_manifest
 
 
 def test_sub_millisecond_latencies_keep_microseconds():
@@ -113,9 +114,12 @@ def test_profile_validation_and_plans():
     opened = LoadProfile(kind="open", protocol="grpc", levels=(100.0,), processes=2)
     assert opened.steps() == [{"index": 0, "offered": {"rate_rps": 100.0}}]
     assert LoadProfile.from_dict(json.loads(json.dumps(closed.to_dict()))) == closed
-    for bad in ({"kind": "ramp"}, {"protocol": "udp"}, {"levels": (1.5,)}, {"levels": ()}, {"duration_s": 0}):
+    for bad in ({"kind": "ramp"}, {"protocol": "udp"}, {"levels": (1.5,)}, {"levels": ()}, {"duration_s": -1},
+                {"shapes": ("x",)}, {"check_every": 0}, {"batch_size": True}):  # fmt: skip
         with pytest.raises(BadInputError):
             LoadProfile(**{"kind": "closed", "protocol": "http", "levels": (1,), **bad})
+    # 0, as a spec writes it, means no least duration: the same profile (and resume key) as none
+    assert LoadProfile(kind="closed", levels=(1,), duration_s=0) == LoadProfile(kind="closed", levels=(1,))
     assert parse_levels("1, 2,4") == (1.0, 2.0, 4.0)
     with pytest.raises(BadInputError, match="comma-separated"):
         parse_levels("1,two")
@@ -165,8 +169,8 @@ def test_build_step_fills_the_documented_fields():
 
 def _doc(tmp_path, profile):
     return results.new_document(
-        model="identity", variant="identity__cpu-local__fp32", manifest={"manifest_hash": "abc", "model": "identity"},
-        load_profile=profile.to_dict(), server={"url": "u", "version": "2.51"}, profile_label=profile.label(),
+        model="identity", variant="identity__cpu-local__fp32", manifest=variant_manifest("abc", model="identity"),
+        profile=profile, server={"url": "u", "version": "2.51"},
     )  # fmt: skip
 
 
@@ -182,11 +186,11 @@ def test_result_document_resume_rules(tmp_path):
     assert json.loads(path.read_text())["schema"] == "accelbench.result/1"
     assert dump_json(on_disk) == path.read_text()
     assert [s.verdict for s in on_disk.steps] == [LOW_PRECISION, INVALID]
-    assert results.resumable(on_disk, "abc", profile.to_dict())
+    assert results.resumable(on_disk, "abc", profile)
     assert [s.index for s in results.finished_steps(on_disk)] == [0]  # the aborted step runs again
-    assert not results.resumable(on_disk, "other-hash", profile.to_dict())
+    assert not results.resumable(on_disk, "other-hash", profile)
     longer = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 4), duration_s=20)
-    assert not results.resumable(on_disk, "abc", longer.to_dict())
+    assert not results.resumable(on_disk, "abc", longer)
 
 
 def test_foreign_file_is_bad_input(tmp_path):
@@ -207,7 +211,10 @@ def test_foreign_file_is_bad_input(tmp_path):
         (["--concurrency", "1"], 2, "no models"),
         (["--concurrency", "1", "--shape", "X"], 2, "expected NAME:D1,D2"),
         (["--concurrency", "1", "--input-data", "missing.json"], 2, "no such file (or use zero / random)"),
-        (["--concurrency", "1", "--check-every", "0"], 2, "--check-every must be >= 1"),
+        (["--concurrency", "1", "--check-every", "0"], 2, "--check-every: 0 must be a whole number >= 1"),
+        (["--concurrency", "1.5"], 2, "--concurrency: closed-loop concurrency must be whole numbers"),
+        (["--rate", "10", "--duration", "-1"], 2, "--duration: -1.0 must be a number >= 0"),
+        (["--concurrency", "1", "--isl-range", "1.5"], 2, "--isl-range: 1.5 must be in (0, 1]"),
         (
             ["--concurrency", "1", "--card", "builtin:identity", "--url", "http://127.0.0.1:9"],
             4,

@@ -41,8 +41,8 @@ def _doc(steps: list[Step]):
     profile = LoadProfile(
         kind="closed", protocol="http", levels=tuple(float(s.index + 1) for s in steps), duration_s=1.0
     )
-    doc = results.new_document(model="m", variant="m", manifest=None, load_profile=profile.to_dict(),
-                               server={"url": "u", "version": ""}, profile_label=profile.label())  # fmt: skip
+    doc = results.new_document(model="m", variant="m", manifest=None, profile=profile,
+                               server={"url": "u", "version": ""})  # fmt: skip
     doc.steps = steps
     return doc, profile
 

@@ -17,6 +17,7 @@ import pytest
 from accelbench.errors import BadInputError
 from accelbench.loadtests.served import ServedModel, ServedTensor, make_payloads, parse_shapes
 from accelbench.serving import LocalTriton
+from tests.test_manifest import variant_manifest
 
 ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
 MODEL = "their_model"
@@ -148,7 +149,13 @@ def test_a_wrong_expectation_is_caught_on_every_answer(triton, tmp_path):
 
     profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2,
                           input_data="zero", shapes=("X:2",))  # fmt: skip
-    doc, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, manifest={"outputs": outputs})
+    doc, _ = measure(
+        triton,
+        model=MODEL,
+        profile=profile,
+        out_dir=tmp_path,
+        manifest=variant_manifest(name=MODEL, outputs=outputs),
+    )
     step = doc.steps[0]
     assert step.errors.wrong_output == step.requests > 0
     assert "dtype float32, expected float16" in step.last_error
@@ -206,8 +213,8 @@ def _write(folder: Path, text: str) -> Path:
     [
         (None, "l4", None, "--target and --precision go together"),
         (None, None, "int8", "--target and --precision go together"),
-        ({"target": "l4", "precision": "int8"}, "l40s", "int8", "--target l40s differs from the variant manifest's target l4"),
-        ({"target": "l4", "precision": "int8"}, "l4", "fp16", "--precision fp16 differs from the variant manifest's precision int8"),
+        (("l4", "int8"), "l40s", "int8", "--target l40s differs from the variant manifest's target l4"),
+        (("l4", "int8"), "l4", "fp16", "--precision fp16 differs from the variant manifest's precision int8"),
     ],
 )  # fmt: skip
 def test_target_and_precision_are_checked_before_any_server_starts(
@@ -215,6 +222,8 @@ def test_target_and_precision_are_checked_before_any_server_starts(
 ):
     from accelbench.loadtests import api
 
+    if manifest is not None:
+        manifest = variant_manifest(target=manifest[0], precision=manifest[1])
     with pytest.raises(BadInputError, match=text):
         api._check_where(manifest, target, precision)
     api._check_where(manifest, None, None)  # nothing given: nothing to check

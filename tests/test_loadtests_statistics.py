@@ -115,7 +115,7 @@ def test_drift_rule_on_steady_and_drifting_streams():
 def test_a_step_change_halfway_is_drift_with_its_size():
     stats, invalid, _ = analyse(*stream(3, step_at=30.0, step_by=0.5), 60.0)
     assert len(invalid) == 1 and invalid[0].startswith("drift: mean latency changed +")
-    assert stats["drift"]["latency"]["drift"] and stats["drift"]["latency"]["change"] > 0.3
+    assert stats.drift.latency.drift and stats.drift.latency.change > 0.3
 
 
 def test_hamed_rao_correction_only_ever_widens():
@@ -151,27 +151,27 @@ def test_batch_means_interval_covers_the_true_rate():
     hits = 0
     for seed in range(100):
         stats, _, _ = analyse(*stream(seed, noise=0.0), 60.0)
-        thr = stats["throughput_rps"]
-        hits += thr["low"] <= 150.0 <= thr["high"]
-        assert thr["df"] == 9
+        thr = stats.throughput_rps
+        hits += thr.low <= 150.0 <= thr.high
+        assert thr.df == 9
     assert hits >= 88
 
 
 def test_worked_example_step_is_valid():
     stats, invalid, low = analyse(*stream(11, warmup_s=5.0), 60.0)
     assert invalid == [] and low == []
-    assert stats["n"] > 662 and stats["truncated"]["seconds"] > 3.0
-    p99 = stats["latency_us"]["p99"]
-    assert p99["low"] < p99["value"] < p99["high"] <= stats["upper_99_us"] <= stats["early_stopping_us"]
-    thr = stats["throughput_rps"]
-    assert 145 < thr["value"] < 155 and (thr["high"] - thr["value"]) / thr["value"] < 0.06
+    assert stats.n > 662 and stats.truncated.seconds > 3.0
+    p99 = stats.latency_us["p99"]
+    assert p99.low < p99.value < p99.high <= stats.upper_99_us <= stats.early_stopping_us
+    thr = stats.throughput_rps
+    assert 145 < thr.value < 155 and (thr.high - thr.value) / thr.value < 0.06
 
 
 def test_a_short_step_is_low_precision_not_invalid():
     done, lat = stream(5, seconds=2.0)  # ~300 requests: too few for p99's 662, and for its 95 % upper bound
     stats, invalid, low = analyse(done, lat, 2.0)
     assert invalid == [] and "below the 662 that p99 needs" in low[0]
-    assert stats["latency_us"]["p99"]["high"] is None
+    assert stats.latency_us["p99"].high is None
     verdict, reasons = judge(requests=300, error_rate=0.0, loadgen_cpu=[0.2], low_precision=low)
     assert verdict == LOW_PRECISION and reasons == low
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from accelbench.documents import VariantManifest, load_manifest
 from accelbench.errors import BadInputError
 from accelbench.models.manifest import (
     SCHEMA,
@@ -49,6 +50,18 @@ def minimal_manifest(**overrides):
     return m
 
 
+def variant_manifest(manifest_hash_: str | None = None, **overrides) -> VariantManifest:
+    """A validated manifest without a folder: ``minimal_manifest`` with files, date and hash filled in."""
+    data = {
+        "schema": SCHEMA,
+        **minimal_manifest(**overrides),
+        "files": {},
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    data["manifest_hash"] = manifest_hash_ or manifest_hash(data)
+    return load_manifest(data)
+
+
 @pytest.mark.parametrize(
     ("model", "target", "precision", "expected"),
     [
@@ -85,10 +98,10 @@ def test_hash_ignores_created_at_but_not_content(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"a")
     first = write_manifest(tmp_path, minimal_manifest(created_at="2020-01-01T00:00:00+00:00"))
     second = write_manifest(tmp_path, minimal_manifest(created_at="2030-01-01T00:00:00+00:00"))
-    assert first["manifest_hash"] == second["manifest_hash"]
+    assert first.manifest_hash == second.manifest_hash
     (tmp_path / "model.onnx").write_bytes(b"b")
     third = write_manifest(tmp_path, minimal_manifest())
-    assert third["manifest_hash"] != first["manifest_hash"]
+    assert third.manifest_hash != first.manifest_hash
 
 
 @pytest.mark.parametrize(

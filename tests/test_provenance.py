@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.documents import dump_json, load_result, to_dict
+from tests.test_manifest import variant_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "bench" / "results" / "h200" / "2026-11-30"
@@ -112,10 +113,11 @@ def test_rebuilding_the_committed_h200_run_reproduces_the_corrected_files(tmp_pa
 
 def test_a_load_test_document_is_stamped_by_the_measuring_process():
     from accelbench.loadtests import results
+    from accelbench.loadtests.profiles import LoadProfile
 
     doc = results.new_document(model="m", variant="m", manifest=None, server={"url": "http://x", "version": "1"},
-                               load_profile={"kind": "closed", "levels": [1], "batch_size": 1},
-                               command="accelbench loadtest ...", profile_label="c1")  # fmt: skip
+                               profile=LoadProfile(kind="closed", levels=(1,)),
+                               command="accelbench loadtest ...")  # fmt: skip
     assert doc.provenance.host == results.host_probe()
     assert doc.provenance.packages == results.package_versions()
     assert doc.provenance.command == "accelbench loadtest ..."
@@ -128,9 +130,8 @@ def test_steps_measured_on_another_host_are_measured_again_not_relabelled(tmp_pa
     from accelbench.loadtests.sweep import is_complete, result_path
 
     profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0)
-    doc = results.new_document(model="m", variant="m", manifest={"manifest_hash": "abc"},
-                               load_profile=profile.to_dict(), server={"url": "u", "version": ""},
-                               profile_label=profile.label())  # fmt: skip
+    doc = results.new_document(model="m", variant="m", manifest=variant_manifest("abc"),
+                               profile=profile, server={"url": "u", "version": ""})  # fmt: skip
     doc.steps = [
         load_result(json.loads((H200 / "results" / "resnet50__h200-sxm__bf16.json").read_text())).steps[0]
     ]

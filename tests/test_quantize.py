@@ -58,12 +58,12 @@ def test_cpu_int8_variant_passes_and_reference_kept(cpu_variants):
     out, stdout = cpu_variants
     int8 = read_manifest(out / "minilm-l6__c7i-xlarge__int8")
     fp32 = read_manifest(out / "minilm-l6__c7i-xlarge__fp32")
-    assert int8["recipe"] == "ort-dynamic-int8-per-channel"
-    assert int8["accuracy"]["verdict"] == "PASS" and int8["accuracy"]["value"] >= 0.99
-    assert fp32["recipe"] == "fp32-reference" and fp32["accuracy"]["value"] == 1.0
-    assert int8["toolchain"]["name"] == "onnxruntime" and int8["source"]["uri"] == "builtin:minilm-l6"
-    assert set(int8["files"]) == {"model.onnx", "reference/inputs.npz", "reference/outputs.npz"}
-    ops = {n.op_type for n in onnx.load(str(out / int8["name"] / "model.onnx")).graph.node}
+    assert int8.recipe == "ort-dynamic-int8-per-channel"
+    assert int8.accuracy.verdict == "PASS" and int8.accuracy.value >= 0.99
+    assert fp32.recipe == "fp32-reference" and fp32.accuracy.value == 1.0
+    assert int8.toolchain.name == "onnxruntime" and int8.source.uri == "builtin:minilm-l6"
+    assert set(int8.files) == {"model.onnx", "reference/inputs.npz", "reference/outputs.npz"}
+    ops = {n.op_type for n in onnx.load(str(out / int8.name / "model.onnx")).graph.node}
     assert "DynamicQuantizeLinear" in ops or "MatMulInteger" in ops
     assert "PASS" in stdout
 
@@ -74,7 +74,7 @@ def test_rerun_reuses_intact_variant(cpu_variants):
     before = read_manifest(out / "minilm-l6__c7i-xlarge__int8")
     code, _, stderr = run_cli("quantize", "builtin:minilm-l6", "--target", "c7i.xlarge", "--out", str(out))
     assert code == 0 and "reused" in stderr
-    assert read_manifest(out / "minilm-l6__c7i-xlarge__int8")["created_at"] == before["created_at"]
+    assert read_manifest(out / "minilm-l6__c7i-xlarge__int8").created_at == before.created_at
 
 
 @pytest.mark.slow
@@ -82,9 +82,9 @@ def test_l4_int8_is_symmetric_qdq_with_build_script(l4_variants):
     out, stdout = l4_variants
     folder = out / "resnet50__l4__int8"
     m = read_manifest(folder)
-    assert m["engine"]["status"] == "must-build-on-target" and "NVIDIA L4" in m["engine"]["host_requirement"]
-    assert m["recipe"] == "qdq-int8-symmetric" and m["calibration"]["samples"] > 0
-    assert "build_engine.sh" in m["files"] and os.access(folder / "build_engine.sh", os.X_OK)
+    assert m.engine.status == "must-build-on-target" and "NVIDIA L4" in m.engine.host_requirement
+    assert m.recipe == "qdq-int8-symmetric" and m.calibration.samples > 0
+    assert "build_engine.sh" in m.files and os.access(folder / "build_engine.sh", os.X_OK)
     assert "must be built on an NVIDIA L4" in stdout
     model = onnx.load(str(folder / "model.onnx"))
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}

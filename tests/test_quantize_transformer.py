@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from accelbench.cli import main
+from accelbench.documents import to_dict
 from accelbench.models.accuracy import run_onnx_cpu
 from accelbench.models.inputs import make_inputs
 from accelbench.models.loader import resolve_model
@@ -67,8 +68,8 @@ def test_tensorrt_int8_default_for_transformers_is_smoothquant(tmp_path):
     assert result.exit_code == 0, result.stderr
     folder = tmp_path / "minilm-l6__l4__int8"
     m = read_manifest(folder)
-    cal = m["calibration"]
-    assert m["recipe"] == "qdq-int8-symmetric-smoothquant" and cal["samples"] > 0 and cal["seed"] == 0
+    cal = to_dict(m.calibration)
+    assert m.recipe == "qdq-int8-symmetric-smoothquant" and cal["samples"] > 0 and cal["seed"] == 0
     assert cal["method"] == "Percentile" and cal["smoothquant"]["alpha"] == tq.SMOOTHQUANT_ALPHA
     assert (cal["matmuls"], cal["quantized_matmuls"]) == (48, 36) and len(cal["excluded_nodes"]) == 12
     model = onnx.load(str(folder / "model.onnx"))
@@ -82,4 +83,4 @@ def test_tensorrt_int8_default_for_transformers_is_smoothquant(tmp_path):
         if n.op_type == "MatMul" and any(t.endswith("DequantizeLinear_Output") for t in n.input)
     }
     assert quantized and not quantized & set(cal["excluded_nodes"])
-    assert m["accuracy"]["verdict"] in ("PASS", "FAIL") and m["accuracy"]["value"] is not None
+    assert m.accuracy.verdict in ("PASS", "FAIL") and m.accuracy.value is not None

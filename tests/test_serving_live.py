@@ -165,7 +165,7 @@ def test_only_loopback_listeners(server):
 
 def test_concurrent_requests_are_batched_and_split_back(server, variants):
     name = "identity__cpu-local__fp32"
-    width = read_manifest(variants[name])["inputs"][0]["shape"][1]
+    width = read_manifest(variants[name]).inputs[0].shape[1]
     before = stats_snapshot(server.http_url, name)
     results: dict[int, np.ndarray] = {}
 
@@ -205,11 +205,12 @@ def test_metrics_live(server, variants):
 def test_remote_checks_the_served_config(server, variants):
     name = "minilm-l6__c7i-xlarge__int8"
     remote = RemoteTriton(server.http_url, grpc_url=server.grpc_url, metrics_url=server.metrics_url)
-    manifest = dict(read_manifest(variants[name]))
+    manifest = read_manifest(variants[name])
     with remote:
         assert remote.server_version == server.server_version
         assert remote.check_model(name, manifest)["name"] == name
-        manifest["inputs"] = [dict(manifest["inputs"][0], dtype="int32"), manifest["inputs"][1]]
+        wrong = manifest.inputs[0].model_copy(update={"dtype": "int32"})
+        manifest = manifest.model_copy(update={"inputs": [wrong, manifest.inputs[1]]})
         with pytest.raises(BadInputError, match="input_ids is TYPE_INT64, the variant has TYPE_INT32"):
             remote.check_model(name, manifest)
         with pytest.raises(ServerError, match="not ready"):

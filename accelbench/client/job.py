@@ -21,7 +21,7 @@ from typing import Any
 
 from accelbench.client.http import Conflict, ServerClient, Unreachable
 from accelbench.client.push import envelope
-from accelbench.documents import ResultDocument, to_dict
+from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import AccelbenchError, ServerError
 from accelbench.experiment.progress import Progress
 from accelbench.loadtests.events import Cancel, StepFinished
@@ -66,7 +66,7 @@ class JobSink:
             self.steps += 1
         self.wake.set()
 
-    def result(self, path: Path, document: ResultDocument, manifest: dict[str, Any] | None) -> None:
+    def result(self, path: Path, document: ResultDocument, manifest: VariantManifest | None) -> None:
         body = {**self.call, **envelope(document, Path(path).name, manifest)}
         try:
             self.client.call("POST", f"/jobs/{self.job_id}/results", body)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.client.http import ServerClient
-from accelbench.documents import ResultDocument, to_dict
+from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests.events import StepFinished
 
@@ -37,11 +37,14 @@ def manifests_near(paths: list[str]) -> dict[str, dict[str, Any]]:
     return found
 
 
-def envelope(doc: ResultDocument, source: str, manifest: dict[str, Any] | None) -> dict[str, Any]:
-    """The body of ``POST /results``: the document, the file it came from, its variant manifest if known."""
+def envelope(
+    doc: ResultDocument, source: str, manifest: VariantManifest | dict[str, Any] | None
+) -> dict[str, Any]:
+    """The body of ``POST /results``: the document, the file it came from, its variant manifest if known
+    (as the pipeline hands it, or as read from a manifest.json near the results)."""
     body: dict[str, Any] = {"result": to_dict(doc), "source": source}
     if manifest is not None:
-        body["variant"] = dict(manifest)
+        body["variant"] = to_dict(manifest) if isinstance(manifest, VariantManifest) else dict(manifest)
     return body
 
 
@@ -112,7 +115,7 @@ class PushSink:
     def step(self, done: StepFinished) -> None:
         """Steps stay on disk until the sweep is done: the server keeps results, not partial documents."""
 
-    def result(self, path: Path, document: ResultDocument, manifest: dict[str, Any] | None) -> None:
+    def result(self, path: Path, document: ResultDocument, manifest: VariantManifest | None) -> None:
         try:
             send(self.client, envelope(document, Path(path).name, manifest), str(path))
         except (ServerError, BadInputError) as err:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelbench.hardware.catalog import Catalog
 
 
-def catalog_of(ctx: Any) -> Any:
+def catalog_of(ctx: Any) -> Catalog:
     """The hardware catalog of this command line: the built-in one, with the root's ``--catalog`` file
     (or ACCELBENCH_CATALOG) over it."""
     from accelbench.hardware.catalog import load_catalog

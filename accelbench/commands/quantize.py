@@ -55,6 +55,7 @@ def quantize_command(
 
     Writes the FP32 reference and the requested variant, each with an accuracy verdict against FP32.
     """
+    from accelbench.documents import Accuracy, to_dict
     from accelbench.models.quantize import QuantizeRequest, quantize
 
     request = QuantizeRequest(
@@ -68,19 +69,18 @@ def quantize_command(
     )
     manifests = quantize(request)
     if as_json:
-        click.echo(json.dumps(manifests, indent=2, sort_keys=True))
+        click.echo(json.dumps([to_dict(m) for m in manifests], indent=2, sort_keys=True))
         return
     for m in manifests:
-        acc = m["accuracy"] or {}
+        acc = m.accuracy or Accuracy()
         click.echo(
-            f"{m['name']}: {m['recipe']} → {Path(out_dir) / m['name'] / m['model_file']}  "
-            f"accuracy {acc.get('metric')} {acc.get('value')} (tolerance {acc.get('tolerance')}) "
-            f"{acc.get('verdict')}"
+            f"{m.name}: {m.recipe} → {Path(out_dir) / m.name / m.model_file}  "
+            f"accuracy {acc.metric} {acc.value} (tolerance {acc.tolerance}) {acc.verdict}"
         )
-        if m["engine"] and m["engine"].get("status") == "must-build-on-target":
+        if m.engine and m.engine.status == "must-build-on-target":
             click.echo(
-                f"  engine NOT built here: it must be built on {m['engine']['host_requirement']}; "
-                f"run {Path(out_dir) / m['name'] / m['engine']['script']} there"
+                f"  engine NOT built here: it must be built on {m.engine.host_requirement}; "
+                f"run {Path(out_dir) / m.name / (m.engine.script or '')} there"
             )
 
 

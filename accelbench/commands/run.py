@@ -8,6 +8,8 @@ import sys
 import click
 
 from accelbench.commands import token_option
+from accelbench.commands.load_options import build, knob_options
+from accelbench.loadtests.profiles import LoadPlan
 
 
 @click.command("init")
@@ -31,11 +33,7 @@ def init_cmd(path: str, force: bool) -> None:
 @click.option("--push", "push_url", default=None, metavar="URL",
               help="Also send each result to this results server as its sweep finishes (accelbench server).")  # fmt: skip
 @token_option("push")
-@click.option("--repeats", type=click.IntRange(min=1), default=None,
-              help="Independent runs of each sweep (overrides the spec's load.repeats); the report combines them.")  # fmt: skip
-@click.option("--retries", type=click.IntRange(min=0), default=None,
-              help="Re-measure a step judged INVALID for drift or no steady state up to N times "
-                   "(overrides the spec's load.retries, default 2); every attempt is kept.")  # fmt: skip
+@knob_options(LoadPlan, defaults=False, note=" Overrides the spec's load.{name}.")
 @click.pass_context
 def run_cmd(
     ctx: click.Context, spec: str | None, out_dir: str | None, target_id: str | None, quiet: bool,
@@ -56,10 +54,8 @@ def run_cmd(
     if repeats is not None or retries is not None:
         from dataclasses import replace
 
-        load = experiment.load
-        load = replace(load, repeats=load.repeats if repeats is None else repeats,
-                       retries=load.retries if retries is None else retries)  # fmt: skip
-        experiment = replace(experiment, load=load)
+        given = {k: v for k, v in (("repeats", repeats), ("retries", retries)) if v is not None}
+        experiment = replace(experiment, load=build(LoadPlan, {**experiment.load.__dict__, **given}))
     from accelbench.processes import record_children_in
 
     progress = make_progress(quiet=quiet)

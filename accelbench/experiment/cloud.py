@@ -17,6 +17,7 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.experiment.spec import ExperimentSpec
+from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.util import atomic_write_text
 
 # catalog id -> SkyPilot accelerator name (`sky show-gpus`)
@@ -35,7 +36,7 @@ NEURON_INDEX = "https://pip.repos.neuron.amazonaws.com"
 _EXTRAS = {"tensorrt": "gpu,tensorrt", "neuron": "", "onnxruntime-cpu": ""}
 
 
-def _resources(target: Any) -> dict[str, Any] | str:
+def _resources(target: HardwareTarget) -> dict[str, Any] | str:
     """SkyPilot resources for a catalog target, or why it cannot be a cloud task."""
     price = target.price
     if target.kind in ("edge-gpu", "edge"):
@@ -55,7 +56,7 @@ def _resources(target: Any) -> dict[str, Any] | str:
     return f"no single-accelerator cloud instance for {target.id} in the catalog (price provider {getattr(price, 'provider', None)})"
 
 
-def _setup(target: Any, pip_spec: str) -> str:
+def _setup(target: HardwareTarget, pip_spec: str) -> str:
     lines = ["set -euo pipefail", "python3 -m venv ~/accelbench-venv", "source ~/accelbench-venv/bin/activate",
              "pip install --upgrade pip"]  # fmt: skip
     if target.toolchain == "neuron":
@@ -84,12 +85,12 @@ def _run(target_id: str) -> str:
     ]) + "\n"  # fmt: skip
 
 
-def _default_pip_spec(target: Any) -> str:
+def _default_pip_spec(target: HardwareTarget) -> str:
     extras = _EXTRAS.get(target.toolchain, "")
     return f"accelbench[{extras}]=={__version__}" if extras else f"accelbench=={__version__}"
 
 
-def task_for(spec: ExperimentSpec, spec_path: str | os.PathLike, target_id: str, catalog: Any,
+def task_for(spec: ExperimentSpec, spec_path: str | os.PathLike, target_id: str, catalog: Catalog,
              bucket: str | None = None, pip_spec: str | None = None,
              server: str | None = None) -> dict[str, Any] | str:  # fmt: skip
     """The SkyPilot task (as a dict) for one target, or the reason there is none."""

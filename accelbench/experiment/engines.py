@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.spec import DEFAULT_ENGINE, ExperimentSpec, ModelSpec
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.toolchains import llm_recipes
 
 
@@ -41,7 +43,7 @@ def without_recipe_models(spec: ExperimentSpec) -> ExperimentSpec | None:
     return replace(spec, models=left) if left else None
 
 
-def precisions_for(model: ModelSpec, target: Any) -> list[str]:
+def precisions_for(model: ModelSpec, target: HardwareTarget) -> list[str]:
     """The model's precisions the target's recipe builds, else the recipe's default precision."""
     module = llm_recipes.target_module(target)
     ok = [p for p in model.precisions if p in module.precisions(target) and not module.refusal(target, p)]
@@ -53,7 +55,7 @@ def build_engines(
     work: Path,
     catalog_path: str | None,
     log: Callable[[str], None],
-    write: Callable[[Any], dict[str, Any]] | None = None,
+    write: Callable[[Any], VariantManifest] | None = None,
 ) -> list[BuiltEngine]:
     """Write and build every recipe engine of a one-target spec here; one-line errors as the script says.
 
@@ -70,13 +72,13 @@ def build_engines(
             request = QuantizeRequest(model=model.uri, target=target.id, precision=precision,
                                       out_dir=work / "variants", catalog_path=catalog_path, engine=engine)  # fmt: skip
             manifest = write(request)
-            if manifest["format"] != "hf-checkpoint":
+            if manifest.format != "hf-checkpoint":
                 raise BadInputError(f"{model.uri}: engine {engine!r} serves generative models only")
-            folder = work / "variants" / manifest["name"]
+            folder = work / "variants" / manifest.name
             for action in ("check", "build"):
                 code, last = llm_recipes.run_script(folder, action, log)
                 if code != 0:
-                    raise ToolchainMissingError(f"{target.id}: {manifest['name']}: {last or f'exit {code}'}")
+                    raise ToolchainMissingError(f"{target.id}: {manifest.name}: {last or f'exit {code}'}")
             built.append(BuiltEngine(model.uri, target.id, precision, engine, folder))
     return built
 
@@ -86,7 +88,7 @@ def prepare(
     work: Path,
     catalog_path: str | None,
     log: Callable[[str], None],
-    write: Callable[[Any], dict[str, Any]] | None = None,
+    write: Callable[[Any], VariantManifest] | None = None,
 ) -> ExperimentSpec:
     """Build the spec's recipe engines; returns the spec the pipeline measures (its triton-python models)."""
     if not recipe_models(spec):

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
 from accelbench.hardware import tegrastats
 from accelbench.hardware.jetson import parse_device_tree_model, parse_nv_tegra_release, parse_nvpmodel_query
@@ -151,11 +152,11 @@ _VERSION_IN_TEXT = {
 }
 
 
-def required_versions(manifest: dict[str, Any]) -> dict[str, str]:
+def required_versions(manifest: VariantManifest) -> dict[str, str]:
     """L4T / JetPack / TensorRT versions the variant was built for, from its engine and toolchain records."""
     wanted: dict[str, str] = {}
-    engine = manifest.get("engine") or {}
-    requirement = engine.get("host_requirement")
+    engine = manifest.engine
+    requirement = engine.host_requirement if engine else None
     if isinstance(requirement, dict):
         for key in ("l4t", "jetpack", "tensorrt"):
             if requirement.get(key):
@@ -164,9 +165,9 @@ def required_versions(manifest: dict[str, Any]) -> dict[str, str]:
         for key, pattern in _VERSION_IN_TEXT.items():
             if match := pattern.search(requirement):
                 wanted[key] = match.group(1)
-    toolchain = manifest.get("toolchain") or {}
-    if toolchain.get("name") == "tensorrt" and engine.get("status") == "built" and toolchain.get("version"):
-        wanted.setdefault("tensorrt", str(toolchain["version"]))
+    toolchain = manifest.toolchain
+    if toolchain.name == "tensorrt" and engine and engine.status == "built" and toolchain.version:
+        wanted.setdefault("tensorrt", str(toolchain.version))
     return wanted
 
 
@@ -179,13 +180,13 @@ def version_matches(have: str, need: str) -> bool:
 Session = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
-def load_engine(vdir: Path, manifest: dict[str, Any]) -> tuple[Session | None, str]:
+def load_engine(vdir: Path, manifest: VariantManifest) -> tuple[Session | None, str]:
     """A callable running the variant, and how it runs: TensorRT when it is here, else ORT CPU stand-in."""
     plan = vdir / "model.plan"
     if plan.is_file() and _tensorrt_version():
         return _tensorrt_session(plan)
-    onnx_file = vdir / manifest["model_file"]
-    if manifest["format"] != "onnx":
+    onnx_file = vdir / manifest.model_file
+    if manifest.format != "onnx":
         onnx_file = vdir / "model.onnx"
     if not onnx_file.is_file():
         return None, f"no engine here: {plan.name} needs TensorRT and {onnx_file.name} is missing"

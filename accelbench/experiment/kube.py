@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.util import atomic_write_text
 
 # catalog id -> GPU Feature Discovery's product label (NVML names as in the recorded nvidia-smi outputs)
@@ -28,7 +29,7 @@ SECRET_NAME = "accelbench-runner"
 DEFAULT_IMAGE = f"accelbench:{__version__}"  # built from the repository's Dockerfile
 
 
-def job_manifest(target: Any, server: str, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
+def job_manifest(target: HardwareTarget, server: str, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
     """The batch/v1 Job for one target (a catalog entry); raises nothing, every field is data."""
     container: dict[str, Any] = {
         "name": "agent",
@@ -71,7 +72,9 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
 
-def write_job(target: Any, server: str, out: Path, dumper: type, image: str = DEFAULT_IMAGE) -> Path:
+def write_job(
+    target: HardwareTarget, server: str, out: Path, dumper: type, image: str = DEFAULT_IMAGE
+) -> Path:
     """Write ``<out>/<target>.k8s.yaml``; ``kubectl create -f`` it (generateName: one Job per create)."""
     import yaml
 

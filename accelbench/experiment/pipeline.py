@@ -25,16 +25,18 @@ and each finished result (``accelbench run --push`` pushes results, the campaign
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.documents import ResultDocument, load_result
+from accelbench.documents import Accuracy, ResultDocument, VariantManifest, load_result
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.experiment.progress import Progress
 from accelbench.experiment.spec import ExperimentSpec, TargetSpec, check_against_catalog
+from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.loadtests.events import Cancel, Event, StepFinished, StepSink
+from accelbench.loadtests.profiles import LoadProfile
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
 
 RUN_RECORD = "run.json"
@@ -52,11 +54,11 @@ class RunOutcome:
 @dataclass
 class _Variant:
     dir: Path
-    manifest: dict[str, Any]
+    manifest: VariantManifest
 
     @property
     def name(self) -> str:
-        return self.manifest["name"]
+        return self.manifest.name
 
 
 def run_experiment(
@@ -96,12 +98,13 @@ def run_experiment(
         progress.stage("accuracy gate")
         served = _gate(variants, progress, outcome)
         progress.stage(
-            "serve and load-test", f"{spec.load.kind} loop, levels {list(spec.load.as_profile()['levels'])}"
+            "serve and load-test",
+            f"{spec.load.profile.kind} loop, levels {spec.load.profile.to_dict()['levels']}",
         )
         for target in spec.measured_targets:
             if _stopped(cancel, outcome):
                 return outcome
-            mine = [v for v in served if v.manifest["target"] == target.id]
+            mine = [v for v in served if v.manifest.target == target.id]
             outcome.result_paths += _measure_target(
                 spec, target, mine, out, catalog, progress, command, sink, cancel
             )
@@ -120,7 +123,7 @@ def _stopped(cancel: Cancel | None, outcome: RunOutcome) -> bool:
     return outcome.cancelled
 
 
-def _check_measurable(target: TargetSpec, hw: Any) -> None:
+def _check_measurable(target: TargetSpec, hw: HardwareTarget) -> None:
     """Measuring here needs this host to be the target: only CPU targets run on the bundled Triton."""
     if target.mode == "local" and hw.toolchain != "onnxruntime-cpu":
         from accelbench.models.toolchains import toolchain_for
@@ -148,7 +151,7 @@ def _quantize_all(
     # the FP32 reference comes back with every precision; keep each variant once, FP32 only if asked for
     unique = {v.name: v for v in variants}
     keep = {(m.uri, p) for m in spec.models for p in m.precisions}
-    return [v for v in unique.values() if (v.manifest["source"]["uri"], v.manifest["precision"]) in keep]
+    return [v for v in unique.values() if (v.manifest.source.uri, v.manifest.precision) in keep]
 
 
 def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_path: str | None,
@@ -166,10 +169,10 @@ def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_p
             QuantizeRequest(model=uri, target=target_id, precision=precision, out_dir=out / "variants",
                             catalog_path=catalog_path)
         )  # fmt: skip
-        notes.append(", ".join(f"{m['name']} {m.verdict}" for m in manifests))
-    variants = [_Variant(out / "variants" / m["name"], dict(m)) for m in manifests]
+        notes.append(", ".join(f"{m.name} {m.verdict}" for m in manifests))
+    variants = [_Variant(out / "variants" / m.name, m) for m in manifests]
     atomic_write_json(stamp, {"uri": uri, "source": _source_fingerprint(uri),
-                              "variants": {v.name: v.manifest["manifest_hash"] for v in variants}})  # fmt: skip
+                              "variants": {v.name: v.manifest.manifest_hash for v in variants}})  # fmt: skip
     return variants
 
 
@@ -203,9 +206,9 @@ def _reusable_variants(stamp: Path) -> list[_Variant] | None:
         for name, want in done["variants"].items():
             vdir = stamp.parent.parent / name
             manifest = read_manifest(vdir)
-            if manifest["manifest_hash"] != want or verify_files(vdir, manifest):
+            if manifest.manifest_hash != want or verify_files(vdir, manifest):
                 return None
-            variants.append(_Variant(vdir, dict(manifest)))
+            variants.append(_Variant(vdir, manifest))
         return variants
     except (BadInputError, ValueError, KeyError, OSError):
         return None
@@ -218,14 +221,11 @@ def _gate(variants: list[_Variant], progress: Progress, outcome: RunOutcome) -> 
     """Variants that failed the accuracy gate are not served (the report would rank a broken model)."""
     served = []
     for v in variants:
-        acc = v.manifest.get("accuracy") or {}
-        verdict = acc.get("verdict", "NOT_RUN")
-        progress.note("accuracy", f"{v.name}: {acc.get('metric')} {acc.get('value')} → {verdict}")
+        acc, verdict = v.manifest.accuracy or Accuracy(), v.manifest.verdict
+        progress.note("accuracy", f"{v.name}: {acc.metric} {acc.value} → {verdict}")
         if verdict == "FAIL":
             outcome.excluded.append(v.name)
-            progress.note(
-                "accuracy", f"{v.name}: excluded from serving ({acc.get('reason') or 'below tolerance'})"
-            )
+            progress.note("accuracy", f"{v.name}: excluded from serving ({acc.reason or 'below tolerance'})")
             continue
         served.append(v)
     return served
@@ -234,56 +234,40 @@ def _gate(variants: list[_Variant], progress: Progress, outcome: RunOutcome) -> 
 # ---- serve and load-test ------------------------------------------------------------------------------
 
 
-def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = None) -> Any:
-    from accelbench.loadtests.profiles import LoadProfile
-
-    load = spec.load
-    kw = dict(kind=load.kind, levels=tuple(load.levels), duration_s=load.duration_s or None,
-              max_duration_s=load.max_duration_s, warmup_s=load.warmup_s, window_s=load.window_s,
-              processes=load.processes, seed=load.seed, repeat=repeat)  # fmt: skip
-    if variant is not None and _generative(variant):
-        return _generative_profile(spec, variant, kw)
-    return LoadProfile(protocol=load.protocol, batch_size=load.batch_size, **kw)
+def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = None) -> LoadProfile:
+    """The spec's [load] profile for this repeat; a generative variant's adds the spec's [workload], the
+    [slo] TTFT/TPOT objectives and the variant's own tokenizer folder (or its card's tokenizer)."""
+    profile = replace(spec.load.profile, repeat=repeat)
+    if variant is None or not _generative(variant):
+        return profile
+    card = variant.manifest.card
+    folder = variant.dir / "tokenizer"
+    workload = replace(
+        spec.workload, slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms
+    )
+    return profile.streaming(
+        workload, str(folder) if folder.is_dir() else (card.get("generative") or {}).get("tokenizer")
+    )
 
 
 def _generative(variant: _Variant) -> bool:
-    return (variant.manifest.get("card") or {}).get("task") == "text-generation"
+    return variant.manifest.card.get("task") == "text-generation"
 
 
-def _generative_profile(spec: ExperimentSpec, variant: _Variant, kw: dict[str, Any]) -> Any:
-    """A streaming sweep: the spec's [workload] and the [slo] TTFT/TPOT objectives; tokens counted with the
-    variant's own tokenizer folder (or its card's tokenizer)."""
-    from accelbench.loadtests.generative import workload_profile
-    from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
-    from accelbench.loadtests.workloads import GenWorkload
-
-    w = spec.workload
-    card = variant.manifest.get("card") or {}
-    tokenizer = w.tokenizer or (
-        str(variant.dir / "tokenizer") if (variant.dir / "tokenizer").is_dir() else None
-    )
-    workload = GenWorkload(
-        api=w.api, isl=w.isl, osl=w.osl, isl_range=w.isl_range, osl_range=w.osl_range, ignore_eos=w.ignore_eos,
-        tokenizer=tokenizer or (card.get("generative") or {}).get("tokenizer") or DEFAULT_TOKENIZER,
-        slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms,
-    )  # fmt: skip
-    return workload_profile(workload, w.prompts, **kw)
-
-
-def _result_path(out: Path, variant: _Variant, profile: Any) -> Path:
+def _result_path(out: Path, variant: _Variant, profile: LoadProfile) -> Path:
     from accelbench.loadtests.sweep import result_path
 
     return result_path(out / "results", variant.name, profile)
 
 
-def _finished(path: Path, variant: _Variant, profile: Any) -> bool:
+def _finished(path: Path, variant: _Variant, profile: LoadProfile) -> bool:
     from accelbench.loadtests.sweep import is_complete
 
-    return is_complete(path, variant.manifest["manifest_hash"], profile)
+    return is_complete(path, variant.manifest.manifest_hash, profile)
 
 
-def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path, catalog: Any,
-                    progress: Progress, command: str, sink: StepSink | None = None,
+def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path,
+                    catalog: Catalog, progress: Progress, command: str, sink: StepSink | None = None,
                     cancel: Cancel | None = None) -> list[Path]:  # fmt: skip
     # every (variant, repeat) whose result document is not yet complete; repeat 1 keeps today's file name
     paths, todo = [], []
@@ -318,8 +302,8 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, out, repo_dir, progress, command, _limits(spec), spec.workload.prompts, sink,
-                    cancel)  # fmt: skip
+            _sweeps(server, todo, out, repo_dir, progress, command, _limits(spec), spec.workload.prompts_file,
+                    sink, cancel)  # fmt: skip
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -332,7 +316,16 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
                 server.check_model(_triton_name(v), v.manifest)
             notes.append(f"Triton {server.server_version}")
         _sweeps(
-            server, todo, out, None, progress, command, _limits(spec), spec.workload.prompts, sink, cancel
+            server,
+            todo,
+            out,
+            None,
+            progress,
+            command,
+            _limits(spec),
+            spec.workload.prompts_file,
+            sink,
+            cancel,
         )
     return paths
 
@@ -375,7 +368,7 @@ def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: 
             else:
                 doc, _ = measure(
                     server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
-                    card=card_from_dict(v.manifest["card"], f"{v.dir}/manifest.json"),
+                    card=card_from_dict(v.manifest.card, f"{v.dir}/manifest.json"),
                     repository_config=repository_config, command=command, on_event=on_event, cancel=cancel,
                     **({"limits": limits} if limits else {}),
                 )  # fmt: skip
@@ -395,7 +388,7 @@ def _generative_sweep(server: Any, v: _Variant, name: str, profile: Any, out: Pa
     doc, _ = generative_loadtest(
         url=where.http_url, model=name, profile=profile, out_dir=out / "results", prompts_file=prompts,
         server=where, manifest=v.manifest,
-        context_length=((v.manifest.get("card") or {}).get("generative") or {}).get("context_length"),
+        context_length=(v.manifest.card.get("generative") or {}).get("context_length"),
         repository_config=repository_config, command=command, on_event=on_event, cancel=cancel,
         **({"limits": limits} if limits else {}),
     )  # fmt: skip
@@ -425,7 +418,9 @@ def _report_options(spec: ExperimentSpec) -> Any:
     )
 
 
-def _report(spec: ExperimentSpec, out: Path, catalog: Any, progress: Progress, outcome: RunOutcome) -> None:
+def _report(
+    spec: ExperimentSpec, out: Path, catalog: Catalog, progress: Progress, outcome: RunOutcome
+) -> None:
     from accelbench.reports.report import make_report
 
     results_dir = out / "results"

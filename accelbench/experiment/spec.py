@@ -17,6 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.hardware.catalog import Catalog, HardwareTarget
+from accelbench.loadtests.profiles import (
+    LoadPlan,
+    LoadProfile,
+    ProfileError,
+    Workload,
+    from_table,
+    plan_from_table,
+)
 from accelbench.models.toolchains.llm_recipes import check_engine
 
 if sys.version_info >= (3, 11):
@@ -27,8 +36,6 @@ else:  # pragma: no cover
 MODEL_PREFIXES = ("builtin:", "onnx:", "hf:")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int4", "fp8")
 TARGET_MODES = ("local", "url", "project")
-LOAD_KINDS = ("closed", "open")
-PROTOCOLS = ("http", "grpc")
 PRICE_BASES = ("on-demand", "spot", "reserved")
 # what serves a model on a target: accelbench's Triton python backend, or a generative recipe's engine
 # (docs/quantization.md: TensorRT-LLM / Edge-LLM for NVIDIA, vLLM on NxD Inference for Inferentia2)
@@ -114,91 +121,13 @@ class TargetSpec:
         return self.mode in ("local", "url")
 
 
-@dataclass(frozen=True)
-class LoadSpec:
-    """The load sweep per variant: closed-loop concurrencies or open-loop request rates."""
-
-    kind: str = "closed"
-    levels: tuple[float, ...] = (1, 2, 4)
-    duration_s: float = 5.0  # 0: run each step until stable, at most max_duration_s
-    max_duration_s: float = 60.0
-    warmup_s: float = 2.0
-    # stability is judged on the last 3 windows; a window needs enough requests for its p99 to mean much
-    window_s: float = 1.0
-    processes: int = 1
-    protocol: str = "http"
-    batch_size: int = 1
-    seed: int = 0
-    repeats: int = 1  # independent runs of each sweep; the report combines them (docs/statistics.md)
-    retries: int = 2  # re-measurements of a step judged INVALID for drift or no steady state
-
-    def __post_init__(self) -> None:
-        _one_of("kind", self.kind, LOAD_KINDS)
-        _one_of("protocol", self.protocol, PROTOCOLS)
-        if not self.levels:
-            raise SpecError("levels", "must list at least one load level")
-        for level in self.levels:
-            _positive("levels", level)
-            if self.kind == "closed" and int(level) != level:
-                raise SpecError("levels", f"closed-loop concurrency must be whole numbers (got {level!r})")
-        _positive("duration_s", self.duration_s, allow_zero=True)
-        _positive("max_duration_s", self.max_duration_s)
-        _positive("warmup_s", self.warmup_s, allow_zero=True)
-        _positive("window_s", self.window_s)
-        for key in ("processes", "batch_size", "repeats"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SpecError(key, f"{value!r} must be a whole number >= 1")
-        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0:
-            raise SpecError("retries", f"{self.retries!r} must be a whole number >= 0")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise SpecError("seed", f"{self.seed!r} must be a whole number")
-
-    def as_profile(self) -> dict[str, Any]:
-        """The ``load_profile`` block of a result document (architecture.md §5)."""
-        levels = [int(v) if self.kind == "closed" else float(v) for v in self.levels]
-        return {
-            "kind": self.kind,
-            "protocol": self.protocol,
-            "levels": levels,
-            "duration_s": self.duration_s or None,
-            "max_duration_s": self.max_duration_s,
-            "warmup_s": self.warmup_s,
-            "window_s": self.window_s,
-            "processes": self.processes,
-            "seed": self.seed,
-        }
+# a spec's [load] table without these keys (the rest default as on the command line: profiles.LoadProfile)
+SPEC_LOAD_DEFAULTS: Mapping[str, Any] = {"kind": "closed", "levels": (1, 2, 4), "duration_s": 5.0}
+SPEC_APIS = ("triton", "triton-grpc")  # a spec's variants are served by Triton
 
 
-@dataclass(frozen=True)
-class WorkloadSpec:
-    """Generative models' requests (docs/llm.md): prompt and output lengths in tokens, the streaming API,
-    optionally a prompts file (JSONL or ShareGPT) and the tokenizer that counts (default: the card's)."""
-
-    api: str = "triton"
-    isl: int = 128
-    osl: int = 64
-    isl_range: float = 1.0
-    osl_range: float = 1.0
-    ignore_eos: bool = True
-    prompts: str | None = None
-    tokenizer: str | None = None
-
-    def __post_init__(self) -> None:
-        _one_of("api", self.api, ("triton", "triton-grpc"))  # a spec's variants are served by Triton
-        for key in ("isl", "osl"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SpecError(key, f"{value!r} must be a whole number of tokens >= 1")
-        for key in ("isl_range", "osl_range"):
-            _positive(key, getattr(self, key))
-            if getattr(self, key) > 1:
-                raise SpecError(key, f"{getattr(self, key)!r} must be in (0, 1]: lengths uniform in [r·L, L]")
-        if not isinstance(self.ignore_eos, bool):
-            raise SpecError("ignore_eos", f"{self.ignore_eos!r} must be true or false")
-        for key in ("prompts", "tokenizer"):
-            if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
-                raise SpecError(key, "must be a path")
+def default_load() -> LoadPlan:
+    return LoadPlan(LoadProfile(**SPEC_LOAD_DEFAULTS))
 
 
 @dataclass(frozen=True)
@@ -249,10 +178,10 @@ class ExperimentSpec:
     models: tuple[ModelSpec, ...]
     targets: tuple[TargetSpec, ...]
     baseline: str = "a100-sxm4-80gb"
-    load: LoadSpec = field(default_factory=LoadSpec)
+    load: LoadPlan = field(default_factory=default_load)
     slo: SloSpec = field(default_factory=SloSpec)
     price: PriceSpec = field(default_factory=PriceSpec)
-    workload: WorkloadSpec = field(default_factory=WorkloadSpec)  # used by generative models only
+    workload: Workload = field(default_factory=Workload)  # used by generative models only
     out: str = "accelbench-results"
     name: str = "experiment"
     source: str = "<spec>"
@@ -323,6 +252,14 @@ def _build(cls: type[Any], data: dict[str, Any], key: str, tuples: tuple[str, ..
         raise SpecError(f"{key}.{err.key}", str(err).split(": ", 1)[1]) from None
 
 
+def _profile_table(key: str, build: Any, data: dict[str, Any]) -> Any:
+    """A [load] or [workload] table through the load profile's own definition (loadtests/profiles.py)."""
+    try:
+        return build(_table(data.get(key), key))
+    except ProfileError as err:
+        raise SpecError(f"{key}.{err.key}", err.why) from None
+
+
 def _list_of_tables(data: Any, key: str) -> list[dict[str, Any]]:
     if data is None:
         return []
@@ -344,10 +281,11 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> ExperimentSp
         _build(TargetSpec, t, f"targets[{i}]")
         for i, t in enumerate(_list_of_tables(data.get("targets"), "targets"))
     )
-    load = _build(LoadSpec, _table(data.get("load"), "load"), "load", ("levels",))
+    load = _profile_table("load", lambda t: plan_from_table(t, SPEC_LOAD_DEFAULTS), data)
     slo = _build(SloSpec, _table(data.get("slo"), "slo"), "slo")
     price = _build(PriceSpec, _table(data.get("price"), "price"), "price")
-    workload = _build(WorkloadSpec, _table(data.get("workload"), "workload"), "workload")
+    _one_of("workload.api", _table(data.get("workload"), "workload").get("api", "triton"), SPEC_APIS)
+    workload = _profile_table("workload", lambda t: from_table(Workload, t), data)
     top = {k: data[k] for k in ("baseline", "out", "name") if k in data}
     return ExperimentSpec(
         models=models,
@@ -409,7 +347,7 @@ def write_example_spec(path: str | os.PathLike, *, force: bool = False) -> Path:
     return path
 
 
-def check_against_catalog(spec: ExperimentSpec, catalog: Any) -> None:
+def check_against_catalog(spec: ExperimentSpec, catalog: Catalog) -> None:
     """Every target and the baseline must be catalog ids; the catalog's own error names close ids."""
     for i, target in enumerate(spec.targets):
         try:
@@ -429,7 +367,7 @@ def check_against_catalog(spec: ExperimentSpec, catalog: Any) -> None:
             raise BadInputError(f"{spec.source}: price.overrides.{target_id}: {err}") from None
 
 
-def _check_engines(spec: ExperimentSpec, i: int, target: TargetSpec, hw: Any) -> None:
+def _check_engines(spec: ExperimentSpec, i: int, target: TargetSpec, hw: HardwareTarget) -> None:
     """Every engine a spec names must run on its target (trtllm on NVIDIA, vllm on Inferentia2)."""
     for model in spec.models:
         engine = spec.engine_for(model, target)

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
 from accelbench.experiment import jetson_host as host
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.hardware.tegrastats import joules_per_inference, summarize
 from accelbench.util import atomic_write_text, utc_now_iso
 
@@ -131,7 +133,7 @@ def validate_variant(
     if request_count < 10:
         raise BadInputError(f"--requests {request_count}: need at least 10 to estimate a p99")
     manifest = read_manifest(variant_dir)
-    verdict = Verdict(variant=manifest["name"], target=target_id)
+    verdict = Verdict(variant=manifest.name, target=target_id)
     facts = host.read_facts(inputs or JetsonInputs())
     _check_host(verdict, facts, target, manifest)
     _check_versions(verdict, facts, manifest)
@@ -146,7 +148,9 @@ def validate_variant(
     return verdict
 
 
-def _check_host(verdict: Verdict, facts: host.HostFacts, target: Any, manifest: dict) -> None:
+def _check_host(
+    verdict: Verdict, facts: host.HostFacts, target: HardwareTarget, manifest: VariantManifest
+) -> None:
     if facts.l4t is None:
         verdict.add(
             "host",
@@ -164,13 +168,11 @@ def _check_host(verdict: Verdict, facts: host.HostFacts, target: Any, manifest: 
             True,
             f"{model}, L4T {facts.l4t}" + (f" (JetPack {facts.jetpack})" if facts.jetpack else ""),
         )
-    if manifest.get("target") != target.id:
-        verdict.add(
-            "variant target", False, f"variant was made for {manifest.get('target')}, not {target.id}"
-        )
+    if manifest.target != target.id:
+        verdict.add("variant target", False, f"variant was made for {manifest.target}, not {target.id}")
 
 
-def _check_versions(verdict: Verdict, facts: host.HostFacts, manifest: dict) -> None:
+def _check_versions(verdict: Verdict, facts: host.HostFacts, manifest: VariantManifest) -> None:
     wanted = host.required_versions(manifest)
     if not wanted:
         verdict.add(
@@ -202,7 +204,7 @@ class _Run:
     inferences: int
 
 
-def _run_variant(verdict: Verdict, vdir: Path, manifest: dict, request_count: int) -> _Run | None:
+def _run_variant(verdict: Verdict, vdir: Path, manifest: VariantManifest, request_count: int) -> _Run | None:
     """Load the engine (TensorRT on a Jetson; onnxruntime CPU stand-in elsewhere) and time batch-1 requests."""
     ref_in, ref_out = vdir / "reference" / "inputs.npz", vdir / "reference" / "outputs.npz"
     if not (ref_in.is_file() and ref_out.is_file()):
@@ -226,10 +228,10 @@ def _run_variant(verdict: Verdict, vdir: Path, manifest: dict, request_count: in
     return _Run(outputs, reference, latencies, wall, request_count)
 
 
-def _check_accuracy(verdict: Verdict, manifest: dict, run: _Run) -> None:
-    accuracy = (manifest.get("card") or {}).get("accuracy") or {}
+def _check_accuracy(verdict: Verdict, manifest: VariantManifest, run: _Run) -> None:
+    accuracy = manifest.card.get("accuracy") or {}
     metric, tolerance = accuracy.get("metric", "max_abs"), float(accuracy.get("tolerance", 1e-3))
-    name = accuracy.get("output") or manifest["outputs"][0]["name"]
+    name = accuracy.get("output") or manifest.outputs[0].name
     value = host.metric_value(metric, [o[name] for o in run.outputs], [r[name] for r in run.reference])
     ok = value <= tolerance if metric == "max_abs" else value >= tolerance
     verdict.measurements["accuracy"] = {
@@ -265,7 +267,12 @@ def _check_latency(verdict: Verdict, run: _Run, budget_ms: float | None) -> None
 
 
 def _check_memory(
-    verdict: Verdict, samples: list, recorded: bool, target: Any, manifest: dict, vdir: Path
+    verdict: Verdict,
+    samples: list,
+    recorded: bool,
+    target: HardwareTarget,
+    manifest: VariantManifest,
+    vdir: Path,
 ) -> None:
     summary = summarize(samples)
     if summary.ram_total_mb is None or summary.peak_ram_used_mb is None:
@@ -282,7 +289,7 @@ def _check_memory(
             f"host has {summary.ram_total_mb:.0f} MB RAM, {target.id} has {target.memory_gb:g} GB: wrong module",
         )
         return
-    model_file = vdir / manifest["model_file"]
+    model_file = vdir / manifest.model_file
     model_mb = model_file.stat().st_size / 2**20 if model_file.exists() else 0.0
     # a recorded log was not taken with this model loaded: add its weights; a live one already includes them
     added_mb = model_mb if recorded else 0.0

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -171,20 +172,20 @@ def load_shape(name_or_path: str) -> ModelShape:
 
 
 # ------------------------------------------------------------------------------------------------ targets
-def accelerator_memory_bytes(target: Any) -> float:
+def accelerator_memory_bytes(target: HardwareTarget) -> float:
     """Memory of ONE accelerator: catalog memory (GB), divided by the chips of an instance-level entry."""
     chips = int((getattr(target, "extra", {}) or {}).get("chips", 1) or 1)
     return float(target.memory_gb) * 1e9 / chips
 
 
-def accelerators_per_instance(target: Any) -> int:
+def accelerators_per_instance(target: HardwareTarget) -> int:
     price = getattr(target, "price", None)
     n = int(getattr(price, "accelerators_per_instance", 1) or 1) if price is not None else 1
     chips = int((getattr(target, "extra", {}) or {}).get("chips", 1) or 1)
     return max(n, chips)
 
 
-def runs_precision(target: Any, precision: str) -> str | None:
+def runs_precision(target: HardwareTarget, precision: str) -> str | None:
     """None when the target runs ``precision`` (its compute precision has a catalog peak), else why not."""
     compute = COMPUTE_PRECISION.get(precision)
     if compute is None:
@@ -232,7 +233,7 @@ def max_sequences(usable_bytes: float, weight_bytes: float, kv_bytes_per_sequenc
 
 
 def fit_bytes(
-    target: Any,
+    target: HardwareTarget,
     precision: str,
     weight_bytes: float,
     kv_bytes_per_token: float,
@@ -269,7 +270,7 @@ def fit_bytes(
         f"{accelerator_memory_bytes(target) / 1e9:.3g} GB per accelerator, {limit} per instance)"))  # fmt: skip
 
 
-def _mig(target: Any, weight_bytes: float, kv_seq: float, reserve: float) -> tuple[MigFit, ...]:
+def _mig(target: HardwareTarget, weight_bytes: float, kv_seq: float, reserve: float) -> tuple[MigFit, ...]:
     out = []
     for prof in getattr(target, "mig_profiles", ()) or ():
         if prof.compute_fraction >= 1:
@@ -282,7 +283,7 @@ def _mig(target: Any, weight_bytes: float, kv_seq: float, reserve: float) -> tup
 
 def fit_on(
     shape: ModelShape,
-    target: Any,
+    target: HardwareTarget,
     precision: str,
     context: int,
     kv_dtype: str = "fp16",

@@ -20,9 +20,9 @@ Precision: the catalog peak of the weights' compute precision (INT4/W4A16 comput
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.hardware.llm_memory import COMPUTE_PRECISION, ModelShape, runs_precision
 from accelbench.hardware.roofline import _efficiency as _eff
 
@@ -65,7 +65,7 @@ class Roof:
     compute_precision: str
 
 
-def roof(target: Any, precision: str) -> Roof:
+def roof(target: HardwareTarget, precision: str) -> Roof:
     """The target's compute peak for the weights' compute precision and its memory bandwidth."""
     why_not = runs_precision(target, precision)
     if why_not:

@@ -13,6 +13,8 @@ from typing import Any
 _EXPORTS = {
     "loadtest": "accelbench.loadtests.api",
     "LoadProfile": "accelbench.loadtests.profiles",
+    "LoadPlan": "accelbench.loadtests.profiles",
+    "Workload": "accelbench.loadtests.profiles",
     "parse_levels": "accelbench.loadtests.profiles",
     "Server": "accelbench.loadtests.sweep",
     "run_sweep": "accelbench.loadtests.sweep",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelbench.documents import ResultDocument
+from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
@@ -18,7 +18,9 @@ from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 
 
-def find_manifest(model: str, manifest_path: str | os.PathLike | None, repo: str | os.PathLike | None):
+def find_manifest(
+    model: str, manifest_path: str | os.PathLike | None, repo: str | os.PathLike | None
+) -> VariantManifest | None:
     """The variant manifest: ``--manifest`` (folder or file), else one kept beside the repository's model."""
     from accelbench.models.manifest import read_manifest
 
@@ -31,24 +33,26 @@ def find_manifest(model: str, manifest_path: str | os.PathLike | None, repo: str
     return None
 
 
-def model_card(manifest: dict | None, card_uri: str | None):
+def model_card(manifest: VariantManifest | None, card_uri: str | None):
     """The card that generates request payloads: ``--card`` wins, else the manifest's own card, else None
     (payloads then come from the server's model metadata, see served.py)."""
     from accelbench.models.cards import card_from_dict, load_card
 
     if card_uri:
         return load_card(card_uri)
-    if manifest and manifest.get("card"):
-        return card_from_dict(manifest["card"], origin="manifest card")
+    if manifest and manifest.card:
+        return card_from_dict(manifest.card, origin="manifest card")
     return None
 
 
-def expected_outputs(manifest: dict | None, card, served: Callable[[], Any]) -> list[dict[str, Any]]:
+def expected_outputs(
+    manifest: VariantManifest | None, card, served: Callable[[], Any]
+) -> list[dict[str, Any]]:
     """Outputs every answer must carry (name, numpy dtype, shape): manifest, card, else the server's metadata
     (``served()`` reads it)."""
     batched = {"batched": False} if card is not None and not card.batchable else {}
-    if manifest and manifest.get("outputs"):
-        return [{**o, **batched} for o in manifest["outputs"]]
+    if manifest and manifest.outputs:
+        return [{**to_dict(o), **batched} for o in manifest.outputs]
     if card is not None and card.outputs:
         return [{**o.to_dict(), **batched} for o in card.outputs]
     return served().expected_outputs()
@@ -103,7 +107,6 @@ def loadtest(
 
     if (repo is None) == (url is None):
         raise BadInputError("give a model repository or --url, not both and not neither")
-    parse_shapes(profile.shapes)  # bad input stops here, before a server starts
     if profile.input_data not in (None, *DATA_MODES) and not Path(profile.input_data).is_file():
         raise BadInputError(f"--input-data {profile.input_data}: no such file (or use zero / random)")
     manifest = find_manifest(model, manifest_path, repo)
@@ -124,19 +127,19 @@ def loadtest(
                 on_event(RepeatStarted(repeat, repeats))
             found = measure(
                 triton, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
-                manifest=dict(manifest) if manifest else None, card=card,
+                manifest=manifest, card=card,
                 repository_config=_repository_config(repo, model), command=command, limits=limits,
                 on_event=on_event, master_bind=master_bind, target=target, precision=precision,
             )  # fmt: skip
         return found
 
 
-def _check_where(manifest: dict | None, target: str | None, precision: str | None) -> None:
+def _check_where(manifest: VariantManifest | None, target: str | None, precision: str | None) -> None:
     """--target and --precision come together, and never contradict the variant's manifest."""
     if (target is None) != (precision is None):
         raise BadInputError("--target and --precision go together (what the served model runs on, and at)")
     for name, given in (("target", target), ("precision", precision)):
-        recorded = (manifest or {}).get(name)
+        recorded = getattr(manifest, name) if manifest else None
         if given is not None and recorded and recorded != given:
             raise BadInputError(f"--{name} {given} differs from the variant manifest's {name} {recorded}")
 
@@ -147,7 +150,7 @@ def measure(
     model: str,
     profile: LoadProfile,
     out_dir: str | os.PathLike,
-    manifest: dict[str, Any] | None = None,
+    manifest: VariantManifest | None = None,
     card: Any = None,
     repository_config: str = "",
     command: str = "",
@@ -178,7 +181,7 @@ def measure(
     return sweep.run_sweep(  # through the module: tests interrupt a run by replacing run_sweep
         server=server,
         model=model,
-        variant=(manifest or {}).get("name", model),
+        variant=manifest.name if manifest else model,
         payloads=payloads,
         expected_outputs=expected_outputs(manifest, card, served),
         profile=profile,

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:  # the Locust child imports this module; it never builds documents
-    from accelbench.documents import ResultDocument, Step
+    from accelbench.documents import ResultDocument, Step, VariantManifest
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class StepSink(Protocol):
 
     def step(self, done: StepFinished) -> None: ...
 
-    def result(self, path: Path, document: ResultDocument, manifest: dict[str, Any] | None) -> None: ...
+    def result(self, path: Path, document: ResultDocument, manifest: VariantManifest | None) -> None: ...
 
 
 @dataclass

@@ -103,5 +103,4 @@ def make_agent(
 ) -> GenerativeAgent:
     agent = GenerativeAgent({**cfg, "process_index": process_index}, free_running=False)
     agent.pool = GenRequestPool(cfg, payloads)
-    users.AGENT = agent
     return agent

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
 from accelbench.loadtests.events import Cancel, Event
@@ -139,7 +140,7 @@ def generative_loadtest(
     out_dir: str | os.PathLike,
     prompts_file: str | os.PathLike | None = None,
     server: sweep.Server | None = None,
-    manifest: dict[str, Any] | None = None,
+    manifest: VariantManifest | None = None,
     context_length: int | None = None,
     repository_config: str = "",
     command: str = "",
@@ -152,7 +153,9 @@ def generative_loadtest(
 ):
     """Sweep ``profile`` (its ``workload`` says the API and lengths) against ``model`` at ``url`` (the
     OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc)."""
-    w = workloads.GenWorkload(**profile.workload)
+    w = profile.workload
+    if w is None:
+        raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
     prompts = workloads.make_prompts(w, prompts_file, profile.seed)
     stream_url = server.client_url(profile.protocol) if server else url
     info_url = server.http_url if server else url
@@ -161,7 +164,7 @@ def generative_loadtest(
     preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s)
     server = server or sweep.Server(http_url=url)
     doc, path = sweep.run_sweep(
-        server=server, model=model, variant=(manifest or {}).get("name") or file_safe(model),
+        server=server, model=model, variant=manifest.name if manifest else file_safe(model),
         payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, out_dir=out_dir,
         manifest=manifest, repository_config=repository_config, command=command, limits=limits,
         on_event=on_event, master_bind=master_bind, target=target, precision=precision, cancel=cancel,
@@ -173,21 +176,6 @@ def file_safe(name: str) -> str:
     """A served model's name as part of a file name: engines name models like paths
     (``meta-llama/Llama-3.1-8B-Instruct``, a local folder), which must not leave the results folder."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
-
-
-def workload_profile(
-    workload: workloads.GenWorkload, prompts_file: str | os.PathLike | None, **profile_kw
-) -> LoadProfile:
-    """The load profile of a generative sweep: the workload inside it (with the prompts file's name and
-    hash), so a different workload never resumes another's steps."""
-    data = workload.to_dict()
-    if prompts_file:
-        if not Path(prompts_file).is_file():
-            raise BadInputError(f"--prompts {prompts_file}: no such file")
-        data["prompts"] = Path(prompts_file).name
-        data["prompts_sha256"] = workloads.file_sha256(prompts_file)
-    protocol = "grpc" if workload.api == "triton-grpc" else "http"
-    return LoadProfile(protocol=protocol, workload=data, **profile_kw)
 
 
 def run(
@@ -213,11 +201,13 @@ def run(
 
     if (repo is None) == (url is None):
         raise BadInputError("give a model repository or --url, not both and not neither")
-    api = profile.workload["api"]
+    if profile.workload is None:
+        raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
+    api = profile.workload.api
     if api.startswith("openai") and repo is not None:
         raise BadInputError(f"--api {api} measures an engine at --url; a repository is served through Triton")
     manifest = find_manifest(model, manifest_path, repo)
-    card = (manifest or {}).get("card") or {}
+    card = manifest.card if manifest else {}
     context = (card.get("generative") or {}).get("context_length")
 
     def sweep_all(server: sweep.Server | None, target_url: str, repository_config: str = ""):
@@ -225,7 +215,7 @@ def run(
         for repeat in range(1, repeats + 1):
             found = generative_loadtest(
                 url=target_url, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
-                prompts_file=prompts_file, server=server, manifest=dict(manifest) if manifest else None,
+                prompts_file=prompts_file, server=server, manifest=manifest,
                 context_length=context, repository_config=repository_config, **kw,
             )  # fmt: skip
         return found

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import Interval, ThroughputInterval, to_dict
 from accelbench.loadtests import histogram
 from accelbench.loadtests import statistics as st
 
 # per-request columns, in completion order (µs; token counts)
 COLUMNS = ("done_us", "ttft_us", "e2e_us", "out_tokens", "in_tokens", "isl", "osl", "gaps")
 METRICS = ("ttft_us", "itl_us", "tpot_us", "e2e_us")
-PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
 SHORT_OUTPUT_RATIO = 0.90  # MLPerf: output length at least 90 % of the reference
 
 
@@ -109,17 +109,15 @@ def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
     }
 
 
-def _latency(x: np.ndarray) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def _latency(x: np.ndarray) -> tuple[dict[str, Any], dict[str, Interval]]:
     """LatencyUs (exact percentiles, max, mean) and each percentile's exact 95 % interval."""
     if not len(x):
         return {}, {}
     summary: dict[str, Any] = {}
     intervals = {}
-    for key, q in PERCENTILES:
-        iv = st.quantile_interval(x, q).to_dict()
-        intervals[key] = {k: (round(float(v), 1) if isinstance(v, float) and k != "confidence" else v)
-                          for k, v in iv.items()}  # fmt: skip
-        summary[key] = round(float(iv["value"]), 1)
+    for key, q in histogram.PERCENTILES:
+        intervals[key] = st.quantile_interval(x, q).rounded(1)
+        summary[key] = intervals[key].value
     summary["max"] = int(x.max())
     summary["mean"] = round(float(x.mean()), 1)
     return summary, intervals
@@ -187,8 +185,7 @@ def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s:
     out["output_length_ratio"] = round(ratio, 4) if ratio is not None else None
     rates, means = st.time_batches(done_s[cut:], outn.astype(float), start, end, ci_batches)
     thr, se, df = st.mean_interval(rates * np.nan_to_num(means))
-    out["output_tokens_per_s"] = {**{k: (round(v, 2) if isinstance(v, float) else v)
-                                     for k, v in thr.to_dict().items()}, "se": round(se, 3), "df": df}  # fmt: skip
+    out["output_tokens_per_s"] = ThroughputInterval(**to_dict(thr.rounded(2)), se=round(se, 3), df=df)
     tokens_per_s = float(outn.sum()) / span
     out["input_tokens_per_s"] = round(float(kept["in_tokens"].sum()) / span, 2)
     out["requests_per_s"] = round(n / span, 3)

@@ -14,6 +14,8 @@ from hdrh.histogram import HdrHistogram
 LOWEST_US = 1
 HIGHEST_US = 60_000_000  # 60 s: anything slower is a failure of the measurement, not a latency
 SIGNIFICANT_DIGITS = 3
+# the percentiles every step records: document key (LatencyUs, StepStatistics.latency_us) and percentile;
+# the step statistics, the generative figures and the report's SLO choices all read this one table
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
 
 

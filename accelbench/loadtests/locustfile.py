@@ -24,9 +24,6 @@ from accelbench.loadtests import histogram, users
 
 users.init_grpc_gevent()  # before any channel exists, or gRPC users share one request at a time
 
-_WORKER_HISTOGRAMS: dict[str, str] = {}
-_WORKER_TOKENS: dict[str, dict[str, str]] = {}  # generative: each worker's TTFT/ITL/TPOT/e2e histograms
-
 
 @events.init_command_line_parser.add_listener
 def _options(parser) -> None:
@@ -48,16 +45,24 @@ def _options(parser) -> None:
 
 @events.init.add_listener
 def _init(environment, **_kw) -> None:
-    from locust.runners import MasterRunner
+    """This run's agent, bound to its user classes, and its exact histograms: no module global keeps either."""
+    from locust.runners import MasterRunner, WorkerRunner
 
-    if isinstance(environment.runner, MasterRunner):
-        return  # the master sends no requests; it only merges the workers' histograms
-    opts = environment.parsed_options
-    if not opts.triton_model:
-        raise SystemExit("locustfile: set --triton-model (or ACCELBENCH_MODEL)")
-    if opts.llm_api:
-        _init_generative(environment, opts)
-        return
+    merged = _Merged()
+    if isinstance(environment.runner, MasterRunner):  # the master sends no requests; it merges the workers'
+        environment.events.worker_report.add_listener(merged.keep)
+    else:
+        opts = environment.parsed_options
+        if not opts.triton_model:
+            raise SystemExit("locustfile: set --triton-model (or ACCELBENCH_MODEL)")
+        merged.agent = (_generative_agent if opts.llm_api else _agent)(environment, opts)
+        environment.user_classes = [users.bind(cls, merged.agent) for cls in environment.user_classes]
+        environment.events.report_to_master.add_listener(merged.send)
+    if not isinstance(environment.runner, WorkerRunner):
+        environment.events.quitting.add_listener(merged.print_exact)
+
+
+def _agent(environment, opts) -> users.Agent:
     from accelbench.models.cards import load_card
     from accelbench.models.inputs import make_inputs
 
@@ -79,14 +84,14 @@ def _init(environment, **_kw) -> None:
         cfg["protocol"], payloads, [o.name for o in card.outputs], cfg["model"], cfg["url"]
     )
     agent.environment = environment
-    users.AGENT = agent
+    return agent
 
 
-def _init_generative(environment, opts) -> None:
+def _generative_agent(environment, opts) -> users.Agent:
     from accelbench.loadtests import genagent, workloads
+    from accelbench.loadtests.profiles import Workload
 
-    workload = workloads.GenWorkload(api=workloads.api_name(opts.llm_api), isl=opts.llm_isl, osl=opts.llm_osl,
-                                     tokenizer=opts.llm_tokenizer)  # fmt: skip
+    workload = Workload(api=opts.llm_api, isl=opts.llm_isl, osl=opts.llm_osl, tokenizer=opts.llm_tokenizer)
     cfg = {"protocol": "grpc" if workload.api == "triton-grpc" else "http", "url": environment.host or opts.host,
            "model": opts.triton_model, "batch_size": 1, "expected_outputs": [], "timeout_s": 120.0, "window_s": 1.0,
            "max_in_flight": 1, "seed": opts.triton_seed, "workload": workload.to_dict()}  # fmt: skip
@@ -94,59 +99,48 @@ def _init_generative(environment, opts) -> None:
     agent = genagent.GenerativeAgent(cfg, free_running=True)
     agent.pool = genagent.GenRequestPool(cfg, payloads)
     agent.environment = environment
-    users.AGENT = agent
+    return agent
 
 
-def _token_histograms() -> dict[str, str]:
-    record = getattr(users.AGENT, "record", None)
-    return {m: histogram.encode(h) for m, h in record.hists.items()} if record is not None else {}
+class _Merged:
+    """One run's exact histograms: this process's agent's, and (on a master) each worker's latest report
+    (cumulative, so the latest replaces the one before)."""
 
+    def __init__(self) -> None:
+        self.agent: users.Agent | None = None
+        self.latency: dict[str, str] = {}
+        self.tokens: dict[str, dict[str, str]] = {}  # generative: each worker's TTFT/ITL/TPOT/e2e histograms
 
-@events.report_to_master.add_listener
-def _send_tokens(client_id, data, **_kw) -> None:
-    if getattr(users.AGENT, "record", None) is not None:
-        data["accelbench_tokens_us"] = _token_histograms()  # cumulative, like the latency histogram
+    def own_tokens(self) -> dict[str, str]:
+        record = getattr(self.agent, "record", None)
+        return {m: histogram.encode(h) for m, h in record.hists.items()} if record is not None else {}
 
+    def send(self, client_id, data, **_kw) -> None:
+        if self.agent is not None:
+            data["accelbench_hist_us"] = histogram.encode(self.agent.hist)
+            if tokens := self.own_tokens():
+                data["accelbench_tokens_us"] = tokens
 
-@events.worker_report.add_listener
-def _keep_tokens(client_id, data, **_kw) -> None:
-    if data.get("accelbench_tokens_us"):
-        _WORKER_TOKENS[client_id] = data["accelbench_tokens_us"]
+    def keep(self, client_id, data, **_kw) -> None:
+        if data.get("accelbench_hist_us"):
+            self.latency[client_id] = data["accelbench_hist_us"]
+        if data.get("accelbench_tokens_us"):
+            self.tokens[client_id] = data["accelbench_tokens_us"]
 
-
-@events.report_to_master.add_listener
-def _send_histogram(client_id, data, **_kw) -> None:
-    if users.AGENT is not None:
-        data["accelbench_hist_us"] = histogram.encode(
-            users.AGENT.hist
-        )  # cumulative: the master keeps the latest
-
-
-@events.worker_report.add_listener
-def _keep_histogram(client_id, data, **_kw) -> None:
-    if data.get("accelbench_hist_us"):
-        _WORKER_HISTOGRAMS[client_id] = data["accelbench_hist_us"]
-
-
-@events.quitting.add_listener
-def _print_exact(environment, **_kw) -> None:
-    from locust.runners import WorkerRunner
-
-    if isinstance(environment.runner, WorkerRunner):
-        return
-    encoded = list(_WORKER_HISTOGRAMS.values())
-    if users.AGENT is not None:
-        encoded.append(histogram.encode(users.AGENT.hist))
-    merged = histogram.merge(encoded)
-    summary = histogram.summary_us(merged)
-    print(f"accelbench exact latency (µs, {merged.get_total_count()} successful requests): " +
-          "  ".join(f"{k} {v}" for k, v in summary.items()))  # fmt: skip
-    parts = [*_WORKER_TOKENS.values(), _token_histograms()]
-    for metric in ("ttft_us", "itl_us", "tpot_us", "e2e_us"):
-        hist = histogram.merge(p.get(metric) for p in parts)
-        if hist.get_total_count():
-            print(f"accelbench {metric[:-3].upper()} (µs, {hist.get_total_count()} samples): " +
-                  "  ".join(f"{k} {v}" for k, v in histogram.summary_us(hist).items()))  # fmt: skip
+    def print_exact(self, environment, **_kw) -> None:
+        encoded = list(self.latency.values())
+        if self.agent is not None:
+            encoded.append(histogram.encode(self.agent.hist))
+        merged = histogram.merge(encoded)
+        summary = histogram.summary_us(merged)
+        print(f"accelbench exact latency (µs, {merged.get_total_count()} successful requests): " +
+              "  ".join(f"{k} {v}" for k, v in summary.items()))  # fmt: skip
+        parts = [*self.tokens.values(), self.own_tokens()]
+        for metric in ("ttft_us", "itl_us", "tpot_us", "e2e_us"):
+            hist = histogram.merge(p.get(metric) for p in parts)
+            if hist.get_total_count():
+                print(f"accelbench {metric[:-3].upper()} (µs, {hist.get_total_count()} samples): " +
+                      "  ".join(f"{k} {v}" for k, v in histogram.summary_us(hist).items()))  # fmt: skip
 
 
 class TritonUser(users.ClosedLoopUser):

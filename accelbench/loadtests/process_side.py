@@ -55,12 +55,14 @@ def make_agent(
     if payloads is None:
         payloads = load_payloads(cfg["payloads_file"])
     agent.pool = users.RequestPool(cfg["protocol"], payloads, names, cfg["model"], cfg["url"])
-    users.AGENT = agent
     return agent
 
 
-def user_class(cfg: dict[str, Any]) -> type:
-    return users.ClosedLoopUser if cfg["kind"] == "closed" else users.OpenLoopUser
+def user_class(cfg: dict[str, Any], agent: users.Agent | None = None) -> type:
+    """The user class of the sweep's loop, bound to this process's ``agent`` (a master, which runs no users,
+    gives none)."""
+    cls = users.ClosedLoopUser if cfg["kind"] == "closed" else users.OpenLoopUser
+    return users.bind(cls, agent) if agent is not None else cls
 
 
 class ProcessSide:

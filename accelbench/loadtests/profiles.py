@@ -1,67 +1,268 @@
-"""Load profiles: a closed-loop concurrency sweep or an open-loop Poisson rate sweep, as step plans."""
+"""The load profile, defined once: how a sweep offers load (closed-loop concurrencies or open-loop Poisson
+rates), the generative workload when the model streams tokens, and how often the sweep runs.
+
+Each field carries a ``Knob``: its help text, its command-line flag and whether an experiment spec's
+``[load]`` / ``[workload]`` table takes it. The ``loadtest`` and ``run`` options (commands/load_options.py), the
+spec's tables (experiment/spec.py, through ``from_table``) and the result document's ``load_profile``
+(``LoadProfile.to_dict``: its JSON is unchanged, so stored documents stay resumable) all come from here.
+Validation is pure and names the field: ``ProfileError.key``; the CLI names the flag, the spec its key.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import dataclasses
+import math
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench.errors import BadInputError
+from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
+from accelbench.models.cards import parse_shape
+from accelbench.util import sha256_file
 
 KINDS = ("closed", "open")
 PROTOCOLS = ("http", "grpc")
+# triton: HTTP generate_stream (SSE); triton-grpc: ModelStreamInfer; openai-*: /v1/completions, chat;
+# "openai" is the chat API, the one every OpenAI-compatible engine serves
+API_CHOICES = ("triton", "triton-grpc", "openai", "openai-completions", "openai-chat")
+SYNTHETIC = "synthetic"
+
+if TYPE_CHECKING:  # pydantic loads when a document is made, not for `accelbench --help`
+    from accelbench.documents import LoadProfile as LoadProfileDocument
+
+Check = Callable[[Any], "str | None"]  # why a value is wrong, or None
 
 
+class ProfileError(BadInputError):
+    """A profile value is wrong. ``key`` is the field; the CLI reports its flag, a spec its dotted key."""
+
+    def __init__(self, key: str, why: str) -> None:
+        super().__init__(f"{key}: {why}")
+        self.key, self.why = key, why
+
+
+@dataclass(frozen=True)
+class Knob:
+    """How one field is given: ``flag`` on the command line (None: no option of its own), ``spec``: a key
+    of the experiment spec's table; ``choices`` the allowed values; ``check`` says why a value is wrong."""
+
+    help: str
+    flag: str | None = None
+    spec: bool = True
+    choices: tuple[str, ...] = ()
+    check: Check | None = None
+    path: bool = False  # a file's path (the command line says FILE)
+
+    def problem(self, value: Any) -> str | None:
+        if self.choices and value not in self.choices:
+            return f"{value!r} is not one of {', '.join(self.choices)}"
+        return self.check(value) if self.check else None
+
+
+REQUIRED: Any = dataclasses.MISSING
+
+
+def knob(default: Any, help: str, **kw: Any) -> Any:
+    """A dataclass field with its ``Knob``; ``default=REQUIRED``: the field must be given."""
+    return field(default=default, metadata={"knob": Knob(help, **kw)})
+
+
+def knob_of(f: dataclasses.Field) -> Knob | None:
+    return f.metadata.get("knob")
+
+
+# ---- checks (the messages name the value; ProfileError adds the key) --------------------------------------
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def number(minimum: float = 0.0, *, strict: bool = True) -> Check:
+    def check(value: Any) -> str | None:
+        if _is_number(value) and (value > minimum if strict else value >= minimum):
+            return None
+        return f"{value!r} must be a number {'>' if strict else '>='} {minimum:g}"
+
+    return check
+
+
+def whole(minimum: int | None = 1, what: str = "") -> Check:
+    def check(value: Any) -> str | None:
+        if isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum):
+            return None
+        return f"{value!r} must be a whole number{what}" + (f" >= {minimum}" if minimum is not None else "")
+
+    return check
+
+
+def optional(check: Check) -> Check:
+    return lambda value: None if value is None else check(value)
+
+
+def _fraction(value: Any) -> str | None:
+    if _is_number(value) and 0 < value <= 1:
+        return None
+    return f"{value!r} must be in (0, 1]: lengths uniform in [r·L, L]"
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"{value!r} must be true or false"
+
+
+def _path(value: Any) -> str | None:
+    return None if value is None or isinstance(value, str) else "must be a path"
+
+
+def _levels(value: Any) -> str | None:
+    if not isinstance(value, tuple) or not value:
+        return "must list at least one load level"
+    return next((number()(v) for v in value if number()(v)), None)
+
+
+def _shapes(value: Any) -> str | None:
+    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+        return "must be a list of NAME:D1,D2 texts"
+    for text in value:
+        parse_shape(text)  # its own one-line error names --shape and the text
+    return None
+
+
+def validate(obj: Any) -> None:
+    """Run every field's check; the first problem as a ProfileError naming the field."""
+    for f in dataclasses.fields(obj):
+        k = knob_of(f)
+        why = k.problem(getattr(obj, f.name)) if k else None
+        if why:
+            raise ProfileError(f.name, why)
+
+
+# ---- the generative workload -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Workload:
+    """What a generative (streaming) sweep asks for: the API, prompt and output lengths in the model's
+    tokens, the prompts and the tokenizer counting them (``load_profile.workload``, documents.Workload).
+
+    ``isl_range`` r in (0, 1]: prompt lengths uniform in [r·isl, isl] (SGLang / InferenceX
+    ``--random-range-ratio``); 1 = exactly ``isl``. ``prompts`` is given as a path (or ``synthetic``) and
+    recorded by ``recorded`` as the file's name with its sha256."""
+
+    api: str = knob("triton", "Generative model: triton (HTTP generate_stream), triton-grpc "
+                    "(ModelStreamInfer), openai (= openai-chat), openai-completions. Default for a streaming "
+                    "Triton model: triton.", flag="--api", choices=API_CHOICES)  # fmt: skip
+    isl: int = knob(128, "Prompt length in tokens (synthetic prompts; default 128).", flag="--isl",
+                    check=whole(1, " of tokens"))  # fmt: skip
+    osl: int = knob(64, "Output length asked (max_tokens; default 64).", flag="--osl",
+                    check=whole(1, " of tokens"))  # fmt: skip
+    isl_range: float = knob(1.0, "Prompt lengths uniform in [r*ISL, ISL] (default 1).", flag="--isl-range",
+                            check=_fraction)  # fmt: skip
+    osl_range: float = knob(1.0, "Output lengths uniform in [r*OSL, OSL] (default 1).", flag="--osl-range",
+                            check=_fraction)  # fmt: skip
+    ignore_eos: bool = knob(True, "Ask for exactly the output length (--no-ignore-eos: let the model stop "
+                            "at its end token).", flag="--ignore-eos/--no-ignore-eos", check=_flag)  # fmt: skip
+    prompts: str = knob(SYNTHETIC, "Prompts file: JSONL {prompt, output_tokens} per line, or a ShareGPT JSON "
+                        "file (recorded as its name and sha256).", flag="--prompts", check=_path, path=True)  # fmt: skip
+    prompts_sha256: str | None = knob(None, "sha256 of the prompts file", spec=False)
+    tokenizer: str | None = knob(None, "Tokenizer folder (tokenizer.json) counting tokens (default: the "
+                                 "card's, else builtin:minilm-wordpiece).", flag="--tokenizer", check=_path)  # fmt: skip
+    # a spec gives these in its [slo] table (ttft_p99_ms, tpot_p99_ms)
+    slo_ttft_p99_ms: float | None = knob(None, "Goodput: a request's TTFT objective (ms).",
+                                         flag="--slo-ttft-p99-ms", spec=False, check=optional(number()))  # fmt: skip
+    slo_tpot_p99_ms: float | None = knob(None, "Goodput: a request's TPOT objective (ms).",
+                                         flag="--slo-tpot-p99-ms", spec=False, check=optional(number()))  # fmt: skip
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.api == "openai":
+            object.__setattr__(self, "api", "openai-chat")
+
+    @property
+    def prompts_file(self) -> str | None:
+        """The prompts file given (None: synthetic prompts)."""
+        return None if self.prompts == SYNTHETIC or self.prompts_sha256 else self.prompts
+
+    def recorded(self, tokenizer: str | None = None) -> Workload:
+        """The workload as recorded: the prompts file's name and sha256 instead of its path, and a tokenizer
+        (this one's, else ``tokenizer``, else builtin:minilm-wordpiece), so a different workload never
+        resumes another's steps."""
+        out = dataclasses.replace(self, tokenizer=self.tokenizer or tokenizer or DEFAULT_TOKENIZER)
+        path = self.prompts_file
+        if path is None:
+            return out
+        if not Path(path).is_file():
+            raise BadInputError(f"--prompts {path}: no such file")
+        return dataclasses.replace(out, prompts=Path(path).name, prompts_sha256=sha256_file(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def label(self) -> str:
+        """Part of the result file's name: the API and the lengths asked."""
+        return f"{self.api}-i{self.isl}-o{self.osl}"
+
+
+# ---- the load profile ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LoadProfile:
     """How load is offered. ``levels`` are concurrencies (closed) or requests/s (open).
 
-    ``duration_s`` set: each step measures for exactly that long. ``duration_s`` None: each step runs until
-    the last three windows agree (throughput and p99 within 10 %), at most ``max_duration_s``.
+    ``duration_s`` set: each step measures at least that long. ``duration_s`` None (or 0): each step runs
+    until its judged percentile's sample floor, at most ``max_duration_s``.
     """
 
-    kind: str
-    protocol: str
-    levels: tuple[float, ...]
-    duration_s: float | None = 10.0
-    warmup_s: float = 2.0
-    processes: int = 1
-    seed: int = 0
-    batch_size: int = 1
-    window_s: float = 1.0
-    max_duration_s: float = 60.0
-    max_in_flight: int = 256  # open loop: arrivals beyond this many outstanding requests are dropped, counted
-    timeout_s: float = 30.0
+    kind: str = knob(REQUIRED, "closed: a concurrency sweep (--concurrency); open: Poisson arrivals (--rate)",
+                     choices=KINDS)  # fmt: skip
+    levels: tuple[float, ...] = knob(
+        REQUIRED, "concurrencies (closed loop) or requests/s (open loop)", check=_levels
+    )
+    protocol: str = knob("http", "How requests reach Triton.", flag="--protocol", choices=PROTOCOLS)
+    duration_s: float | None = knob(None, "Least seconds measured per step; it then runs until p99's sample "
+                                    "floor, at most --max-duration.", flag="--duration",
+                                    check=optional(number(strict=False)))  # fmt: skip
+    warmup_s: float = knob(2.0, "Seconds of unmeasured warm-up.", flag="--warmup", check=number(strict=False))
+    processes: int = knob(1, "Locust load processes.", flag="--processes", check=whole(1))
+    seed: int = knob(0, "Seed of the request payloads and of open-loop arrivals.", flag="--seed",
+                     check=whole(None))  # fmt: skip
+    batch_size: int = knob(1, "Batch size per request.", flag="--batch", check=whole(1))
+    window_s: float = knob(1.0, "Seconds per window of the progress lines and of a step's windows",
+                           check=number())  # fmt: skip
+    max_duration_s: float = knob(60.0, "The longest a step may run while waiting for its warm-up cut and "
+                                 "sample floor.", flag="--max-duration", check=number())  # fmt: skip
+    # open loop: arrivals beyond this many outstanding requests are dropped, counted
+    max_in_flight: int = knob(256, "Open loop: outstanding requests beyond which arrivals are dropped",
+                              check=whole(1))  # fmt: skip
+    timeout_s: float = knob(30.0, "Seconds before a request counts as a timeout", check=number())
     # every answer gets the lean check (status, names, dtypes, shapes, sizes); every Nth and every failed
     # one also the full check (each tensor decoded)
-    check_every: int = 100
+    check_every: int = knob(100, "Decode every output fully on every Nth answer (and on each failed lean "
+                            "check).", flag="--check-every", check=whole(1))  # fmt: skip
     # payloads from the server's model metadata (served.py): zero | random | a perf_analyzer JSON data file;
-    # None: from the model card when there is one. ``shapes``: NAME:D1,D2 for dynamic dimensions
-    input_data: str | None = None
-    shapes: tuple[str, ...] = ()
+    # None: from the model card when there is one
+    input_data: str | None = knob(None, "Payloads from the server's model metadata: zero, random, or a "
+                                  "perf_analyzer JSON data file (default without a card or manifest: random).",
+                                  flag="--input-data", spec=False, check=_path)  # fmt: skip
+    shapes: tuple[str, ...] = knob((), "NAME:D1,D2 size of an input's dynamic dimensions, batch excluded "
+                                   "(repeatable).", flag="--shape", spec=False, check=_shapes)  # fmt: skip
     # which of ``--repeats N`` independent runs this is (1..N); repeat 1 is recorded as before (no key)
-    repeat: int = 1
-    # generative sweeps (workloads.GenWorkload.to_dict()): streamed requests, token-level figures
-    workload: dict[str, Any] | None = None
+    repeat: int = knob(1, "which of N repeated runs this is", spec=False, check=whole(1))
+    # generative sweeps: streamed requests, token-level figures
+    workload: Workload | None = knob(None, "the generative workload", spec=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise BadInputError(f"load kind {self.kind!r}: use one of {', '.join(KINDS)}")
-        if self.protocol not in PROTOCOLS:
-            raise BadInputError(f"protocol {self.protocol!r}: use one of {', '.join(PROTOCOLS)}")
-        if not self.levels or any(v <= 0 for v in self.levels):
-            raise BadInputError(f"load levels must be positive numbers, got {list(self.levels)}")
+        if isinstance(self.levels, list):
+            object.__setattr__(self, "levels", tuple(self.levels))
+        if isinstance(self.shapes, list):
+            object.__setattr__(self, "shapes", tuple(self.shapes))
+        if isinstance(self.workload, Mapping):
+            object.__setattr__(self, "workload", Workload(**self.workload))
+        validate(self)
         if self.kind == "closed" and any(int(v) != v for v in self.levels):
-            raise BadInputError(f"concurrency levels must be whole numbers, got {list(self.levels)}")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise BadInputError(f"--duration must be positive, got {self.duration_s}")
-        if self.warmup_s < 0 or self.processes < 1 or self.batch_size < 1:
-            raise BadInputError("--warmup must be >= 0, --processes and --batch >= 1")
-        if self.check_every < 1:
-            raise BadInputError(f"--check-every must be >= 1, got {self.check_every}")
-        if not isinstance(self.repeat, int) or isinstance(self.repeat, bool) or self.repeat < 1:
-            raise BadInputError(f"repeat must be a whole number >= 1, got {self.repeat!r}")
-        if self.window_s <= 0 or self.max_duration_s <= 0 or self.max_in_flight < 1:
-            raise BadInputError("window, max duration and max in-flight must be positive")
+            raise ProfileError(
+                "levels", f"closed-loop concurrency must be whole numbers, got {list(self.levels)}"
+            )
+        if self.duration_s == 0:  # 0, as a spec writes it: until the sample floor
+            object.__setattr__(self, "duration_s", None)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``load_profile`` of the result document; equal dicts mean a rerun may resume."""
@@ -74,9 +275,26 @@ class LoadProfile:
             del out["workload"]
         return out
 
+    def to_document(self) -> LoadProfileDocument:
+        from accelbench.documents import LoadProfile as LoadProfileDocument
+
+        return LoadProfileDocument.model_validate(self.to_dict())
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LoadProfile:
-        return cls(**{**data, "levels": tuple(data["levels"]), "shapes": tuple(data.get("shapes") or ())})
+    def from_dict(cls, data: Mapping[str, Any] | LoadProfileDocument) -> LoadProfile:
+        """The profile a document (or its ``to_dict``) recorded."""
+        if not isinstance(data, Mapping):  # the document's part
+            from accelbench.documents import to_dict
+
+            data = to_dict(data)
+        return cls(**data)
+
+    def streaming(self, workload: Workload, tokenizer: str | None = None) -> LoadProfile:
+        """This profile for a generative model: ``workload`` as recorded (``Workload.recorded``), the protocol
+        its API speaks, one prompt per request."""
+        w = workload.recorded(tokenizer)
+        protocol = "grpc" if w.api == "triton-grpc" else "http"
+        return dataclasses.replace(self, protocol=protocol, batch_size=1, workload=w)
 
     def steps(self) -> list[dict[str, Any]]:
         """One plan per level: ``{"index", "offered": {"concurrency": n} | {"rate_rps": r}}``."""
@@ -88,12 +306,64 @@ class LoadProfile:
 
     def label(self) -> str:
         if self.workload:
-            w = self.workload
-            return f"{self.kind}-{w['api']}-i{w['isl']}-o{w['osl']}"
+            return f"{self.kind}-{self.workload.label()}"
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"
 
 
-def offered_label(offered: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class LoadPlan:
+    """A profile and how often it runs: the spec's ``[load]`` table, the loadtest command's options."""
+
+    profile: LoadProfile
+    repeats: int = knob(1, "Independent runs of the whole sweep, one result document each (the report "
+                        "combines them).", flag="--repeats", check=whole(1))  # fmt: skip
+    retries: int = knob(2, "Re-measure a step judged INVALID for drift or no steady state up to N times; "
+                        "every attempt is kept.", flag="--retries", check=whole(0))  # fmt: skip
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def runs(self) -> list[LoadProfile]:
+        """The profile of each repeat, 1..repeats."""
+        return [dataclasses.replace(self.profile, repeat=r) for r in range(1, self.repeats + 1)]
+
+
+T = TypeVar("T")
+
+
+def knobs(cls: type, *, spec: bool | None = None) -> list[tuple[dataclasses.Field, Knob]]:
+    """The fields of ``cls`` that have a Knob (``spec=True``: only those a spec's table takes)."""
+    out = [(f, k) for f in dataclasses.fields(cls) if (k := knob_of(f)) is not None]
+    return [(f, k) for f, k in out if spec is None or k.spec == spec]
+
+
+def from_table(cls: type[T], table: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> T:
+    """``cls`` from a spec's table (TOML lists become tuples); ProfileError naming an unknown or bad key."""
+    allowed = [f.name for f, _ in knobs(cls, spec=True)]
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise ProfileError(unknown[0], f"unknown key; allowed: {', '.join(allowed)}")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+    return cls(**{**(defaults or {}), **values})
+
+
+def plan_from_table(table: Mapping[str, Any], defaults: Mapping[str, Any]) -> LoadPlan:
+    """A spec's ``[load]`` table: the profile's spec keys and ``repeats``/``retries``."""
+    own = {f.name for f, _ in knobs(LoadPlan)}
+    allowed = [f.name for f, _ in knobs(LoadProfile, spec=True)] + sorted(own)
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise ProfileError(unknown[0], f"unknown key; allowed: {', '.join(allowed)}")
+    profile = from_table(LoadProfile, {k: v for k, v in table.items() if k not in own}, defaults)
+    return LoadPlan(profile, **{k: v for k, v in table.items() if k in own})
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """Each field's type (string annotations resolved), for option builders."""
+    return typing.get_type_hints(cls)
+
+
+def offered_label(offered: Mapping[str, Any]) -> str:
     """A step's offered load for people: ``concurrency 4`` or ``200 requests/s``."""
     if "concurrency" in offered:
         return f"concurrency {offered['concurrency']}"

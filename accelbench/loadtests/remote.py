@@ -18,9 +18,11 @@ import time
 from typing import Any
 
 import gevent
+from locust import __version__ as locust_version
 from locust import runners as locust_runners
 from locust.env import Environment
 from locust.exception import RPCError
+from locust.rpc import Message
 
 from accelbench.loadtests import process_side as side
 from accelbench.loadtests import users
@@ -117,15 +119,41 @@ def _dead(runner, infos: dict[str, dict], where: str) -> str | None:
     return None
 
 
+class _Worker(locust_runners.WorkerRunner):
+    """Locust's worker with this run's own limits: how long it keeps trying to reach the master, and how long
+    the master may stay silent before it gives up. Locust reads both from module constants (300 s, 60 s),
+    which accelbench leaves alone."""
+
+    def __init__(self, environment: Environment, host: str, port: int, connect_timeout_s: float) -> None:
+        self.connect_tries = max(1, math.ceil(connect_timeout_s / locust_runners.CONNECT_TIMEOUT))
+        super().__init__(environment, host, port)
+
+    def connect_to_master(self) -> None:
+        while True:
+            self.retry += 1
+            self.client.send(Message("client_ready", locust_version, self.client_id))
+            if self.connection_event.wait(timeout=locust_runners.CONNECT_TIMEOUT):
+                self.connected = True
+                return
+            if self.retry > self.connect_tries:
+                raise ConnectionError(f"no master answered {self.connect_tries} times")
+
+    def heartbeat_timeout_checker(self) -> None:
+        while True:
+            gevent.sleep(1)
+            last = self.last_heartbeat_timestamp
+            if last and last < time.time() - MASTER_SILENCE_S:
+                self.quit()
+                return
+
+
 def serve(master: str, connect_timeout_s: float) -> int:
     """One worker process: connect, take the configuration, run the steps the master drives."""
     emit = side.events_writer()
     host, port = master.rsplit(":", 1)
-    locust_runners.CONNECT_RETRY_COUNT = max(1, math.ceil(connect_timeout_s / locust_runners.CONNECT_TIMEOUT))
-    locust_runners.MASTER_HEARTBEAT_TIMEOUT = MASTER_SILENCE_S
     env = Environment(user_classes=[users.ClosedLoopUser, users.OpenLoopUser])
     try:
-        runner = env.create_worker_runner(host, int(port))
+        runner = env.runner = _Worker(env, host, int(port), connect_timeout_s)
     except ConnectionError:
         emit(LoadFailed(f"no accelbench master answered at {master} within {connect_timeout_s:g} s"))
         return 4
@@ -143,6 +171,7 @@ def serve(master: str, connect_timeout_s: float) -> int:
             cfg = {key: data.get(key) for key in CONFIG_KEYS}
             payloads = side.load_payloads(io.BytesIO(data["payloads_npz"]))
             agent = side.make_agent(cfg, int(data["process_index"]), payloads)
+            env.user_classes = [users.bind(cls, agent) for cls in (users.ClosedLoopUser, users.OpenLoopUser)]
             agent.environment = env
             side.ProcessSide(runner, agent, agent.config)
         except Exception as err:  # any bad configuration is refused with its reason, never half-run

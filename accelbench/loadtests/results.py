@@ -19,16 +19,17 @@ from typing import Any
 from accelbench.documents import (
     RESULT_SCHEMA,
     Accuracy,
-    LoadProfile,
     Provenance,
     ResultDocument,
     ServerInfo,
     Step,
+    VariantManifest,
     dump_json,
     load_result,
     to_dict,
 )
 from accelbench.errors import BadInputError
+from accelbench.loadtests.profiles import LoadProfile
 from accelbench.util import atomic_write_text, utc_now_iso
 
 SCHEMA = RESULT_SCHEMA
@@ -65,47 +66,41 @@ def new_document(
     *,
     model: str,
     variant: str,
-    manifest: Mapping[str, Any] | None,
-    load_profile: dict[str, Any],
+    manifest: VariantManifest | None,
+    profile: LoadProfile,
     server: dict[str, Any],
     repository_config: str = "",
     command: str = "",
-    profile_label: str,
     target: str | None = None,
     precision: str | None = None,
 ) -> ResultDocument:
     """An empty document (no steps yet) with the provenance of this run; ``target`` and ``precision`` are
     used where there is no manifest (a model accelbench did not build)."""
-    manifest = manifest or {}
-    accuracy = manifest.get("accuracy") or {}
+    accuracy = manifest.accuracy if manifest else None
     return ResultDocument(
-        run_id=run_id(variant, profile_label, int(load_profile.get("repeat") or 1)),
+        run_id=run_id(variant, profile.label(), profile.repeat),
         origin="accelbench-loadtest",
-        model=manifest.get("model", model),
+        model=manifest.model if manifest else model,
         variant=variant,
-        target=manifest.get("target") or target,
-        precision=manifest.get("precision") or precision,
-        batch_size=load_profile["batch_size"],
-        **(
-            {"task": "text-generation"} if load_profile.get("workload") else {}
-        ),  # classic documents unchanged
+        target=(manifest.target if manifest else None) or target,
+        precision=(manifest.precision if manifest else None) or precision,
+        batch_size=profile.batch_size,
+        **({"task": "text-generation"} if profile.workload else {}),  # classic documents unchanged
         # the result keeps the verdict and its figure; the manifest has the rest
-        accuracy=Accuracy(
-            metric=accuracy.get("metric"), value=accuracy.get("value"), verdict=accuracy.get("verdict")
-        )
+        accuracy=Accuracy(metric=accuracy.metric, value=accuracy.value, verdict=accuracy.verdict)
         if accuracy
         else None,
-        graph_cost=manifest.get("graph_cost"),
+        graph_cost=manifest.graph_cost.model_copy() if manifest and manifest.graph_cost else None,
         provenance=Provenance(
             host=host_probe(),
             packages=package_versions(),
-            manifest_hash=manifest.get("manifest_hash", ""),
+            manifest_hash=manifest.manifest_hash if manifest else "",
             repository_config=repository_config,
             server=ServerInfo.model_validate(server),
             created_at=utc_now_iso(),
             command=command,
         ),
-        load_profile=LoadProfile.model_validate(load_profile),
+        load_profile=profile.to_document(),
         steps=[],
         complete=False,
     )
@@ -123,14 +118,14 @@ def load_document(path: str | os.PathLike) -> ResultDocument | None:
     return load_result(data, str(path))
 
 
-def resumable(doc: ResultDocument | None, manifest_hash: str, load_profile: dict[str, Any]) -> bool:
+def resumable(doc: ResultDocument | None, manifest_hash: str, profile: LoadProfile) -> bool:
     """True when ``doc`` measured the same variant under the same load profile, from this host with these
     packages: a document's provenance is that of the process that measured its steps, so steps measured
     elsewhere (a results folder copied between hosts) are measured again, never relabelled as this host's."""
     return bool(
         doc
         and (doc.provenance.manifest_hash or "") == manifest_hash
-        and to_dict(doc.load_profile) == load_profile
+        and to_dict(doc.load_profile) == profile.to_dict()
         and doc.provenance.host == host_probe()
         and doc.provenance.packages == package_versions()
     )

@@ -259,21 +259,23 @@ def _utc_now() -> str:
 def run_master(cfg: dict[str, Any], config_path: str) -> None:
     emit = events_writer()
     n = int(cfg["processes"])
-    env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
     workers: list[subprocess.Popen] = []
     if cfg.get("expect_workers"):
         from accelbench.loadtests import remote
 
+        env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
         runner, dead = remote.start_master(env, cfg, emit)
         if runner is None:
             return
     elif n == 1:
-        runner = env.create_local_runner()
         agent = make_agent(cfg, 0)
+        env = Environment(user_classes=[user_class(cfg, agent)], host=cfg["url"])
+        runner = env.create_local_runner()
         agent.environment = env
         ProcessSide(runner, agent, cfg)
         dead = None
     else:
+        env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
         runner = env.create_master_runner("127.0.0.1", int(cfg["master_port"]))
         workers = [
             start_member(
@@ -312,9 +314,9 @@ def _finish(runner, workers: list) -> None:
 
 
 def run_worker(cfg: dict[str, Any], index: int) -> None:
-    env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
-    runner = env.create_worker_runner("127.0.0.1", int(cfg["master_port"]))
     agent = make_agent(cfg, index)
+    env = Environment(user_classes=[user_class(cfg, agent)], host=cfg["url"])
+    runner = env.create_worker_runner("127.0.0.1", int(cfg["master_port"]))
     agent.environment = env
     ProcessSide(runner, agent, cfg)
     runner.greenlet.join()

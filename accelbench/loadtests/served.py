@@ -23,6 +23,7 @@ import numpy as np
 
 from accelbench.errors import BadInputError
 from accelbench.loadtests import wire
+from accelbench.models.cards import parse_shape
 
 DATA_MODES = ("zero", "random")
 _LETTERS = np.array(list(string.ascii_letters))
@@ -73,19 +74,7 @@ def read_served(http_url: str, model: str) -> ServedModel:
 
 def parse_shapes(texts: tuple[str, ...] | list[str]) -> dict[str, tuple[int, ...]]:
     """``("X:4,8", "T:1")`` → {"X": (4, 8), "T": (1,)}; one clear error for anything else."""
-    shapes = {}
-    for text in texts:
-        name, sep, dims = text.rpartition(":")
-        try:
-            parsed = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            parsed = ()
-        if not sep or not name or not parsed or any(d < 1 for d in parsed):
-            raise BadInputError(
-                f"--shape {text!r}: expected NAME:D1,D2 with positive sizes, e.g. input_ids:128"
-            )
-        shapes[name] = parsed
-    return shapes
+    return dict(parse_shape(text) for text in texts)
 
 
 def make_payloads(served: ServedModel, batch_size: int, count: int, seed: int, input_data: str | os.PathLike,

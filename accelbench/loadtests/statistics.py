@@ -1,6 +1,7 @@
 """The statistics behind a load step's verdict and every interval in the report (docs/statistics.md).
 
-Pure functions on numbers: no I/O, no Locust. SciPy does the distributions (binomial/beta for order
+Pure functions on numbers: no I/O, no Locust. Intervals and trends are the result document's own parts
+(``documents.Interval``, ``documents.Trend``), unrounded; the step's statistics round them for the file. SciPy does the distributions (binomial/beta for order
 statistics and MLPerf's early stopping, Student t for batch means and Welch, Kendall's tau and Theil–Sen for
 trends); what SciPy lacks (MSER-5 truncation, the Hamed–Rao variance correction, Holm's step-down) is here,
 each with its source.
@@ -17,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special, stats
 
+from accelbench.documents import Interval, Trend
+
 FloatArray: TypeAlias = "npt.NDArray[np.float64]"
 Floats: TypeAlias = "Sequence[float] | FloatArray"  # samples as a list or an array
 
@@ -24,19 +27,6 @@ MSER_BATCH = 5  # MSER-5 (Spratt 1998): the truncation rule on means of 5 consec
 DRIFT_P = 0.01  # Mann–Kendall two-sided p below this ...
 DRIFT_CHANGE = 0.05  # ... and a Sen-slope change over the step above this: drift (STATISTICS.md simulation)
 HAMED_RAO = False  # see mann_kendall_p: a level shift looks like autocorrelation to the correction
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with its interval; ``high`` None when no order statistic bounds it (too few samples)."""
-
-    value: float
-    low: float | None
-    high: float | None
-    confidence: float = 0.95
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {"value": self.value, "low": self.low, "high": self.high, "confidence": self.confidence}
 
 
 # ---- MLPerf LoadGen early stopping (loadgen/early_stopping.cc) ------------------------------------------
@@ -78,7 +68,12 @@ def quantile_interval(x: FloatArray, percentile: float, confidence: float = 0.95
     """Exact distribution-free interval [X(l), X(u)] for a quantile (Hahn & Meeker; scipy quantile_test)."""
     ordered = np.sort(np.asarray(x, dtype=float))
     ci = stats.quantile_test(ordered, q=0, p=percentile / 100.0).confidence_interval(confidence)
-    return Interval(percentile_point(ordered, percentile), _finite(ci.low), _finite(ci.high), confidence)
+    return Interval(
+        value=percentile_point(ordered, percentile),
+        low=_finite(ci.low),
+        high=_finite(ci.high),
+        confidence=confidence,
+    )
 
 
 def quantile_upper_bound(x: FloatArray, percentile: float, confidence: float = 0.99) -> float | None:
@@ -138,10 +133,10 @@ def mean_interval(batch_values: Floats, confidence: float = 0.95) -> tuple[Inter
     k = len(values)
     mean = float(values.mean()) if k else 0.0
     if k < 2:
-        return Interval(mean, None, None, confidence), math.inf, 0
+        return Interval(value=mean, low=None, high=None, confidence=confidence), math.inf, 0
     se = float(values.std(ddof=1) / math.sqrt(k))
     half = float(stats.t.ppf(0.5 + confidence / 2.0, k - 1)) * se
-    return Interval(mean, mean - half, mean + half, confidence), se, k - 1
+    return Interval(value=mean, low=mean - half, high=mean + half, confidence=confidence), se, k - 1
 
 
 def time_batches(
@@ -158,18 +153,6 @@ def time_batches(
 
 
 # ---- drift: Mann–Kendall with Sen's slope ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Trend:
-    p: float  # two-sided Mann–Kendall p-value (Hamed–Rao corrected)
-    tau: float  # Kendall's tau between time and value
-    change: float  # the Sen line's end ÷ its start − 1: the relative change over the series
-    drift: bool
-
-    def to_dict(self) -> dict[str, float | bool]:
-        return {"p": float(f"{self.p:.3g}"), "tau": round(self.tau, 4), "change": round(self.change, 4),
-                "drift": self.drift}  # fmt: skip
 
 
 def mann_kendall_p(x: Floats, hamed_rao: bool = True, lags: int = 3) -> tuple[float, float]:
@@ -206,15 +189,17 @@ def trend(
     change_limit: float = DRIFT_CHANGE,
     hamed_rao: bool = HAMED_RAO,
 ) -> Trend:
-    """Drift = Mann–Kendall p < ``p_limit`` AND |Sen-slope change over the series| > ``change_limit``."""
+    """Drift = Mann–Kendall p < ``p_limit`` AND |Sen-slope change over the series| > ``change_limit``.
+    ``p``: the two-sided p-value; ``tau``: Kendall's tau between time and value; ``change``: the Sen line's
+    end ÷ its start − 1 (the relative change over the series)."""
     values = np.asarray([v for v in x if math.isfinite(v)], dtype=float)
     if len(values) < 4:
-        return Trend(1.0, 0.0, 0.0, False)
+        return Trend(p=1.0, tau=0.0, change=0.0, drift=False)
     p, tau = mann_kendall_p(values, hamed_rao)
     fit = stats.theilslopes(values)
     start, end = float(fit.intercept), float(fit.intercept + fit.slope * (len(values) - 1))
     change = end / start - 1.0 if start > 0 else 0.0
-    return Trend(p, tau, change, p < p_limit and abs(change) > change_limit)
+    return Trend(p=p, tau=tau, change=change, drift=bool(p < p_limit and abs(change) > change_limit))
 
 
 # ---- SLO verdict and comparisons -------------------------------------------------------------------------

@@ -18,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.documents import Loadgen, ResultDocument, Step, Window, to_dict
+from accelbench.documents import (
+    Loadgen,
+    ResultDocument,
+    Step,
+    StepStatistics,
+    VariantManifest,
+    Window,
+    to_dict,
+)
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
 from accelbench.loadtests.child import end_group, events, last_line, start_runner
@@ -75,7 +83,8 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     statistics, invalid, low = None, [], []
     if len(latency_us) and not raw.get("aborted"):
         statistics, invalid, low = analyse(done_s, latency_us, duration, limits)
-        rps = statistics.get("throughput_rps", {}).get("value", rps)
+        if statistics.throughput_rps is not None and statistics.throughput_rps.value is not None:
+            rps = statistics.throughput_rps.value
     generative = None
     if raw.get("generative") and not raw.get("aborted"):  # token-level figures (genstats.py)
         from accelbench.loadtests import genstats
@@ -138,10 +147,11 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     )
 
 
-def _latency_summary(statistics: dict[str, Any] | None, hist) -> dict[str, Any]:
+def _latency_summary(statistics: StepStatistics | None, hist) -> dict[str, Any]:
     summary = histogram.summary_us(hist)
-    for key, interval in ((statistics or {}).get("latency_us") or {}).items():
-        summary[key] = int(interval["value"])
+    for key, interval in ((statistics.latency_us if statistics else None) or {}).items():
+        if interval.value is not None:
+            summary[key] = int(interval.value)
     return summary
 
 
@@ -175,7 +185,7 @@ def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[l
     """Resume: the finished steps a rerun keeps (same variant hash and load profile), and whether that
     document was complete. A changed variant or profile keeps nothing."""
     old = results.load_document(path)
-    if not results.resumable(old, manifest_hash, profile.to_dict()):
+    if not results.resumable(old, manifest_hash, profile):
         return [], False
     return results.finished_steps(old), old.complete
 
@@ -196,7 +206,7 @@ def run_sweep(
     expected_outputs: list[dict[str, Any]],
     profile: LoadProfile,
     out_dir: str | os.PathLike,
-    manifest: dict[str, Any] | None = None,
+    manifest: VariantManifest | None = None,
     repository_config: str = "",
     command: str = "",
     limits: Limits = DEFAULT_LIMITS,
@@ -220,15 +230,14 @@ def run_sweep(
     """
     if master_bind is not None and profile.processes != master_bind.expect_workers:
         raise BadInputError("with --expect-workers N the load processes are the N workers (drop --processes)")
-    load_profile = profile.to_dict()
     path = result_path(out_dir, variant, profile)
     doc = results.new_document(
-        model=model, variant=variant, manifest=manifest, load_profile=load_profile,
+        model=model, variant=variant, manifest=manifest, profile=profile,
         server={"url": server.client_url(profile.protocol), "version": server.version},
-        repository_config=repository_config, command=command, profile_label=profile.label(),
+        repository_config=repository_config, command=command,
         target=target, precision=precision,
     )  # fmt: skip
-    doc.steps, was_complete = _kept_steps(path, (manifest or {}).get("manifest_hash", ""), profile)
+    doc.steps, was_complete = _kept_steps(path, manifest.manifest_hash if manifest else "", profile)
     done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
@@ -356,9 +365,3 @@ def _budget_s(profile: LoadProfile, steps: int) -> float:
 
 def _aborted_step(plan: dict[str, Any], reason: str) -> dict[str, Any]:
     return {"index": plan["index"], "offered": plan["offered"], "aborted": reason, "duration_s": 0.0}
-
-
-def _offered(offered: dict[str, Any]) -> str:
-    if "concurrency" in offered:
-        return f"concurrency {offered['concurrency']}"
-    return f"{offered['rate_rps']:g} requests/s"

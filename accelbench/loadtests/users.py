@@ -282,15 +282,22 @@ class Agent:
 # latency from min(intended, actual send) keeps the harness's own lateness out of open-loop latencies.
 SEND_LEAD_NS = 1_000_000
 
-AGENT: Agent | None = None  # set by runner.py or locustfile.py before users start
+
+def bind(user_class: type[_TritonUser], agent: Agent) -> type[_TritonUser]:
+    """``user_class`` for one run: its users take ``agent``, the process's measurement state. The same name,
+    so a master's spawn messages (which name the class) find it."""
+    return type(user_class.__name__, (user_class,), {"run_agent": agent, "__module__": user_class.__module__})
 
 
 class _TritonUser(User):
     abstract = True
     wait_time = constant(0)
+    run_agent: Agent | None = None  # set by ``bind``: no module global carries a run's state
 
     def on_start(self) -> None:
-        agent = AGENT
+        agent = type(self).run_agent
+        if agent is None:
+            raise RuntimeError(f"{type(self).__name__} is not bound to an Agent (users.bind)")
         agent.environment = self.environment
         cfg = agent.config
         self.agent = agent

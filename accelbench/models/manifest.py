@@ -7,8 +7,8 @@ One variant folder per (model, target, precision), see docs/architecture.md §3:
 
 ``write_manifest`` fills in ``files`` (sha256 of every other file in the folder), ``created_at`` and
 ``manifest_hash`` (sha256 of the manifest without ``created_at`` and ``manifest_hash``), validates, and writes
-atomically. ``read_manifest`` validates and returns a :class:`Manifest` (a dict that also allows attribute access).
-The schema itself is ``documents.VariantManifest``; a manifest read and written again is byte-identical.
+atomically. Both return the typed ``documents.VariantManifest`` (the schema); a manifest read and written again
+is byte-identical.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from accelbench.documents import (
     dump_json,
     load_manifest,
     read_json,
-    to_dict,
 )
 from accelbench.errors import BadInputError
 from accelbench.util import atomic_write_text, sha256_file, sha256_json, utc_now_iso
@@ -32,32 +31,6 @@ from accelbench.util import atomic_write_text, sha256_file, sha256_json, utc_now
 SCHEMA = VARIANT_SCHEMA
 MANIFEST_FILE = "manifest.json"
 _UNHASHED = ("created_at", "manifest_hash")
-
-
-class Manifest(dict):
-    """A validated manifest: a plain dict (JSON-ready) that also reads as attributes (``m.precision``).
-
-    The typed form is ``document`` (a ``documents.VariantManifest``); the dict is exactly its JSON content.
-    """
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError as err:
-            raise AttributeError(key) from err
-
-    @classmethod
-    def of(cls, document: VariantManifest) -> Manifest:
-        return cls(to_dict(document))
-
-    @property
-    def document(self) -> VariantManifest:
-        return VariantManifest.model_validate(dict(self))
-
-    @property
-    def verdict(self) -> str:
-        """The accuracy verdict, NOT_RUN when no accuracy block was written."""
-        return (self.get("accuracy") or {}).get("verdict") or "NOT_RUN"
 
 
 def variant_name(model: str, target: str, precision: str) -> str:
@@ -82,7 +55,7 @@ def hash_files(variant_dir: str | os.PathLike) -> dict[str, str]:
     return out
 
 
-def write_manifest(variant_dir: str | os.PathLike, manifest: Mapping[str, Any]) -> Manifest:
+def write_manifest(variant_dir: str | os.PathLike, manifest: Mapping[str, Any]) -> VariantManifest:
     """Complete (files, created_at, manifest_hash), validate and atomically write ``manifest.json``."""
     root = Path(variant_dir)
     data = dict(manifest)
@@ -92,17 +65,17 @@ def write_manifest(variant_dir: str | os.PathLike, manifest: Mapping[str, Any]) 
     data["created_at"] = data.get("created_at") or utc_now_iso()
     document = load_manifest(data, str(root / MANIFEST_FILE))
     atomic_write_text(root / MANIFEST_FILE, dump_json(document))
-    return Manifest.of(document)
+    return document
 
 
-def read_manifest(variant_dir: str | os.PathLike) -> Manifest:
+def read_manifest(variant_dir: str | os.PathLike) -> VariantManifest:
     """Read and validate ``<dir>/manifest.json`` (``variant_dir`` may also be the file itself)."""
     path = Path(variant_dir)
     if path.is_dir() or path.name != MANIFEST_FILE:
         path = path / MANIFEST_FILE
     if not path.is_file():
         raise BadInputError(f"{path}: no variant manifest here (run `accelbench quantize` first)")
-    return Manifest.of(load_manifest(read_json(path), str(path)))
+    return load_manifest(read_json(path), str(path))
 
 
 def validate_manifest(data: Any, path: str | os.PathLike = MANIFEST_FILE) -> None:
@@ -110,12 +83,12 @@ def validate_manifest(data: Any, path: str | os.PathLike = MANIFEST_FILE) -> Non
     load_manifest(data, str(path))
 
 
-def verify_files(variant_dir: str | os.PathLike, manifest: Mapping[str, Any] | None = None) -> list[str]:
+def verify_files(variant_dir: str | os.PathLike, manifest: VariantManifest | None = None) -> list[str]:
     """Names of files whose content no longer matches the manifest (missing files included)."""
     root = Path(variant_dir)
     manifest = manifest if manifest is not None else read_manifest(root)
     changed = []
-    for rel, digest in manifest["files"].items():
+    for rel, digest in manifest.files.items():
         path = root / rel
         if not path.is_file() or sha256_file(path) != digest:
             changed.append(rel)

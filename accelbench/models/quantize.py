@@ -15,18 +15,20 @@ not quantized again; it has no FP32 variant and the gate no float reference unle
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from accelbench.documents import VariantManifest, to_dict
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models import accuracy
-from accelbench.models.manifest import Manifest, read_manifest, variant_name, verify_files, write_manifest
+from accelbench.models.manifest import read_manifest, variant_name, verify_files, write_manifest
 from accelbench.models.toolchains import VariantOptions, VariantResult, toolchain_for
 from accelbench.models.toolchains import onnxruntime as ort_toolchain
 from accelbench.util import sha256_file
@@ -36,6 +38,8 @@ HELD_OUT_SEED = 1  # must differ from the calibration seed: the gate judges on s
 CALIBRATION_SAMPLES = 32
 HELD_OUT_SAMPLES = 32
 AS_QUANTIZED_RECIPE = "as-quantized"  # the INT8 variant of a source that is already quantized
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,7 +59,7 @@ class QuantizeRequest:
     reference: Path | None = None  # the float graph of a source that is already quantized
 
 
-def quantize(request: QuantizeRequest) -> list[Manifest]:
+def quantize(request: QuantizeRequest) -> list[VariantManifest]:
     """Write the FP32 reference and the requested variant; returns their manifests (reference first)."""
     from accelbench.hardware.catalog import load_catalog
     from accelbench.models.loader import generative_card, resolve_model
@@ -114,7 +118,7 @@ def quantize(request: QuantizeRequest) -> list[Manifest]:
     return manifests
 
 
-def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list[Manifest]:
+def _generative_recipe(request: QuantizeRequest, target: HardwareTarget, card: Any) -> list[VariantManifest]:
     """A generative model for an accelerator: the recipe folder (docs/quantization.md), built on the target."""
     from accelbench.errors import ToolchainMissingError
     from accelbench.models.toolchains import llm_recipes
@@ -123,7 +127,7 @@ def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list
     manifest, recipe = llm_recipes.write_recipe(
         card, hf_dir, tokenizer_dir, target, request.precision, Path(request.out_dir), request.model
     )
-    script = Path(request.out_dir) / manifest["name"] / llm_recipes.SCRIPT_FILE
+    script = Path(request.out_dir) / manifest.name / llm_recipes.SCRIPT_FILE
     if target.toolchain == "neuron" and shutil.which("inference_demo") is None:
         # as for classic Neuron variants: the folder is written, and one line says where to build it
         raise ToolchainMissingError(
@@ -131,7 +135,7 @@ def _generative_recipe(request: QuantizeRequest, target: Any, card: Any) -> list
             "(Neuron DLAMI NxD Inference venv)"
         )
     for note in recipe.notes:
-        progress(f"{manifest['name']}: {note}")
+        progress(f"{manifest.name}: {note}")
     return [manifest]
 
 
@@ -181,7 +185,7 @@ class _AsQuantized:
     toolchain: Any
 
     def make_variant(
-        self, resolved: Any, target: Any, precision: str, out_dir: Path, options: VariantOptions
+        self, resolved: Any, target: HardwareTarget, precision: str, out_dir: Path, options: VariantOptions
     ) -> VariantResult:
         from accelbench.models.intake import copy_model
 
@@ -206,15 +210,16 @@ class _AsQuantized:
 
 
 def progress(line: str) -> None:
-    """Progress for long steps goes to stderr so that --json output stays clean."""
-    print(f"accelbench: {line}", file=sys.stderr, flush=True)
+    """Progress of a long step, as a log record: the CLI shows accelbench.models' records on stderr (so --json
+    output stays clean); a library caller chooses where they go."""
+    log.info(line)
 
 
 @dataclass
 class _Context:
     request: QuantizeRequest
     resolved: Any
-    target: Any
+    target: HardwareTarget
     held_out: dict[str, np.ndarray]
     quiet: bool = False
     float_path: Path | None = None  # the FP32 graph the gate compares with; None: there is none
@@ -237,7 +242,7 @@ class _Context:
 
     def variant(
         self, precision: str, toolchain: Any, options: VariantOptions, resolved: Any = None
-    ) -> Manifest:
+    ) -> VariantManifest:
         resolved = resolved or self.resolved
         card = resolved.card
         name = variant_name(card.name, self.target.id, precision)
@@ -304,7 +309,7 @@ class _Context:
         return gate
 
 
-def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> Manifest | None:
+def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> VariantManifest | None:
     """The existing manifest when the folder was made from the same source and recipe and is intact."""
     if not (out / "manifest.json").is_file():
         return None
@@ -312,7 +317,7 @@ def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> M
         old = read_manifest(out)
     except BadInputError:
         return None
-    same = old["source"] == source and (recipe is None or old["recipe"] == recipe)
+    same = to_dict(old.source) == source and (recipe is None or old.recipe == recipe)
     return old if same and not verify_files(out, old) else None
 
 

@@ -26,12 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.accuracy_llm import eval_tokens, teacher_forced_logits, text_gate
 from accelbench.models.cards import ModelCard
 from accelbench.models.export_llm import GenerativeFiles, generative_files
 from accelbench.models.llm_roofline import kv_dtype
-from accelbench.models.manifest import Manifest, variant_name, write_manifest
+from accelbench.models.manifest import variant_name, write_manifest
 from accelbench.models.quantize import progress, reusable_variant
 from accelbench.models.toolchains import attempts
 from accelbench.util import sha256_file
@@ -75,11 +77,11 @@ TOKENIZER_NAMES = (
 )
 
 
-def precisions(target: Any) -> tuple[str, ...]:
+def precisions(target: HardwareTarget) -> tuple[str, ...]:
     return CPU_PRECISIONS if getattr(target, "toolchain", "") == "onnxruntime-cpu" else GPU_PRECISIONS
 
 
-def quantize_generative(request: Any, target: Any, card: ModelCard) -> list[Manifest]:
+def quantize_generative(request: Any, target: HardwareTarget, card: ModelCard) -> list[VariantManifest]:
     """The unquantized variant and the requested one (unquantized first), each gated on the shipped text."""
     precision = request.precision or "fp32"
     allowed = precisions(target)
@@ -105,7 +107,7 @@ def quantize_generative(request: Any, target: Any, card: ModelCard) -> list[Mani
 @dataclass
 class _Context:
     request: Any
-    target: Any
+    target: HardwareTarget
     card: ModelCard
     files: GenerativeFiles
     _tokens: np.ndarray | None = None
@@ -126,7 +128,7 @@ class _Context:
             self._reference = teacher_forced_logits(self.files.onnx_path, self.tokens)
         return self._reference
 
-    def variant(self, precision: str) -> Manifest:
+    def variant(self, precision: str) -> VariantManifest:
         name = variant_name(self.card.name, self.target.id, precision)
         out = Path(self.request.out_dir) / name
         source = {"uri": self.request.model, "sha256": sha256_file(self.files.onnx_path)}

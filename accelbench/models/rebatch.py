@@ -126,7 +126,7 @@ def _proof(
 def rebatch(src: str | os.PathLike, out: str | os.PathLike, shapes: tuple[str, ...] = ()) -> Rebatched:
     """Write ``out``: ``src`` with a dynamic batch, checked by running it (BadInputError when it cannot);
     ``shapes`` (``NAME:D1,D2,…``) give other dynamic sizes for that run."""
-    from accelbench.models.card_writer import parse_shape
+    from accelbench.models.cards import parse_shape
     from accelbench.models.loader import check_onnx_file
 
     sizes = dict(parse_shape(s) for s in shapes)

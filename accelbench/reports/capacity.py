@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 from accelbench.documents import Step
 from accelbench.errors import BadInputError
+from accelbench.loadtests.histogram import PERCENTILES
 from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdict
 from accelbench.loadtests.verdict import USABLE
 from accelbench.reports.options import DEFAULT_MAX_ERROR_RATE
 
-PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p99.9")
+PERCENTILE_KEYS = tuple(key for key, _ in PERCENTILES)
 # An error rate above this disqualifies a step; the same limit the load-test verdict uses (loadtests/verdict.py).
 
 

@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
 from accelbench.serving import pbconfig
 from accelbench.serving.plans import ModelPlan, ServingDefaults
@@ -35,8 +36,8 @@ OUTPUTS = (
 )
 
 
-def is_generative(manifest: dict) -> bool:
-    return (manifest.get("card") or {}).get("task") == TASK
+def is_generative(manifest: VariantManifest) -> bool:
+    return manifest.card.get("task") == TASK
 
 
 def generative_mismatch(config: dict) -> str | None:
@@ -56,7 +57,12 @@ def generative_mismatch(config: dict) -> str | None:
 
 
 def plan_generative(
-    variant_dir: Path, manifest: dict, flavor: str, name: str, defaults: ServingDefaults, overrides: dict
+    variant_dir: Path,
+    manifest: VariantManifest,
+    flavor: str,
+    name: str,
+    defaults: ServingDefaults,
+    overrides: dict,
 ) -> ModelPlan:
     """The ModelConfig and the files of one generative variant (pure: no writes)."""
     if flavor == "ngc":
@@ -64,14 +70,14 @@ def plan_generative(
             f"{variant_dir}: generative variants are served by the local or torch-cuda flavor "
             "(the NGC recipes are TensorRT-LLM's, see the variant's build script)"
         )
-    generative = (manifest.get("card") or {}).get("generative") or {}
+    generative = manifest.card.get("generative") or {}
     params = _params(manifest, generative, flavor, defaults, overrides)
     copies: list[tuple[Path, str]] = [(_template(), "1/model.py"), (_engine(), "1/llm_engine.py")]
     copies += _folder(variant_dir / "tokenizer", "1/tokenizer", required=True)
     if flavor == "torch-cuda":
         copies += _folder(variant_dir / "hf", "1/hf", required=True)
     else:
-        onnx_file = variant_dir / str(manifest.get("model_file") or "model.onnx")
+        onnx_file = variant_dir / manifest.model_file
         if not onnx_file.is_file():
             raise BadInputError(f"{variant_dir}: no {onnx_file.name} to serve")
         copies.append((onnx_file, "1/model.onnx"))
@@ -81,7 +87,9 @@ def plan_generative(
     return ModelPlan(name, _config(name, params, defaults, overrides), tuple(copies), "python")
 
 
-def _params(manifest: dict, generative: dict, flavor: str, defaults: Any, overrides: dict) -> dict[str, str]:
+def _params(
+    manifest: VariantManifest, generative: dict, flavor: str, defaults: Any, overrides: dict
+) -> dict[str, str]:
     context = int(generative.get("context_length") or 2048)
     values = {
         "max_sequences": DEFAULT_MAX_SEQUENCES,
@@ -105,7 +113,7 @@ def _params(manifest: dict, generative: dict, flavor: str, defaults: Any, overri
         params["eos_token_id"] = str(generative["eos_token_id"])
     if flavor == "torch-cuda":
         params.update(engine="torch", hf_dir="hf", device=str(overrides.get("device") or "cuda"))
-        params["dtype"] = str(overrides.get("dtype") or _torch_dtype(str(manifest.get("precision", "fp32"))))
+        params["dtype"] = str(overrides.get("dtype") or _torch_dtype(manifest.precision))
     else:
         params.update(engine="onnxruntime", onnx_file="model.onnx")
     return params

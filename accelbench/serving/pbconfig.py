@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
 from accelbench.serving.plans import triton_dtype
 
@@ -40,7 +41,7 @@ class IoSpec:
 
     @classmethod
     def from_manifest(
-        cls, manifest: dict, shapes: dict[str, tuple[int, ...]] | None = None, batched: bool = True
+        cls, manifest: VariantManifest, shapes: dict[str, tuple[int, ...]] | None = None, batched: bool = True
     ) -> IoSpec:
         """Manifest ``inputs``/``outputs`` (first dim is the batch) → specs without the batch dim; not
         ``batched``: specs of the whole tensors (``shapes`` then are the reference's ``[runs, *run shape]``)."""
@@ -49,36 +50,36 @@ class IoSpec:
             return cls._full(manifest, shapes)
 
         def specs(key: str) -> tuple[TensorSpec, ...]:
-            entries = manifest.get(key) or []
+            entries = getattr(manifest, key)
             if not entries:
-                raise BadInputError(f"variant {manifest.get('name')!r}: manifest lists no {key}")
+                raise BadInputError(f"variant {manifest.name!r}: manifest lists no {key}")
             out = []
             for entry in entries:
-                shape = [int(d) for d in entry.get("shape") or [-1]]
+                shape = [int(d) for d in entry.shape or [-1]]
                 dims = tuple(shape[1:])
-                ref = shapes.get(entry["name"], ())[1:]
+                ref = shapes.get(entry.name, ())[1:]
                 warm = tuple(
                     d if d > 0 else (ref[i] if i < len(ref) and ref[i] > 0 else 1) for i, d in enumerate(dims)
                 )
-                out.append(TensorSpec(entry["name"], triton_dtype(entry["dtype"]), dims, warm, shape[0]))
+                out.append(TensorSpec(entry.name, triton_dtype(entry.dtype), dims, warm, shape[0]))
             return tuple(out)
 
         return cls(specs("inputs"), specs("outputs"))
 
     @classmethod
-    def _full(cls, manifest: dict, shapes: dict[str, tuple[int, ...]]) -> IoSpec:
+    def _full(cls, manifest: VariantManifest, shapes: dict[str, tuple[int, ...]]) -> IoSpec:
         def specs(key: str) -> tuple[TensorSpec, ...]:
             out = []
-            for entry in manifest.get(key) or []:
-                dims = tuple(int(d) for d in entry.get("shape") or [])
-                ref = shapes.get(entry["name"], ())[1:]
+            for entry in getattr(manifest, key):
+                dims = tuple(int(d) for d in entry.shape)
+                ref = shapes.get(entry.name, ())[1:]
                 warm = tuple(d if d > 0 else (ref[i] if i < len(ref) else 1) for i, d in enumerate(dims))
-                out.append(TensorSpec(entry["name"], triton_dtype(entry["dtype"]), dims, warm))
+                out.append(TensorSpec(entry.name, triton_dtype(entry.dtype), dims, warm))
             if not out:
-                raise BadInputError(f"variant {manifest.get('name')!r}: manifest lists no {key}")
+                raise BadInputError(f"variant {manifest.name!r}: manifest lists no {key}")
             return tuple(out)
 
-        values = tuple(e["name"] for e in manifest.get("inputs") or [] if e.get("value") is not None)
+        values = tuple(e.name for e in manifest.inputs if e.value is not None)
         return cls(specs("inputs"), specs("outputs"), full=True, fixed_values=values)
 
 

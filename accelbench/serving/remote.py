@@ -6,8 +6,8 @@ from __future__ import annotations
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ServerError
 from accelbench.serving.stats import get_json, http_base
 
@@ -45,13 +45,13 @@ class RemoteTriton:
         self.server_version = meta.get("version")
         return meta
 
-    def check_model(self, model: str, manifest: Any | None = None) -> dict:
+    def check_model(self, model: str, manifest: VariantManifest | None = None) -> dict:
         """See :func:`check_model`; also refreshes ``server_version``."""
         self.check_live()
         return check_model(self.http_url, model, manifest)
 
 
-def check_model(http_url: str, model: str, manifest: Any | None = None) -> dict:
+def check_model(http_url: str, model: str, manifest: VariantManifest | None = None) -> dict:
     """Model ready and, given the variant manifest, its served inputs/outputs match the variant's.
 
     Returns the served config (JSON form). ServerError when the server or model is unavailable;
@@ -79,7 +79,7 @@ def _status(url: str) -> int:
         raise ServerError(f"{url}: unreachable ({getattr(err, 'reason', err)})") from None
 
 
-def config_mismatch(config: dict, manifest: Any) -> str | None:
+def config_mismatch(config: dict, manifest: VariantManifest) -> str | None:
     """The first difference between a served config (JSON form) and a variant's inputs/outputs, or None."""
     from accelbench.serving.llm_repository import generative_mismatch, is_generative
     from accelbench.serving.plans import triton_dtype
@@ -89,18 +89,18 @@ def config_mismatch(config: dict, manifest: Any) -> str | None:
     batched = int(config.get("max_batch_size", 0) or 0) > 0
     for side, key in (("inputs", "input"), ("outputs", "output")):
         served = {t["name"]: t for t in config.get(key) or []}
-        expected = {t["name"]: t for t in manifest[side]}
+        expected = {t.name: t for t in getattr(manifest, side)}
         if set(served) != set(expected):
             return f"{side} are {sorted(served)}, the variant has {sorted(expected)}"
         for name, spec in expected.items():
             got = served[name]
-            want_type = triton_dtype(spec["dtype"])
+            want_type = triton_dtype(spec.dtype)
             if got.get("data_type") != want_type:
                 return f"{name} is {got.get('data_type')}, the variant has {want_type}"
             dims = [int(d) for d in got.get("dims") or []]
             if "reshape" in got:
                 dims = [int(d) for d in got["reshape"].get("shape") or []]
-            want = [int(d) for d in spec["shape"]][1 if batched else 0 :]
+            want = [int(d) for d in spec.shape][1 if batched else 0 :]
             if not batched and not want and dims == [1]:
                 continue  # a graph scalar: Triton has none without batching, it declares [1]
             if len(dims) != len(want) or any(

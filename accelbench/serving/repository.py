@@ -18,7 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import Catalog, HardwareTarget, load_catalog
 from accelbench.serving import llm_repository, pbconfig, torch_flavor
 from accelbench.serving.plans import ModelPlan, ServingDefaults
 from accelbench.util import atomic_write_text, sha256_file
@@ -59,20 +61,11 @@ class RepoModel:
     notes: tuple[str, ...] = ()
 
 
-def read_variant_manifest(variant_dir: str | os.PathLike) -> dict:
-    """The variant's manifest.json, read and checked by the models stage."""
+def read_variant_manifest(variant_dir: str | os.PathLike) -> VariantManifest:
+    """The variant's manifest.json, validated (models.manifest.read_manifest)."""
     from accelbench.models.manifest import read_manifest
 
-    manifest = read_manifest(variant_dir)
-    return manifest if isinstance(manifest, dict) else _as_dict(manifest)
-
-
-def _as_dict(manifest: Any) -> dict:
-    if hasattr(manifest, "to_dict"):
-        return manifest.to_dict()
-    from dataclasses import asdict
-
-    return asdict(manifest)
+    return read_manifest(variant_dir)
 
 
 def check_overrides(overrides: dict | None) -> dict:
@@ -102,7 +95,7 @@ def check_overrides(overrides: dict | None) -> dict:
     return overrides
 
 
-def target_defaults(target: Any, flavor: str) -> ServingDefaults:
+def target_defaults(target: HardwareTarget | None, flavor: str) -> ServingDefaults:
     """Defaults for one catalog target (``HardwareTarget`` or None) in one flavour."""
     triton = getattr(target, "triton", None)
     kind = getattr(target, "kind", "cpu")
@@ -126,16 +119,20 @@ def target_defaults(target: Any, flavor: str) -> ServingDefaults:
     return base
 
 
-def model_name(manifest: dict) -> str:
+def model_name(manifest: VariantManifest) -> str:
     # Triton model names become URL path segments; the manifest already maps "." to "-", this guards it
-    name = str(manifest.get("name") or "")
+    name = manifest.name
     if not name:
         raise BadInputError("variant manifest has no name")
     return name.replace(".", "-").replace("/", "-")
 
 
 def plan_model(
-    variant_dir: Path, manifest: dict, flavor: str, target: Any = None, overrides: dict | None = None
+    variant_dir: Path,
+    manifest: VariantManifest,
+    flavor: str,
+    target: HardwareTarget | None = None,
+    overrides: dict | None = None,
 ) -> ModelPlan:
     """Pure planning step: the ModelConfig and the files for one variant (no writes)."""
     if flavor not in FLAVORS:
@@ -145,8 +142,8 @@ def plan_model(
     name = model_name(manifest)
     if llm_repository.is_generative(manifest):
         return llm_repository.plan_generative(variant_dir, manifest, flavor, name, defaults, overrides)
-    fmt = manifest.get("format", "onnx")
-    model_file = variant_dir / str(manifest.get("model_file") or "model.onnx")
+    fmt = manifest.format
+    model_file = variant_dir / manifest.model_file
     onnx_file = model_file if fmt == "onnx" else variant_dir / "model.onnx"
     shapes = _reference_shapes(variant_dir)
     why_not = unbatched_reason(manifest)
@@ -178,7 +175,7 @@ def plan_model(
             "engine not built yet: serving the QDQ ONNX through onnxruntime's TensorRT accelerator, "
             "which builds and caches the engine on the target at load (model_warmup hides the build)"
         )
-    precision = str(manifest.get("precision", "fp32"))
+    precision = manifest.precision
     mode = (overrides.get("precision_mode") or _PRECISION_MODE.get(precision)) if is_gpu else None
     root = str(overrides.get("model_root") or "/models")
     config = pbconfig.onnxruntime_config(name, io, defaults, overrides, trt_precision=mode, model_root=root)
@@ -186,14 +183,14 @@ def plan_model(
     return ModelPlan(name, config, copies, "onnxruntime", tuple(notes))
 
 
-def unbatched_reason(manifest: dict) -> str | None:
+def unbatched_reason(manifest: VariantManifest) -> str | None:
     """Why the variant's model cannot batch on the first axis (its card: a fixed batch, a batch axis
     elsewhere, fixed values), or None when Triton may batch its requests."""
-    if not manifest.get("card"):
+    if not manifest.card:
         return None
     from accelbench.models.cards import card_from_dict
 
-    return card_from_dict(manifest["card"], f"{manifest.get('name')} manifest card").batch_note
+    return card_from_dict(manifest.card, f"{manifest.name} manifest card").batch_note
 
 
 def _external_data(onnx_file: Path) -> tuple[tuple[Path, str], ...]:
@@ -205,7 +202,7 @@ def _external_data(onnx_file: Path) -> tuple[tuple[Path, str], ...]:
 def _plan_torch(
     name: str,
     variant_dir: Path,
-    manifest: dict,
+    manifest: VariantManifest,
     onnx_file: Path,
     io: Any,
     shapes: dict,
@@ -251,23 +248,22 @@ def write_repository(
     flavor: str = "local",
     overrides: dict | None = None,
     *,
-    catalog: Any = None,
+    catalog: Catalog | None = None,
 ) -> list[RepoModel]:
     """Write one Triton model per variant under ``out_dir``; rerunning rewrites only what changed.
 
-    ``catalog`` (anything with ``.get(target_id)``) supplies per-target defaults; by default the
-    packaged hardware catalog.
+    ``catalog`` supplies per-target defaults; by default the packaged hardware catalog.
     """
     if not variant_dirs:
         raise BadInputError("no variant folders given")
     out = Path(out_dir)
-    plans: list[tuple[Path, dict, ModelPlan]] = []
+    plans: list[tuple[Path, VariantManifest, ModelPlan]] = []
     for variant in variant_dirs:
         vdir = Path(variant)
         if not vdir.is_dir():
             raise BadInputError(f"{vdir}: no such variant folder")
         manifest = read_variant_manifest(vdir)
-        target = _lookup_target(catalog, manifest.get("target"))
+        target = _lookup_target(catalog, manifest.target)
         plans.append((vdir, manifest, plan_model(vdir, manifest, flavor, target, overrides)))
     names = [plan.name for _, _, plan in plans]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -276,19 +272,13 @@ def write_repository(
     return [_write_model(out, vdir, manifest, plan) for vdir, manifest, plan in plans]
 
 
-def _lookup_target(catalog: Any, target_id: str | None) -> Any:
+def _lookup_target(catalog: Catalog | None, target_id: str | None) -> HardwareTarget | None:
     if not target_id:
         return None
-    if catalog is None:
-        try:
-            from accelbench.hardware.catalog import load_catalog
-        except ImportError:  # hardware stage not installed in this checkout: generic CPU defaults
-            return None
-        catalog = load_catalog()
-    return catalog.get(target_id)
+    return (catalog or load_catalog()).get(target_id)
 
 
-def _write_model(out: Path, vdir: Path, manifest: dict, plan: ModelPlan) -> RepoModel:
+def _write_model(out: Path, vdir: Path, manifest: VariantManifest, plan: ModelPlan) -> RepoModel:
     from google.protobuf import text_format
 
     model_dir = out / plan.name
@@ -310,7 +300,7 @@ def _write_model(out: Path, vdir: Path, manifest: dict, plan: ModelPlan) -> Repo
         variant_dir=vdir,
         backend=plan.backend,
         config_pbtxt=text,
-        manifest_hash=manifest.get("manifest_hash"),
+        manifest_hash=manifest.manifest_hash,
         files=files,
         notes=plan.notes,
     )

@@ -21,8 +21,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ServerError
 from accelbench.processes import close_streams_of, end_group, start_group
 from accelbench.serving.embedded import TritonInstall, find_tritonserver
@@ -300,7 +300,7 @@ class LocalTriton:
         except (urllib.error.URLError, OSError, ValueError):
             return None
 
-    def check_model(self, model: str, manifest: Any | None = None) -> dict:
+    def check_model(self, model: str, manifest: VariantManifest | None = None) -> dict:
         """Ready, and (given the variant manifest) serving the variant's inputs/outputs; the served config."""
         from accelbench.serving.remote import check_model
 

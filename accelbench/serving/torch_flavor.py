@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError
 
 DEVICES = ("cuda", "cpu")
@@ -31,13 +32,13 @@ def check_torch_overrides(overrides: dict) -> None:
             raise BadInputError(f"serving override {key}={value!r}: expected one of {', '.join(allowed)}")
 
 
-def torch_dtype(manifest: dict, overrides: dict) -> str:
+def torch_dtype(manifest: VariantManifest, overrides: dict) -> str:
     if overrides.get("dtype"):
         return str(overrides["dtype"])
-    precision = str(manifest.get("precision", "fp32"))
+    precision = manifest.precision
     if precision not in _PRECISION_DTYPE:
         raise BadInputError(
-            f"variant {manifest.get('name')!r} is {precision}: the torch-cuda flavor serves fp32, fp16 or bf16 "
+            f"variant {manifest.name!r} is {precision}: the torch-cuda flavor serves fp32, fp16 or bf16 "
             "variants (quantize with --precision fp16), or pass --set dtype=bfloat16"
         )
     return _PRECISION_DTYPE[precision]
@@ -66,7 +67,13 @@ def buckets(max_batch_size: int, preferred: tuple[int, ...]) -> list[int]:
 
 
 def torch_params(
-    manifest: dict, io: Any, shapes: dict, defaults: Any, overrides: dict, device_default: str, threads: int
+    manifest: VariantManifest,
+    io: Any,
+    shapes: dict,
+    defaults: Any,
+    overrides: dict,
+    device_default: str,
+    threads: int,
 ) -> dict[str, str]:
     """The config.pbtxt parameters that ``model.py`` reads (all string values)."""
     device = str(overrides.get("device") or device_default)

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from accelbench.errors import ToolchainMissingError
+from accelbench.hardware.catalog import HardwareTarget
 
 # catalog toolchain name -> module in this package
 _MODULES = {"onnxruntime-cpu": "onnxruntime", "tensorrt": "tensorrt", "neuron": "neuron"}
@@ -59,7 +60,7 @@ class VariantResult:
     attempts: list[dict[str, str]] = field(default_factory=list)  # recipes tried: recipe, outcome, reason
 
 
-def toolchain_for(target: Any) -> ModuleType:
+def toolchain_for(target: HardwareTarget) -> ModuleType:
     """The toolchain module for a catalog target; xla (TPU) has none."""
     name = getattr(target, "toolchain", None)
     if name not in _MODULES:

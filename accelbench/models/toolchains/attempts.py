@@ -12,7 +12,7 @@ variant that runs is good enough to serve: a recipe that runs is never replaced 
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,8 @@ FALLBACKS = {
     "qdq-int8-symmetric": ("qdq-int8-symmetric-per-tensor",),
     "qdq-int8-symmetric-smoothquant": ("qdq-int8-symmetric", "qdq-int8-symmetric-per-tensor"),
 }
+
+log = logging.getLogger(__name__)
 
 
 def chain(default: str, requested: str | None) -> tuple[str, ...]:
@@ -79,7 +81,7 @@ def try_in_order(
         except Exception as err:  # noqa: BLE001 - every failure of a recipe is reported, then the next one tried
             why = reason(err)
             attempts.append({"recipe": recipe, "outcome": "failed", "reason": why})
-            print(f"accelbench: {label}: recipe {recipe} failed: {why}", file=sys.stderr, flush=True)
+            log.info("%s: recipe %s failed: %s", label, recipe, why)
             continue
         attempts.append(
             {"recipe": recipe, "outcome": "ok", "reason": "the graph passes the ONNX checker and runs"}

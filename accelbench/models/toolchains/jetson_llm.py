@@ -12,8 +12,7 @@ INT4-AWQ (W4A16) is the default, INT8 SmoothQuant and FP16 the alternatives.
 
 from __future__ import annotations
 
-from typing import Any
-
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.toolchains import llm_recipes as common
 
 ENGINES = ("trtllm",)
@@ -37,15 +36,15 @@ SOURCES = [
 ]
 
 
-def precisions(target: Any = None) -> tuple[str, ...]:
+def precisions(target: HardwareTarget | None = None) -> tuple[str, ...]:
     return ("int4", "int8", "fp16", "fp8")
 
 
-def default_precision(target: Any = None) -> str:
+def default_precision(target: HardwareTarget | None = None) -> str:
     return "int4"
 
 
-def refusal(target: Any, precision: str) -> str | None:
+def refusal(target: HardwareTarget, precision: str) -> str | None:
     if precision == "fp8":
         return (
             f"fp8 does not run on {target.name}: Orin (compute capability 8.7) has no FP8 tensor cores and "
@@ -54,7 +53,7 @@ def refusal(target: Any, precision: str) -> str | None:
     return None
 
 
-def requirements(target: Any, precision: str, shape: common.ModelShape) -> list[str]:
+def requirements(target: HardwareTarget, precision: str, shape: common.ModelShape) -> list[str]:
     return [
         f"an {target.name} on JetPack 6.2 (L4T r36; /etc/nv_tegra_release says R36)",
         "TensorRT Edge-LLM 0.6.0: tensorrt-edgellm-quantize-llm and tensorrt-edgellm-export-llm on PATH "
@@ -91,7 +90,7 @@ def _export_function(precision: str) -> str:
     )
 
 
-def _script(target: Any, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
+def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
     header = common.script_header(
         target, RECIPE[precision], VERSIONS, requires, SOURCES, "[check|export|build]  (default: build)"
     )
@@ -129,7 +128,7 @@ def _script(target: Any, precision: str, shape: common.ModelShape, requires: lis
     )
 
 
-def recipe(target: Any, precision: str, shape: common.ModelShape) -> common.Recipe:
+def recipe(target: HardwareTarget, precision: str, shape: common.ModelShape) -> common.Recipe:
     requires = requirements(target, precision, shape)
     quantize = ["tensorrt-edgellm-quantize-llm"] if QUANTIZATION[precision] else []
     return common.Recipe(

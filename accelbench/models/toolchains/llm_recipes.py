@@ -29,7 +29,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.processes import end_group, start_group
 
 SCRIPT_FILE = "build_engine.sh"
@@ -68,7 +70,7 @@ class Recipe:
     notes: list[str] = field(default_factory=list)
 
 
-def target_module(target: Any) -> ModuleType:
+def target_module(target: HardwareTarget) -> ModuleType:
     """The recipe module for a catalog target (TensorRT GPUs, Jetson, Inferentia2)."""
     kind = getattr(target, "kind", "")
     name = {"datacenter-gpu": "trtllm", "edge-gpu": "jetson_llm", "inferentia": "neuron_llm"}.get(kind)
@@ -80,7 +82,7 @@ def target_module(target: Any) -> ModuleType:
     return importlib.import_module(f"accelbench.models.toolchains.{name}")
 
 
-def choose_precision(module: ModuleType, target: Any, precision: str | None) -> str:
+def choose_precision(module: ModuleType, target: HardwareTarget, precision: str | None) -> str:
     """The precision to build: the asked one when the target can run it, else one clear line."""
     chosen = precision or module.default_precision(target)
     if chosen not in module.precisions(target):
@@ -94,7 +96,7 @@ def choose_precision(module: ModuleType, target: Any, precision: str | None) -> 
     return chosen
 
 
-def check_engine(target: Any, engine: str) -> None:
+def check_engine(target: HardwareTarget, engine: str) -> None:
     """BadInputError unless ``engine`` can serve generative models on ``target`` (spec validation)."""
     if engine not in SERVING_ENGINES:
         raise BadInputError(f"engine {engine!r} is not one of {', '.join(SERVING_ENGINES)}")
@@ -164,7 +166,7 @@ def copy_tokenizer(src: Path, *destinations: Path) -> None:
                 shutil.copyfile(path, dst / path.name)
 
 
-def engine_block(target: Any, recipe: Recipe) -> dict[str, Any]:
+def engine_block(target: HardwareTarget, recipe: Recipe) -> dict[str, Any]:
     """The manifest's ``engine``: not built here, the script, and the recipe's facts (extra keys allowed)."""
     return {
         "status": "must-build-on-target",
@@ -188,7 +190,12 @@ def write_script(out: Path, recipe: Recipe) -> Path:
 
 
 def script_header(
-    target: Any, recipe: str, versions: dict[str, str], requires: list[str], sources: list[str], usage: str
+    target: HardwareTarget,
+    recipe: str,
+    versions: dict[str, str],
+    requires: list[str],
+    sources: list[str],
+    usage: str,
 ) -> str:
     """The top of every build_engine.sh: what it builds, what it expects, where the commands come from."""
     lines = [
@@ -245,7 +252,7 @@ def dispatch(actions: dict[str, str], default: str) -> str:
 TORCH_CUDA_PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-def wants_recipe(target: Any, precision: str | None, engine: str | None = None) -> bool:
+def wants_recipe(target: HardwareTarget, precision: str | None, engine: str | None = None) -> bool:
     """Whether a generative model on ``target`` gets this module's recipe folder: every Inferentia2 variant,
     the quantized NVIDIA ones (fp8, int4, int8), and whatever a trtllm / vllm engine asks for."""
     toolchain = getattr(target, "toolchain", None)
@@ -272,11 +279,11 @@ def write_recipe(
     card: Any,
     hf_dir: Path,
     tokenizer_dir: Path | None,
-    target: Any,
+    target: HardwareTarget,
     precision: str | None,
     out_dir: Path,
     source_uri: str,
-) -> tuple[Any, Recipe]:
+) -> tuple[VariantManifest, Recipe]:
     """Write the recipe folder (hf/, tokenizer/, build_engine.sh, manifest.json); returns (manifest, recipe)."""
     from accelbench.models import accuracy
     from accelbench.models.manifest import variant_name, write_manifest

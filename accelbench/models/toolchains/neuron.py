@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import ToolchainMissingError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.toolchains import VariantOptions, VariantResult
 
 MODEL_FILE = "model.neuron.pt"
@@ -29,11 +30,11 @@ def available() -> str | None:
     return None
 
 
-def precisions(target: Any = None) -> tuple[str, ...]:
+def precisions(target: HardwareTarget | None = None) -> tuple[str, ...]:
     return ("bf16", "fp32")
 
 
-def default_precision(target: Any = None) -> str:
+def default_precision(target: HardwareTarget | None = None) -> str:
     return "bf16"
 
 
@@ -42,7 +43,7 @@ def compiler_args(precision: str) -> list[str]:
 
 
 def make_variant(
-    resolved: Any, target: Any, precision: str, out_dir: str | Path, options: VariantOptions
+    resolved: Any, target: HardwareTarget, precision: str, out_dir: str | Path, options: VariantOptions
 ) -> VariantResult:
     """Compile on a Neuron host; elsewhere write compile_neuron.py and raise ToolchainMissingError."""
     out = Path(out_dir)

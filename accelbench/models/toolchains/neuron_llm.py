@@ -9,9 +9,8 @@ inf2.xlarge). Neuron needs fixed shapes: batch size, context and sequence length
 
 from __future__ import annotations
 
-from typing import Any
-
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.toolchains import llm_recipes as common
 
 ENGINES = ("vllm",)
@@ -34,26 +33,26 @@ SOURCES = [
 ]
 
 
-def precisions(target: Any = None) -> tuple[str, ...]:
+def precisions(target: HardwareTarget | None = None) -> tuple[str, ...]:
     return ("bf16",)
 
 
-def default_precision(target: Any = None) -> str:
+def default_precision(target: HardwareTarget | None = None) -> str:
     return "bf16"
 
 
-def refusal(target: Any, precision: str) -> str | None:
+def refusal(target: HardwareTarget, precision: str) -> str | None:
     return None
 
 
-def tp_degree(target: Any, shape: common.ModelShape | None = None) -> int:
+def tp_degree(target: HardwareTarget, shape: common.ModelShape | None = None) -> int:
     """The instance's NeuronCores, or the largest count below that divides the attention heads."""
     cores = int((getattr(target, "extra", None) or {}).get("neuroncores") or 2)  # the catalog's neuroncores
     heads = shape.heads if shape is not None and shape.heads else cores
     return max(tp for tp in range(1, cores + 1) if heads % tp == 0)
 
 
-def requirements(target: Any, precision: str, shape: common.ModelShape) -> list[str]:
+def requirements(target: HardwareTarget, precision: str, shape: common.ModelShape) -> list[str]:
     return [
         f"an {target.name} with the Neuron driver (/dev/neuron0; aws-neuronx-dkms) and {tp_degree(target, shape)} "
         "NeuronCores free",
@@ -62,7 +61,7 @@ def requirements(target: Any, precision: str, shape: common.ModelShape) -> list[
     ]
 
 
-def _script(target: Any, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
+def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
     header = common.script_header(
         target, f"nxdi-{precision}", VERSIONS, requires, SOURCES, "[check|build]  (default: build)"
     )
@@ -95,7 +94,7 @@ def _script(target: Any, precision: str, shape: common.ModelShape, requires: lis
     return "\n".join([header + preflight, check, build, common.dispatch(actions, "build")])
 
 
-def recipe(target: Any, precision: str, shape: common.ModelShape) -> common.Recipe:
+def recipe(target: HardwareTarget, precision: str, shape: common.ModelShape) -> common.Recipe:
     if shape.model_type not in MODEL_TYPES:
         raise BadInputError(
             f"NxD Inference's inference_demo has no model type {shape.model_type!r} "

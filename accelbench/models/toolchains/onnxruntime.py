@@ -26,11 +26,12 @@ until one gives a graph that passes the ONNX checker and runs; every attempt goe
 
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models import intake
 from accelbench.models.toolchains import VariantOptions, VariantResult, attempts
 from accelbench.models.toolchains import transformer_qdq as tq
@@ -51,6 +52,8 @@ SYMMETRIC_RECIPES = ("qdq-int8-symmetric", "qdq-int8-symmetric-per-tensor", "qdq
 PER_TENSOR_RECIPES = ("ort-static-qdq-int8-per-tensor", "qdq-int8-symmetric-per-tensor")
 MODEL_FILE = "model.onnx"
 
+log = logging.getLogger(__name__)
+
 
 def available() -> str | None:
     try:
@@ -66,11 +69,11 @@ def version() -> str:
     return onnxruntime.__version__
 
 
-def precisions(target: Any = None) -> tuple[str, ...]:
+def precisions(target: HardwareTarget | None = None) -> tuple[str, ...]:
     return ("fp32", "int8", "fp16")
 
 
-def default_precision(target: Any = None) -> str:
+def default_precision(target: HardwareTarget | None = None) -> str:
     return "int8"
 
 
@@ -84,7 +87,7 @@ def default_recipe(precision: str, kind: str) -> str:
 
 
 def make_variant(
-    resolved: Any, target: Any, precision: str, out_dir: str | Path, options: VariantOptions
+    resolved: Any, target: HardwareTarget, precision: str, out_dir: str | Path, options: VariantOptions
 ) -> VariantResult:
     """Write ``out_dir/model.onnx`` for a CPU target."""
     out = Path(out_dir)
@@ -304,10 +307,7 @@ def quantize_qdq(
         if nodes_to_exclude is None:  # softmax·V and the FFN outputs stay float
             nodes_to_exclude = list(tq.exclusions(model))
     extra_options.update(extra or {})
-    print(
-        f"accelbench: calibrating {pre.name} on {len(calibration)} samples ({method})",
-        file=sys.stderr,
-    )
+    log.info("calibrating %s on %d samples (%s)", pre.name, len(calibration), method)
     quantize_static(
         str(pre),
         str(dst),

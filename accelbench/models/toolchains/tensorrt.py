@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.toolchains import VariantOptions, VariantResult, attempts
 from accelbench.models.toolchains import onnxruntime as ort_tc
 
@@ -34,11 +35,11 @@ def available() -> str | None:
     return None
 
 
-def precisions(target: Any = None) -> tuple[str, ...]:
+def precisions(target: HardwareTarget | None = None) -> tuple[str, ...]:
     return ("int8", "fp16", "fp32")
 
 
-def default_precision(target: Any = None) -> str:
+def default_precision(target: HardwareTarget | None = None) -> str:
     return "int8"
 
 
@@ -49,13 +50,13 @@ def default_recipe(precision: str, kind: str) -> str:
     return _RECIPE_FOR[precision]
 
 
-def host_requirement(target: Any) -> str:
+def host_requirement(target: HardwareTarget) -> str:
     cc = f" (compute capability {target.compute_capability})" if target.compute_capability else ""
     return f"an {target.name}{cc} with TensorRT 10 or 11 (engines are specific to the GPU model and TensorRT version)"
 
 
 def make_variant(
-    resolved: Any, target: Any, precision: str, out_dir: str | Path, options: VariantOptions
+    resolved: Any, target: HardwareTarget, precision: str, out_dir: str | Path, options: VariantOptions
 ) -> VariantResult:
     """Write model.onnx (QDQ INT8 / FP16 / FP32) and either model.plan or build_engine.sh."""
     out = Path(out_dir)
@@ -151,7 +152,7 @@ def chip_key(name: str) -> str:
     return next((w for w in words if w not in _NAME_NOISE), "")
 
 
-def build_refusal(target: Any, probe: dict[str, Any]) -> str | None:
+def build_refusal(target: HardwareTarget, probe: dict[str, Any]) -> str | None:
     """Why this host must not build ``target``'s engine, or None when it is that GPU."""
     gpus = probe.get("gpus") or []
     if not gpus:
@@ -168,7 +169,9 @@ def build_refusal(target: Any, probe: dict[str, Any]) -> str | None:
     return f"this host has {found}, not {target.name}; an engine built here would not be valid there"
 
 
-def profile_shapes(card: Any, target: Any, static: bool = False) -> dict[str, dict[str, tuple[int, ...]]]:
+def profile_shapes(
+    card: Any, target: HardwareTarget, static: bool = False
+) -> dict[str, dict[str, tuple[int, ...]]]:
     """min/opt/max shapes per input: batch 1 / the largest preferred batch / Triton's max batch."""
     triton = getattr(target, "triton", None)
     max_b = max(1, getattr(triton, "max_batch_size", 8))
@@ -202,7 +205,10 @@ def _shape_flag(shapes: dict[str, dict[str, tuple[int, ...]]], which: str) -> st
 
 
 def build_script(
-    target: Any, precision: str, shapes: dict[str, dict[str, tuple[int, ...]]], dla_core: int | None = None
+    target: HardwareTarget,
+    precision: str,
+    shapes: dict[str, dict[str, tuple[int, ...]]],
+    dla_core: int | None = None,
 ) -> str:
     """A bash script that builds model.plan with trtexec on the target, for TensorRT 10 or 11."""
     weak = {"int8": "--int8 --fp16", "fp16": "--fp16", "fp32": ""}[precision]
@@ -237,7 +243,7 @@ echo "building {PLAN_FILE} with TensorRT $TRT_MAJOR on $GPU" >&2
 """
 
 
-def gpu_guard(target: Any, script: str = SCRIPT_FILE) -> str:
+def gpu_guard(target: HardwareTarget, script: str = SCRIPT_FILE) -> str:
     """Bash lines that exit 1 unless this host's GPU is the target's (whole words: an L40S is not an L4)."""
     want = re.sub(r"[^A-Z0-9.]", "", chip_key(target.name))  # a plain word inside the quoted pattern
     return f"""GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)"

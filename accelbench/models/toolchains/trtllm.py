@@ -16,8 +16,7 @@ it is. FP8 KV cache (``fp8_cast``) only where the GPU has FP8.
 
 from __future__ import annotations
 
-from typing import Any
-
+from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.toolchains import llm_recipes as common
 from accelbench.models.toolchains.tensorrt import gpu_guard
 
@@ -53,28 +52,28 @@ SOURCES = [
 ]
 
 
-def _cc(target: Any) -> float:
+def _cc(target: HardwareTarget) -> float:
     try:
         return float(getattr(target, "compute_capability", None) or 0)
     except ValueError:
         return 0.0
 
 
-def has_fp8(target: Any) -> bool:
+def has_fp8(target: HardwareTarget) -> bool:
     return _cc(target) >= FP8_MIN_CC
 
 
-def precisions(target: Any = None) -> tuple[str, ...]:
+def precisions(target: HardwareTarget | None = None) -> tuple[str, ...]:
     return ("fp8", "int4", "int8", "bf16")
 
 
-def default_precision(target: Any) -> str:
+def default_precision(target: HardwareTarget) -> str:
     if has_fp8(target):
         return "fp8"
     return "int4" if _cc(target) >= QUANT_MIN_CC else "bf16"
 
 
-def refusal(target: Any, precision: str) -> str | None:
+def refusal(target: HardwareTarget, precision: str) -> str | None:
     cc = getattr(target, "compute_capability", None) or "unknown"
     if precision == "fp8" and not has_fp8(target):
         return (
@@ -89,7 +88,7 @@ def refusal(target: Any, precision: str) -> str | None:
     return None
 
 
-def requirements(target: Any, precision: str, shape: common.ModelShape) -> list[str]:
+def requirements(target: HardwareTarget, precision: str, shape: common.ModelShape) -> list[str]:
     cc = getattr(target, "compute_capability", None)
     lines = [
         f"an {target.name} GPU (compute capability {cc}) with an NVIDIA driver for CUDA 13 "
@@ -107,11 +106,11 @@ def requirements(target: Any, precision: str, shape: common.ModelShape) -> list[
     return lines
 
 
-def _kv_format(target: Any) -> str:
+def _kv_format(target: HardwareTarget) -> str:
     return "fp8_cast" if has_fp8(target) else "none"
 
 
-def _build_function(target: Any, precision: str) -> str:
+def _build_function(target: HardwareTarget, precision: str) -> str:
     if precision == "bf16":
         return (
             "tools() {\n  preflight\n}\n\n"
@@ -140,7 +139,7 @@ def _build_function(target: Any, precision: str) -> str:
     )
 
 
-def _script(target: Any, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
+def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
     header = common.script_header(
         target, RECIPE[precision], VERSIONS, requires, SOURCES, "[check|build|serve]  (default: build)"
     )
@@ -182,7 +181,7 @@ def _script(target: Any, precision: str, shape: common.ModelShape, requires: lis
     )
 
 
-def recipe(target: Any, precision: str, shape: common.ModelShape) -> common.Recipe:
+def recipe(target: HardwareTarget, precision: str, shape: common.ModelShape) -> common.Recipe:
     requires = requirements(target, precision, shape)
     notes = []
     if precision == "int8":
