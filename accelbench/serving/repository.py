@@ -40,6 +40,7 @@ OVERRIDE_KEYS = (
     "max_sequences",  # generative: sequences in the running batch
     "max_context",  # generative: prompt + output tokens allowed
     "max_prefill_tokens",  # generative: prompt tokens prefilled together
+    "tensor_transport",  # local: dlpack | numpy (how tensors cross the python-backend stub)
 )
 _NUMPY_TO_TRITON = {
     "bool": "TYPE_BOOL",
@@ -154,6 +155,9 @@ def check_overrides(overrides: dict | None) -> dict:
     mode = overrides.get("precision_mode")
     if mode is not None and mode not in ("FP32", "FP16", "BF16", "INT8"):
         raise BadInputError(f"precision_mode {mode!r}: expected FP32, FP16, BF16 or INT8")
+    transport = overrides.get("tensor_transport")
+    if transport is not None and transport not in ("dlpack", "numpy"):
+        raise BadInputError(f"tensor_transport {transport!r}: expected dlpack or numpy")
     from accelbench.serving.torch_flavor import check_torch_overrides
 
     check_torch_overrides(overrides)

@@ -65,20 +65,24 @@ def _clean(line: str) -> str:
     return text.split("\\n")[0].strip().rstrip(";")
 
 
-def dlpack_only(repo: Path, models: list[str]) -> bool:
-    """True when every model's config declares ``tensor_transport: dlpack`` (the torch-cuda flavor)."""
+def numpy_bridge_models(repo: Path, models: list[str]) -> list[str]:
+    """The python-backend models among ``models`` whose tensors cross the stub's numpy bridge: every one but
+    those whose config declares ``tensor_transport: dlpack`` and has no BYTES tensor."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
+    bridge = []
     for name in models:
         try:
             text = (repo / name / "config.pbtxt").read_text()
             config = text_format.Parse(text, model_config_pb2.ModelConfig())
         except (OSError, text_format.ParseError):
-            return False  # Triton reports the broken config itself
-        if config.parameters["tensor_transport"].string_value != "dlpack":
-            return False
-    return bool(models)
+            continue  # Triton reports the broken config itself
+        strings = [t for t in (*config.input, *config.output) if t.data_type == model_config_pb2.TYPE_STRING]
+        dlpack = config.parameters["tensor_transport"].string_value == "dlpack"
+        if config.backend == "python" and (strings or not dlpack):
+            bridge.append(name)
+    return bridge
 
 
 class LocalTriton:
@@ -161,7 +165,7 @@ class LocalTriton:
         if missing:
             raise BadInputError(f"{self.repo}: no model(s) {missing}; it has {sorted(present)}")
         chosen = self.load_models or sorted(present)
-        install = find_tritonserver(self._tritonserver, allow_numpy2=dlpack_only(self.repo, chosen))
+        install = find_tritonserver(self._tritonserver, bridge_models=numpy_bridge_models(self.repo, chosen))
         self._choose_ports()
         try:
             self._launch(install)
