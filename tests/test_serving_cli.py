@@ -51,7 +51,7 @@ def test_serve_bad_tritonserver_path(repo, tmp_path):
 
 
 def test_embedded_server_has_the_matching_stub_outside_site_packages():
-    install = find_tritonserver()
+    install = find_tritonserver(prefer_stub_env=False)
     assert install.embedded and install.binary.is_file()
     stub = install.backend_dir / "python" / "triton_python_backend_stub"
     assert stub.is_file()
@@ -89,6 +89,8 @@ def test_numpy_bridge_models_get_the_stub_environment_under_numpy_2(tmp_path, mo
     (built / ".complete").write_text("")
     install = find_tritonserver(bridge_models=["their_model"])
     assert install.stub_env == built
+    # built, it serves DLPack models too (cheaper per request), unless this environment's numpy is asked for
+    assert find_tritonserver().stub_env == built and find_tritonserver(prefer_stub_env=False).stub_env is None
     # the stub takes its Python from the first python3 on PATH: the stub environment's, then this one's
     path = install.environment({"PATH": "/usr/bin"})["PATH"].split(":")
     assert path[:2] == [str(built / "bin"), str(Path(sys.executable).parent)]

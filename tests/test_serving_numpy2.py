@@ -17,6 +17,7 @@ import psutil
 import pytest
 import tritonclient.http as thttp
 from onnx import TensorProto, helper
+from tritonclient.utils import InferenceServerException
 
 from accelbench.errors import BadInputError
 from accelbench.models.manifest import write_manifest
@@ -29,7 +30,7 @@ from accelbench.serving.server import free_port, numpy_bridge_models
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "text__cpu-local__fp32"
 NUMERIC = "twice__cpu-local__fp32"
-STRINGS = np.array([["héllo".encode()], [b""], [b"x" * 3000], [b"\x00\xff"]], dtype=object)
+STRINGS = np.array([["héllo".encode()], [b""], [b"x" * 3000], ["\x00ü".encode()]], dtype=object)
 
 
 def make_variant(vdir: Path, name: str, with_text: bool) -> Path:
@@ -101,10 +102,10 @@ def stub_pids(server: LocalTriton) -> list[psutil.Process]:
 
 @pytest.mark.slow
 def test_bytes_and_numeric_tensors_cross_the_stub_exactly_in_its_environment(variants, tmp_path):
+    """One server, a BYTES model (numpy bridge) beside a DLPack one: both run in the stub's environment, the
+    DLPack model taking the bridge there (a numpy 1 array handed to from_dlpack would crash the stub)."""
     repo = tmp_path / "repo"
-    write_repository(
-        list(variants.values()), repo, "local", {"tensor_transport": "numpy", "intra_op_threads": 1}
-    )
+    write_repository(list(variants.values()), repo, "local", {"intra_op_threads": 1})
     x = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
     with LocalTriton(repo) as server:
         client = thttp.InferenceServerClient(server.http_address)
@@ -117,6 +118,11 @@ def test_bytes_and_numeric_tensors_cross_the_stub_exactly_in_its_environment(var
             np.testing.assert_array_equal(got.as_numpy("y"), x + x)
             got = client.infer(NUMERIC, inputs[:1])
             np.testing.assert_array_equal(got.as_numpy("y"), x + x)
+            inputs[1].set_data_from_numpy(np.array([[b"\xff"]] * 4, dtype=object))
+            with pytest.raises(InferenceServerException, match="bad input: 'utf-8' codec"):
+                client.infer(TEXT, inputs)  # that request's own error; the instance goes on
+            inputs[1].set_data_from_numpy(STRINGS)
+            assert client.infer(TEXT, inputs).as_numpy("echo").tolist() == STRINGS.tolist()
         finally:
             client.close()
         for stub in stub_pids(server):  # under numpy 2 each stub ran with the stub environment first on PATH

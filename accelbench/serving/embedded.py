@@ -125,14 +125,20 @@ def numpy_bridge_ok(version: str | None = None) -> bool:
     return int(version.split(".")[0]) < 2
 
 
-def _stub_env(bridge_models: list[str]) -> Path | None:
-    """The stub environment for a server whose ``bridge_models`` cross the numpy bridge; None when none do or
-    this environment's numpy serves them itself. Missing: one line saying how to build it."""
-    if not bridge_models or numpy_bridge_ok():
+def _stub_env(bridge_models: list[str], prefer: bool) -> Path | None:
+    """The stub environment for the server, or None when this environment's numpy serves the stub itself.
+
+    Required when ``bridge_models`` cross the numpy bridge (missing: one line saying how to build it); used
+    whenever it is built and ``prefer``: DLPack-capable models then take the bridge, which costs less CPU
+    per request than DLPack outputs in the 2.51 stub (docs/serving.md).
+    """
+    if numpy_bridge_ok():
         return None
     path = stub_env_dir()
-    if stub_env_ready(path):
+    if stub_env_ready(path) and (prefer or bridge_models):
         return path
+    if not bridge_models:
+        return None
     import numpy
 
     raise ToolchainMissingError(
@@ -142,7 +148,7 @@ def _stub_env(bridge_models: list[str]) -> Path | None:
     )
 
 
-def _embedded(bridge_models: list[str]) -> TritonInstall | None:
+def _embedded(bridge_models: list[str], prefer_stub_env: bool) -> TritonInstall | None:
     root = _pytriton_root()
     if root is None or not (root / "bin" / "tritonserver").is_file():
         return None
@@ -152,18 +158,22 @@ def _embedded(bridge_models: list[str]) -> TritonInstall | None:
         backend_dir=_prepare_backends(root),
         library_dirs=(libs,) if libs.is_dir() else (),
         embedded=True,
-        stub_env=_stub_env(bridge_models),
+        stub_env=_stub_env(bridge_models, prefer_stub_env),
     )
 
 
 def find_tritonserver(
-    explicit: str | os.PathLike | None = None, *, bridge_models: list[str] | tuple[str, ...] = ()
+    explicit: str | os.PathLike | None = None,
+    *,
+    bridge_models: list[str] | tuple[str, ...] = (),
+    prefer_stub_env: bool = True,
 ) -> TritonInstall:
     """The server to run: ``explicit`` if given, else the wheel's embedded one, else ``tritonserver`` on PATH.
 
     ``bridge_models``: the models to serve whose tensors cross the python-backend stub's numpy bridge
     (BYTES tensors, ``as_numpy()``); under numpy 2 the embedded stub runs them in its numpy<2 environment.
-    Models that pass tensors through DLPack only (the local and torch-cuda flavors) need nothing.
+    Models written with ``tensor_transport: dlpack`` need no such environment; ``prefer_stub_env`` runs them
+    in it all the same when it is built (cheaper per request), False keeps this environment's numpy.
     """
     bridge = list(bridge_models)
     if explicit is not None:
@@ -172,11 +182,11 @@ def find_tritonserver(
             raise ToolchainMissingError(f"--tritonserver {path}: not an executable file")
         root = _pytriton_root()
         if root is not None and path.resolve() == (root / "bin" / "tritonserver").resolve():
-            embedded = _embedded(bridge)
+            embedded = _embedded(bridge, prefer_stub_env)
             if embedded is not None:
                 return embedded  # the wheel's binary needs its prepared backends and libraries
         return _from_path(path)
-    embedded = _embedded(bridge)
+    embedded = _embedded(bridge, prefer_stub_env)
     if embedded is not None:
         return embedded
     on_path = shutil.which("tritonserver")

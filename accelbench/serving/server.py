@@ -106,6 +106,7 @@ class LocalTriton:
         log_path: str | os.PathLike | None = None,
         extra_args: tuple[str, ...] = (),
         models: list[str] | None = None,
+        prefer_stub_env: bool = True,
     ) -> None:
         self.repo = Path(repo)
         self.host = host
@@ -116,8 +117,11 @@ class LocalTriton:
         self.log_path = Path(log_path) if log_path else None
         self.extra_args = tuple(extra_args)
         self.load_models = list(models) if models else None  # None: every model in the repository
+        # False: DLPack models keep this environment's numpy even when the stub's numpy<2 one is built
+        self.prefer_stub_env = prefer_stub_env
         self.process: subprocess.Popen | None = None
         self.server_version: str | None = None
+        self.stub_env: Path | None = None  # the stub's numpy<2 environment when the server runs with it
         self._log: collections.deque[str] = collections.deque(maxlen=2000)
         self._errors: list[str] = []
         self._reader: threading.Thread | None = None
@@ -165,7 +169,12 @@ class LocalTriton:
         if missing:
             raise BadInputError(f"{self.repo}: no model(s) {missing}; it has {sorted(present)}")
         chosen = self.load_models or sorted(present)
-        install = find_tritonserver(self._tritonserver, bridge_models=numpy_bridge_models(self.repo, chosen))
+        install = find_tritonserver(
+            self._tritonserver,
+            bridge_models=numpy_bridge_models(self.repo, chosen),
+            prefer_stub_env=self.prefer_stub_env,
+        )
+        self.stub_env = install.stub_env
         self._choose_ports()
         try:
             self._launch(install)
