@@ -88,13 +88,6 @@ def test_the_writer_picks_dlpack_unless_a_tensor_is_bytes_or_numpy_is_asked_for(
         write_repository([variants[TEXT]], tmp_path / "c", "local", {"tensor_transport": "dlpack"})
 
 
-def test_a_hand_written_dlpack_claim_with_bytes_tensors_still_counts_as_the_numpy_bridge(variants, tmp_path):
-    write_repository([variants[TEXT]], tmp_path, "local")
-    config = tmp_path / TEXT / "config.pbtxt"
-    config.write_text(config.read_text().replace('string_value: "numpy"', 'string_value: "dlpack"'))
-    assert transport(tmp_path, TEXT) == "dlpack" and numpy_bridge_models(tmp_path, [TEXT]) == [TEXT]
-
-
 def stub_pids(server: LocalTriton) -> list[psutil.Process]:
     children = psutil.Process(server.pid).children(recursive=True)
     return [p for p in children if "triton_python_backend_stub" in " ".join(p.cmdline())]

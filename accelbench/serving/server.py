@@ -66,8 +66,9 @@ def _clean(line: str) -> str:
 
 
 def numpy_bridge_models(repo: Path, models: list[str]) -> list[str]:
-    """The python-backend models among ``models`` whose tensors cross the stub's numpy bridge: every one but
-    those whose config declares ``tensor_transport: dlpack`` and has no BYTES tensor."""
+    """The python-backend models among ``models`` that need the stub's numpy bridge: every one but those whose
+    config declares ``tensor_transport: dlpack`` (accelbench's own: the local flavor's without BYTES tensors,
+    torch-cuda's, and the generative model's, which leaves its optional text tensors out under numpy 2)."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
@@ -78,9 +79,7 @@ def numpy_bridge_models(repo: Path, models: list[str]) -> list[str]:
             config = text_format.Parse(text, model_config_pb2.ModelConfig())
         except (OSError, text_format.ParseError):
             continue  # Triton reports the broken config itself
-        strings = [t for t in (*config.input, *config.output) if t.data_type == model_config_pb2.TYPE_STRING]
-        dlpack = config.parameters["tensor_transport"].string_value == "dlpack"
-        if config.backend == "python" and (strings or not dlpack):
+        if config.backend == "python" and config.parameters["tensor_transport"].string_value != "dlpack":
             bridge.append(name)
     return bridge
 
