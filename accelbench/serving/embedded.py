@@ -22,7 +22,7 @@ class TritonInstall:
     library_dirs: tuple[Path, ...] = ()
     embedded: bool = False
     env_overrides: dict[str, str] = field(default_factory=dict)
-    stub_env: Path | None = None  # the stub's numpy<2 environment, when a model needs the numpy bridge
+    stub_env: Path | None = None  # the stub's numpy<2 environment, when the stubs run with it
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The environment for the server process.
