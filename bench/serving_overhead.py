@@ -3,7 +3,7 @@ the same ONNX run in-process with onnxruntime, same batch size and thread count,
 
     .venv/bin/python bench/serving_overhead.py [--model builtin:minilm-l6] [--precision int8]
         [--batch 1] [--threads 2] [--concurrency 2] [--duration-s 10] [--rounds 2] [--protocol http]
-        [--transport dlpack|numpy]
+        [--transport auto|dlpack|numpy]
 
 Prints the throughput of each phase and the ratio triton/in-process (1.0 = no overhead). Timings on a
 shared 2-core machine drift a lot: read the per-round ratios as a range, not a constant.
@@ -151,10 +151,10 @@ def main() -> int:
     parser.add_argument("--protocol", choices=["http", "grpc"], default="http")
     parser.add_argument(
         "--transport",
-        choices=["dlpack", "numpy"],
-        default="dlpack",
-        help="dlpack: DLPack with this environment's numpy (no stub environment); numpy: the stub's numpy "
-        "bridge (its numpy<2 environment under numpy 2)",
+        choices=["auto", "dlpack", "numpy"],
+        default="auto",
+        help="auto: as accelbench serves (the stub's numpy<2 environment when built, else DLPack); dlpack: "
+        "DLPack with this environment's numpy; numpy: the stub's numpy bridge (docs/serving.md)",
     )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
@@ -167,11 +167,11 @@ def main() -> int:
             "instance_count": 1,
             "intra_op_threads": args.threads,
             "max_batch_size": max(8, args.batch),
-            "tensor_transport": args.transport,
+            "tensor_transport": "numpy" if args.transport == "numpy" else "dlpack",
         }
         write_repository([variant], Path(tmp) / "repo", "local", overrides)
         rounds = []
-        with LocalTriton(Path(tmp) / "repo", prefer_stub_env=args.transport == "numpy") as server:
+        with LocalTriton(Path(tmp) / "repo", prefer_stub_env=args.transport != "dlpack") as server:
             for r in range(args.rounds):
                 local_ips, local_cpu_ms = run_in_process(variant, feeds, args.threads, args.duration_s)
                 triton_ips, cpu, server_stats = run_triton(
