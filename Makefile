@@ -1,10 +1,10 @@
 # Two commands do all the set-up on a fresh Linux machine with Python >= 3.10 and make:
 #   make demo   - the main job: `accelbench run` on the embedded default (local CPU + bundled Triton)
 #   make test   - the whole test suite
-# Each creates .venv on first use and reinstalls only when pyproject.toml changes. numpy, pandas and pyarrow
-# come at their current releases (numpy 2, pandas 3); the embedded tritonserver (nvidia-pytriton, installed
-# without its numpy<2 pin) and its python-backend stub's small numpy<2 environment come from
-# accelbench.serving.install (docs/serving.md).
+# Each creates .venv on first use and reinstalls only when pyproject.toml changes. numpy and pyarrow come at
+# their current releases (numpy 2); the embedded tritonserver (nvidia-pytriton, installed without its numpy<2
+# pin) and its python-backend stub's small numpy<2 environment come from accelbench.serving.install
+# (docs/serving.md).
 
 PYTHON ?= python3
 VENV   := .venv
