@@ -2,7 +2,10 @@
 #   make demo   - the main job: `accelbench run` on the embedded default (local CPU + bundled Triton)
 #   make test   - the whole test suite
 #   make test-fast - the tests not marked slow (no server, database or Locust; a few minutes)
-# Each creates .venv on first use and reinstalls only when pyproject.toml changes.
+# Each creates .venv on first use and reinstalls only when pyproject.toml changes. numpy and pyarrow come at
+# their current releases (numpy 2); the embedded tritonserver (nvidia-pytriton, installed without its numpy<2
+# pin) and its python-backend stub's small numpy<2 environment come from accelbench.serving.install
+# (docs/serving.md).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -15,6 +18,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev,hf,service]"
+	$(BIN)/python -m accelbench.serving.install
 	touch $(STAMP)
 
 demo: $(STAMP)

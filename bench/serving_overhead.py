@@ -3,6 +3,7 @@ the same ONNX run in-process with onnxruntime, same batch size and thread count,
 
     .venv/bin/python bench/serving_overhead.py [--model builtin:minilm-l6] [--precision int8]
         [--batch 1] [--threads 2] [--concurrency 2] [--duration-s 10] [--rounds 2] [--protocol http]
+        [--transport auto|dlpack|numpy]
 
 Prints the throughput of each phase and the ratio triton/in-process (1.0 = no overhead). Timings on a
 shared 2-core machine drift a lot: read the per-round ratios as a range, not a constant.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -147,6 +149,13 @@ def main() -> int:
     parser.add_argument("--duration-s", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--protocol", choices=["http", "grpc"], default="http")
+    parser.add_argument(
+        "--transport",
+        choices=["auto", "dlpack", "numpy"],
+        default="auto",
+        help="auto: as accelbench serves (the stub's numpy<2 environment when built, else DLPack); dlpack: "
+        "DLPack with this environment's numpy; numpy: the stub's numpy bridge (docs/serving.md)",
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
 
@@ -158,10 +167,11 @@ def main() -> int:
             "instance_count": 1,
             "intra_op_threads": args.threads,
             "max_batch_size": max(8, args.batch),
+            "tensor_transport": "numpy" if args.transport == "numpy" else "dlpack",
         }
         write_repository([variant], Path(tmp) / "repo", "local", overrides)
         rounds = []
-        with LocalTriton(Path(tmp) / "repo") as server:
+        with LocalTriton(Path(tmp) / "repo", prefer_stub_env=args.transport != "dlpack") as server:
             for r in range(args.rounds):
                 local_ips, local_cpu_ms = run_in_process(variant, feeds, args.threads, args.duration_s)
                 triton_ips, cpu, server_stats = run_triton(
@@ -170,6 +180,7 @@ def main() -> int:
                 rounds.append(
                     {
                         "round": r,
+                        "load_average_1m": os.getloadavg()[0],
                         "in_process_ips": local_ips,
                         "triton_ips": triton_ips,
                         "ratio": triton_ips / local_ips,
@@ -184,12 +195,13 @@ def main() -> int:
                     f"round {r}: in-process {local_ips:7.1f} inf/s {local_cpu_ms:6.1f} cpu-ms/inf | triton "
                     f"{triton_ips:7.1f} inf/s server {cpu['server_ms']:6.1f} + client {cpu['client_ms']:5.1f} "
                     f"cpu-ms/inf | ratio {triton_ips / local_ips:.3f} | mean server batch "
-                    f"{server_stats['mean_batch_size'] or 0:.2f}"
+                    f"{server_stats['mean_batch_size'] or 0:.2f} | load average {os.getloadavg()[0]:.1f}"
                 )
     ratios = [r["ratio"] for r in rounds]
     print(
         f"{name}: batch {args.batch}, {args.threads} ORT threads, {args.concurrency} concurrent "
-        f"{args.protocol} clients, {args.duration_s:.0f} s x {args.rounds} rounds interleaved"
+        f"{args.protocol} clients, {args.duration_s:.0f} s x {args.rounds} rounds interleaved, "
+        f"tensor_transport {args.transport}"
     )
     print(
         f"triton/in-process throughput ratio: median {statistics.median(ratios):.3f} "

@@ -151,3 +151,30 @@ def test_grpc_stream_infer(served, variant):
     finally:
         client.stop_stream()
         client.close()
+
+
+@pytest.mark.skipif(
+    __import__("accelbench.serving.embedded", fromlist=["numpy_bridge_ok"]).numpy_bridge_ok(),
+    reason="numpy < 2 here: the stub's numpy bridge serves every tensor",
+)
+def test_beside_numpy_2_without_the_stub_environment_ids_stream_and_text_is_refused(variant, tmp_path):
+    """The GPU machine's case (numpy 2, no stub environment): numeric tensors cross by DLPack, so input_ids
+    stream exactly; BYTES cannot cross, so text_input gets one clear error and no text_output is sent."""
+    from accelbench.serving.repository import write_repository
+    from accelbench.serving.server import LocalTriton
+
+    (model,) = write_repository(
+        [variant], tmp_path, "local", {"intra_op_threads": 2, "max_context": MAX_CONTEXT}
+    )
+    with LocalTriton(tmp_path, prefer_stub_env=False) as triton:
+        assert triton.stub_env is None
+        status, events, _ = generate(
+            triton, model.name, {"input_ids": PROMPTS[0], "max_tokens": 6, "ignore_eos": True}
+        )
+        assert status == 200
+        assert [t for e in events for t in _ids(e)] == greedy_reference(variant / "model.onnx", PROMPTS[0], 6)
+        assert all(e["input_tokens"] == len(PROMPTS[0]) and "text_output" not in e for e in events)
+        status, events, raw = generate(triton, model.name, {"text_input": "It is a truth", "max_tokens": 3})
+        assert status == 400 and "send input_ids" in events[0]["error"], raw
+        status, events, _ = generate(triton, model.name, {"input_ids": PROMPTS[1], "max_tokens": 2})
+        assert status == 200 and len([t for e in events for t in _ids(e)]) == 2  # the stub is still alive

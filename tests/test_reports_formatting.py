@@ -109,6 +109,13 @@ def test_csv_keeps_every_digit():
     assert f.csv_text(["a", "b"], [[1238.0234171603388, None]]) == "a,b\n1238.0234171603388,\n"
 
 
+def test_csv_writes_numpy_floats_as_numbers():
+    import numpy as np
+
+    # numpy 2's repr of its scalars is "np.float64(0.1)"; a CSV cell must stay a number
+    assert f.csv_text(["a"], [[np.float64(0.1)]]) == "a\n0.1\n"
+
+
 def test_attempts_say_how_often_a_step_was_measured():
     from accelbench.documents import Step
 

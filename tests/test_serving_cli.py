@@ -51,7 +51,7 @@ def test_serve_bad_tritonserver_path(repo, tmp_path):
 
 
 def test_embedded_server_has_the_matching_stub_outside_site_packages():
-    install = find_tritonserver()
+    install = find_tritonserver(prefer_stub_env=False)
     assert install.embedded and install.binary.is_file()
     stub = install.backend_dir / "python" / "triton_python_backend_stub"
     assert stub.is_file()
@@ -72,12 +72,30 @@ def test_missing_explicit_binary():
         find_tritonserver("/nonexistent/tritonserver")
 
 
-def test_numpy_2_is_refused_for_the_embedded_stub():
-    from accelbench.serving.embedded import check_stub_numpy
+def test_numpy_bridge_models_get_the_stub_environment_under_numpy_2(tmp_path, monkeypatch):
+    from accelbench.serving import embedded
 
-    check_stub_numpy("1.26.4")
-    with pytest.raises(ToolchainMissingError, match="numpy<2"):
-        check_stub_numpy("2.1.0")
+    assert embedded.numpy_bridge_ok("1.26.4") and not embedded.numpy_bridge_ok("2.4.6")
+    monkeypatch.setenv("ACCELBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(embedded, "numpy_bridge_ok", lambda version=None: False)  # as under numpy 2
+    assert find_tritonserver().stub_env is None  # DLPack models only: nothing to add
+    with pytest.raises(
+        ToolchainMissingError, match=r"numpy<2 .* python -m accelbench\.serving\.install"
+    ) as err:
+        find_tritonserver(bridge_models=["their_model"])
+    assert "their_model" in str(err.value) and "\n" not in str(err.value)
+    built = embedded.stub_env_dir()
+    (built / "bin").mkdir(parents=True)
+    (built / ".complete").write_text("")
+    install = find_tritonserver(bridge_models=["their_model"])
+    assert install.stub_env == built
+    # built, it serves DLPack models too (cheaper per request), unless this environment's numpy is asked for
+    assert find_tritonserver().stub_env == built and find_tritonserver(prefer_stub_env=False).stub_env is None
+    # the stub takes its Python from the first python3 on PATH: the stub environment's, then this one's
+    path = install.environment({"PATH": "/usr/bin"})["PATH"].split(":")
+    assert path[:2] == [str(built / "bin"), str(Path(sys.executable).parent)]
+    monkeypatch.setattr(embedded, "numpy_bridge_ok", lambda version=None: True)  # numpy 1 serves them itself
+    assert find_tritonserver(bridge_models=["their_model"]).stub_env is None
 
 
 def test_a_crash_during_start_is_reported_with_the_model_being_loaded(tmp_path):

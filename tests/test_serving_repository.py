@@ -186,6 +186,7 @@ def test_overrides_replace_catalog_defaults(tmp_path):
         ({"instance_count": -1}, "non-negative"),
         ({"preferred_batch_sizes": 8}, "list of positive integers"),
         ({"precision_mode": "int4"}, "precision_mode"),
+        ({"tensor_transport": "arrow"}, "expected dlpack or numpy"),
     ],
 )
 def test_bad_overrides(tmp_path, overrides, message):

@@ -94,7 +94,7 @@ def write_reference(
     ref.mkdir(parents=True, exist_ok=True)
     for name, arrays in (("inputs.npz", inputs), ("outputs.npz", outputs)):
         tmp = ref / f".{name}.tmp.npz"
-        np.savez(tmp, **arrays)
+        np.savez(tmp, allow_pickle=True, **arrays)  # the default, named: numpy 2 stubs read **arrays as it
         os.replace(tmp, ref / name)
 
 

@@ -288,7 +288,7 @@ def csv_text(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(headers)
     for row in rows:
-        writer.writerow(["" if v is None else repr(v) if isinstance(v, float) else v for v in row])
+        writer.writerow(["" if v is None else repr(float(v)) if isinstance(v, float) else v for v in row])
     return buf.getvalue()
 
 

@@ -55,7 +55,7 @@ def to_csv_text(flat: list[dict[str, Any]]) -> str:
     writer.writeheader()
     for row in flat:
         writer.writerow(
-            {k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in row.items()}
+            {k: ("" if v is None else repr(float(v)) if isinstance(v, float) else v) for k, v in row.items()}
         )
     return buf.getvalue()
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -21,16 +22,19 @@ class TritonInstall:
     library_dirs: tuple[Path, ...] = ()
     embedded: bool = False
     env_overrides: dict[str, str] = field(default_factory=dict)
+    stub_env: Path | None = None  # the stub's numpy<2 environment, when the stubs run with it
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The environment for the server process.
 
         The python-backend stub takes its stdlib and site-packages from the ``python3`` first on PATH
         (FIELD-NOTES), so this interpreter's folder goes first: otherwise ``import onnxruntime`` fails
-        inside ``model.py``.
+        inside ``model.py``. The stub environment, when used, goes before it: its numpy<2 shadows this
+        environment's numpy 2, and its ``.pth`` adds this environment's packages after its own.
         """
         env = dict(os.environ if base is None else base)
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        first = [str(self.stub_env / "bin")] if self.stub_env else []
+        env["PATH"] = os.pathsep.join([*first, str(Path(sys.executable).parent), env.get("PATH", "")])
         if self.library_dirs:
             libs = [str(p) for p in self.library_dirs]
             if env.get("LD_LIBRARY_PATH"):
@@ -99,59 +103,98 @@ def _prepare_backends(root: Path) -> Path:
     return target
 
 
-def check_stub_numpy(version: str | None = None) -> None:
-    """The python-backend stub imports this environment's numpy; numpy 2 corrupts every response there
-    (empty or mis-sized outputs, FIELD-NOTES), so refuse to start rather than measure garbage."""
+def stub_env_dir() -> Path:
+    """Where ``python -m accelbench.serving.install`` builds the stub's numpy<2 environment for this
+    interpreter: one per environment (its ``.pth`` points into this environment's site-packages)."""
+    digest = hashlib.sha256(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return cache_dir() / "triton" / "stub-env" / f"py{py}-{digest}"
+
+
+def stub_env_ready(path: Path | None = None) -> bool:
+    return ((path or stub_env_dir()) / ".complete").is_file()
+
+
+def numpy_bridge_ok(version: str | None = None) -> bool:
+    """True when the stub can use this environment's numpy for ``as_numpy()`` / ``Tensor(name, array)``:
+    the 2.51 stub's pybind11 reads numpy 1's struct layout, so numpy 2 corrupts every tensor there."""
     if version is None:
         import numpy
 
         version = numpy.__version__
-    if int(version.split(".")[0]) >= 2:
-        raise ToolchainMissingError(
-            f"numpy {version} breaks the embedded tritonserver's python backend; install numpy<2 "
-            "(pip install 'numpy<2') in this environment"
-        )
+    return int(version.split(".")[0]) < 2
 
 
-def _embedded(allow_numpy2: bool = False) -> TritonInstall | None:
+def _stub_env(bridge_models: list[str], prefer: bool) -> Path | None:
+    """The stub environment for the server, or None when this environment's numpy serves the stub itself.
+
+    Required when ``bridge_models`` cross the numpy bridge (missing: one line saying how to build it); used
+    whenever it is built and ``prefer``: DLPack-capable models then take the bridge, which costs less CPU
+    per request than DLPack outputs in the 2.51 stub (docs/serving.md).
+    """
+    if numpy_bridge_ok():
+        return None
+    path = stub_env_dir()
+    if stub_env_ready(path) and (prefer or bridge_models):
+        return path
+    if not bridge_models:
+        return None
+    import numpy
+
+    raise ToolchainMissingError(
+        f"{', '.join(bridge_models)}: the embedded tritonserver's python-backend stub needs numpy<2 for "
+        f"as_numpy()/BYTES tensors and this environment has numpy {numpy.__version__}; build the stub's own "
+        "environment once with: python -m accelbench.serving.install"
+    )
+
+
+def _embedded(bridge_models: list[str], prefer_stub_env: bool) -> TritonInstall | None:
     root = _pytriton_root()
     if root is None or not (root / "bin" / "tritonserver").is_file():
         return None
-    if not allow_numpy2:
-        check_stub_numpy()
     libs = root.parent.parent / "nvidia_pytriton.libs"
     return TritonInstall(
         binary=root / "bin" / "tritonserver",
         backend_dir=_prepare_backends(root),
         library_dirs=(libs,) if libs.is_dir() else (),
         embedded=True,
+        stub_env=_stub_env(bridge_models, prefer_stub_env),
     )
 
 
 def find_tritonserver(
-    explicit: str | os.PathLike | None = None, *, allow_numpy2: bool = False
+    explicit: str | os.PathLike | None = None,
+    *,
+    bridge_models: list[str] | tuple[str, ...] = (),
+    prefer_stub_env: bool = True,
 ) -> TritonInstall:
     """The server to run: ``explicit`` if given, else the wheel's embedded one, else ``tritonserver`` on PATH.
 
-    ``allow_numpy2``: every model to serve passes tensors through DLPack (torch-cuda flavor), so the stub's
-    numpy bridge is never used and numpy 2 in this environment is harmless.
+    ``bridge_models``: the models to serve whose tensors cross the python-backend stub's numpy bridge
+    (BYTES tensors, ``as_numpy()``); under numpy 2 the embedded stub runs them in its numpy<2 environment.
+    Models written with ``tensor_transport: dlpack`` need no such environment; ``prefer_stub_env`` runs them
+    in it all the same when it is built (cheaper per request), False keeps this environment's numpy.
     """
+    bridge = list(bridge_models)
     if explicit is not None:
         path = Path(explicit)
         if not path.is_file() or not os.access(path, os.X_OK):
             raise ToolchainMissingError(f"--tritonserver {path}: not an executable file")
-        embedded = _embedded(allow_numpy2)
-        if embedded is not None and path.resolve() == embedded.binary.resolve():
-            return embedded  # the wheel's binary needs its prepared backends and libraries
+        root = _pytriton_root()
+        if root is not None and path.resolve() == (root / "bin" / "tritonserver").resolve():
+            embedded = _embedded(bridge, prefer_stub_env)
+            if embedded is not None:
+                return embedded  # the wheel's binary needs its prepared backends and libraries
         return _from_path(path)
-    embedded = _embedded(allow_numpy2)
+    embedded = _embedded(bridge, prefer_stub_env)
     if embedded is not None:
         return embedded
     on_path = shutil.which("tritonserver")
     if on_path:
         return _from_path(Path(on_path))
     raise ToolchainMissingError(
-        "no tritonserver found: install nvidia-pytriton (pip install nvidia-pytriton) or pass --tritonserver PATH"
+        "no tritonserver found: install the embedded one with `python -m accelbench.serving.install` "
+        "(nvidia-pytriton without its numpy<2 pin) or pass --tritonserver PATH"
     )
 
 

@@ -138,6 +138,8 @@ def _config(name: str, params: dict[str, str], defaults: Any, overrides: dict) -
     config.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value("KIND_CPU"), count=1)
     for key, value in params.items():
         config.parameters[key].string_value = value
+    # numeric tensors cross by DLPack under numpy 2; the BYTES ones then are left out (llm_model.py.txt)
+    config.parameters["tensor_transport"].string_value = "dlpack"
     return config
 
 

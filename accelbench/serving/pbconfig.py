@@ -159,7 +159,20 @@ def local_config(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
     _scalars(config, io)
     _param(config, "intra_op_num_threads", str(threads(defaults, overrides)))
     _param(config, "device", "auto")
+    _param(config, "tensor_transport", local_transport(name, io, overrides))
     return config
+
+
+def local_transport(name: str, io: IoSpec, overrides: dict) -> str:
+    """``dlpack`` (no tensor crosses the stub's numpy bridge, so numpy 2 is fine in the stub) unless a BYTES
+    tensor needs that bridge or ``--set tensor_transport=numpy`` asks for it (docs/serving.md)."""
+    strings = [s.name for s in io.inputs + io.outputs if s.data_type == "TYPE_STRING"]
+    wanted = overrides.get("tensor_transport")
+    if wanted == "dlpack" and strings:
+        raise BadInputError(
+            f"{name}: tensor_transport=dlpack, but {', '.join(strings)} are BYTES tensors and DLPack has no strings"
+        )
+    return "numpy" if strings else str(wanted or "dlpack")
 
 
 def torch_config(name: str, io: IoSpec, defaults: Any, overrides: dict, torch_params: dict[str, str]) -> Any:

@@ -43,6 +43,7 @@ OVERRIDE_KEYS = (
     "max_sequences",  # generative: sequences in the running batch
     "max_context",  # generative: prompt + output tokens allowed
     "max_prefill_tokens",  # generative: prompt tokens prefilled together
+    "tensor_transport",  # local: dlpack | numpy (how tensors cross the python-backend stub)
 )
 _PRECISION_MODE = {"int8": "INT8", "fp16": "FP16", "bf16": "BF16"}
 
@@ -87,6 +88,9 @@ def check_overrides(overrides: dict | None) -> dict:
     mode = overrides.get("precision_mode")
     if mode is not None and mode not in ("FP32", "FP16", "BF16", "INT8"):
         raise BadInputError(f"precision_mode {mode!r}: expected FP32, FP16, BF16 or INT8")
+    transport = overrides.get("tensor_transport")
+    if transport is not None and transport not in ("dlpack", "numpy"):
+        raise BadInputError(f"tensor_transport {transport!r}: expected dlpack or numpy")
     torch_flavor.check_torch_overrides(overrides)
     for key in ("max_batch_size", "instance_count", "max_queue_delay_us", "intra_op_threads"):
         value = overrides.get(key)

@@ -65,20 +65,23 @@ def _clean(line: str) -> str:
     return text.split("\\n")[0].strip().rstrip(";")
 
 
-def dlpack_only(repo: Path, models: list[str]) -> bool:
-    """True when every model's config declares ``tensor_transport: dlpack`` (the torch-cuda flavor)."""
+def numpy_bridge_models(repo: Path, models: list[str]) -> list[str]:
+    """The python-backend models among ``models`` that need the stub's numpy bridge: every one but those whose
+    config declares ``tensor_transport: dlpack`` (accelbench's own: the local flavor's without BYTES tensors,
+    torch-cuda's, and the generative model's, which leaves its optional text tensors out under numpy 2)."""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
+    bridge = []
     for name in models:
         try:
             text = (repo / name / "config.pbtxt").read_text()
             config = text_format.Parse(text, model_config_pb2.ModelConfig())
         except (OSError, text_format.ParseError):
-            return False  # Triton reports the broken config itself
-        if config.parameters["tensor_transport"].string_value != "dlpack":
-            return False
-    return bool(models)
+            continue  # Triton reports the broken config itself
+        if config.backend == "python" and config.parameters["tensor_transport"].string_value != "dlpack":
+            bridge.append(name)
+    return bridge
 
 
 class LocalTriton:
@@ -102,6 +105,7 @@ class LocalTriton:
         log_path: str | os.PathLike | None = None,
         extra_args: tuple[str, ...] = (),
         models: list[str] | None = None,
+        prefer_stub_env: bool = True,
     ) -> None:
         self.repo = Path(repo)
         self.host = host
@@ -112,8 +116,11 @@ class LocalTriton:
         self.log_path = Path(log_path) if log_path else None
         self.extra_args = tuple(extra_args)
         self.load_models = list(models) if models else None  # None: every model in the repository
+        # False: DLPack models keep this environment's numpy even when the stub's numpy<2 one is built
+        self.prefer_stub_env = prefer_stub_env
         self.process: subprocess.Popen | None = None
         self.server_version: str | None = None
+        self.stub_env: Path | None = None  # the stub's numpy<2 environment when the server runs with it
         self._log: collections.deque[str] = collections.deque(maxlen=2000)
         self._errors: list[str] = []
         self._reader: threading.Thread | None = None
@@ -161,7 +168,12 @@ class LocalTriton:
         if missing:
             raise BadInputError(f"{self.repo}: no model(s) {missing}; it has {sorted(present)}")
         chosen = self.load_models or sorted(present)
-        install = find_tritonserver(self._tritonserver, allow_numpy2=dlpack_only(self.repo, chosen))
+        install = find_tritonserver(
+            self._tritonserver,
+            bridge_models=numpy_bridge_models(self.repo, chosen),
+            prefer_stub_env=self.prefer_stub_env,
+        )
+        self.stub_env = install.stub_env
         self._choose_ports()
         try:
             self._launch(install)
