@@ -17,12 +17,16 @@ With none of them, two single runs are "inconclusive: single runs": no regressio
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from accelbench.reports.repeats import MIN_RUNS
 from accelbench.reports.rows import ReportRow
