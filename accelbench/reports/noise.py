@@ -88,7 +88,7 @@ def floor_for(target: str, floors: Sequence[NoiseFloor] | None = None) -> Spread
     return None
 
 
-def history_spread(capacities: Sequence[float], latencies_us: Sequence[float | None]) -> Spread | None:
+def history_spread(capacities: Sequence[float | None], latencies_us: Sequence[float | None]) -> Spread | None:
     """The spread of earlier single runs of one configuration; None with fewer than MIN_RUNS."""
     caps = [math.log(c) for c in capacities if c and c > 0]
     if len(caps) < MIN_RUNS:
