@@ -366,8 +366,8 @@ def test_a_latency_floor_caps_small_batches_and_the_row_says_so():
 def test_batch_slope_comes_from_one_model_at_several_batches_not_from_comparing_models():
     from types import SimpleNamespace as NS
 
-    def fp(model, batch, fraction):  # a FittedPoint stand-in: within_model_slope reads these three
-        return NS(point=NS(model=model, batch=batch), peak_fraction=fraction)
+    def fp(model, batch, fraction):  # a FittedPoint stand-in with what within_model_slope reads
+        return NS(point=NS(target="t", model=model, precision="int8", batch=batch), peak_fraction=fraction)
 
     # model a doubles from batch 1 to 4 (slope 0.5); model b sits at one batch, far higher: no batch effect
     sxy, sxx, batches = ef.within_model_slope([fp("a", 1, 0.1), fp("a", 4, 0.2), fp("b", 64, 0.9)])

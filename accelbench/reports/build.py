@@ -9,15 +9,18 @@ content, not on where they came from or in which order.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from accelbench.documents import Accuracy, ResultDocument, Step, to_dict
+from accelbench.documents import Accuracy, ResultDocument, to_dict
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
+from accelbench.hardware.roofline import RooflinePoint
+from accelbench.loadtests.statistics import cost_ratio, holm
 from accelbench.reports import efficiency as ef
 from accelbench.reports import projection as proj
 from accelbench.reports import validation as val
@@ -31,60 +34,14 @@ from accelbench.reports.cost import (
     energy_per_request_j,
     quote_price,
 )
-from accelbench.reports.options import ReportOptions
+from accelbench.reports.groups import Group, GroupKey, group_results, priceable, unique_results
+from accelbench.reports.llm_report import GenerativeReport, build_generative, is_generative
+from accelbench.reports.noise import capacity_se_between
+
+# re-exported: callers outside reports/ (the service, the pipeline) import ReportOptions from here
+from accelbench.reports.options import ReportOptions as ReportOptions
+from accelbench.reports.repeats import combine_repeats
 from accelbench.reports.rows import ReportRow
-
-
-@dataclass(frozen=True)
-class Result:
-    """A result document and the hash of its content (tells apart two hosts' runs with the same run id)."""
-
-    doc: ResultDocument
-    sha256: str
-
-
-def unique_results(documents: Iterable[ResultDocument]) -> list[Result]:
-    """Each document once (by content), in a fixed order, whatever order the source gave them in."""
-    by_hash: dict[str, ResultDocument] = {}
-    for doc in documents:
-        by_hash.setdefault(doc.content_hash(), doc)
-    found = [Result(doc, sha) for sha, doc in by_hash.items()]
-    return sorted(found, key=lambda r: (r.doc.model, r.doc.target or "", r.doc.run_id, r.sha256))
-
-
-@dataclass
-class Group:
-    """All result documents for one (model, precision, target)."""
-
-    model: str
-    precision: str
-    target_id: str
-    results: list[Result]
-
-    def label(self, result: Result) -> str:
-        """The run id, made unique with the document's hash when two hosts wrote the same run id."""
-        same = sum(1 for r in self.results if r.doc.run_id == result.doc.run_id)
-        return result.doc.run_id if same == 1 else f"{result.doc.run_id}@{result.sha256[:12]}"
-
-    def steps(self) -> list[tuple[str, Step]]:
-        return [(self.label(r), s) for r in self.results for s in r.doc.steps]
-
-    def steps_only(self) -> list[Step]:
-        return [s for r in self.results for s in r.doc.steps]
-
-    def accuracy(self) -> Accuracy | None:
-        return next(
-            (r.doc.accuracy for r in self.results if r.doc.accuracy and to_dict(r.doc.accuracy)), None
-        )
-
-    def graph_cost(self) -> dict[str, Any] | None:
-        return next((to_dict(r.doc.graph_cost) for r in self.results if r.doc.graph_cost), None)
-
-    def variant(self) -> str | None:
-        return next((r.doc.variant for r in self.results if r.doc.variant), None)
-
-    def batch_size(self) -> int | None:
-        return next((r.doc.batch_size for r in self.results if r.doc.batch_size), None)
 
 
 @dataclass
@@ -92,46 +49,41 @@ class ReportData:
     options: ReportOptions
     baseline_id: str
     rows: list[ReportRow]
-    groups: dict[tuple[str, str, str], Group]
+    groups: dict[GroupKey, Group]
     targets: dict[str, HardwareTarget]
     calibrations: dict[str, proj.Calibration]
     graph_costs: dict[tuple[str, str], dict[str, Any]]
-    efficiency_models: dict[tuple, ef.EfficiencyModel | None] = field(default_factory=dict)
+    efficiency_models: dict[GroupKey, ef.EfficiencyModel | None] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)  # results without a target or precision, one line each
-    generative: Any = None  # reports/llm_report.GenerativeReport when some results are generative
+    generative: GenerativeReport | None = None  # when some results are generative
 
 
-def priceable(results: list[Result]) -> tuple[list[Result], list[str]]:
-    """The results that name their target and precision (a cost needs both), and a line per one that does
-    not: a load test of a model accelbench did not build records neither unless it is told."""
-    kept, left_out = [], []
-    for r in results:
-        missing = [name for name in ("target", "precision") if not getattr(r.doc, name)]
-        if missing:
-            left_out.append(
-                f"{r.doc.run_id}@{r.sha256[:12]} (model {r.doc.model}): no {' or '.join(missing)}"
-            )
-        else:
-            kept.append(r)
-    return kept, left_out
+@dataclass(frozen=True)
+class Sample:
+    """A measured step within the SLO, as the projections calibrate on it."""
+
+    target_id: str
+    efficiency: float  # measured ÷ roofline bound at the batch the server ran
+    point: RooflinePoint  # that roofline point
+    weight_bytes: float
+    model: str
+    precision: str
+    throughput_ips: float
 
 
-def group_results(results: list[Result]) -> dict[tuple[str, str, str], Group]:
-    groups: dict[tuple[str, str, str], Group] = {}
-    for r in results:
-        key = (r.doc.model, r.doc.precision, r.doc.target)
-        groups.setdefault(key, Group(*key, results=[])).results.append(r)
-    return dict(sorted(groups.items()))
-
-
-def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[tuple]:
-    """(target id, measured ÷ roofline efficiency, roofline point, weight bytes, model, precision, throughput)
-    for every step in the SLO."""
+def _measured_samples(
+    groups: Mapping[GroupKey, Group],
+    targets: Mapping[str, HardwareTarget],
+    graph_costs: Mapping[tuple[str, str], Mapping[str, Any]],
+    options: ReportOptions,
+    roofline: ef.RooflineFn,
+) -> list[Sample]:
+    """Every measured step in the SLO with its efficiency (measured ÷ roofline) and roofline point."""
     samples = []
     pct = percentile_key(options.percentile)
     for (model, precision, tid), group in groups.items():
         gc = graph_costs.get((model, precision))
-        if not proj.usable_graph_cost(gc):
+        if gc is None or not proj.usable_graph_cost(gc):
             continue
         run_precision = proj.precision_on(targets[tid], precision)
         for res in group.results:
@@ -142,15 +94,17 @@ def _measured_samples(groups, targets, graph_costs, options, roofline) -> list[t
                 eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
                 if eff and run_precision:
                     point = proj.roofline_at(roofline, gc, batch, targets[tid], run_precision)
-                    samples.append((tid, eff, point, float(gc["weight_bytes"]), model, precision,
-                                    float(step.throughput_ips or 0)))  # fmt: skip
+                    samples.append(Sample(tid, eff, point, float(gc["weight_bytes"]), model, precision,
+                                          float(step.throughput_ips or 0)))  # fmt: skip
     return samples
 
 
-def _calibrate(samples, targets) -> dict[str, proj.Calibration]:
+def _calibrate(
+    samples: Sequence[Sample], targets: Mapping[str, HardwareTarget]
+) -> dict[str, proj.Calibration]:
     by_toolchain: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for tid, eff, *_ in samples:
-        by_toolchain[targets[tid].toolchain].append((tid, eff))
+    for s in samples:
+        by_toolchain[targets[s.target_id].toolchain].append((s.target_id, s.efficiency))
     return proj.calibrate(by_toolchain)
 
 
@@ -158,7 +112,38 @@ def _calibrate(samples, targets) -> dict[str, proj.Calibration]:
 _ORIGIN_NOTES = {"device-check": "bench/device_check.py: a torch interpreter with CUDA graphs, not TensorRT"}
 
 
-def _efficiency_models(catalog, targets, samples, groups, roofline, pairs) -> dict[tuple, Any]:
+def _published_models(
+    catalog: Catalog,
+    targets: Mapping[str, HardwareTarget],
+    groups: Mapping[GroupKey, Group],
+    roofline: ef.RooflineFn,
+    pairs: Sequence[tuple[str, str]],
+) -> dict[GroupKey, ef.EfficiencyModel | None]:
+    """(model, precision, target id) → the target's published efficiency model for the model's kind, with its
+    latency floor and its validation range; not yet calibrated."""
+    out: dict[GroupKey, ef.EfficiencyModel | None] = {}
+    for model, precision in pairs:
+        gc = _graph_cost_for(groups, model, precision)
+        flops = float(gc["flops_per_inference"]) if gc else None
+        for tid, t in targets.items():
+            eff = ef.model_for(catalog, t, roofline, model=model)
+            if eff is not None:
+                eff = ef.with_floor(eff, catalog, t, roofline, flops)
+                rng = val.validation_range(catalog, roofline, t.toolchain)
+                if rng is not None:
+                    eff = replace(eff, validation=rng[0], validation_source=rng[1])
+            out[(model, precision, tid)] = eff
+    return out
+
+
+def _efficiency_models(
+    catalog: Catalog,
+    targets: Mapping[str, HardwareTarget],
+    samples: Sequence[Sample],
+    groups: Mapping[GroupKey, Group],
+    roofline: ef.RooflineFn,
+    pairs: Sequence[tuple[str, str]],
+) -> dict[GroupKey, ef.EfficiencyModel | None]:
     """(model, precision, target id) → that target's published efficiency model for the model's kind, with its
     latency floor, its validation range and the calibration by measured targets of its toolchain.
 
@@ -168,32 +153,22 @@ def _efficiency_models(catalog, targets, samples, groups, roofline, pairs) -> di
     ratios between projected targets stay the published ones. Per model where that model was measured on the
     toolchain; otherwise the median of the models' factors, and the row says which.
     """
-    out: dict[tuple, Any] = {}
+    out = _published_models(catalog, targets, groups, roofline, pairs)
     factors: dict[tuple[str, str, str], tuple[float, str]] = {}  # (toolchain, model, precision) → factor
-    for model, precision in pairs:
-        gc = _graph_cost_for(groups, model, precision)
-        for tid, t in targets.items():
-            eff = ef.model_for(catalog, t, roofline, model=model)
-            eff = ef.with_floor(eff, catalog, t, roofline, float(gc["flops_per_inference"]) if gc else None)
-            rng = val.validation_range(catalog, roofline, t.toolchain) if eff is not None else None
-            if rng is not None:
-                eff = replace(eff, validation=rng[0], validation_source=rng[1])
-            out[(model, precision, tid)] = eff
-    best: dict[tuple[str, str, str], tuple] = {}
+    best: dict[GroupKey, Sample] = {}
     for sample in samples:  # the step that sets each measured target's capacity (the highest throughput)
-        tid, _eff, _point, _wb, model, precision, ips = sample
-        key = (model, precision, tid)
-        if key not in best or ips > best[key][6]:
+        key = (sample.model, sample.precision, sample.target_id)
+        if key not in best or sample.throughput_ips > best[key].throughput_ips:
             best[key] = sample
-    for (model, precision, tid), (_, eff, point, weight_bytes, *_rest) in sorted(best.items()):
+    for (model, precision, tid), s in sorted(best.items()):
         ref = out.get((model, precision, tid))
         if ref is not None:
             toolchain = targets[tid].toolchain
             factors[(toolchain, model, precision)] = (
-                eff / ref.at_point(point, weight_bytes)[0],
-                f"{tid} at batch {point.batch}",
+                s.efficiency / ref.at_point(s.point, s.weight_bytes)[0],
+                f"{tid} at batch {s.point.batch}",
             )
-    origins = defaultdict(set)
+    origins: defaultdict[str, set[str]] = defaultdict(set)
     for (_, _, tid), g in groups.items():
         origins[targets[tid].toolchain] |= {r.doc.origin or "" for r in g.results}
     for (model, precision, tid), eff in list(out.items()):
@@ -217,12 +192,15 @@ def _efficiency_models(catalog, targets, samples, groups, roofline, pairs) -> di
     return out
 
 
-def _graph_cost_for(groups, model: str, precision: str) -> dict[str, Any] | None:
+def _graph_cost_for(groups: Mapping[GroupKey, Group], model: str, precision: str) -> dict[str, Any] | None:
     return next((g.graph_cost() for (m, p, _), g in groups.items() if (m, p) == (model, precision)), None)
 
 
 def build_report(
-    documents: Iterable[ResultDocument], catalog: Catalog, options: ReportOptions, roofline: Any = None
+    documents: Iterable[ResultDocument],
+    catalog: Catalog,
+    options: ReportOptions,
+    roofline: ef.RooflineFn | None = None,
 ) -> ReportData:
     """The table every output is rendered from. Unknown target ids raise BadInputError (catalog.get)."""
     percentile_key(options.percentile)  # validate early: one clear line
@@ -236,8 +214,6 @@ def build_report(
             f"{left_out[0]}); `accelbench loadtest --url` without a manifest records them only with "
             "--target ID --precision P"
         )
-    from accelbench.reports.llm_report import build_generative, is_generative
-
     groups = group_results(results)
     generative_groups = {k: g for k, g in groups.items() if is_generative(g)}
     groups = {k: g for k, g in groups.items() if k not in generative_groups}
@@ -250,14 +226,16 @@ def build_report(
     graph_costs: dict[tuple[str, str], dict[str, Any]] = {}
     for (model, precision, _), g in groups.items():
         gc = g.graph_cost()
-        if proj.usable_graph_cost(gc):
+        if gc is not None and proj.usable_graph_cost(gc):
             graph_costs.setdefault((model, precision), gc)
-    if roofline is None and graph_costs:
-        roofline = proj.default_roofline()
-    samples = _measured_samples(groups, targets, graph_costs, options, roofline) if graph_costs else []
-    calibrations = _calibrate(samples, targets)
+    samples: list[Sample] = []
+    models: dict[GroupKey, ef.EfficiencyModel | None] = {}
     pairs = sorted({(m, p) for m, p, _ in groups})
-    models = _efficiency_models(catalog, targets, samples, groups, roofline, pairs) if graph_costs else {}
+    if graph_costs:
+        roofline = roofline or proj.default_roofline()
+        samples = _measured_samples(groups, targets, graph_costs, options, roofline)
+        models = _efficiency_models(catalog, targets, samples, groups, roofline, pairs)
+    calibrations = _calibrate(samples, targets)
     rows: list[ReportRow] = []
     for g in groups.values():
         rows.append(_measured_row(g, targets[g.target_id], options))
@@ -310,8 +288,6 @@ def _accuracy(acc: Accuracy | None, of: str) -> dict[str, Any]:
 
 
 def _measured_row(g: Group, target: HardwareTarget, options: ReportOptions) -> ReportRow:
-    from accelbench.reports.repeats import combine_repeats
-
     row = _blank_row(g.model, g.precision, target, "measured", options)
     combined = combine_repeats(g, options.slo_us, options.percentile, options.max_error_rate)
     repeats: dict[str, Any] = {}
@@ -331,7 +307,7 @@ def _measured_row(g: Group, target: HardwareTarget, options: ReportOptions) -> R
         latency_low_us=cap.latency_low, latency_high_us=cap.latency_high, slo_verdict=cap.slo_verdict,
         step_verdict=cap.step_verdict,
         # named by content, not by file: the same documents from a folder or a database give the same report
-        sources=";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in g.results),
+        sources=g.sources(),
         **_accuracy(g.accuracy(), variant), **_provenance(docs),
         batching_note=unbatched_note(docs[0].provenance.repository_config),
     )  # fmt: skip
@@ -353,9 +329,9 @@ def _measured_row(g: Group, target: HardwareTarget, options: ReportOptions) -> R
 def unbatched_note(repository_config: str | None) -> str | None:
     """The note for a model served with ``max_batch_size: 0`` (it cannot batch: Triton's text format leaves
     a zero out), None when the config batches or is unknown (a remote server's)."""
-    import re
-
-    if not (repository_config or "").strip() or re.search(r"^max_batch_size: [1-9]", repository_config, re.M):
+    if not repository_config or not repository_config.strip():
+        return None
+    if re.search(r"^max_batch_size: [1-9]", repository_config, re.M):
         return None
     return "max_batch_size 0: the model does not batch, the sweep varied concurrency only"
 
@@ -382,7 +358,9 @@ def _provenance(docs: list[ResultDocument]) -> dict[str, Any]:
     }
 
 
-def _efficiency_choice(target, calibrations, published) -> tuple[Any, str, str, str]:
+def _efficiency_choice(
+    target: HardwareTarget, calibrations: Mapping[str, proj.Calibration], published: ef.EfficiencyModel | None
+) -> tuple[float | ef.EfficiencyModel, str, str, str]:
     """(efficiency or model, kind, source text, calibration text) for a projected row."""
     if published is not None:
         notes = [n for n in (published.floor_source, published.validation_source) if n]
@@ -393,13 +371,22 @@ def _efficiency_choice(target, calibrations, published) -> tuple[Any, str, str, 
     return cal.efficiency, kind, cal.source, "none" if kind == "assumed" else cal.source
 
 
-def _projected_row(model, precision, target, gc, groups, options, calibrations, roofline, published=None
-                   ) -> ReportRow:  # fmt: skip
+def _projected_row(
+    model: str,
+    precision: str,
+    target: HardwareTarget,
+    gc: Mapping[str, Any] | None,
+    groups: Mapping[GroupKey, Group],
+    options: ReportOptions,
+    calibrations: Mapping[str, proj.Calibration],
+    roofline: ef.RooflineFn | None,
+    published: ef.EfficiencyModel | None = None,
+) -> ReportRow:
     row = _blank_row(model, precision, target, "projected", options)
     donors = [g for (m, p, _), g in groups.items() if (m, p) == (model, precision)]
     accuracy = _accuracy(donors[0].accuracy(), donors[0].variant() or "") if donors else {}
     row = replace(row, origin="roofline-projection", **accuracy)
-    if not proj.usable_graph_cost(gc):
+    if gc is None or not proj.usable_graph_cost(gc):
         return replace(
             row, reason="not projected: the results carry no graph_cost (FLOPs/bytes) for this model"
         )
@@ -410,9 +397,11 @@ def _projected_row(model, precision, target, gc, groups, options, calibrations, 
     def per_request(ips: float | None) -> float | None:
         return ips / batch_size if ips else None
 
+    # no batch fits: the row still shows the calibrated efficiency (a number), never a published model
+    fallback = None if isinstance(efficiency, ef.EfficiencyModel) else efficiency
     return replace(
         row,
-        efficiency=p.efficiency if p.efficiency is not None else (None if kind == "published" else efficiency),
+        efficiency=p.efficiency if p.efficiency is not None else fallback,
         efficiency_source=source, efficiency_kind=kind, calibration=calibration,
         efficiency_low=p.efficiency_low, efficiency_high=p.efficiency_high, projected_batch=p.batch,
         roofline_bound=p.bound, precision_used=p.precision_used, batch_size=batch_size,
@@ -455,9 +444,9 @@ def _baseline_ratios(rows: list[ReportRow], baseline_id: str) -> list[ReportRow]
         b = base.get((row.model, row.precision))
         out.append(replace(
             row, baseline_target=baseline_id, baseline_status=b.status if b else None,
-            capacity_vs_baseline=_ratio(row.capacity_rps, b and b.capacity_rps),
-            latency_vs_baseline=_ratio(row.latency_us, b and b.latency_us),
-            cost_vs_baseline=_ratio(row.cost_per_million_usd, b and b.cost_per_million_usd),
+            capacity_vs_baseline=_ratio(row.capacity_rps, b.capacity_rps if b else None),
+            latency_vs_baseline=_ratio(row.latency_us, b.latency_us if b else None),
+            cost_vs_baseline=_ratio(row.cost_per_million_usd, b.cost_per_million_usd if b else None),
         ))  # fmt: skip
     return out
 
@@ -484,32 +473,37 @@ def _rank(rows: list[ReportRow], options: ReportOptions) -> list[ReportRow]:
     return out
 
 
+def _cost_basis(row: ReportRow) -> tuple[float, float, float, float] | None:
+    """(USD/hour, capacity, its SE with the between-run variance, df) of a priced row, as ``cost_ratio`` takes
+    them; None when the between-run variance is unknown."""
+    se = capacity_se_between(row)
+    if se is None or row.usd_per_hour is None or row.capacity_rps is None:
+        return None
+    return row.usd_per_hour, row.capacity_rps, se[0], se[1]
+
+
 def compare_to_cheapest(ranked: list[ReportRow], confidence: float = 0.95) -> list[ReportRow]:
     """Each measured row after the cheapest measured one: is the cheapest significantly cheaper? Welch on the
     log cost ratio (statistics.cost_ratio) with each capacity's SE including the between-run variance
     (repeats, else the host kind's noise floor; reports/noise.py), Holm-corrected across the ranking; a single
     run with neither is "inconclusive: single runs". Returns the rows, in order, with ``comparison`` set."""
-    from accelbench.loadtests.statistics import cost_ratio, holm
-    from accelbench.reports.noise import capacity_se_between
-
     measured = [r for r in ranked if r.status == "measured" and r.capacity_se is not None]
     if len(measured) < 2:
         return list(ranked)
     best, rest = measured[0], measured[1:]
     name = f"{best.target} {best.precision}"
-    best_se = capacity_se_between(best)
+    best_basis = _cost_basis(best)
     comparisons: dict[int, str] = {}  # id of the row → its comparison
     others, ratios = [], []
     for r in rest:
-        se = capacity_se_between(r)
-        if best_se is None or se is None:  # the between-run variance is unknown: no claim either way
-            single = ", ".join(x.target for x, v in ((best, best_se), (r, se)) if v is None)
+        basis = _cost_basis(r)
+        if best_basis is None or basis is None:  # the between-run variance is unknown: no claim either way
+            single = ", ".join(x.target for x, v in ((best, best_basis), (r, basis)) if v is None)
             comparisons[id(r)] = (f"against {name}: inconclusive: single runs (no between-run variance for "
                                   f"{single}; measure with --repeats 3)")  # fmt: skip
             continue
         others.append(r)
-        ratios.append(cost_ratio(best.usd_per_hour, best.capacity_rps, *best_se,
-                                 r.usd_per_hour, r.capacity_rps, *se, confidence))  # fmt: skip
+        ratios.append(cost_ratio(*best_basis, *basis, confidence))
     adjusted = holm([x.p for x in ratios])
     for row, ratio, p in zip(others, ratios, adjusted, strict=True):
         if p < 1 - confidence and ratio.high < 1:

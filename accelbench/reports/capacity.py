@@ -126,20 +126,13 @@ def capacity_at_slo(
     key = percentile_key(percentile)
     pairs: Sequence[tuple[str, Step]] = list(steps)
     usable = [(rid, s) for rid, s in pairs if step_usable(s)]
-    good = [(rid, s) for rid, s in usable if step_qualifies(s, slo_us, key, max_error_rate)]
+    # (run id, step, requests/s): a qualifying step always has a throughput
+    good = [(rid, s, float(s.throughput_rps)) for rid, s in usable
+            if s.throughput_rps is not None and step_qualifies(s, slo_us, key, max_error_rate)]  # fmt: skip
     if not good:
         return Capacity(None, None, None, None, 0, len(usable), _why_not(usable, slo_us, key),
                         slo_verdict=_best_verdict(usable, slo_us, key))  # fmt: skip
-    run_id, best = min(
-        good,
-        key=lambda p: (
-            -float(p[1].throughput_rps),
-            latency_at(p[1], key),
-            p[0],
-            p[1].index,
-        ),
-    )
-    rps = float(best.throughput_rps)
+    run_id, best, rps = min(good, key=lambda p: (-p[2], latency_at(p[1], key), p[0], p[1].index))
     ips = best.throughput_ips
     thr = step_throughput_interval(best) or {}
     _, lat_low, lat_high = step_latency_interval(best, key)
@@ -161,19 +154,19 @@ def capacity_at_slo(
     )  # fmt: skip
 
 
-def _best_verdict(usable: list, slo_us: float, key: str) -> str | None:
+def _best_verdict(usable: Sequence[tuple[str, Step]], slo_us: float, key: str) -> str | None:
     verdicts = {step_slo(s, slo_us, key) for _, s in usable}
     return next((v for v in (PASS, INCONCLUSIVE, FAIL) if v in verdicts), None)
 
 
-def _why_not(usable: list, slo_us: float, key: str) -> str:
+def _why_not(usable: Sequence[tuple[str, Step]], slo_us: float, key: str) -> str:
     if not usable:
         return "does not meet the SLO: no VALID or LOW-PRECISION step"
-    lows = [step_latency_interval(s, key) for _, s in usable]
-    best = min((v for v in lows if v[0] is not None), key=lambda v: v[0], default=None)
-    if best is None:
+    intervals = [step_latency_interval(s, key) for _, s in usable]
+    recorded = [(value, low, high) for value, low, high in intervals if value is not None]
+    if not recorded:
         return f"does not meet the SLO: no {key} recorded"
-    value, low, high = best
+    value, low, high = min(recorded, key=lambda v: v[0])
     shown = f"{value / 1000:.3g} ms" + (
         f" [{_ms(low)}, {_ms(high)}]" if (low, high) != (value, value) else ""
     )

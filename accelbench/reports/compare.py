@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from scipy import stats
 
-from accelbench.loadtests.statistics import FAIL, PASS, cost_ratio
+from accelbench.loadtests.statistics import FAIL, PASS, Ratio, cost_ratio
 from accelbench.reports.capacity import percentile_key
+from accelbench.reports.groups import GroupKey
 from accelbench.reports.noise import Spread, floor_for, history_spread
 from accelbench.reports.rows import ReadByKey, ReportRow
 from accelbench.reports.sections import fmt
@@ -48,14 +49,20 @@ def _change(old: float | None, new: float | None) -> float | None:
     return None if old is None or new is None or old == 0 else (new - old) / old
 
 
-def capacity_ratio(old: ReportRow, new: ReportRow, confidence: float = CONFIDENCE):
+def _capacity(row: ReportRow) -> tuple[float, float, float] | None:
+    """(capacity, its SE, df) of a row whose capacity has an SE, else None."""
+    if row.capacity_se is None or not row.capacity_rps:
+        return None
+    return row.capacity_rps, row.capacity_se, row.capacity_df or 1
+
+
+def capacity_ratio(old: ReportRow, new: ReportRow, confidence: float = CONFIDENCE) -> Ratio | None:
     """new ÷ old capacity with its Welch interval (statistics.Ratio), or None when either lacks an SE."""
-    if not (old.capacity_se is not None and new.capacity_se is not None
-            and old.capacity_rps and new.capacity_rps):  # fmt: skip
+    o, n = _capacity(old), _capacity(new)
+    if o is None or n is None:
         return None
     # cost_ratio(price 1, T_old; price 1, T_new) = T_new / T_old
-    return cost_ratio(1.0, old.capacity_rps, old.capacity_se, old.capacity_df or 1,
-                      1.0, new.capacity_rps, new.capacity_se, new.capacity_df or 1, confidence)  # fmt: skip
+    return cost_ratio(1.0, *o, 1.0, *n, confidence)
 
 
 def _runs(row: ReportRow) -> int:
@@ -115,39 +122,45 @@ def judge_change(old: ReportRow | None, new: ReportRow | None, key: str = "p99",
     flags, (ratio, low, high) = _flags(old, new, key, within, repeated, basis)
     if flags:
         verdict = "REGRESSION: " + "; ".join(flags)
-    elif not repeated and basis.basis == "noise floor":
+    elif not repeated and basis is not None and basis.basis == "noise floor":
         verdict = f"{SINGLE} (within the noise floor)"
     else:
         verdict = "ok"
     return Judgement(
         regression=bool(flags), judged=True, flags=tuple(flags), capacity_ratio=ratio, capacity_ratio_low=low,
-        capacity_ratio_high=high, basis="repeats" if repeated else f"{basis.basis}: {basis.source}", verdict=verdict,
+        capacity_ratio_high=high, verdict=verdict,
+        basis="repeats" if repeated or basis is None else f"{basis.basis}: {basis.source}",
     )  # fmt: skip
 
 
-def _flags(old, new, key, within, repeated, basis) -> tuple[list[str], tuple]:
+Interval3 = tuple[float | None, float | None, float | None]  # (ratio, low, high), Nones when not judged
+
+
+def _flags(old: ReportRow, new: ReportRow, key: str, within: Ratio | None, repeated: bool,
+           basis: Spread | None) -> tuple[list[str], Interval3]:  # fmt: skip
     """(the regression's reasons, (capacity ratio, low, high) or Nones)."""
     flags: list[str] = []
-    interval: tuple = (None, None, None)
+    interval: Interval3 = (None, None, None)
     if old.slo_verdict == PASS and new.slo_verdict == FAIL:
         flags.append("SLO verdict PASS → FAIL")
     n_old, n_new = _runs(old), _runs(new)
-    if within is not None:
+    o, n = _capacity(old), _capacity(new)  # both known whenever ``within`` is
+    if within is not None and o is not None and n is not None:
+        found: tuple[float, float, float] | None = None
         if repeated:  # the rows' own SEs are the between-run ones (reports/repeats.py)
-            ratio, low, high = within.ratio, within.low, within.high
-        elif basis.sd_log_capacity is not None:
-            within_se = math.hypot(old.capacity_se / old.capacity_rps, new.capacity_se / new.capacity_rps)
-            ratio, low, high = between_interval(old.capacity_rps, new.capacity_rps, basis.sd_log_capacity,
-                                                basis.df, n_old, n_new, within_se, within.df)  # fmt: skip
-        else:
-            ratio = low = high = None
-        if ratio is not None:
-            interval = (ratio, low, high)
+            found = (within.ratio, within.low, within.high)
+        elif basis is not None and basis.sd_log_capacity is not None:
+            within_se = math.hypot(o[1] / o[0], n[1] / n[0])
+            found = between_interval(o[0], n[0], basis.sd_log_capacity, basis.df, n_old, n_new, within_se,
+                                     within.df)  # fmt: skip
+        if found is not None:
+            interval = found
+            _, low, high = found
             if high < 1.0:
                 flags.append(f"capacity down {1 - high:.1%}–{1 - low:.1%} (95 %)")
-    sd_lat = basis.sd_log_latency if basis is not None else None
-    if sd_lat is not None and old.latency_us and new.latency_us:
-        _, low, high = between_interval(old.latency_us, new.latency_us, sd_lat, basis.df, n_old, n_new)
+    if basis is not None and basis.sd_log_latency is not None and old.latency_us and new.latency_us:
+        _, low, high = between_interval(old.latency_us, new.latency_us, basis.sd_log_latency, basis.df, n_old,
+                                        n_new)  # fmt: skip
         if low > 1.0:
             flags.append(f"{key} up {low - 1:.1%}–{high - 1:.1%} (95 %)")
     return flags, interval
@@ -177,7 +190,7 @@ class CompareRow:
         return {**own, **asdict(self.judgement)}
 
 
-def compare_rows(old: ReportData, new: ReportData, history: Mapping[tuple, list[ReportRow]] | None = None
+def compare_rows(old: ReportData, new: ReportData, history: Mapping[GroupKey, list[ReportRow]] | None = None
                  ) -> list[CompareRow]:  # fmt: skip
     """Join two ReportData on (model, precision, target) and judge each measured change; ``history``: earlier
     single-run rows per (model, precision, target), whose spread is the between-run variance."""
@@ -193,12 +206,12 @@ def compare_rows(old: ReportData, new: ReportData, history: Mapping[tuple, list[
         spread = history_spread([h.capacity_rps for h in earlier], [h.latency_us for h in earlier])
         out.append(CompareRow(
             model=k[0], precision=k[1], target=k[2],
-            old_status=o and o.status, new_status=n and n.status,
-            old_capacity_rps=o and o.capacity_rps, new_capacity_rps=n and n.capacity_rps,
-            capacity_change=_change(o and o.capacity_rps, n and n.capacity_rps),
-            old_latency_us=o and o.latency_us, new_latency_us=n and n.latency_us,
-            latency_change=_change(o and o.latency_us, n and n.latency_us),
-            cost_change=_change(o and o.cost_per_million_usd, n and n.cost_per_million_usd),
+            old_status=o.status if o else None, new_status=n.status if n else None,
+            old_capacity_rps=o.capacity_rps if o else None, new_capacity_rps=n.capacity_rps if n else None,
+            capacity_change=_change(o.capacity_rps if o else None, n.capacity_rps if n else None),
+            old_latency_us=o.latency_us if o else None, new_latency_us=n.latency_us if n else None,
+            latency_change=_change(o.latency_us if o else None, n.latency_us if n else None),
+            cost_change=_change(o.cost_per_million_usd if o else None, n.cost_per_million_usd if n else None),
             judgement=judge_change(o, n, key, spread) if measured else judge_change(None, None, key),
         ))  # fmt: skip
     return out
@@ -219,7 +232,7 @@ def compare_markdown(rows: list[CompareRow], key: str) -> str:
         proj = " (proj)" if "projected" in (r.old_status, r.new_status) else ""
         verdict = j.verdict + (f" [{j.basis.split(':')[0]}]" if j.basis else "")
         change = pct(r.capacity_change)
-        if j.capacity_ratio_low is not None:
+        if j.capacity_ratio_low is not None and j.capacity_ratio_high is not None:
             change += f" [{j.capacity_ratio_low - 1:+.1%}, {j.capacity_ratio_high - 1:+.1%}]"
         lines.append(
             f"| {r.model} | {r.precision} | {r.target}{proj} | {num(r.old_capacity_rps)} → "

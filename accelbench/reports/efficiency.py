@@ -26,13 +26,28 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Protocol
 
 from accelbench.hardware.catalog import Catalog, HardwareTarget
+from accelbench.hardware.published import PublishedPoint
+from accelbench.hardware.roofline import RooflinePoint
 
-RooflineFn = Callable[..., Any]  # accelbench.hardware.roofline.roofline_point
+
+class RooflineFn(Protocol):
+    """How the reports call a roofline: ``accelbench.hardware.roofline.roofline_point`` (passed in)."""
+
+    def __call__(
+        self,
+        flops_per_inference: float,
+        bytes_per_inference: float,
+        batch: int,
+        target: HardwareTarget,
+        precision: str,
+        *,
+        weight_bytes: float = ...,
+    ) -> RooflinePoint: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +87,7 @@ class EfficiencyModel:
         hi = max([y, y * math.exp(self.resid_hi), *others])
         return y, lo, hi
 
-    def at_point(self, point: Any, weight_bytes: float) -> tuple[float, float, float]:
+    def at_point(self, point: RooflinePoint, weight_bytes: float) -> tuple[float, float, float]:
         """Achieved ÷ roofline bound (efficiency, low, high) of a RooflinePoint whose graph has these weights."""
         bound = float(point.throughput_upper_bound_ips)
         flops = float(point.flops_per_batch) / point.batch
@@ -95,7 +110,9 @@ class EfficiencyModel:
         return replace(self, scale=self.scale * factor, calibration=calibration)
 
 
-def constant(y: float, kind: str, label: str, lo: float | None = None, hi: float | None = None, n: int = 0):
+def constant(
+    y: float, kind: str, label: str, lo: float | None = None, hi: float | None = None, n: int = 0
+) -> EfficiencyModel:
     """A fraction of peak that does not depend on batch, with an optional range around it."""
     lo, hi = lo if lo is not None else y, hi if hi is not None else y
     return EfficiencyModel(
@@ -144,11 +161,10 @@ def within_model_slope(points: Iterable[FittedPoint]) -> tuple[float, float, tup
     Only a model published at several batches says how the fraction grows with batch; comparing one model
     at batch 2048 with another at 1280 would mistake the models' difference for a batch effect.
     """
-    by_model: dict[tuple, list[tuple[float, float]]] = {}
-    for (
-        p
-    ) in points:  # one series per target, model and precision: pooled across targets, each keeps its level
-        key = (getattr(p.point, "target", ""), p.point.model, getattr(p.point, "precision", ""))
+    by_model: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    # one series per target, model and precision: pooled across targets, each keeps its level
+    for p in points:
+        key = (p.point.target, p.point.model, p.point.precision)
         by_model.setdefault(key, []).append((math.log(p.point.batch), math.log(p.peak_fraction)))
     sxy = sxx = 0.0
     batches: list[float] = []
@@ -163,8 +179,8 @@ def within_model_slope(points: Iterable[FittedPoint]) -> tuple[float, float, tup
 
 @dataclass(frozen=True)
 class FittedPoint:
-    point: Any  # catalog.PublishedPoint
-    roofline: Any  # RooflinePoint of its own graph cost, batch and precision on its target
+    point: PublishedPoint
+    roofline: RooflinePoint  # of its own graph cost, batch and precision on its target
     weight_bytes: float
 
     @property
@@ -206,18 +222,20 @@ def model_class(name: str | None) -> str | None:
 
 def architecture(target: HardwareTarget) -> str:
     """Targets that share a chip and a toolchain (and so fractions of peak): toolchain + compute capability."""
-    cc = getattr(target, "compute_capability", None)
+    cc = target.compute_capability
     return f"{target.toolchain}/{cc}" if cc else f"{target.toolchain}/{target.id}"
 
 
-Use = Callable[[Any], bool]  # which published points may enter a fit (validation leaves some out)
+Use = Callable[[PublishedPoint], bool]  # which published points may enter a fit (validation leaves some out)
 
 
-def _all(_point: Any) -> bool:
+def _all(_point: PublishedPoint) -> bool:
     return True
 
 
-def point_roofline(point: Any, cost: Any, target: HardwareTarget, roofline: RooflineFn) -> FittedPoint:
+def point_roofline(
+    point: PublishedPoint, cost: Mapping[str, float], target: HardwareTarget, roofline: RooflineFn
+) -> FittedPoint:
     """The roofline of a published point's own graph cost, batch and precision on its target."""
     rp = roofline(
         float(cost["flops_per_inference"]), float(cost["activation_bytes_per_inference"]), int(point.batch),
@@ -242,8 +260,8 @@ def _siblings(catalog: Catalog, target: HardwareTarget) -> list[str]:
     """The other targets with the target's chip, those with its power limit first (SXM before PCIe)."""
     arch = architecture(target)
     same = [t for tid, t in sorted(catalog.targets.items()) if tid != target.id and architecture(t) == arch]
-    tdp = getattr(target, "tdp_w", None) or 0
-    return [t.id for t in sorted(same, key=lambda t: (abs((getattr(t, "tdp_w", None) or 0) - tdp), t.id))]
+    tdp = target.tdp_w or 0
+    return [t.id for t in sorted(same, key=lambda t: (abs((t.tdp_w or 0) - tdp), t.id))]
 
 
 def _describe(points: Iterable[FittedPoint]) -> str:
@@ -271,7 +289,7 @@ def class_offset(
             continue
         sxy, sxx, _ = within_model_slope(pts)
         slope = sxy / sxx if sxx > 1e-12 else 0.0
-        resid = {True: [], False: []}
+        resid: dict[bool, list[float]] = {True: [], False: []}
         for p in pts:
             if model_class(p.point.model) is not None:
                 resid[model_class(p.point.model) == cls].append(
@@ -283,12 +301,12 @@ def class_offset(
 
 def _closest_sibling_points(
     catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, use: Use, cls: str | None
-):
+) -> list[FittedPoint]:
     """The points of the same-chip targets nearest in power limit that have any (of ``cls`` if some do)."""
     by_tdp: dict[float, list[FittedPoint]] = {}
-    tdp = getattr(target, "tdp_w", None) or 0
+    tdp = target.tdp_w or 0
     for tid in _siblings(catalog, target):
-        gap = abs((getattr(catalog.get(tid), "tdp_w", None) or 0) - tdp)
+        gap = abs((catalog.get(tid).tdp_w or 0) - tdp)
         by_tdp.setdefault(gap, []).extend(fitted_points(catalog, tid, roofline, use=use))
     groups = [pts for _, pts in sorted(by_tdp.items()) if pts]
     for pts in groups:
@@ -311,12 +329,12 @@ def _pool(
     """The points a projection of a ``cls`` graph on ``target`` rests on, in order of preference."""
     own = fitted_points(catalog, target.id, roofline, use=use)
     sib = _closest_sibling_points(catalog, target, roofline, use, cls)
-    chip = f"same chip: {target.toolchain}, compute capability {getattr(target, 'compute_capability', '')}"
+    chip = f"same chip: {target.toolchain}, compute capability {target.compute_capability}"
 
-    def of_class(pts):
+    def of_class(pts: list[FittedPoint]) -> list[FittedPoint]:
         return [p for p in pts if model_class(p.point.model) == cls]
 
-    def borrowed(pts):
+    def borrowed(pts: list[FittedPoint]) -> str:
         return f"borrowed from {', '.join(sorted({p.point.target for p in pts}))} ({chip})"
 
     if cls is not None:
@@ -375,7 +393,7 @@ def target_model(
     """
     target = catalog.get(target_id)
 
-    def keep(p):
+    def keep(p: PublishedPoint) -> bool:
         return p.model != exclude_model and use(p)
 
     pool = _pool(catalog, target, model_class(model), roofline, keep)
@@ -398,10 +416,10 @@ def target_model(
     return eff
 
 
-def with_floor(eff: EfficiencyModel | None, catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, flops: float | None,
-               use: Use = _all) -> EfficiencyModel | None:  # fmt: skip
+def with_floor(eff: EfficiencyModel, catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, flops: float | None,
+               use: Use = _all) -> EfficiencyModel:  # fmt: skip
     """``eff`` with the target's latency floor for a graph of ``flops`` per inference, where one exists."""
-    floor = latency_floor(catalog, target, roofline, flops, use) if eff is not None else None
+    floor = latency_floor(catalog, target, roofline, flops, use)
     return replace(eff, floor_s=floor[0], floor_source=floor[1]) if floor else eff
 
 
@@ -413,7 +431,7 @@ def _without(pool: _Pool, i: int) -> _Pool:
 
 def _fit_points(
     target_id: str, pool: _Pool, others: list[FittedPoint], toolchain: str, cls: str | None = None
-):
+) -> EfficiencyModel:
     """The level from the pool; the batch slope from the pool's own models published at several batches, else
     from the toolchain's models of the kind (pool and others), else from all of the toolchain's."""
     pts = pool.points

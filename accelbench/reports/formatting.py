@@ -53,7 +53,7 @@ def round_in_text(text: str) -> str:
     """Free text (a catalog's price note, a reason) with numbers cut to four significant figures:
     ``GPU 74.49392 + host 12.266`` → ``GPU 74.49 + host 12.27``; the catalog keeps the exact text."""
 
-    def cut(m: re.Match) -> str:
+    def cut(m: re.Match[str]) -> str:
         token = m.group(1)
         return num(float(token.replace(",", ""))) if significant_figures(token) > DIGITS else token
 
@@ -138,6 +138,12 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+def _block(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A nested block of a record, or an empty one when it is absent or not a block."""
+    value = record.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def host_summary(probe: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """(label, text) lines of a host probe: CPU model and cores, GPUs (names and count), memory, OS.
 
@@ -146,7 +152,7 @@ def host_summary(probe: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     probe = probe or {}
     if not probe:  # an import: the file does not say where it was measured
         return [("host", "not recorded")]
-    cpu = probe.get("cpu") if isinstance(probe.get("cpu"), Mapping) else {}
+    cpu = _block(probe, "cpu")
     lines: list[tuple[str, str]] = []
     if probe.get("hostname"):
         lines.append(("hostname", str(probe["hostname"])))
@@ -171,7 +177,7 @@ def host_summary(probe: Mapping[str, Any] | None) -> list[tuple[str, str]]:
         lines.append(("GPUs", "none"))
     if probe.get("memory_total_bytes"):
         lines.append(("memory", size_bytes(probe["memory_total_bytes"])))
-    os_info = probe.get("os") if isinstance(probe.get("os"), Mapping) else {}
+    os_info = _block(probe, "os")
     os_text = os_info.get("distribution") or os_info.get("platform") or probe.get("platform")
     if os_text:
         release = os_info.get("release")

@@ -29,6 +29,7 @@ from accelbench.documents import (
     to_dict,
 )
 from accelbench.errors import BadInputError
+from accelbench.util import atomic_write_text, sha256_file, utc_now_iso
 
 _PA_LATENCY = {"p50 latency": "p50", "p90 latency": "p90", "p95 latency": "p95", "p99 latency": "p99"}
 _PA_SERVER = {
@@ -91,7 +92,7 @@ def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int)
             f"{path}: neither a Concurrency nor a Request Rate column; is this perf_analyzer -f output?"
         )
     ips = _num(row, "Inferences/Second", path)
-    latency = {
+    latency: dict[str, float | None] = {
         key: _num(row, col, path) for col, key in _PA_LATENCY.items() if row.get(col) not in (None, "")
     }
     if "p99" not in latency and "Avg latency" not in row:
@@ -114,8 +115,6 @@ def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int)
 def _base_doc(
     origin: str, model: str, target: str, precision: str, batch: int, src: Path, kind: str
 ) -> ResultDocument:
-    from accelbench.util import sha256_file, utc_now_iso
-
     command = f"accelbench import {origin.removesuffix('-import').replace('_', '-')} {src.name}"
     return ResultDocument(
         run_id=f"{model}__{target}__{precision}__{origin}-b{batch}", origin=origin, model=model,
@@ -146,7 +145,9 @@ def import_perf_analyzer(
     closed = steps[0].offered.concurrency is not None
     doc = _base_doc("perf_analyzer-import", model, target, precision, batch_size, Path(csv_path),
                     "closed" if closed else "open")  # fmt: skip
-    doc.load_profile.levels = [s.offered.concurrency if closed else s.offered.rate_rps for s in steps]
+    # every row has the same columns, so every step has the level its first one has
+    doc.load_profile.levels = [level for s in steps
+                               if (level := s.offered.concurrency if closed else s.offered.rate_rps) is not None]  # fmt: skip
     doc.steps = steps
     return doc
 
@@ -202,8 +203,6 @@ def import_locust(
 
 def write_imported(doc: ResultDocument, out_dir: str | Path) -> Path:
     """Write an imported document as ``<out>/<run_id>.json`` (atomically)."""
-    from accelbench.util import atomic_write_text
-
     path = Path(out_dir) / f"{doc.run_id}.json"
     atomic_write_text(path, dump_json(doc))
     return path

@@ -27,6 +27,7 @@ from accelbench.documents import (
     GenerativeStep,
     LatencyUs,
     Offered,
+    ResultDocument,
     Step,
     ThroughputInterval,
     TokenCounts,
@@ -60,8 +61,8 @@ def _lat_ms(values: dict[str, Any]) -> LatencyUs | None:
 
 
 def _step(index: int, *, concurrency: float | None, rate: float | None, duration: float | None, completed: int,
-          failed: int, in_tokens: float | None, out_tokens: float | None, ttft: dict, itl: dict, tpot: dict,
-          e2e: dict, out_tps: float | None, in_tps: float | None, rps: float | None) -> Step:  # fmt: skip
+          failed: int, in_tokens: float | None, out_tokens: float | None, ttft: dict[str, Any], itl: dict[str, Any],
+          tpot: dict[str, Any], e2e: dict[str, Any], out_tps: float | None, in_tps: float | None, rps: float | None) -> Step:  # fmt: skip
     tpot_p50 = _num(tpot.get("p50"))
     gen = GenerativeStep(
         requests=completed, failed=failed, ttft_us=_lat_ms(ttft), itl_us=_lat_ms(itl), tpot_us=_lat_ms(tpot),
@@ -86,7 +87,7 @@ def _step(index: int, *, concurrency: float | None, rate: float | None, duration
 
 
 def _doc(tool: str, path: Path, target: str, model: str, precision: str, steps: list[Step], kind: str,
-         workload: Workload, note: str, packages: dict[str, str]):  # fmt: skip
+         workload: Workload, note: str, packages: dict[str, str]) -> ResultDocument:  # fmt: skip
     if not steps:
         raise BadInputError(f"{path}: no benchmark results found in this {tool} file")
     doc = _base_doc(f"{tool}-import", model, target, precision, 1, path, kind)

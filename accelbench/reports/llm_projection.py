@@ -27,7 +27,7 @@ from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.llm_memory import ModelShape, fit_bytes, fit_on, load_shape
 from accelbench.hardware.llm_published import LlmPoint, load_llm_points
-from accelbench.hardware.llm_roofline import LlmCost, frontier, roof, tpot_s, ttft_s
+from accelbench.hardware.llm_roofline import FrontierPoint, LlmCost, frontier, roof, tpot_s, ttft_s
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class LlmEfficiencies:
 
     def for_target(
         self, target: HardwareTarget, exclude: LlmPoint | None = None, without_target: bool = False
-    ):
+    ) -> Efficiency | None:
         """The target's Efficiency (None without any published point); ``exclude`` leaves one point out,
         ``without_target`` all of the target's own (as if it had never been published)."""
         pts = [p for p in self.points if p.point is not exclude
@@ -206,7 +206,7 @@ class Projection:
     precision: str
     tp: int | None
     max_batch: int
-    points: list[Any]  # FrontierPoint with efficiencies applied
+    points: list[FrontierPoint]  # with efficiencies applied
     efficiency: Efficiency | None
     reason: str
 

@@ -19,21 +19,26 @@ Projected rows use accelbench/reports/llm_projection.py and say so, with their e
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from accelbench.documents import Step, to_dict
+from accelbench.documents import GenerativeStep, LatencyUs, Step
+from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
-from accelbench.hardware.llm_memory import Fit
+from accelbench.hardware.llm_memory import Fit, fit_bytes, fit_on, load_shape
+from accelbench.hardware.llm_roofline import LlmCost
 from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdict
 from accelbench.loadtests.verdict import USABLE
 from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES, PriceQuote, quote_price
+from accelbench.reports.groups import Group, GroupKey
+from accelbench.reports.llm_projection import Efficiency, LlmEfficiencies, cost_from_graph_cost, project
+from accelbench.reports.options import ReportOptions
 from accelbench.reports.rows import TOKEN_COLUMNS, TokenPlanRow, TokenRow
-
-if TYPE_CHECKING:
-    from accelbench.reports.build import Group
 
 MLPERF_LLAMA_8B_TTFT_MS = 2000.0  # MLPerf Llama3.1-8B standard objectives (LLM-NOTES), the default
 MLPERF_LLAMA_8B_TPOT_MS = 100.0
@@ -54,11 +59,11 @@ def usd_per_million_tokens(usd_per_hour: float, tokens_per_s: float) -> float:
     return usd_per_hour / (tokens_per_s * 3600.0) * 1e6
 
 
-def _f(v: Any) -> float | None:
+def _f(v: float | None) -> float | None:
     return None if v is None else float(v)
 
 
-def _pct(lat: Any, key: str = "p99") -> float | None:
+def _pct(lat: LatencyUs | None, key: str = "p99") -> float | None:
     return None if lat is None else _f(lat.at(key))
 
 
@@ -84,8 +89,9 @@ class GenPoint:
         return dict(self.__dict__)
 
 
-def _metric_verdict(gen: Any, metric: str, bound_ms: float) -> tuple[float | None, str]:
-    value = _pct(getattr(gen, metric, None))
+def _metric_verdict(gen: GenerativeStep, metric: str, bound_ms: float) -> tuple[float | None, str]:
+    latency: LatencyUs | None = getattr(gen, metric)  # ttft_us | tpot_us
+    value = _pct(latency)
     ivl = ((gen.intervals or {}).get(metric) or {}).get("p99") if gen.intervals else None
     if value is None:
         return None, INCONCLUSIVE
@@ -103,17 +109,18 @@ def step_point(
     run_id: str, step: Step, ttft_ms: float, tpot_ms: float, accelerators: int = 1
 ) -> GenPoint | None:
     gen = step.generative
-    if gen is None or gen.output_tokens_per_s is None or gen.output_tokens_per_s.value is None:
+    thr = gen.output_tokens_per_s if gen is not None else None
+    if gen is None or thr is None or thr.value is None:
         return None
-    thr = gen.output_tokens_per_s
     ttft, v_ttft = _metric_verdict(gen, "ttft_us", ttft_ms)
     tpot, v_tpot = _metric_verdict(gen, "tpot_us", tpot_ms)
     per_user = _f(gen.tokens_per_s_per_user)
-    if per_user is None and gen.tpot_us is not None and gen.tpot_us.p50:
-        per_user = 1e6 / float(gen.tpot_us.p50)
+    tpot_p50 = gen.tpot_us.p50 if gen.tpot_us is not None else None
+    if per_user is None and tpot_p50:
+        per_user = 1e6 / float(tpot_p50)
     n = max(1, accelerators)
     return GenPoint(
-        concurrency=_f(step.offered.concurrency if step.offered else None) or _f(getattr(step.offered, "users", None)),
+        concurrency=_f(step.offered.concurrency) or _f(step.offered.users),
         output_tps=float(thr.value) / n, output_tps_low=None if thr.low is None else float(thr.low) / n,
         output_tps_high=None if thr.high is None else float(thr.high) / n,
         input_tps=None if gen.input_tokens_per_s is None else float(gen.input_tokens_per_s) / n,
@@ -176,12 +183,17 @@ class GenRow:
     def cost(self, basis: str, which: str = "output", tps: float | None = None) -> float | None:
         q = self.prices.get(basis)
         point = self.capacity
-        if q is None or (tps is None and point is None):
+        if q is None:
             return None
-        out = tps if tps is not None else point.output_tps
+        if tps is not None:
+            out = tps
+        elif point is not None:
+            out = point.output_tps
+        else:
+            return None
         if which == "output":
             rate = out
-        elif tps is None and point.input_tps:  # the step's own input rate
+        elif tps is None and point is not None and point.input_tps:  # the step's own input rate
             rate = point.input_tps if which == "input" else point.input_tps + out
         else:
             if self.isl is None or not self.osl:
@@ -207,9 +219,9 @@ def _workload(group: Group) -> tuple[int | None, int | None, float | None, float
     return None, None, None, None
 
 
-def objectives(options: Any, groups: Mapping[Any, Any]) -> tuple[float, float, str]:
+def objectives(options: ReportOptions, groups: Mapping[GroupKey, Group]) -> tuple[float, float, str]:
     """(TTFT ms, TPOT ms, where they came from): the options, else the workload's, else MLPerf Llama3.1-8B's."""
-    ttft, tpot = getattr(options, "slo_ttft_ms", None), getattr(options, "slo_tpot_ms", None)
+    ttft, tpot = options.slo_ttft_ms, options.slo_tpot_ms
     wl = [_workload(g) for g in groups.values()]
     src = "--slo-ttft-ms/--slo-tpot-ms"
     if ttft is None:
@@ -222,7 +234,7 @@ def objectives(options: Any, groups: Mapping[Any, Any]) -> tuple[float, float, s
     return ttft or MLPERF_LLAMA_8B_TTFT_MS, tpot or MLPERF_LLAMA_8B_TPOT_MS, src
 
 
-def _prices(target: HardwareTarget, options: Any) -> dict[str, Any]:
+def _prices(target: HardwareTarget, options: ReportOptions) -> dict[str, PriceQuote]:
     out = {}
     for basis in PRICE_BASES:
         q = quote_price(
@@ -234,7 +246,7 @@ def _prices(target: HardwareTarget, options: Any) -> dict[str, Any]:
 
 
 def measured_row(
-    group: Group, target: HardwareTarget, options: Any, ttft_ms: float, tpot_ms: float
+    group: Group, target: HardwareTarget, options: ReportOptions, ttft_ms: float, tpot_ms: float
 ) -> GenRow:
     isl, osl, _, _ = _workload(group)
     points = []
@@ -323,22 +335,9 @@ def points_dicts(row: GenRow) -> list[dict[str, Any]]:
     return [p.to_dict() for p in row.points]
 
 
-def doc_summary(group: Group) -> str:
-    return ";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in group.results)
-
-
-def graph_cost_of(group: Group) -> dict[str, Any] | None:
-    return next((to_dict(r.doc.graph_cost) for r in group.results if r.doc.graph_cost), None)
-
-
 # ------------------------------------------------------------------------------------------- projections
-def projected_row(model: str, precision: str, target: HardwareTarget, group: Group, options: Any, efficiencies: Any,
-                  ttft_ms: float, tpot_ms: float) -> GenRow:  # fmt: skip
-    from accelbench.errors import BadInputError
-    from accelbench.hardware.llm_memory import load_shape
-    from accelbench.hardware.llm_roofline import LlmCost
-    from accelbench.reports.llm_projection import cost_from_graph_cost, project
-
+def projected_row(model: str, precision: str, target: HardwareTarget, group: Group, options: ReportOptions,
+                  efficiencies: LlmEfficiencies | None, ttft_ms: float, tpot_ms: float) -> GenRow:  # fmt: skip
     isl, osl, _, _ = _workload(group)
     row = GenRow(
         model, precision, target.id, "projected", isl, osl, [], None, "", prices=_prices(target, options)
@@ -349,14 +348,14 @@ def projected_row(model: str, precision: str, target: HardwareTarget, group: Gro
         shape = load_shape(model)
         cost, kv_heads, weights = LlmCost.of(shape, precision), shape.kv_heads, shape.weight_bytes(precision)
     except BadInputError:
-        got = cost_from_graph_cost(graph_cost_of(group) or {})
+        got = cost_from_graph_cost(group.graph_cost() or {})
         if got is None:
             return replace(
                 row,
                 reason="not projected: the results carry no generative graph_cost (params, weight and KV bytes)",
             )
         cost, kv_heads, weights = got[0], 1, got[0].weight_bytes
-    eff = efficiencies.for_target(target) if efficiencies is not None else None
+    eff: Efficiency | None = efficiencies.for_target(target) if efficiencies is not None else None
     try:
         proj = project(cost, kv_heads, target, precision, isl, osl, eff, weights)
     except BadInputError as err:
@@ -397,10 +396,11 @@ class FitRow:
 
 
 def fit_table(
-    model: str, targets: Mapping[str, HardwareTarget], context: int, precisions=FIT_PRECISIONS
+    model: str,
+    targets: Mapping[str, HardwareTarget],
+    context: int,
+    precisions: Sequence[str] = FIT_PRECISIONS,
 ) -> FitTable:
-    from accelbench.hardware.llm_memory import fit_on, load_shape
-
     shape = load_shape(model)
     rows = []
     for tid in sorted(targets):
@@ -413,8 +413,6 @@ def fit_table(
 def measured_fit_table(model: str, precision: str, gc: Mapping[str, Any], targets: Mapping[str, HardwareTarget],
                        context: int) -> FitTable | None:  # fmt: skip
     """The fit of a measured model at its own precision, from its graph cost (weights, KV bytes per token)."""
-    from accelbench.hardware.llm_memory import fit_bytes
-
     try:
         weights, kv = float(gc["weight_bytes"]), float(gc["kv_cache_bytes_per_token"])
     except (KeyError, TypeError, ValueError):
@@ -436,20 +434,18 @@ class GenerativeReport:
     price_basis: str
 
 
-def build_generative(groups: Mapping[Any, Any], catalog: Catalog, targets: Mapping[str, HardwareTarget], options: Any,
-                     baseline_id: str) -> GenerativeReport:  # fmt: skip
+def build_generative(groups: Mapping[GroupKey, Group], catalog: Catalog, targets: Mapping[str, HardwareTarget],
+                     options: ReportOptions, baseline_id: str) -> GenerativeReport:  # fmt: skip
     """Every generative row (measured, then projected for --project and the baseline) and the fit tables."""
-    from accelbench.errors import BadInputError
-    from accelbench.reports.llm_projection import LlmEfficiencies
-
     ttft_ms, tpot_ms, src = objectives(options, groups)
     rows = [measured_row(g, targets[g.target_id], options, ttft_ms, tpot_ms) for g in groups.values()]
+    efficiencies: LlmEfficiencies | None
     try:
         efficiencies = LlmEfficiencies(catalog)
     except BadInputError:
         efficiencies = None
-    wanted = set(getattr(options, "project", ()) or ()) | {baseline_id}
-    by_pair: dict[tuple[str, str], Any] = {}
+    wanted = set(options.project) | {baseline_id}
+    by_pair: dict[tuple[str, str], Group] = {}
     for (m, p, _), g in groups.items():
         by_pair.setdefault((m, p), g)
     for (model, precision), g in sorted(by_pair.items()):
@@ -458,21 +454,21 @@ def build_generative(groups: Mapping[Any, Any], catalog: Catalog, targets: Mappi
             rows.append(
                 projected_row(model, precision, targets[tid], g, options, efficiencies, ttft_ms, tpot_ms)
             )
-    min_per_user = getattr(options, "min_tokens_per_user", None)
+    min_per_user = options.min_tokens_per_user
     rows = answer_rows(rows, min_per_user)
-    context = int(getattr(options, "fit_context", None) or DEFAULT_FIT_CONTEXT)
+    context = int(options.fit_context or DEFAULT_FIT_CONTEXT)
     fits = []
     for (model, precision), g in sorted(by_pair.items()):
-        gc = graph_cost_of(g) or {}
+        gc = g.graph_cost() or {}
         ctx = min(context, int(gc.get("context_length") or context))
         table = measured_fit_table(model, precision, gc, targets, ctx)
         if table is not None:
             fits.append(table)
     all_targets = dict(catalog.targets)
-    for model in getattr(options, "fit_models", ()) or ():
+    for model in options.fit_models:
         fits.append(fit_table(model, all_targets, context))
     basis = options.price_basis
-    target_tps = getattr(options, "target_tokens_per_s", None)
+    target_tps = options.target_tokens_per_s
     gen_plan = plan(rows, target_tps, options.headroom, basis) if target_tps else None
     rows.sort(key=lambda r: (r.model, r.precision, r.status != "measured", r.target))
     return GenerativeReport(rows, ttft_ms, tpot_ms, src, min_per_user, fits, gen_plan, basis)
@@ -480,10 +476,6 @@ def build_generative(groups: Mapping[Any, Any], catalog: Catalog, targets: Mappi
 
 def generative_files(gen: GenerativeReport) -> dict[str, bytes]:
     """generative.csv (one row per model × precision × target) and generative.json (rows with their points)."""
-    import csv
-    import io
-    import json
-
     table = [token_row(r, gen.price_basis, gen.min_tokens_per_user).as_columns() for r in gen.rows]
     buf = io.StringIO()
     if table:

@@ -3,13 +3,14 @@ answer at a target interactivity, the steps, the memory fit, the token capacity 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from accelbench.hardware.llm_memory import Fit
 from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES
+from accelbench.reports.options import ReportOptions
 from accelbench.reports.sections import Section, Table, fmt
 
 if TYPE_CHECKING:
-    from accelbench.reports.build import ReportData
     from accelbench.reports.llm_report import GenerativeReport
 
 
@@ -38,10 +39,12 @@ def answer(gen: GenerativeReport) -> str:
     basis = gen.price_basis
     for model in sorted({r.model for r in gen.rows}):
         rows = [r for r in gen.rows if r.model == model]
-        priced = [(r.cost(basis), r) for r in rows if r.cost(basis) is not None]
+        # (cost, row, its capacity point): a row with a cost has a capacity
+        priced = [(cost, r, point) for r in rows
+                  if (cost := r.cost(basis)) is not None and (point := r.capacity) is not None]  # fmt: skip
         obj = f"TTFT p99 ≤ {gen.ttft_ms:g} ms and TPOT p99 ≤ {gen.tpot_ms:g} ms"
         if priced:
-            cost, best = min(priced, key=lambda x: (x[0], x[1].status != "measured", x[1].target))
+            cost, best, point = min(priced, key=lambda x: (x[0], x[1].status != "measured", x[1].target))
             label = (
                 "measured"
                 if best.status == "measured"
@@ -49,7 +52,7 @@ def answer(gen: GenerativeReport) -> str:
             )
             parts.append(f"For **{model}** at {obj}, the cheapest target is **{best.target}** ({best.precision}, "
                          f"{label}): **{_usd(cost)} per million output tokens** ({basis}; capacity "
-                         f"{fmt(best.capacity.output_tps)} output tokens/s per accelerator).")  # fmt: skip
+                         f"{fmt(point.output_tps)} output tokens/s per accelerator).")  # fmt: skip
         else:
             parts.append(f"For **{model}**, no priced target meets {obj}.")
         if gen.min_tokens_per_user is not None:
@@ -132,7 +135,7 @@ def steps_table(gen: GenerativeReport) -> Table:
                   "tok/s per user", "TTFT p99 (ms)", "TTFT", "TPOT p99 (ms)", "TPOT", "objective"], rows)  # fmt: skip
 
 
-def _fit_cell(fit: Any) -> str:
+def _fit_cell(fit: Fit) -> str:
     if fit.fits:
         tp = f", TP {fit.tp}" if fit.tp and fit.tp > 1 else ""
         mig = "; MIG " + ", ".join(f"{m.profile}: {m.sequences}" for m in fit.mig) if fit.mig else ""
@@ -187,8 +190,7 @@ def method_bullets(gen: GenerativeReport) -> list[str]:
     ]
 
 
-def sections(data: ReportData) -> list[Section]:
-    gen = data.generative
+def sections(gen: GenerativeReport, opts: ReportOptions) -> list[Section]:
     models = sorted({r.model for r in gen.rows})
     tables: list[Table] = []
     for m in models:
@@ -200,8 +202,7 @@ def sections(data: ReportData) -> list[Section]:
     fits = fit_tables(gen)
     if fits:
         out.append(Section("Memory and fit", tables=fits))
-    opts = data.options
-    if getattr(opts, "target_tokens_per_s", None):
+    if opts.target_tokens_per_s:
         out.append(plan_section(gen, opts.target_tokens_per_s, opts.headroom))
     out.append(Section("Generative steps", tables=[steps_table(gen)]))
     out.append(Section("Generative method", bullets=method_bullets(gen)))

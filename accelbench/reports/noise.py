@@ -17,12 +17,16 @@ With none of them, two single runs are "inconclusive: single runs": no regressio
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from accelbench.reports.repeats import MIN_RUNS
 from accelbench.reports.rows import ReportRow
@@ -84,7 +88,7 @@ def floor_for(target: str, floors: Sequence[NoiseFloor] | None = None) -> Spread
     return None
 
 
-def history_spread(capacities: Sequence[float], latencies_us: Sequence[float | None]) -> Spread | None:
+def history_spread(capacities: Sequence[float | None], latencies_us: Sequence[float | None]) -> Spread | None:
     """The spread of earlier single runs of one configuration; None with fewer than MIN_RUNS."""
     caps = [math.log(c) for c in capacities if c and c > 0]
     if len(caps) < MIN_RUNS:

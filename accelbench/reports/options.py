@@ -132,7 +132,8 @@ def option_specs(group: str | None = None) -> tuple[OptionSpec, ...]:
     for f in fields(ReportOptions):
         if group is not None and f.metadata["group"] != group:
             continue
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        factory = f.default_factory  # every option has a default or a default factory
+        default = f.default if f.default is not MISSING else factory() if callable(factory) else None
         meta = {k: v for k, v in f.metadata.items() if k not in ("flag", "help", "group")}
         out.append(
             OptionSpec(f.name, default, f.metadata["flag"], f.metadata["help"], f.metadata["group"], meta)

@@ -11,6 +11,7 @@ import io
 import re
 from typing import TYPE_CHECKING, Any
 
+from accelbench.documents import Step
 from accelbench.hardware.catalog import HardwareTarget
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import (
@@ -22,10 +23,14 @@ from accelbench.reports.capacity import (
 )
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
+
     from accelbench.reports.build import ReportData
     from accelbench.reports.llm_report import GenerativeReport
 
-_STYLE = {
+_STYLE: dict[RcKeyType, Any] = {
     "svg.hashsalt": "accelbench-report",
     "svg.fonttype": "none",
     "font.family": "DejaVu Sans",
@@ -39,7 +44,7 @@ _MARKERS = {"int8": "o", "fp8": "P", "fp16": "^", "bf16": "v", "tf32": "D", "fp3
 _LINES = {"int8": "-", "fp32": "--"}
 
 
-def _svg(fig: Any) -> str:
+def _svg(fig: Figure) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.StringIO()
@@ -51,7 +56,7 @@ def _svg(fig: Any) -> str:
     return re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.DOTALL)
 
 
-def _figure(nrows: int = 1, width: float = 7.5, height: float = 3.6):
+def _figure(nrows: int = 1, width: float = 7.5, height: float = 3.6) -> tuple[Figure, list[Axes]]:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -74,21 +79,26 @@ def _models(data: ReportData) -> list[str]:
     return sorted({r.model for r in data.rows})
 
 
-def _legend(ax: Any) -> None:
+def _legend(ax: Axes) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
-def _point(step: Any, key: str) -> tuple[float, float, tuple, tuple]:
+Bounds = tuple[float, float]  # (low, high) of an error bar
+
+
+def _point(step: Step, key: str) -> tuple[float, float, Bounds, Bounds] | None:
     """(throughput, latency ms, throughput interval, latency interval): the error bars of one measured step;
-    an open upper end is drawn to the point itself (no bar where nothing bounds it)."""
+    an open upper end is drawn to the point itself (no bar where nothing bounds it). None without both."""
     thr = step_throughput_interval(step) or {}
     value, low, high = step_latency_interval(step, key)
+    if step.throughput_rps is None or value is None:
+        return None
     rps = float(step.throughput_rps)
     return (rps, value / 1000.0, (thr.get("low") or rps, thr.get("high") or rps),
             ((low or value) / 1000.0, (high or value) / 1000.0))  # fmt: skip
 
 
-def _err(values: list[float], bounds: list[tuple]) -> list[list[float]]:
+def _err(values: list[float], bounds: list[Bounds]) -> list[list[float]]:
     # a batch-means interval can reach below zero; on log axes the bar stops at a tenth of the value
     return [[min(0.9 * v, max(0.0, v - lo)) for v, (lo, _) in zip(values, bounds, strict=True)],
             [max(0.0, hi - v) for v, (_, hi) in zip(values, bounds, strict=True)]]  # fmt: skip
@@ -106,8 +116,8 @@ def latency_vs_throughput(data: ReportData) -> str:
         drawn = False
         for (m, precision, tid), group in data.groups.items():
             pts = sorted(
-                _point(s, key) for _, s in group.steps()
-                if m == model and step_usable(s) and s.throughput_rps is not None and latency_at(s, key) is not None
+                p for _, s in group.steps()
+                if m == model and step_usable(s) and latency_at(s, key) is not None and (p := _point(s, key))
             )  # fmt: skip
             if pts:
                 drawn = True
@@ -116,7 +126,12 @@ def latency_vs_throughput(data: ReportData) -> str:
                             elinewidth=0.8, marker=_MARKERS.get(precision, "o"), linestyle=_LINES.get(precision, "-"),
                             label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
         for row in data.rows:
-            if row.model == model and row.status == "projected" and row.capacity_rps:
+            if (
+                row.model == model
+                and row.status == "projected"
+                and row.capacity_rps
+                and row.latency_us is not None
+            ):
                 drawn = True
                 ax.plot([row.capacity_rps], [row.latency_us / 1000.0], color=colors[row.target],
                         marker=_MARKERS.get(row.precision, "o"), fillstyle="none", linestyle="none",
@@ -141,17 +156,18 @@ def cost_vs_baseline(data: ReportData) -> str:
     heights = [sum(1 for r in data.rows if r.model == m and r.cost_per_million_usd) for m in models]
     fig, axes = _figure(len(models) or 1, height=max(2.0, 0.28 * max(heights or [1]) + 1.0))
     for ax, model in zip(axes, models, strict=False):
-        rows = [r for r in data.rows if r.model == model and r.cost_per_million_usd is not None]
-        rows.sort(key=lambda r: (-r.cost_per_million_usd, r.target, r.precision))
+        costs = [(r, r.cost_per_million_usd) for r in data.rows
+                 if r.model == model and r.cost_per_million_usd is not None]  # fmt: skip
+        costs.sort(key=lambda rc: (-rc[1], rc[0].target, rc[0].precision))
         labels = []
-        for i, r in enumerate(rows):
+        for i, (r, cost) in enumerate(costs):
             projected, base = r.status == "projected", r.target == data.baseline_id
-            ax.barh(i, r.cost_per_million_usd, color=colors[r.target], alpha=0.55 if projected else 0.95,
+            ax.barh(i, cost, color=colors[r.target], alpha=0.55 if projected else 0.95,
                     hatch="//" if projected else None, edgecolor="red" if base else "black",
                     linewidth=2.0 if base else 0.6)  # fmt: skip
             labels.append(f"{r.target} {r.precision}" + (" (proj)" if projected else "")
                           + (" [baseline]" if base else "") + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else ""))  # fmt: skip
-        ax.set_yticks(range(len(rows)))
+        ax.set_yticks(range(len(costs)))
         ax.set_yticklabels(labels)
         ax.set_xscale("log")
         ax.set_xlabel("USD per million requests at the SLO (log scale)")
@@ -163,7 +179,7 @@ def cost_vs_baseline(data: ReportData) -> str:
 
 def _roof(target: HardwareTarget, precision: str) -> tuple[float, float, str] | None:
     used = proj.precision_on(target, precision)
-    if used is None or not getattr(target, "memory_bw_gbs", None):
+    if used is None or not target.memory_bw_gbs:
         return None
     return float(target.peak_tflops[used]) * 1e12, float(target.memory_bw_gbs) * 1e9, used
 
@@ -220,7 +236,7 @@ def all_plots(data: ReportData) -> dict[str, str]:
             "cost_vs_baseline": cost_vs_baseline(data),
             "roofline": roofline_chart(data),
         }
-    if getattr(data, "generative", None) is not None:
+    if data.generative is not None:
         plots["frontier"] = frontier_chart(data.generative)
     return plots
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from accelbench.documents import Step
 from accelbench.hardware.catalog import HardwareTarget
+from accelbench.hardware.roofline import RooflinePoint, roofline_point
+from accelbench.reports.efficiency import EfficiencyModel, RooflineFn
 
 # No measurement of the toolchain → this fraction of the roofline bound. A conservative placeholder,
 # not a measurement: serving stacks commonly reach well under half of peak on small batches (launch
@@ -32,12 +34,8 @@ PRECISION_FALLBACK = {
     "fp32": ("fp32", "tf32", "fp16", "bf16"),
 }
 
-RooflineFn = Callable[..., Any]  # accelbench.hardware.roofline.roofline_point
-
 
 def default_roofline() -> RooflineFn:
-    from accelbench.hardware.roofline import roofline_point
-
     return roofline_point
 
 
@@ -49,7 +47,7 @@ def bytes_per_inference(graph_cost: Mapping[str, Any], batch: int) -> float:
 
 def precision_on(target: HardwareTarget, precision: str) -> str | None:
     """The precision the target would run a ``precision`` variant in (its peak table decides)."""
-    peaks = getattr(target, "peak_tflops", {}) or {}
+    peaks = target.peak_tflops or {}
     for candidate in PRECISION_FALLBACK.get(precision, (precision,)):
         if peaks.get(candidate):
             return candidate
@@ -58,7 +56,7 @@ def precision_on(target: HardwareTarget, precision: str) -> str | None:
 
 def roofline_at(
     roofline: RooflineFn, graph_cost: Mapping[str, Any], batch: int, target: HardwareTarget, precision: str
-) -> Any:
+) -> RooflinePoint:
     """§2's roofline_point for a batch: activations per inference, weights read once per batch."""
     return roofline(
         float(graph_cost["flops_per_inference"]),
@@ -154,11 +152,15 @@ class Projection:
     capacity_high_ips: float | None = None
 
 
-def _efficiency_at(efficiency: Any, weight_bytes: float) -> Callable[[Any], tuple[float, float, float]]:
-    """A number (one efficiency everywhere) or a model with ``at_point(point, weight_bytes)`` → (e, low, high)."""
-    if hasattr(efficiency, "at_point"):
-        return lambda point: efficiency.at_point(point, weight_bytes)
-    return lambda _point: (float(efficiency), float(efficiency), float(efficiency))
+def _efficiency_at(
+    efficiency: float | EfficiencyModel, weight_bytes: float
+) -> Callable[[RooflinePoint], tuple[float, float, float]]:
+    """A number (one efficiency everywhere) or a model (its ``at_point(point, weight_bytes)``) → (e, low, high)."""
+    if isinstance(efficiency, EfficiencyModel):
+        model = efficiency
+        return lambda point: model.at_point(point, weight_bytes)
+    value = float(efficiency)
+    return lambda _point: (value, value, value)
 
 
 def project_capacity(
@@ -166,7 +168,7 @@ def project_capacity(
     target: HardwareTarget,
     precision: str,
     slo_s: float,
-    efficiency: Any,
+    efficiency: float | EfficiencyModel,
     roofline: RooflineFn | None = None,
     batches: Iterable[int] = BATCH_SIZES,
 ) -> Projection:
@@ -179,11 +181,11 @@ def project_capacity(
     if run_precision is None:
         return Projection(None, None, None, None, None, None, f"{target.id} lists no peak for {precision}")
     eff_at = _efficiency_at(efficiency, float(graph_cost["weight_bytes"]))
-    if not hasattr(efficiency, "at_point") and efficiency <= 0:
+    if not isinstance(efficiency, EfficiencyModel) and efficiency <= 0:
         return Projection(None, None, None, None, None, run_precision, "efficiency must be positive")
-    memory_bytes = float(getattr(target, "memory_gb", 0) or 0) * 1e9
+    memory_bytes = float(target.memory_gb or 0) * 1e9
     # the server batches no more than the target's Triton max_batch_size (catalog [triton] defaults)
-    max_batch = int(getattr(getattr(target, "triton", None), "max_batch_size", 0) or max(batches))
+    max_batch = int(target.triton.max_batch_size or max(batches))
     best = None
     for batch in sorted(b for b in batches if b <= max_batch):
         need = float(graph_cost["weight_bytes"]) + batch * float(graph_cost["activation_bytes_per_inference"])

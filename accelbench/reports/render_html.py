@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
+from accelbench.reports import llm_sections
 from accelbench.reports import sections as sec
 from accelbench.reports.render_md import PLOT_TITLES, report_title
 from accelbench.reports.rows import PlanRow
@@ -69,9 +70,7 @@ def render_html(data: ReportData, plan: list[PlanRow] | None, plots: dict[str, s
     for model in sorted({r.model for r in data.rows}):
         out += table_html(sec.results_table(data, model))
     if data.generative is not None:  # generative results: token economics (reports/llm_sections.py)
-        from accelbench.reports import llm_sections
-
-        for section in llm_sections.sections(data):
+        for section in llm_sections.sections(data.generative, data.options):
             answer, section.paragraphs = section.paragraphs if section.tables else [], []
             out += section_html(section)[:1] + [f'<p class="answer">{_bold(a)}</p>' for a in answer]
             out += section_html(section)[1:]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from accelbench.reports import llm_sections
 from accelbench.reports import sections as sec
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.rows import PlanRow
@@ -68,9 +69,7 @@ def render_markdown(data: ReportData, plan: list[PlanRow] | None, plot_files: di
     if data.rows or data.generative is None:
         lines += section_md(results)
     if data.generative is not None:  # generative results: token economics (reports/llm_sections.py)
-        from accelbench.reports import llm_sections
-
-        for section in llm_sections.sections(data):
+        for section in llm_sections.sections(data.generative, data.options):
             lines += section_md(section)
     if plan is not None:
         lines += section_md(sec.plan_section(data, plan))

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
 
-from accelbench.documents import to_dict
+from scipy import stats
+
+from accelbench.documents import ResultDocument, to_dict
+from accelbench.loadtests.statistics import combine_runs
 from accelbench.reports.capacity import Capacity, capacity_at_slo
-
-if TYPE_CHECKING:
-    from accelbench.reports.build import Group
+from accelbench.reports.groups import Group, Result
 
 MIN_RUNS = 3  # fewer runs estimate the between-run variance poorly (Kalibera & Jones; STATISTICS.md)
 
@@ -31,22 +31,22 @@ class Combined:
     note: str  # one line for the report's note column
 
 
-def repeat_key(doc: Any) -> tuple[str, str]:
+def repeat_key(doc: ResultDocument) -> tuple[str, str]:
     """What repeats of one sweep share: the variant and the load profile without its ``repeat``."""
     profile = {k: v for k, v in to_dict(doc.load_profile).items() if k != "repeat"}
     return doc.variant or doc.run_id, json.dumps(profile, sort_keys=True, default=str)
 
 
-def repeat_sets(results: list[Any]) -> list[list[Any]]:
+def repeat_sets(results: list[Result]) -> list[list[Result]]:
     """The group's results split into sets of repeats (a set of one: a single run), in a fixed order."""
-    sets: dict[tuple[str, str], list[Any]] = {}
+    sets: dict[tuple[str, str], list[Result]] = {}
     for r in results:
         sets.setdefault(repeat_key(r.doc), []).append(r)
     return [sorted(s, key=lambda r: (int(r.doc.load_profile.repeat or 1), r.doc.run_id, r.sha256))
             for _, s in sorted(sets.items())]  # fmt: skip
 
 
-def _repeated(results: list[Any]) -> bool:
+def _repeated(results: list[Result]) -> bool:
     """A set is repeats only when a document says so (``repeat`` ≥ 2): the same sweep written by two hosts
     without ``--repeats`` stays pooled, its best step chosen, as before repeats existed."""
     return any(int(r.doc.load_profile.repeat or 1) > 1 for r in results)
@@ -63,29 +63,25 @@ def combine_repeats(group: Group, slo_us: float, percentile: str, max_error_rate
 
 
 def _combine(
-    group: Group, runs: list[Any], slo_us: float, percentile: str, max_error_rate: float
+    group: Group, runs: list[Result], slo_us: float, percentile: str, max_error_rate: float
 ) -> Combined:
-    from scipy import stats
-
-    from accelbench.loadtests.statistics import combine_runs
-
     if not _repeated(runs):  # a single run, or one sweep from several hosts: its steps pooled
         pooled = [(group.label(r), s) for r in runs for s in r.doc.steps]
         return Combined(capacity_at_slo(pooled, slo_us, percentile, max_error_rate), 1, "")
     caps = [capacity_at_slo([(group.label(r), s) for s in r.doc.steps], slo_us, percentile, max_error_rate)
             for r in runs]  # fmt: skip
     total = len(caps)
-    met = [c for c in caps if c.meets_slo]
+    met = [(c, c.capacity_rps) for c in caps if c.capacity_rps is not None]  # the runs that meet the SLO
     if not met:
         return Combined(caps[0], total, f"none of {total} runs meets the SLO")
-    mean, se, df = combine_runs([c.capacity_rps for c in met], [c.capacity_se or 0.0 for c in met],
-                                [int(c.capacity_df or 0) for c in met])  # fmt: skip
+    mean, se, df = combine_runs([rps for _, rps in met], [c.capacity_se or 0.0 for c, _ in met],
+                                [int(c.capacity_df or 0) for c, _ in met])  # fmt: skip
     half = float(stats.t.ppf(0.975, df)) * se if math.isfinite(df) and df > 0 and math.isfinite(se) else None
-    shown = min(met, key=lambda c: (abs(c.capacity_rps - mean), c.step_key))
-    ips = [c.capacity_ips for c in met]
+    shown = min(met, key=lambda m: (abs(m[1] - mean), m[0].step_key))[0]
+    ips = [c.capacity_ips for c, _ in met if c.capacity_ips is not None]
     cap = replace(
         shown, capacity_rps=mean, capacity_se=se, capacity_df=df,
-        capacity_ips=sum(ips) / len(ips) if None not in ips else None,
+        capacity_ips=sum(ips) / len(ips) if len(ips) == len(met) else None,
         capacity_low=mean - half if half is not None else None, capacity_high=mean + half if half is not None else None,
     )  # fmt: skip
     return Combined(cap, len(met), _note(len(met), total, df, len(met) - 1))

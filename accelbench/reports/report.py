@@ -14,8 +14,11 @@ from typing import Any
 
 from accelbench.documents import ResultDocument
 from accelbench.hardware.catalog import Catalog
-from accelbench.reports.build import ReportData, ReportOptions, build_report
+from accelbench.reports.build import ReportData, build_report
+from accelbench.reports.efficiency import RooflineFn
 from accelbench.reports.inputs import load_documents
+from accelbench.reports.llm_report import generative_files
+from accelbench.reports.options import ReportOptions
 from accelbench.reports.plan import plan_rows
 from accelbench.reports.table import flat_rows, table_files, to_json_text
 from accelbench.util import atomic_write_bytes
@@ -46,7 +49,7 @@ def render_report(
     documents: Iterable[ResultDocument],
     catalog: Catalog,
     options: ReportOptions,
-    roofline: Any = None,
+    roofline: RooflineFn | None = None,
     formats: Iterable[str] = FORMATS,
 ) -> RenderedReport:
     """The report over ``documents`` in ``formats`` (a subset of FORMATS); the same documents in any order
@@ -61,8 +64,6 @@ def render_report(
     if "md" in formats or "html" in formats:
         outputs.update(_pages(data, formats))
     if data.generative is not None and ("csv" in formats or "md" in formats or "html" in formats):
-        from accelbench.reports.llm_report import generative_files
-
         outputs.update(generative_files(data.generative))
     if "csv" in formats or "parquet" in formats:
         files = table_files(table)
@@ -99,7 +100,7 @@ def make_report(
     catalog: Catalog,
     options: ReportOptions,
     out_dir: str | Path | None,
-    roofline: Any = None,
+    roofline: RooflineFn | None = None,
 ) -> ReportOutput:
     """Load the documents under ``result_paths``; when ``out_dir`` is given write report.md, report.html,
     plots/, results.csv/.parquet there."""

@@ -14,7 +14,6 @@ a stage that adds figures (prices, ratios, ranks) returns a new row with ``datac
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import Any
 
 _NO_DEFAULT: Any = object()
@@ -72,9 +71,14 @@ class ReadByKey:
         return getattr(self, name) if name in _field_names(type(self)) else default
 
 
-@cache
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # row class → its field names, read once
+
+
 def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 USD_PER_MILLION_REQUESTS = "USD per 10⁶ requests"

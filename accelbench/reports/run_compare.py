@@ -9,10 +9,12 @@ from pathlib import Path
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog
-from accelbench.reports.build import ReportData, ReportOptions, build_report
+from accelbench.reports.build import ReportData, build_report
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.compare import RULE, compare_markdown, compare_rows
+from accelbench.reports.groups import GroupKey, group_key
 from accelbench.reports.inputs import load_documents
+from accelbench.reports.options import ReportOptions
 from accelbench.reports.repeats import repeat_key
 from accelbench.reports.rows import ReportRow
 from accelbench.util import atomic_write_text
@@ -23,14 +25,14 @@ def _sources(data: ReportData) -> set[str]:
 
 
 def history_rows(paths: Sequence[str], catalog: Catalog, options: ReportOptions, like: ReportData,
-                 exclude: set[str]) -> dict[tuple[str, str, str], list[ReportRow]]:  # fmt: skip
+                 exclude: set[str]) -> dict[GroupKey, list[ReportRow]]:  # fmt: skip
     """One measured row per earlier result document (each a single run) of the same (model, precision,
     target) *and load profile* as a group of ``like`` (the new side); documents in ``exclude`` left out."""
     loads = {key: {repeat_key(r.doc)[1] for r in group.results} for key, group in like.groups.items()}
-    found: dict[tuple[str, str, str], list[ReportRow]] = {}
+    found: dict[GroupKey, list[ReportRow]] = {}
     for doc in load_documents(list(paths)):
-        key = (doc.model, doc.precision, doc.target)
-        if repeat_key(doc)[1] not in loads.get(key, ()):
+        key = group_key(doc)
+        if key is None or repeat_key(doc)[1] not in loads.get(key, ()):
             continue
         try:
             rows = build_report([doc], catalog, options).rows

@@ -9,9 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from accelbench.documents import to_dict
 from accelbench.hardware.catalog import HOURS_PER_YEAR
 from accelbench.reports import projection as proj
-from accelbench.reports.capacity import percentile_key
+from accelbench.reports.capacity import (
+    percentile_key,
+    step_latency_interval,
+    step_slo,
+    step_throughput_interval,
+)
 from accelbench.reports.cost import DEFAULT_AMORTIZATION_YEARS, HOURS_PER_MONTH
 from accelbench.reports.formatting import attempts_text, num, offered_text, round_in_text, with_interval
 from accelbench.reports.rows import PlanRow, ReportRow
@@ -126,10 +132,12 @@ def answer(data: ReportData) -> str:
 
 
 def _best_measured(data: ReportData, model: str) -> str:
-    rows = [r for r in data.rows if r.model == model and r.ranked and r.status == "measured"]
-    if not rows:
+    # (rank, row): every ranked row has a rank
+    ranked = [(r.rank, r) for r in data.rows
+              if r.model == model and r.ranked and r.status == "measured" and r.rank is not None]  # fmt: skip
+    if not ranked:
         return "No measured target meets the SLO."
-    r = min(rows, key=lambda r: r.rank)
+    _, r = min(ranked, key=lambda rank_row: rank_row[0])
     ratio = "" if r.cost_vs_baseline is None else f", {r.cost_vs_baseline:.3g}× the baseline's cost"
     if ratio and r.baseline_status == "projected":
         ratio += " (baseline projected)"
@@ -171,8 +179,9 @@ def results_table(data: ReportData, model: str) -> Table:
         for extra in (r.runs_note, r.batching_note, r.step_reasons, r.comparison):
             if extra:
                 note = (note + "; " if note else "") + extra
-        if (r.latency_resolution_us or 0) > 1:  # imported from a bucketed histogram (Locust)
-            note = (note + "; " if note else "") + f"{key} known to {r.latency_resolution_us / 1000:g} ms"
+        resolution_us = r.latency_resolution_us or 0
+        if resolution_us > 1:  # imported from a bucketed histogram (Locust)
+            note = (note + "; " if note else "") + f"{key} known to {resolution_us / 1000:g} ms"
         if r.status == "projected" and r.efficiency:
             note = (note + "; " if note else "") + f"{efficiency_label(r)}; batch {r.projected_batch}"
         rows.append([
@@ -276,9 +285,6 @@ def provenance_section(data: ReportData) -> Section:
 
 def steps_section(data: ReportData) -> Section:
     """Every measured load step with its verdict, reasons and intervals: what the capacity was chosen from."""
-    from accelbench.documents import to_dict
-    from accelbench.reports.capacity import step_latency_interval, step_slo, step_throughput_interval
-
     o = data.options
     key = percentile_key(o.percentile)
     tables = []

@@ -16,15 +16,15 @@ range widens to what leave-one-target-out supports for the toolchain (``validati
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from accelbench.hardware.catalog import Catalog
 from accelbench.hardware.published import PublishedPoint
 from accelbench.reports import efficiency as ef
+from accelbench.reports.efficiency import RooflineFn
 
-RooflineFn = Callable[..., Any]
 Checked = TypeVar("Checked")  # a row with the factor fields and ``counted`` / ``counted_factor``
 
 
@@ -113,8 +113,11 @@ def leave_one_model_out(catalog: Catalog, roofline: RooflineFn, baseline_id: str
         ref = _reference_target(catalog, p, baseline_id)
         base = ef.target_model(catalog, ref, roofline, exclude_model=p.model, model=p.model)
         reason = "" if eff else "no other published model on this target or its chip to fit on"
-        rows.append(check_row(catalog, p, eff, base, baseline_id, roofline, reason,
-                              use=lambda q, m=p.model: q.model != m))  # fmt: skip
+
+        def other_model(q: PublishedPoint, m: str = p.model) -> bool:
+            return q.model != m
+
+        rows.append(check_row(catalog, p, eff, base, baseline_id, roofline, reason, use=other_model))
     return rows
 
 
@@ -123,7 +126,7 @@ def leave_one_target_out(catalog: Catalog, roofline: RooflineFn, baseline_id: st
     rows = []
     for p in catalog.published:
 
-        def use(q, tid=p.target):
+        def use(q: PublishedPoint, tid: str = p.target) -> bool:
             return q.target != tid
 
         eff = ef.model_for(catalog, catalog.get(p.target), roofline, model=p.model, use=use)
@@ -137,7 +140,7 @@ def cross_family(catalog: Catalog, roofline: RooflineFn, baseline_id: str, fit_f
     """The points of every other family, projected from fits on ``fit_family``'s points alone."""
     rows = []
 
-    def use(q):
+    def use(q: PublishedPoint) -> bool:
         return q.family == fit_family
 
     for p in (q for q in catalog.published if q.family != fit_family):
@@ -169,7 +172,7 @@ _RANGES: dict[tuple[int, str], tuple[tuple[float, float], str] | None] = {}
 def _catalog_key(catalog: Catalog) -> int:
     """What the check depends on: the published points and the targets' peaks, bandwidth and chip."""
     targets = tuple(
-        (tid, t.toolchain, getattr(t, "compute_capability", None), t.memory_bw_gbs,
+        (tid, t.toolchain, t.compute_capability, t.memory_bw_gbs,
          tuple(sorted((t.peak_tflops or {}).items())))
         for tid, t in sorted(catalog.targets.items())
     )  # fmt: skip
@@ -187,7 +190,7 @@ def validation_range(
             r for r in leave_one_target_out(catalog, roofline, catalog.baseline_id)
             if r.counted_factor and r.factor and catalog.get(r.target).toolchain == toolchain
         ]  # fmt: skip
-        factors = [r.factor for r in rows]
+        factors = [r.factor for r in rows if r.factor is not None]
         _RANGES[key] = (
             ((min(factors), max(factors)), (
                 f"widened to the leave-one-target-out check of {len(rows)} {toolchain} point(s): "
