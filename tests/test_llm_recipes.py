@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import llm_recipe_options as documented
 import pytest
 
-from accelbench.documents import load_manifest
+from accelbench.documents import load_manifest, to_dict
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.models.toolchains import llm_recipes
@@ -96,7 +96,9 @@ def catalog():
 
 
 def write(checkpoint, target, precision, out, uri="hf:tiny-llama", card=None):
-    return llm_recipes.write_recipe(card or Card(), checkpoint, None, target, precision, out, uri)
+    """The recipe's manifest as the JSON it writes (its keys, read below), and the recipe."""
+    manifest, recipe = llm_recipes.write_recipe(card or Card(), checkpoint, None, target, precision, out, uri)
+    return to_dict(manifest), recipe
 
 
 @pytest.fixture(scope="module")
@@ -404,8 +406,14 @@ def test_the_catalog_check_refuses_an_engine_the_target_cannot_run(catalog, targ
 def _writer(checkpoint, catalog):
     def make(request):
         assert request.engine == "trtllm"  # the agent asks for the recipe, whatever the precision
-        manifest, _ = write(
-            checkpoint, catalog.get(request.target), request.precision, request.out_dir, request.model
+        manifest, _ = llm_recipes.write_recipe(
+            Card(),
+            checkpoint,
+            None,
+            catalog.get(request.target),
+            request.precision,
+            request.out_dir,
+            request.model,
         )
         return manifest
 
