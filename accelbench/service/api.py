@@ -98,14 +98,16 @@ async def post_result(request: Request, _who: Annotated[Principal, Depends(requi
         with request.app.state.sessions() as session:
             return ingest.store(session, sub)
 
-    stored = await run_in_threadpool(write)
+    return stored_answer(request, sub, await run_in_threadpool(write))
+
+
+def stored_answer(request: Request, sub: ingest.Submission, stored: ingest.Stored) -> JSONResponse:
+    """201 with the result's id and URL when it is new (its model's reports are rebuilt), 200 when it was
+    already stored."""
     if stored.created:
         request.app.state.reports.after_push([sub.result.model])
-    payload = {
-        "id": stored.content_hash,
-        "created": stored.created,
-        "url": f"/api/v1/results/{stored.content_hash}",
-    }
+    payload = {"id": stored.content_hash, "created": stored.created,
+               "url": f"/api/v1/results/{stored.content_hash}"}  # fmt: skip
     return JSONResponse(payload, status_code=201 if stored.created else 200)
 
 

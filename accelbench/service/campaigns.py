@@ -347,15 +347,7 @@ async def post_job_result(
             queue.link_result(session, job, stored.id)
             return stored
 
-    stored = await run_in_threadpool(write)
-    if stored.created:
-        request.app.state.reports.after_push([sub.result.model])
-    payload = {
-        "id": stored.content_hash,
-        "created": stored.created,
-        "url": f"/api/v1/results/{stored.content_hash}",
-    }
-    return JSONResponse(payload, status_code=201 if stored.created else 200)
+    return api.stored_answer(request, sub, await run_in_threadpool(write))
 
 
 def _finish(event: str) -> Any:

@@ -26,6 +26,8 @@ from fastapi import Query
 from markupsafe import Markup
 
 from accelbench.errors import BadInputError
+from accelbench.reports.build import ReportOptions
+from accelbench.reports.report import render_report  # at import: the first push must not pay for it
 from accelbench.service import queries
 from accelbench.service.errors import ApiError, log
 
@@ -92,6 +94,7 @@ SMALL = 50  # a report over fewer results is built in the request process (tens 
 RENDERED_MAX = 64  # reports kept per app, least recently used out
 PARSED_MAX = 20000  # parsed documents kept per app (a stored document never changes)
 MEMO_MAX = 64
+PAGES_KEPT = 8  # rendered pages per built report (one per URL: the default query and a few others)
 BUILD_PROCESSES = 2  # one for the builds scheduled on ingest, one free for a request waiting on its report
 DEBOUNCE_S = 0.5  # pushes come in bursts: a scheduled build starts after the burst, not once per push
 NICE = 10  # the build processes yield the cores to the request handlers
@@ -144,6 +147,7 @@ class _Entry:
     fingerprint: tuple
     report: Any  # RenderedReport or BuiltReport
     parts: tuple[Markup, Markup] | None = None  # report.html's style and body, split once when a page asks
+    pages: OrderedDict[Any, bytes] = field(default_factory=OrderedDict)  # PageReport.page: the pages as sent
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,20 @@ class PageReport:
         if self.entry.parts is None:
             self.entry.parts = report_parts(self.entry.report.outputs["report.html"])
         return self.entry.parts
+
+    def page(self, key: Any, render: Any) -> bytes:
+        """The page shown for ``key`` (its URL: the page depends on nothing else but this report), rendered once
+        per build by ``render()``: a page embeds the report's MBs, and templating them costs more than the rest
+        of a view."""
+        if self.entry is None:
+            return render()
+        key = (key, self.stale)
+        found = self.entry.pages.get(key)
+        if found is None:
+            found = self.entry.pages[key] = render()
+            while len(self.entry.pages) > PAGES_KEPT:
+                self.entry.pages.popitem(last=False)
+        return found
 
 
 def report_parts(html: bytes) -> tuple[Markup, Markup]:
@@ -265,8 +283,6 @@ class Reports:
         return self._put(key, fingerprint, self._build_here(session, options, model, formats))
 
     def _build_here(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> Any:
-        from accelbench.reports.report import render_report
-
         rows = queries.stored_rows(session, model=model)
         try:
             return render_report(self.documents(session, rows), self.catalog, options, formats=formats)
@@ -359,8 +375,6 @@ class Reports:
 
     def after_push(self, models: list[str]) -> None:
         """Precompute on ingest: the pushed models' report pages and dashboard rows at the default options."""
-        from accelbench.reports.build import ReportOptions
-
         for model in models:
             self.schedule(ReportOptions(), model, ())
             self.schedule(default_page_options(), model, ("html",))
@@ -402,7 +416,6 @@ def _build_in_child(options: Any, model: str | None, formats: tuple[str, ...],
     """In a build process: (fingerprint, the report) or (fingerprint, the problem)."""
     import time
 
-    from accelbench.reports.report import render_report
     from accelbench.service import db
 
     time.sleep(debounce_s)

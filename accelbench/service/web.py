@@ -170,10 +170,15 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
             return Response(to_csv_text(flat), media_type="text/csv; charset=utf-8",
                             headers={"Content-Disposition": 'attachment; filename="results.csv"'})  # fmt: skip
         return _csv([ranking], table, "report")
-    style, body = page.parts()
-    return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
-                 body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
-                 targets=sorted(request.app.state.catalog.targets), query=request.url.query, stale=page.stale)  # fmt: skip
+
+    def render() -> bytes:
+        style, body = page.parts()
+        return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
+                     body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
+                     targets=sorted(request.app.state.catalog.targets), query=request.url.query,
+                     stale=page.stale).body  # fmt: skip
+
+    return HTMLResponse(page.page(str(request.url), render))
 
 
 @router.get("/report.html")
