@@ -241,12 +241,15 @@ def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
             rows.append({"content_hash": content_hash, "source": sub.source, "variant_id": variant_id,
                          "received_at": now, **columns(sub.result)})  # fmt: skip
         try:
+            results = Result.__table__  # Core statements: none of the ORM's bulk machinery per call
             inserted = (
-                session.execute(sa.insert(Result).returning(Result.id, sort_by_parameter_order=True), rows)
+                session.execute(
+                    sa.insert(results).returning(results.c.id, sort_by_parameter_order=True), rows
+                )
                 .scalars()
                 .all()
             )
-            session.execute(sa.insert(StoredDocument), [{"result_id": i, "document": sub.result_text}
+            session.execute(sa.insert(StoredDocument.__table__), [{"result_id": i, "document": sub.result_text}
                                                         for i, sub in zip(inserted, new.values(), strict=True)])  # fmt: skip
             session.commit()
         except IntegrityError:  # one of them arrived concurrently and the other request won
