@@ -20,9 +20,8 @@ def _change(old: float | None, new: float | None) -> float | None:
     return None if old is None or new is None or old == 0 else (new - old) / old
 
 
-RUNS_KEPT = (
-    50_000  # per-run figures kept per app (a run's figures depend on its document and the options only)
-)
+# per-run figures kept per app, as many as parsed documents (a run's figures depend on its document and options)
+RUNS_KEPT = 20_000
 
 
 def history(
