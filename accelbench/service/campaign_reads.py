@@ -57,7 +57,7 @@ def campaign_json(session: Any, campaign: Any) -> dict[str, Any]:
         "projected": campaign.projected, "created_by": campaign.created_by,
         "created_at": iso(campaign.created_at), "url": f"/campaigns/{campaign.id}",
         "results": [r.content_hash for r in queue.campaign_result_rows(session, campaign.id)],
-        "jobs": [job_json(j, names.get(j.runner_id)) for j in job_rows],
+        "jobs": [job_json(j, names.get(j.runner_id) if j.runner_id else None) for j in job_rows],
     }  # fmt: skip
 
 

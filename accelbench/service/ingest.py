@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 
 from accelbench.documents import to_dict
 from accelbench.reports.formatting import host_label
@@ -230,7 +230,7 @@ def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
         if content_hash not in ids:
             new.setdefault(content_hash, sub)
     if new:
-        now, variants, rows = utcnow(), {}, []
+        now, variants, rows = utcnow(), dict[str, int | None](), []
         for content_hash, sub in new.items():
             variant_id = None
             if sub.variant is not None:
@@ -241,7 +241,8 @@ def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
             rows.append({"content_hash": content_hash, "source": sub.source, "variant_id": variant_id,
                          "received_at": now, **columns(sub.result)})  # fmt: skip
         try:
-            results = Result.__table__  # Core statements: none of the ORM's bulk machinery per call
+            # Core statements on the tables: none of the ORM's bulk machinery per call
+            results, documents = cast(sa.Table, Result.__table__), cast(sa.Table, StoredDocument.__table__)
             inserted = (
                 session.execute(
                     sa.insert(results).returning(results.c.id, sort_by_parameter_order=True), rows
@@ -249,8 +250,11 @@ def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
                 .scalars()
                 .all()
             )
-            session.execute(sa.insert(StoredDocument.__table__), [{"result_id": i, "document": sub.result_text}
-                                                        for i, sub in zip(inserted, new.values(), strict=True)])  # fmt: skip
+            texts = [
+                {"result_id": i, "document": sub.result_text}
+                for i, sub in zip(inserted, new.values(), strict=True)
+            ]
+            session.execute(sa.insert(documents), texts)
             session.commit()
         except IntegrityError:  # one of them arrived concurrently and the other request won
             session.rollback()

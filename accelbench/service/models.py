@@ -8,7 +8,7 @@ Other service modules (campaigns) declare their tables on the same ``Base``.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -18,6 +18,12 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@overload
+def aware(value: datetime) -> datetime: ...
+@overload
+def aware(value: None) -> None: ...
+@overload
+def aware(value: datetime | None) -> datetime | None: ...
 def aware(value: datetime | None) -> datetime | None:
     """SQLite returns naive datetimes; every time the service stores is UTC."""
     return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
