@@ -28,15 +28,17 @@ def fill(session, n: int) -> None:
     """``n`` stored results over 4 models, 3 targets, 2 precisions, 5 hosts, one per hour from T0."""
     import sqlalchemy as sa
 
-    from accelbench.service.models import Result
+    from accelbench.service.models import Result, StoredDocument
 
     text = DOC.read_text()
-    rows = [{"content_hash": f"{i:064x}", "schema": "accelbench.result/1", "run_id": f"run-{i}", "source": "x.json",
-             "model": f"model-{i % 4}", "variant": None, "target": ("cpu-local", "l4", "a100-sxm4-80gb")[i % 3],
-             "precision": ("fp32", "int8")[i % 2], "host": f"host-{i % 5}", "origin": "accelbench-loadtest",
-             "created_at": T0 + timedelta(hours=i), "received_at": T0, "summary": {"steps": 2}, "document": text}
+    rows = [{"id": i + 1, "content_hash": f"{i:064x}", "schema": "accelbench.result/1", "run_id": f"run-{i}",
+             "source": "x.json", "model": f"model-{i % 4}", "variant": None,
+             "target": ("cpu-local", "l4", "a100-sxm4-80gb")[i % 3], "precision": ("fp32", "int8")[i % 2],
+             "host": f"host-{i % 5}", "host_label": f"vm: host {i % 5}", "origin": "accelbench-loadtest",
+             "created_at": T0 + timedelta(hours=i), "received_at": T0, "summary": {"steps": 2}}
             for i in range(n)]  # fmt: skip
     session.execute(sa.insert(Result), rows)
+    session.execute(sa.insert(StoredDocument), [{"result_id": r["id"], "document": text} for r in rows])
     session.commit()
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import gevent
 import httpx
+import psutil
 from locust import HttpUser, constant, task
 from locust.env import Environment
 
@@ -94,11 +95,24 @@ def server(db: str, tmp: Path):
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        yield url, token
+        yield url, token, psutil.Process(proc.pid)
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
         log.close()
+
+
+def cpu_s(server: psutil.Process) -> tuple[float, float]:
+    """CPU seconds (user + system) of the server process and, apart, of its children (the report builder)."""
+
+    def used(proc: psutil.Process) -> float:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            return 0.0
+        return times.user + times.system
+
+    return used(server), sum(used(child) for child in server.children(recursive=True))
 
 
 def distinct(n: int, tag: str) -> dict:
@@ -182,10 +196,15 @@ def users_for(token: str):
 
 
 def bench_one(kind: str, args: argparse.Namespace, tmp: Path) -> None:
-    with postgres(tmp) if kind == "postgresql" else _sqlite(tmp) as db, server(db, tmp) as (url, token):
+    with postgres(tmp) if kind == "postgresql" else _sqlite(tmp) as db, server(db, tmp) as (url, token, proc):
         auth = {"Authorization": f"Bearer {token}"}
+        load_before = os.getloadavg()[0]
+        before = cpu_s(proc)
         batch_rate = push_all(url, token, args.results, args.batch, args.pushers)
+        after = cpu_s(proc)
+        batch_cpu = [(a - b) * 1000 / args.results for a, b in zip(after, before, strict=True)]
         single_rate = push_single(url, token, 200, args.pushers)
+        single_cpu = (cpu_s(proc)[0] - after[0]) * 1000 / 200
         stored = httpx.get(url + "/api/v1/results?limit=1", headers=auth, timeout=60).json()["total"]
         built_s = wait_fresh(url, token)
         httpx.post(
@@ -195,27 +214,38 @@ def bench_one(kind: str, args: argparse.Namespace, tmp: Path) -> None:
         first = httpx.get(url + "/report?model=minilm-l6", headers=auth, timeout=600)
         first_ms = (time.perf_counter() - started) * 1000
         first.raise_for_status()
+        fresh_s = wait_fresh(url, token) + first_ms / 1000
         report_user, pusher_user = users_for(token)
         env = Environment(user_classes=[report_user, pusher_user], host=url)
         runner = env.create_local_runner()
+        before = cpu_s(proc)
         runner.start(args.report_users + 1, spawn_rate=args.report_users + 1)
         gevent.sleep(args.report_s)
         runner.quit()
+        page_cpu = cpu_s(proc)
         rows = {f"{m} {n}": e for (n, m), e in sorted(env.stats.entries.items())}
-    print(f"\n== {kind}: {stored} stored documents ({stored // 2} of them minilm-l6); the machine is shared "
-          "with other work, so read these as a range")  # fmt: skip
+        views = sum(e.num_requests for (n, m), e in env.stats.entries.items() if "(page)" in n)
+        load_after = os.getloadavg()[0]
+    print(f"\n== {kind}: {stored} stored documents ({stored // 2} of them minilm-l6); load average "
+          f"{load_before:.1f} before, {load_after:.1f} after (the machine may be shared: the CPU times are the "
+          "figures to compare)")  # fmt: skip
     print(f"ingest: {batch_rate:.0f} documents/s through POST /api/v1/results/batch ({args.batch} per request, "
           f"{args.pushers} pushers); {single_rate:.0f} documents/s one per request; ratio {batch_rate / single_rate:.1f}x")  # fmt: skip
+    print(f"server CPU per document: {batch_cpu[0]:.2f} ms in the batch route (and {batch_cpu[1]:.2f} ms in the "
+          f"report build processes meanwhile), {single_cpu:.2f} ms one per request")  # fmt: skip
     print(
         f"background build of the minilm-l6 page after the ingest: {built_s:.1f} s (no page view waited for it)"
     )
     print(
         f"first view of the report page right after a push: {first_ms:.0f} ms "
-        f"({'the previous build, marked as being updated' if 'Newer results' in first.text else 'fresh'})"
+        f"({'the previous build, marked as being updated' if 'Newer results' in first.text else 'fresh'}); "
+        f"the page shows the push {fresh_s:.1f} s after it"
     )
     for name, e in rows.items():
         print(f"{name:52s} {e.num_requests:6d} req ({e.num_failures} failed)  p50 {e.get_response_time_percentile(0.5):.0f} ms  "
               f"p99 {e.get_response_time_percentile(0.99):.0f} ms  max {e.max_response_time:.0f} ms")  # fmt: skip
+    print(f"server CPU per page view (the pushes meanwhile included): {(page_cpu[0] - before[0]) * 1000 / max(views, 1):.1f} ms; "
+          f"build processes meanwhile: {page_cpu[1] - before[1]:.1f} s")  # fmt: skip
 
 
 @contextmanager

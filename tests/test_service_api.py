@@ -75,7 +75,8 @@ def test_a_new_document_is_201_and_reads_back_verbatim_with_its_columns(live_ser
     engine = sa.create_engine(live_server.db_url)
     try:
         with engine.connect() as conn:
-            stored = conn.execute(sa.text("SELECT document FROM results WHERE content_hash = :h"),
+            stored = conn.execute(sa.text("SELECT d.document FROM result_documents d JOIN results r "
+                                          "ON r.id = d.result_id WHERE r.content_hash = :h"),
                                   {"h": one["id"]}).scalar_one()  # fmt: skip
     finally:
         engine.dispose()

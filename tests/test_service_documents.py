@@ -116,6 +116,16 @@ def test_an_absurd_but_valid_number_and_a_mathtext_name_leave_every_page_answeri
         assert hist.status_code == 200, hist.text[:300]
     page = HTTP.get(live_server.base_url + "/report", params={"model": mathtext}, headers=auth)
     assert page.status_code == 200 and "<svg" in page.text  # the plots drew the name as text
+    absurd = HTTP.get(
+        live_server.base_url + "/api/v1/results", params={"model": "absurd-model"}, headers=auth
+    )
+    hide = HTTP.post(live_server.base_url + f"/api/v1/results/{absurd.json()['results'][0]['id']}/hide",
+                     json={"reason": "absurd latency"}, headers=auth)  # fmt: skip
+    assert hide.status_code == 200 and hide.json()["hidden"]
+    dash = HTTP.get(live_server.base_url + "/", headers=auth)
+    assert dash.status_code == 200 and "absurd-model" not in dash.text
+    gone = HTTP.get(live_server.base_url + "/report", params={"model": "absurd-model"}, headers=auth)
+    assert gone.status_code == 404
 
 
 def test_an_admin_hides_a_result_from_every_page_and_report_and_unhides_it(live_server, tmp_path):

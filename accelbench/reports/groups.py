@@ -55,7 +55,7 @@ class Group:
         return result.doc.run_id if same == 1 else f"{result.doc.run_id}@{result.sha256[:12]}"
 
     def steps(self) -> list[tuple[str, Step]]:
-        return [(self.label(r), s) for r in self.results for s in r.doc.steps]
+        return [(label, s) for r in self.results for label in (self.label(r),) for s in r.doc.steps]
 
     def steps_only(self) -> list[Step]:
         return [s for r in self.results for s in r.doc.steps]

@@ -94,16 +94,21 @@ async def post_result(request: Request, _who: Annotated[Principal, Depends(requi
     body = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
     sub = await run_in_threadpool(ingest.parse_submission, body)  # CPU work off the event loop
 
-    def write() -> tuple[str, bool]:
+    def write() -> ingest.Stored:
         with request.app.state.sessions() as session:
-            row, created = ingest.store(session, sub)
-            return row.content_hash, created
+            return ingest.store(session, sub)
 
-    content_hash, created = await run_in_threadpool(write)
-    if created:
-        views.after_push(request.app, [sub.result.model])
-    payload = {"id": content_hash, "created": created, "url": f"/api/v1/results/{content_hash}"}
-    return JSONResponse(payload, status_code=201 if created else 200)
+    return stored_answer(request, sub, await run_in_threadpool(write))
+
+
+def stored_answer(request: Request, sub: ingest.Submission, stored: ingest.Stored) -> JSONResponse:
+    """201 with the result's id and URL when it is new (its model's reports are rebuilt), 200 when it was
+    already stored."""
+    if stored.created:
+        request.app.state.reports.after_push([sub.result.model])
+    payload = {"id": stored.content_hash, "created": stored.created,
+               "url": f"/api/v1/results/{stored.content_hash}"}  # fmt: skip
+    return JSONResponse(payload, status_code=201 if stored.created else 200)
 
 
 _BATCH_BODY = {
@@ -125,16 +130,17 @@ async def post_results_batch(
     body = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
     subs = await run_in_threadpool(ingest.parse_batch, body)  # CPU work off the event loop
 
-    def write() -> list[tuple[str, bool]]:
+    def write() -> list[ingest.Stored]:
         with request.app.state.sessions() as session:
             return ingest.store_many(session, subs)
 
     stored = await run_in_threadpool(write)
-    views.after_push(
-        request.app, sorted({s.result.model for s, (_, c) in zip(subs, stored, strict=True) if c})
+    request.app.state.reports.after_push(
+        sorted({sub.result.model for sub, one in zip(subs, stored, strict=True) if one.created})
     )
-    return JSONResponse({"created": sum(c for _, c in stored), "existing": sum(not c for _, c in stored),
-                         "ids": [h for h, _ in stored]})  # fmt: skip
+    created = sum(one.created for one in stored)
+    return JSONResponse({"created": created, "existing": len(stored) - created,
+                         "ids": [one.content_hash for one in stored]})  # fmt: skip
 
 
 @router.get("/results", tags=["results"], responses=ERRORS)
@@ -171,6 +177,7 @@ class HideIn(BaseModel):
 
 def _hide(hidden: bool) -> Any:
     def endpoint(
+        request: Request,
         content_hash: Annotated[str, FastPath(max_length=64)],
         body: HideIn,
         session: Annotated[Any, Depends(get_session)],
@@ -180,6 +187,7 @@ def _hide(hidden: bool) -> Any:
             raise ApiError(422, "field reason: say why the result is hidden (one line)")
         reason = " ".join(body.reason.replace("\x00", "").split())
         row = queries.set_hidden(session, content_hash, hidden, who.name, reason)
+        request.app.state.reports.forget(row.model)
         return {"id": row.content_hash, "hidden": row.hidden_at is not None, "log": row.hidden_log}
 
     endpoint.__doc__ = (
@@ -206,7 +214,7 @@ def get_report(
     model: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     """The report table, byte for byte what ``accelbench report --json`` prints for the same documents."""
-    rendered = views.render(session, request.app.state.catalog, options, model)
+    rendered = request.app.state.reports.exact(session, options, model)
     return Response(rendered.json_text, media_type="application/json")
 
 
@@ -222,4 +230,4 @@ def get_history(
 ) -> dict[str, Any]:
     """Every stored run of one (model, target, precision), oldest first, flagged when it moved beyond
     its intervals from the run before (the --compare rule)."""
-    return history.history(session, request.app.state.catalog, options, model, target, precision)
+    return history.history(request.app.state.reports, session, options, model, target, precision)

@@ -31,15 +31,15 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
 
     from accelbench.hardware.catalog import load_catalog
     from accelbench.service import api, db, errors, web
+    from accelbench.service.models import utcnow
+    from accelbench.service.views import Reports
 
     engine = engine or db.open_database(settings.db_url)
 
     @asynccontextmanager
-    async def lifespan(_app: Any):
+    async def lifespan(app: Any):
         yield
-        from accelbench.service.views import shutdown
-
-        shutdown()
+        app.state.reports.close()
         engine.dispose()
 
     app = FastAPI(
@@ -52,7 +52,10 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     app.state.engine = engine
     app.state.sessions = db.sessionmaker_for(engine)
     app.state.catalog = load_catalog(settings.catalog_path)
-    errors.install(app)
+    app.state.reports = Reports(engine, app.state.catalog, settings.catalog_path)
+    # a lease that ran out while the server was down is not the agent's fault (queue.reap_expired)
+    app.state.started_at = utcnow()
+    errors.install(app, web.page_error)
     from accelbench.service.limits import Limits
     from accelbench.service.security import Security
 

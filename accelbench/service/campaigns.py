@@ -28,8 +28,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import AfterValidator, BaseModel, Field
 
-from accelbench.service import api, jobs, queue
+from accelbench.service import api, ingest, jobs, queue
+from accelbench.service import campaign_reads as reads
 from accelbench.service.auth import Principal, require
+from accelbench.service.campaign_models import Job
 from accelbench.service.deps import get_session
 from accelbench.service.errors import ApiError
 
@@ -95,60 +97,6 @@ class JobCall(BaseModel):
     reason: str | None = Field(None, max_length=10_000)
 
 
-def parse_campaign_spec(text: str, catalog: Any) -> Any:
-    """The spec, validated against the catalog, with at least one target to queue; ApiError 422 otherwise."""
-    from accelbench.errors import BadInputError
-    from accelbench.experiment.spec import check_against_catalog, parse_spec
-
-    try:
-        spec = parse_spec(text, "spec")
-        check_against_catalog(spec, catalog)
-    except BadInputError as err:
-        raise ApiError(422, f"field {err}") from None
-    if not spec.measured_targets:
-        raise ApiError(422, "field spec: no measured target (mode 'local' or 'url') to queue a job for")
-    return spec
-
-
-def campaign_json(session: Any, campaign: Any) -> dict[str, Any]:
-    job_rows = queue.campaign_jobs(session, campaign.id)
-    names = queue.runner_names(session, {j.runner_id for j in job_rows if j.runner_id})
-    summary = jobs.summarize([j.status for j in job_rows])
-    return {
-        "id": campaign.id, "name": campaign.name, "status": summary.status, "counts": dict(summary.counts),
-        "projected": campaign.projected, "created_by": campaign.created_by,
-        "created_at": _iso(campaign.created_at), "url": f"/campaigns/{campaign.id}",
-        "results": [r.content_hash for r in queue.campaign_result_rows(session, campaign.id)],
-        "jobs": [job_json(j, names.get(j.runner_id)) for j in job_rows],
-    }  # fmt: skip
-
-
-def job_json(job: Any, runner: str | None) -> dict[str, Any]:
-    return {
-        "id": job.id, "target": job.target, "labels": job.labels, "status": job.status, "runner": runner,
-        "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
-        "heartbeat_at": _iso(job.heartbeat_at), "lease_until": _iso(job.lease_until),
-        "finished_at": _iso(job.finished_at), "reason": job.reason, "log_tail": job.log_tail,
-        "history": job.history, "time_limit_s": job.time_limit_s,
-    }  # fmt: skip
-
-
-def _iso(value: Any) -> str | None:
-    from accelbench.service.models import aware
-
-    value = aware(value)
-    return value.isoformat() if value is not None else None
-
-
-def _campaign(session: Any, campaign_id: int) -> Any:
-    from accelbench.service.campaign_models import Campaign
-
-    campaign = session.get(Campaign, campaign_id)
-    if campaign is None:
-        raise ApiError(404, f"no campaign {campaign_id}")
-    return campaign
-
-
 @router.post("/campaigns", tags=["campaigns"], status_code=201)
 def post_campaign(
     body: CampaignIn,
@@ -157,35 +105,33 @@ def post_campaign(
     who: Annotated[Principal, Depends(require("admin"))],
 ) -> JSONResponse:
     """Queue one job per measured target of the spec; projected targets are computed by the report."""
-    spec = parse_campaign_spec(body.spec, request.app.state.catalog)
+    spec = reads.parse_campaign_spec(body.spec, request.app.state.catalog)
     limit_s = body.time_limit_s or request.app.state.settings.job_time_limit_s
     campaign = queue.create_campaign(session, spec, body.spec, created_by=who.name, lease_s=body.lease_s,
                                      max_attempts=body.max_attempts, labels=body.labels, time_limit_s=limit_s)  # fmt: skip
-    return JSONResponse(campaign_json(session, campaign), status_code=201)
+    return JSONResponse(reads.campaign_json(session, campaign), status_code=201)
 
 
 @router.get("/campaigns", tags=["campaigns"])
 def list_campaigns(
-    session: Annotated[Any, Depends(get_session)], _who: Annotated[Principal, Depends(require("read"))]
+    request: Request,
+    session: Annotated[Any, Depends(get_session)],
+    _who: Annotated[Principal, Depends(require("read"))],
 ) -> dict[str, Any]:
-    import sqlalchemy as sa
-
-    from accelbench.service.campaign_models import Campaign
-
-    queue.reap_expired(session)
-    rows = session.execute(sa.select(Campaign).order_by(Campaign.id.desc()).limit(200)).scalars()
-    return {"campaigns": [campaign_json(session, c) for c in rows]}
+    queue.reap_expired(session, request.app.state.started_at)
+    return {"campaigns": [reads.campaign_json(session, c) for c in reads.recent_campaigns(session)]}
 
 
 @router.get("/campaigns/{campaign_id}", tags=["campaigns"])
 def get_campaign(
     campaign_id: PathId,
+    request: Request,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> dict[str, Any]:
     """Every job of the campaign (status, runner, attempts, last heartbeat, log tail) and its results."""
-    queue.reap_expired(session)
-    return campaign_json(session, _campaign(session, campaign_id))
+    queue.reap_expired(session, request.app.state.started_at)
+    return reads.campaign_json(session, reads.get_campaign(session, campaign_id))
 
 
 @router.get("/campaigns/{campaign_id}/report", tags=["campaigns"])
@@ -199,9 +145,7 @@ def get_campaign_report(
     ``accelbench report --json`` over the campaign's results)."""
     from fastapi.responses import Response
 
-    from accelbench.service.campaign_pages import campaign_report
-
-    rendered = campaign_report(session, request.app.state.catalog, campaign_id)
+    rendered = reads.campaign_report(request.app.state.reports, session, campaign_id)
     return Response(rendered.json_text, media_type="application/json")
 
 
@@ -234,9 +178,7 @@ def post_runner(
 def list_runners(
     session: Annotated[Any, Depends(get_session)], _who: Annotated[Principal, Depends(require("read"))]
 ) -> dict[str, Any]:
-    from accelbench.service.campaign_pages import runner_rows
-
-    return {"runners": runner_rows(session)}
+    return {"runners": reads.runner_rows(session)}
 
 
 def _authenticated(session: Any, runner_id: int, secret: str) -> Any:
@@ -260,7 +202,7 @@ async def claim_job(
         with sessions() as session:
             runner = _authenticated(session, body.runner_id, body.runner_secret)
             queue.touch_runner(session, runner.id)
-            queue.reap_expired(session)
+            queue.reap_expired(session, request.app.state.started_at)
             claimed = queue.claim(engine, runner.id, runner.target, dict(runner.labels or {}))
             if claimed is None:
                 return None
@@ -277,11 +219,9 @@ async def claim_job(
 
 
 def _claimed(session: Any, job_id: int) -> dict[str, Any]:
-    from accelbench.service.campaign_models import Campaign, Job
-
     job = session.get(Job, job_id)
-    campaign = session.get(Campaign, job.campaign_id)
-    return {**job_json(job, None), "campaign_id": campaign.id, "campaign": campaign.name, "spec": campaign.spec,
+    campaign = reads.get_campaign(session, job.campaign_id)
+    return {**reads.job_json(job, None), "campaign_id": campaign.id, "campaign": campaign.name, "spec": campaign.spec,
             "attempt": job.attempts, "documents": queue.documents(session, job.id)}  # fmt: skip
 
 
@@ -301,14 +241,15 @@ def _owned(session: Any, job_id: int, call: JobCall) -> Any:
 def job_heartbeat(
     job_id: PathId,
     call: JobCall,
+    request: Request,
     session: Annotated[Any, Depends(get_session)],
     _who: Annotated[Principal, Depends(require("runner"))],
 ) -> dict[str, Any]:
     """Extend the lease; 409 (stop) when the lease expired, the time limit passed or an admin cancelled it."""
-    queue.reap_expired(session)
+    queue.reap_expired(session, request.app.state.started_at)
     job = _owned(session, job_id, call)
     until = queue.heartbeat(session, job, call.log_tail)
-    return {"lease_until": _iso(until), "time_limit_s": job.time_limit_s}
+    return {"lease_until": reads.iso(until), "time_limit_s": job.time_limit_s}
 
 
 @router.get("/jobs/{job_id}/documents", tags=["jobs"])
@@ -345,21 +286,25 @@ async def put_job_document(
     def write() -> dict[str, Any]:
         with request.app.state.sessions() as session:
             job = _owned(session, job_id, call)
-            queue.put_document(session, job, doc, json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+            # compact: the indented dump runs json's pure-Python encoder, and the text is only read back parsed
+            queue.put_document(session, job, doc, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
             return {"run_id": doc["run_id"], "steps": len(doc.get("steps") or [])}
 
     return await run_in_threadpool(write)
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    from accelbench.service.ingest import parse_json, read_body, refuse_nul
+    """The body as a JSON object, parsed once (off the event loop: a document can be MBs)."""
+    raw = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
 
-    raw = await read_body(request, request.app.state.settings.max_body_bytes)
-    body = parse_json(raw)
-    if not isinstance(body, dict):
-        raise ApiError(422, "body must be a JSON object")
-    refuse_nul(raw.decode("utf-8", "replace"))
-    return body
+    def parse() -> dict[str, Any]:
+        body = ingest.parse_json(raw)
+        if not isinstance(body, dict):
+            raise ApiError(422, "body must be a JSON object")
+        ingest.refuse_nul(raw.decode("utf-8", "replace"))
+        return body
+
+    return await run_in_threadpool(parse)
 
 
 def _call(body: dict[str, Any]) -> JobCall:
@@ -391,22 +336,18 @@ async def post_job_result(
     job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
 ) -> Any:
     """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job."""
-    from accelbench.service import ingest
-
     body = await _json_body(request)
-    call = _call(body)
-    sub = ingest.parse_submission(json.dumps(body).encode())
+    call = _call(body)  # what remains is the submission: parsed once, validated once
+    sub = await run_in_threadpool(ingest.submission_of, body)
 
-    def write() -> tuple[str, bool]:
+    def write() -> ingest.Stored:
         with request.app.state.sessions() as session:
             job = _owned(session, job_id, call)
-            row, created = ingest.store(session, sub)
-            queue.link_result(session, job, row.id)
-            return row.content_hash, created
+            stored = ingest.store(session, sub)
+            queue.link_result(session, job, stored.id)
+            return stored
 
-    content_hash, created = await run_in_threadpool(write)
-    payload = {"id": content_hash, "created": created, "url": f"/api/v1/results/{content_hash}"}
-    return JSONResponse(payload, status_code=201 if created else 200)
+    return api.stored_answer(request, sub, await run_in_threadpool(write))
 
 
 def _finish(event: str) -> Any:
@@ -416,8 +357,6 @@ def _finish(event: str) -> Any:
         session: Annotated[Any, Depends(get_session)],
         _who: Annotated[Principal, Depends(require("runner"))],
     ) -> dict[str, Any]:
-        from accelbench.service.campaign_models import Job
-
         _authenticated(session, call.runner_id, call.runner_secret)
         done = session.get(Job, job_id)
         if (
@@ -445,8 +384,6 @@ def _admin(event: str) -> Any:
         session: Annotated[Any, Depends(get_session)],
         who: Annotated[Principal, Depends(require("admin"))],
     ) -> dict[str, Any]:
-        from accelbench.service.campaign_models import Job
-
         job = session.get(Job, job_id)
         if job is None:
             raise ApiError(404, f"no job {job_id}")
@@ -454,7 +391,7 @@ def _admin(event: str) -> Any:
             queue.admin_change(session, job, event, who.name)
         except jobs.TransitionError as err:
             raise ApiError(409, f"job {job_id}: {err}") from None
-        return job_json(job, None)
+        return reads.job_json(job, None)
 
     endpoint.__doc__ = {"cancel": "Cancel a queued or running job; a running one's agent is told to stop (409 on "
                                   "its next call).",

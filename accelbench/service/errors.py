@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("accelbench.service")
@@ -61,8 +62,9 @@ class RefuseNul:
         await self.app(scope, receive, send)
 
 
-def install(app: Any) -> None:
-    """Register the handlers that keep every error response in the one-line shape."""
+def install(app: Any, page_error: Callable[[Any, ApiError], Any] | None = None) -> None:
+    """Register the handlers that keep every error response in the one-line shape. ``page_error(request,
+    err)`` may answer a browser with a page instead (``web.page_error``), or None for the JSON line."""
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
 
@@ -70,9 +72,8 @@ def install(app: Any) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(request, err: ApiError):
-        from accelbench.service.web import page_error
-
-        return page_error(request, err) or error_response(err.status, err.message, err.headers)
+        page = page_error(request, err) if page_error is not None else None
+        return page or error_response(err.status, err.message, err.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request, err: RequestValidationError):

@@ -8,32 +8,44 @@ measurement pushed twice, however it was formatted, is stored once: 201 the firs
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from itertools import accumulate
+from typing import Any, cast
 
+from accelbench.documents import to_dict
+from accelbench.reports.formatting import host_label
 from accelbench.service.errors import ApiError
 from accelbench.service.validate import check_result, check_variant
+from accelbench.util import canonical_json_text
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # a long sweep with stability windows is ~1 MB
 MAX_JSON_DEPTH = 64  # a result document nests 6 deep; 100,000 nested lists would exhaust the recursion
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows (numbers must be finite)")
 
 
-def json_depth(text: str) -> int:
-    """How deep the brackets of a JSON text nest (strings skipped); cheap: only the brackets are walked."""
-    depth = deepest = 0
-    for char in _NOT_BRACKET.sub("", _STRING.sub("", text)):
-        depth += 1 if char in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_NOT_BRACKET_OR_QUOTE = bytes(sorted(set(range(256)) - set(b'[]{}"')))
+
+
+def json_depth(data: bytes | str) -> int:
+    """How deep the brackets of a JSON text nest (strings skipped); cheap: only the brackets are walked, in C.
+
+    Without an escaped quote (``\\"``) every ``"`` delimits a string, so of the text's brackets and quotes
+    (``bytes.translate``) those between an even and an odd quote lie outside strings; otherwise the strings
+    are matched one by one. (UTF-8 continuation bytes are never brackets or quotes.)"""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if b'\\"' in raw:
+        raw = _STRING.sub(b"", raw)
+    kept = raw.translate(None, _NOT_BRACKET_OR_QUOTE)
+    return max(accumulate(map(_STEP.__getitem__, b"".join(kept.split(b'"')[0::2]))), default=0)
 
 
 def parse_json(body: bytes | str) -> Any:
@@ -43,7 +55,7 @@ def parse_json(body: bytes | str) -> Any:
         text = body.decode("utf-8") if isinstance(body, bytes) else body
     except UnicodeDecodeError:
         raise ApiError(400, "body is not UTF-8 text") from None
-    if (depth := json_depth(text)) > MAX_JSON_DEPTH:
+    if (depth := json_depth(body)) > MAX_JSON_DEPTH:
         raise ApiError(400, f"body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
         return json.loads(text, parse_constant=_reject_constant)
@@ -82,8 +94,9 @@ _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 def refuse_nul(text: str) -> None:
     """422 when a JSON body holds a NUL character: PostgreSQL's text and jsonb cannot, SQLite can; refused on
-    both, so every store takes the same documents."""
-    if _NUL_ESCAPE.search(text):
+    both, so every store takes the same documents. (The substring test first: the regex is only needed, and
+    only paid for, when the six characters are there at all.)"""
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise ApiError(
             422, "the document contains a NUL character (\\u0000), which the results database cannot store"
         )
@@ -95,7 +108,7 @@ class Submission:
     result_text: str  # verbatim when the body was the bare document
     variant: Any  # VariantManifest | None
     source: str
-    content_hash: str = ""  # sha256 of the canonical document (computed once, from the one to_dict)
+    content_hash: str  # sha256 of the canonical document (computed once, from the one to_dict)
 
 
 def parse_submission(body: bytes) -> Submission:
@@ -128,11 +141,6 @@ def submission_of(obj: Any, text: str | None = None) -> Submission:
     if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()
                                or len(source) > 300):  # fmt: skip
         raise ApiError(422, "field 'source': must be a file name (no folders, at most 300 characters)")
-    import hashlib
-
-    from accelbench.documents import to_dict
-    from accelbench.util import canonical_json_text
-
     # once: the content hash is the sha256 of this canonical text, and a document that came in the envelope
     # is stored as it (compact, sorted keys: json's C encoder; an indented dump runs the pure-Python one)
     canonical = canonical_json_text(to_dict(result))
@@ -163,36 +171,22 @@ def columns(doc: Any) -> dict[str, Any]:
         "accelbench_version": ((prov.packages or {}).get("accelbench") or "")[:40] or None, "origin": doc.origin,
         "created_at": _created_at(prov.created_at) if prov.created_at else None,
         "summary": {"steps": len(doc.steps), "verdicts": verdicts, "complete": doc.complete},
+        "host_label": host_label(prov.host)[:300],
     }  # fmt: skip
 
 
-def store(session: Any, sub: Submission) -> tuple[Any, bool]:
-    """Insert the result (and its variant) unless already stored; returns (row, created). Commits."""
-    import sqlalchemy as sa
-    from sqlalchemy.exc import IntegrityError
+@dataclass(frozen=True)
+class Stored:
+    """What storing one submission did: the result's row id and content hash, and whether it is new."""
 
-    from accelbench.service.models import Result
+    id: int
+    content_hash: str
+    created: bool
 
-    content_hash = sub.content_hash or sub.result.content_hash()
-    existing = session.execute(
-        sa.select(Result).where(Result.content_hash == content_hash)
-    ).scalar_one_or_none()
-    if existing is not None:
-        return existing, False
-    variant_id = None
-    if sub.variant is not None:
-        variant_id = _store_variant(session, sub.variant)
-    row = Result(content_hash=content_hash, source=sub.source, document=sub.result_text, variant_id=variant_id,
-                 **columns(sub.result))  # fmt: skip
-    session.add(row)
-    try:
-        session.commit()  # acknowledged only after this: a killed server loses nothing it answered 201 for
-    except IntegrityError:  # the same document arrived concurrently and the other request won
-        session.rollback()
-        return session.execute(
-            sa.select(Result).where(Result.content_hash == content_hash)
-        ).scalar_one(), False
-    return row, True
+
+def store(session: Any, sub: Submission) -> Stored:
+    """Insert the result (and its variant) unless already stored. Commits."""
+    return store_many(session, [sub])[0]
 
 
 MAX_BATCH = 500
@@ -215,31 +209,64 @@ def parse_batch(body: bytes) -> list[Submission]:
     return out
 
 
-def store_many(session: Any, subs: list[Submission]) -> list[tuple[str, bool]]:
-    """Store a batch in one transaction: (content hash, created) per submission, in order. Commits."""
+def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
+    """Store a batch in one transaction, each document once: one multi-row INSERT of the rows and one of their
+    documents (``executemany``; rows come back in order with their ids), then one commit, acknowledged only
+    after it (a killed server loses nothing it answered for). One ``Stored`` per submission, in order: the
+    first of a content hash in the batch is ``created`` when it was not stored before."""
     import sqlalchemy as sa
     from sqlalchemy.exc import IntegrityError
 
-    from accelbench.service.models import Result
+    from accelbench.service.models import Result, StoredDocument, utcnow
 
-    hashes = [s.content_hash or s.result.content_hash() for s in subs]
-    known = set(
-        session.execute(sa.select(Result.content_hash).where(Result.content_hash.in_(set(hashes)))).scalars()
+    hashes = [s.content_hash for s in subs]
+    ids: dict[str, int] = dict(
+        session.execute(
+            sa.select(Result.content_hash, Result.id).where(Result.content_hash.in_(set(hashes)))
+        ).all()
     )
-    out, seen = [], set()
+    new: dict[str, Submission] = {}
     for sub, content_hash in zip(subs, hashes, strict=True):
-        created = content_hash not in known and content_hash not in seen
-        if created:
-            seen.add(content_hash)
-            variant_id = _store_variant(session, sub.variant) if sub.variant is not None else None
-            session.add(Result(content_hash=content_hash, source=sub.source, document=sub.result_text,
-                               variant_id=variant_id, **columns(sub.result)))  # fmt: skip
-        out.append((content_hash, created))
-    try:
-        session.commit()
-    except IntegrityError:  # one of them arrived concurrently: store one by one, each once
-        session.rollback()
-        return [(row.content_hash, created) for row, created in (store(session, sub) for sub in subs)]
+        if content_hash not in ids:
+            new.setdefault(content_hash, sub)
+    if new:
+        now, variants, rows = utcnow(), dict[str, int | None](), []
+        for content_hash, sub in new.items():
+            variant_id = None
+            if sub.variant is not None:
+                known = sub.variant.manifest_hash
+                variant_id = variants.get(known) or variants.setdefault(
+                    known, _store_variant(session, sub.variant)
+                )
+            rows.append({"content_hash": content_hash, "source": sub.source, "variant_id": variant_id,
+                         "received_at": now, **columns(sub.result)})  # fmt: skip
+        try:
+            # Core statements on the tables: none of the ORM's bulk machinery per call
+            results, documents = cast(sa.Table, Result.__table__), cast(sa.Table, StoredDocument.__table__)
+            inserted = (
+                session.execute(
+                    sa.insert(results).returning(results.c.id, sort_by_parameter_order=True), rows
+                )
+                .scalars()
+                .all()
+            )
+            texts = [
+                {"result_id": i, "document": sub.result_text}
+                for i, sub in zip(inserted, new.values(), strict=True)
+            ]
+            session.execute(sa.insert(documents), texts)
+            session.commit()
+        except IntegrityError:  # one of them arrived concurrently and the other request won
+            session.rollback()
+            if len(subs) > 1:  # one by one, each once
+                return [stored for sub in subs for stored in store_many(session, [sub])]
+            found = session.execute(sa.select(Result.id).where(Result.content_hash == hashes[0])).scalar_one()
+            return [Stored(found, hashes[0], False)]
+        ids.update(zip(new, inserted, strict=True))
+    out = []
+    for content_hash in hashes:
+        out.append(Stored(ids[content_hash], content_hash, content_hash in new))
+        new.pop(content_hash, None)  # a second copy in the same batch is not new
     return out
 
 

@@ -107,10 +107,7 @@ class Limits:
                 break
         data = b"".join(chunks)
         head = data[:64].lstrip()
-        if (
-            head[:1] in (b"[", b"{")
-            and (depth := json_depth(data.decode("utf-8", "replace"))) > MAX_JSON_DEPTH
-        ):
+        if head[:1] in (b"[", b"{") and (depth := json_depth(data)) > MAX_JSON_DEPTH:
             return 400, f"body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}"
         sent = False
 

@@ -6,10 +6,9 @@ import json
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import defer
 
 from accelbench.service.errors import ApiError
-from accelbench.service.models import Result, Variant, aware
+from accelbench.service.models import Result, StoredDocument, Variant, aware
 
 FILTERS = ("model", "target", "precision", "variant", "host")
 
@@ -37,16 +36,19 @@ def _between(query: Any, filters: dict[str, Any]) -> Any:
     return query
 
 
+def listing_query(filters: dict[str, Any], limit: int, offset: int) -> Any:
+    """One page of visible results, newest first: the order is the ``(hidden_at, created_at, id)`` index's,
+    so a page costs an index walk of ``offset + limit`` rows, not a sort of every visible row."""
+    query = _between(_where(sa.select(Result), filters), filters)
+    return query.order_by(Result.created_at.desc(), Result.id.desc()).limit(limit).offset(offset)
+
+
 def list_results(session: Any, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[Any], int]:
-    """One page of results, newest first, and how many match. The order is the ``created_at`` index's, so
-    a page costs an index walk of ``offset + limit`` rows, not a sort of the table."""
+    """One page of results (``listing_query``) and how many match."""
     total = session.execute(
         _between(_where(sa.select(sa.func.count(Result.id)), filters), filters)
     ).scalar_one()
-    query = _between(_where(sa.select(Result), filters), filters)
-    query = query.order_by(Result.created_at.desc(), Result.id.desc())
-    query = query.options(defer(Result.document))  # a listing shows indexed columns, never documents
-    return list(session.execute(query.limit(limit).offset(offset)).scalars()), total
+    return list(session.execute(listing_query(filters, limit, offset)).scalars()), total
 
 
 def filter_choices(session: Any) -> dict[str, list[Any]]:
@@ -54,8 +56,7 @@ def filter_choices(session: Any) -> dict[str, list[Any]]:
     scan) and the known origins; a host comes with the id of one of its results, whose probe names it."""
     from accelbench.documents import ORIGINS
 
-    # origin is a closed set and not indexed (a DISTINCT over it would read every stored document's row)
-    out: dict[str, list[Any]] = {"origin": list(ORIGINS)}
+    out: dict[str, list[Any]] = {"origin": list(ORIGINS)}  # a closed set
     for name in ("model", "target", "precision"):
         column = getattr(Result, name)
         values = session.execute(
@@ -116,9 +117,19 @@ def get_result(session: Any, content_hash: str, hidden_too: bool = False) -> Any
     return row
 
 
+def document_texts(session: Any, ids: list[int]) -> dict[int, str]:
+    """Result id → its stored document text."""
+    if not ids:
+        return {}
+    query = sa.select(StoredDocument.result_id, StoredDocument.document).where(
+        StoredDocument.result_id.in_(ids)
+    )
+    return dict(session.execute(query).all())
+
+
 def detail(row: Any, session: Any) -> dict[str, Any]:
     variant = session.get(Variant, row.variant_id) if row.variant_id else None
-    doc = json.loads(row.document)
+    doc = json.loads(document_texts(session, [row.id])[row.id])
     return {
         **summary(row),
         "provenance": doc.get("provenance") or {},

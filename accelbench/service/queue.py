@@ -19,10 +19,6 @@ from accelbench.service import jobs
 from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobLabel, JobResult, Runner
 from accelbench.service.models import aware, utcnow
 
-# A lease that ran out while the server itself was down is not the agent's fault: after a (re)start every lease
-# gets one full period for the agent's next heartbeat to arrive before it can expire.
-STARTED_AT = utcnow()
-
 
 class JobLost(Exception):
     """The job is not this runner's any more (its lease expired and it was requeued, or it finished)."""
@@ -122,8 +118,12 @@ def authenticate_runner(session: Any, runner_id: int, secret: str | None) -> Run
     return runner
 
 
-def reap_expired(session: Any, now: Any = None) -> int:
-    """Requeue (or expire, after its last attempt) every running job whose lease ran out. Commits."""
+def reap_expired(session: Any, started_at: Any, now: Any = None) -> int:
+    """Requeue (or expire, after its last attempt) every running job whose lease ran out. Commits.
+
+    A lease that ran out while the server itself was down is not the agent's fault: after a (re)start at
+    ``started_at`` (``app.state.started_at``) every lease gets one full period for the agent's next heartbeat
+    to arrive before it can expire."""
     now = now or utcnow()
     rows = session.execute(
         sa.select(
@@ -136,7 +136,7 @@ def reap_expired(session: Any, now: Any = None) -> int:
         over = jobs.past_time_limit(claimed_at, limit_s, now)
         if not over and not jobs.lease_expired(until, now):
             continue
-        if not over and now < jobs.lease_until(STARTED_AT, lease_s):
+        if not over and now < jobs.lease_until(started_at, lease_s):
             continue  # the server was down while this lease ran out: give the agent one period to check in
         after = jobs.after_expiry(attempts, max_attempts)
         what = f"time limit of {limit_s:g} s passed" if over else "lease expired"

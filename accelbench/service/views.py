@@ -2,23 +2,35 @@
 
 The documents come out of the database exactly as pushed, so the JSON and the HTML the server renders are
 byte-identical to what ``accelbench report`` renders from the result folders they were pushed from.
+
+Building a report over hundreds of runs takes seconds (the builder and the matplotlib plots go over every
+step), so the server keeps what it built, per app (``Reports`` on ``app.state.reports``), and builds off the
+request process: in a build process of its own (spawned, niced: a build in a thread would hold the GIL the
+request handlers need), scheduled on every push for the pushed models' default page and dashboard row. A page
+shows the last build for its query until the fresh one is in; the JSON report and ``/report.html`` wait for
+a build of exactly what is stored (the request waits; the server does not).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import Query
+from markupsafe import Markup
 
 from accelbench.errors import BadInputError
 from accelbench.reports.cost import PRICE_BASES, parse_price_overrides
-from accelbench.reports.options import DEFAULTS, options_from
+from accelbench.reports.options import DEFAULTS, ReportOptions, options_from
+from accelbench.reports.report import render_report  # at import: the first push must not pay for it
 from accelbench.service import queries
-from accelbench.service.errors import ApiError
+from accelbench.service.errors import ApiError, log
 
 
 def report_options(
@@ -80,76 +92,64 @@ def _positive(name: str, text: str | None) -> float | None:
     return value
 
 
-_PARSED: dict[str, Any] = {}  # content hash → ResultDocument; stored documents never change
-_PARSED_MAX = 20000
+SMALL = 50  # a report over fewer results is built in the request process (tens of ms, no plots queued)
+RENDERED_MAX = 64  # reports kept per app, least recently used out
+PARSED_MAX = 20000  # parsed documents kept per app (a stored document never changes)
+MEMO_MAX = 64
+PAGES_KEPT = 8  # rendered pages per built report (one per URL: the default query and a few others)
+BUILD_PROCESSES = 2  # one for the builds scheduled on ingest, one free for a request waiting on its report
+DEBOUNCE_S = 0.5  # pushes come in bursts: a scheduled build starts after the burst, not once per push
+NICE = 10  # the build processes yield the cores to the request handlers
 
 
-def documents(rows: list[Any]) -> list[Any]:
-    """Stored rows → ResultDocuments, parsed once per process (a document never changes once stored)."""
+def parse_documents(cache: dict[str, Any], session: Any, rows: list[Any]) -> list[Any]:
+    """Stored rows → ResultDocuments, each parsed once into ``cache`` (by content hash); the texts of those not
+    parsed yet are read in one query per chunk (``results`` rows do not carry their documents)."""
     from accelbench.documents import load_result
 
-    out = []
-    for row in rows:
-        doc = _PARSED.get(row.content_hash)
-        if doc is None:
-            doc = load_result(json.loads(row.document), name=row.source)
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.clear()
-            _PARSED[row.content_hash] = doc
-        out.append(doc)
-    return out
+    found = {r.content_hash: doc for r in rows if (doc := cache.get(r.content_hash)) is not None}
+    missing = [r for r in rows if r.content_hash not in found]
+    for start in range(0, len(missing), 500):
+        chunk = missing[start : start + 500]
+        texts = queries.document_texts(session, [r.id for r in chunk])
+        if len(cache) + len(chunk) > PARSED_MAX:
+            cache.clear()  # another thread may be reading it: each keeps what it found in ``found``
+        for row in chunk:
+            found[row.content_hash] = cache[row.content_hash] = load_result(
+                json.loads(texts[row.id]), name=row.source
+            )
+    return [found[r.content_hash] for r in rows]
 
 
-_RENDERED: OrderedDict[tuple, tuple[tuple, Any]] = OrderedDict()  # query → (what it was built from, report)
-_RENDERED_MAX = 64
-_LOCK = threading.Lock()
-_PENDING: set[tuple] = set()  # queries a background thread is rendering
-_WORKER: Any = None  # one thread renders in the background: a report build is CPU-bound
+@dataclass(frozen=True)
+class _Data:
+    rows: list[Any]
+    baseline_id: str | None
 
 
-def _key(session: Any, catalog: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> tuple:
-    bind = session.get_bind()  # one process may serve several databases (tests): they must not share entries
-    return (str(bind.url), id(bind), model, repr(options), formats, id(catalog))
+@dataclass(frozen=True)
+class BuiltReport:
+    """What a build process hands back (picklable): what the routes read of a RenderedReport."""
+
+    data: _Data
+    outputs: dict[str, bytes]
+    json_text: str
 
 
-def render(
-    session: Any, catalog: Any, options: Any, model: str | None = None, formats: tuple[str, ...] = ()
-) -> Any:
-    """``render_report`` over every stored result (or one model's): the function ``accelbench report`` calls,
-    exactly for what is stored now. Unknown model → 404, a bad option (unknown target id, percentile) → 422.
+@dataclass(frozen=True)
+class Problem:
+    """A report that could not be built: the status and the one line the page or the API answers with."""
 
-    (how many, the newest id, the sum of ids) of the visible results identifies what a report was built from:
-    a rendered report is reused until a push (or a hide) changes that (conbench#1616).
-    """
-    fingerprint = queries.fingerprint(session, model)
-    if not fingerprint[0]:
-        raise ApiError(404, f"no results stored for model {model!r}" if model else "no results stored yet")
-    key = _key(session, catalog, options, model, formats)
-    with _LOCK:
-        hit = _RENDERED.get(key)
-        if hit is not None and hit[0] == fingerprint:
-            _RENDERED.move_to_end(key)
-            return hit[1]
-    return _build(session, catalog, options, model, formats, key, fingerprint)
+    status: int
+    message: str
 
 
-def _build(session: Any, catalog: Any, options: Any, model: str | None, formats: tuple[str, ...], key: tuple,
-           fingerprint: tuple) -> Any:  # fmt: skip
-    from accelbench.reports.report import render_report
-
-    rows = queries.stored_rows(session, model=model)
-    try:
-        rendered = render_report(documents(rows), catalog, options, formats=formats)
-    except BadInputError as err:
-        raise ApiError(422, str(err)) from None
-    except Exception as err:  # noqa: BLE001 - a stored document the report cannot take: one line, logged
-        raise ApiError(422, problem_line(err, model or "(all)")) from None
-    with _LOCK:
-        _RENDERED[key] = (fingerprint, rendered)
-        _RENDERED.move_to_end(key)
-        while len(_RENDERED) > _RENDERED_MAX:
-            _RENDERED.popitem(last=False)
-    return rendered
+@dataclass
+class _Entry:
+    fingerprint: tuple
+    report: Any  # RenderedReport or BuiltReport
+    parts: tuple[Markup, Markup] | None = None  # report.html's style and body, split once when a page asks
+    pages: OrderedDict[Any, bytes] = field(default_factory=OrderedDict)  # PageReport.page: the pages as sent
 
 
 @dataclass(frozen=True)
@@ -159,147 +159,283 @@ class PageReport:
 
     rendered: Any
     stale: bool
+    entry: _Entry | None = field(default=None, repr=False)
+
+    def parts(self) -> tuple[Markup, Markup]:
+        """The report.html's <style> and <body> content, to embed it unchanged under the page's controls; split
+        once per build (a report over hundreds of runs is MBs)."""
+        if self.entry is None:
+            return report_parts(self.rendered.outputs["report.html"])
+        if self.entry.parts is None:
+            self.entry.parts = report_parts(self.entry.report.outputs["report.html"])
+        return self.entry.parts
+
+    def page(self, key: Any, render: Any) -> bytes:
+        """The page shown for ``key`` (its URL: the page depends on nothing else but this report), rendered once
+        per build by ``render()``: a page embeds the report's MBs, and templating them costs more than the rest
+        of a view."""
+        if self.entry is None:
+            return render()
+        key = (key, self.stale)
+        found = self.entry.pages.get(key)
+        if found is None:
+            found = self.entry.pages[key] = render()
+            while len(self.entry.pages) > PAGES_KEPT:
+                self.entry.pages.popitem(last=False)
+        return found
 
 
-def render_for_page(app: Any, session: Any, options: Any, model: str | None, formats: tuple[str, ...] = (),
-                    wait: bool = True, wait_below: int = 0) -> PageReport:  # fmt: skip
-    """The pages' report: the fresh one when built; else the last one built for the same query (``stale``)
-    while a background thread builds the fresh one, so no page view waits for a rebuild after a push; with
-    nothing built yet, built now (``wait``, or fewer than ``wait_below`` results: a quick build) or in the
-    background (``rendered`` None)."""
-    catalog = app.state.catalog
-    fingerprint = queries.fingerprint(session, model)
-    if not fingerprint[0]:
-        raise ApiError(404, f"no results stored for model {model!r}" if model else "no results stored yet")
-    key = _key(session, catalog, options, model, formats)
-    with _LOCK:
-        hit = _RENDERED.get(key)
-    if hit is not None and hit[0] == fingerprint:
-        return PageReport(hit[1], False)
-    if hit is not None or not (wait or fingerprint[0] < wait_below):
-        schedule(app, options, model, formats)
-        return PageReport(hit[1] if hit else None, True)
-    return PageReport(_build(session, catalog, options, model, formats, key, fingerprint), False)
+def report_parts(html: bytes) -> tuple[Markup, Markup]:
+    text = html.decode("utf-8")
+    style = re.search(r"<style>(.*?)</style>", text, re.S)
+    body = re.search(r"<body>\n?(.*)</body>", text, re.S)
+    return Markup(style.group(1) if style else ""), Markup(body.group(1) if body else text)
 
 
-@dataclass(frozen=True)
-class _Data:
-    rows: list[dict[str, Any]]
-    baseline_id: str | None
+class Reports:
+    """One app's reports: parsed documents, built reports by query, and the build processes. On
+    ``app.state.reports``; ``close()`` when the app stops."""
+
+    def __init__(self, engine: Any, catalog: Any, catalog_path: str | None) -> None:
+        from accelbench.service import db
+
+        self.sessions, self.catalog, self.catalog_path = db.sessionmaker_for(engine), catalog, catalog_path
+        self.db_url = engine.url.render_as_string(hide_password=False)  # what a build process connects to
+        self.parsed: dict[str, Any] = {}
+        self.rendered: OrderedDict[tuple, _Entry] = OrderedDict()
+        self.pending: set[tuple] = set()  # queries being built for the cache
+        self.memos: dict[str, OrderedDict[Any, Any]] = {}  # memo(): per kind, least recently used out
+        self.lock = threading.Lock()
+        self.pool: Any = None
+        self.closed = False
+
+    # -- documents and fingerprints ------------------------------------------------------------------------
+    def documents(self, session: Any, rows: list[Any]) -> list[Any]:
+        """Stored rows → ResultDocuments, each parsed once per app."""
+        return parse_documents(self.parsed, session, rows)
+
+    @staticmethod
+    def fingerprint(session: Any, model: str | None) -> tuple[int, int, int]:
+        found = queries.fingerprint(session, model)
+        if not found[0]:
+            raise ApiError(
+                404, f"no results stored for model {model!r}" if model else "no results stored yet"
+            )
+        return found
+
+    def memo(self, kind: str, key: Any, compute: Any, keep: int = MEMO_MAX) -> Any:
+        """``compute()`` once per ``key`` of ``kind`` (the ``keep`` latest kept): what depends only on stored
+        documents, which never change (a history's per-run figures, its plot for the same points)."""
+        with self.lock:
+            memo = self.memos.setdefault(kind, OrderedDict())
+            if key in memo:
+                memo.move_to_end(key)
+                return memo[key]
+        value = compute()
+        with self.lock:
+            memo[key] = value
+            while len(memo) > keep:
+                memo.popitem(last=False)
+        return value
+
+    # -- the cache -----------------------------------------------------------------------------------------
+    def _get(self, key: tuple) -> _Entry | None:
+        with self.lock:
+            entry = self.rendered.get(key)
+            if entry is not None:
+                self.rendered.move_to_end(key)
+            return entry
+
+    def _put(self, key: tuple, fingerprint: tuple, report: Any) -> _Entry:
+        with self.lock:
+            entry = self.rendered.get(key)
+            if entry is None or entry.fingerprint != fingerprint:
+                entry = self.rendered[key] = _Entry(fingerprint, report)
+            self.rendered.move_to_end(key)
+            while len(self.rendered) > RENDERED_MAX:
+                self.rendered.popitem(last=False)
+            return entry
+
+    # -- building --------------------------------------------------------------------------------------------
+    def exact(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...] = ()) -> Any:
+        """The report of exactly what is stored (``render_report``, what ``accelbench report`` calls): unknown
+        model → 404, a bad option (unknown target id, percentile) → 422. Built once per (query, what is stored):
+        (how many, the newest id, the sum of ids) of the visible results changes with a push or a hide."""
+        return self._exact(session, options, model, formats).report
+
+    def _exact(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> _Entry:
+        fingerprint = self.fingerprint(session, model)
+        key = (model, repr(options), formats)
+        entry = self._get(key)
+        if entry is not None and entry.fingerprint == fingerprint:
+            return entry
+        if fingerprint[0] >= SMALL:  # in a build process: this thread waits, the others keep serving
+            from concurrent.futures.process import BrokenProcessPool
+
+            pool, future = self._submit(options, model, formats, 0.0)
+            try:
+                built_at, built = future.result()
+            except BrokenProcessPool:  # a build process died (killed, out of memory): build here instead
+                log.warning("a report build process died; building the report of %r in the server", model)
+                self._drop_pool(pool)
+            else:
+                if isinstance(built, Problem):
+                    raise ApiError(built.status, built.message)
+                return self._put(key, built_at, built)
+        return self._put(key, fingerprint, self._build_here(session, options, model, formats))
+
+    def _build_here(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> Any:
+        rows = queries.stored_rows(session, model=model)
+        try:
+            return render_report(self.documents(session, rows), self.catalog, options, formats=formats)
+        except BadInputError as err:
+            raise ApiError(422, str(err)) from None
+        except Exception as err:  # noqa: BLE001 - a stored document the report cannot take: one line, logged
+            raise ApiError(422, problem_line(err, model or "(all)")) from None
+
+    def for_page(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...] = (),
+                 wait: bool = True) -> PageReport:  # fmt: skip
+        """The pages' report: the fresh one when built; else the last one built for the same query (``stale``)
+        while a build process builds the fresh one, so no page view waits for a rebuild after a push; with
+        nothing built yet, built now (``wait``, or a small model) or in the background (``rendered`` None)."""
+        fingerprint = self.fingerprint(session, model)
+        key = (model, repr(options), formats)
+        entry = self._get(key)
+        if entry is not None and entry.fingerprint == fingerprint:
+            return PageReport(entry.report, False, entry)
+        if entry is not None or not (wait or fingerprint[0] < SMALL):
+            self.schedule(options, model, formats)
+            return PageReport(entry.report if entry else None, True, entry)
+        entry = self._exact(session, options, model, formats)
+        return PageReport(entry.report, False, entry)
+
+    def _submit(self, options: Any, model: str | None, formats: tuple[str, ...],
+                debounce_s: float) -> tuple[Any, Any]:  # fmt: skip
+        """(the pool, the future of ``_build_in_child``) in a build process."""
+        with self.lock:
+            if self.closed:
+                raise ApiError(503, "the server is stopping")
+            if self.pool is None:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                self.pool = ProcessPoolExecutor(
+                    max_workers=BUILD_PROCESSES, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start_builder, initargs=(self.db_url, self.catalog_path),
+                )  # fmt: skip
+            pool = self.pool
+        try:
+            return pool, pool.submit(_build_in_child, options, model, formats, debounce_s)
+        except Exception:  # a broken pool (a build process died): the next build starts a new one
+            self._drop_pool(pool)
+            raise
+
+    def _drop_pool(self, pool: Any) -> None:
+        """Forget a broken pool so that the next build starts a new one."""
+        with self.lock:
+            if self.pool is pool:
+                self.pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def schedule(self, options: Any, model: str | None, formats: tuple[str, ...]) -> None:
+        """Build this query's report in a build process (once at a time per query; again when results arrived
+        during the build), and keep it where ``for_page`` finds it."""
+        key = (model, repr(options), formats)
+        with self.lock:
+            if key in self.pending or self.closed:
+                return
+            self.pending.add(key)
+        try:
+            pool, future = self._submit(options, model, formats, DEBOUNCE_S)
+        except Exception:  # noqa: BLE001 - stopping, or a broken pool: the next view schedules it again
+            with self.lock:
+                self.pending.discard(key)
+            return
+
+        def done(fut: Any) -> None:
+            with self.lock:
+                self.pending.discard(key)
+                closed = self.closed
+            if closed or fut.cancelled():
+                return
+            try:
+                fingerprint, built = fut.result()
+            except Exception as err:  # noqa: BLE001
+                from concurrent.futures.process import BrokenProcessPool
+
+                log.warning("background report of %r failed: %s", model, " ".join(str(err).split())[:300])
+                if isinstance(err, BrokenProcessPool):
+                    self._drop_pool(pool)
+                return
+            if not isinstance(built, Problem):
+                self._put(key, fingerprint, built)
+            with self.sessions() as session:
+                if queries.fingerprint(session, model) != fingerprint:
+                    self.schedule(options, model, formats)
+
+        future.add_done_callback(done)
+
+    def after_push(self, models: list[str]) -> None:
+        """Precompute on ingest: the pushed models' report pages and dashboard rows at the default options."""
+        for model in models:
+            self.schedule(ReportOptions(), model, ())
+            self.schedule(default_page_options(), model, ("html",))
+
+    def forget(self, model: str) -> None:
+        """A result of ``model`` was hidden or shown again: drop the reports that show (or lack) it, so that no
+        page goes on showing a hidden result while the new build is made, and schedule that build."""
+        with self.lock:
+            for key in [k for k in self.rendered if k[0] in (model, None)]:
+                del self.rendered[key]
+        self.after_push([model])
+
+    def close(self) -> None:
+        """Stop the build processes (the server is stopping): a build in progress is abandoned, not waited for."""
+        with self.lock:
+            pool, self.pool, self.closed = self.pool, None, True
+        if pool is not None:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
-@dataclass(frozen=True)
-class BuiltPage:
-    """What a background build hands back (picklable): what the pages read of a RenderedReport."""
-
-    data: _Data
-    outputs: dict[str, bytes]
+# -- the build process -------------------------------------------------------------------------------------------
+_BUILDER: dict[str, Any] = {}  # in a build process only: its engine, catalog and parsed documents
 
 
-_CHILD: dict[str, Any] = {}  # in the build process: engine per URL, catalog per path
-
-
-def _build_in_child(db_url: str, catalog_path: str | None, options: Any, model: str | None,
-                    formats: tuple[str, ...]) -> tuple[tuple, BuiltPage | str]:  # fmt: skip
-    """In the build process: (fingerprint, the page's report) or (fingerprint, one-line problem)."""
-    import time as _time
-
+def _start_builder(db_url: str, catalog_path: str | None) -> None:
+    """A build process starts: lower priority than the server's, its own engine and catalog."""
     from accelbench.hardware.catalog import load_catalog
-    from accelbench.reports.report import render_report
     from accelbench.service import db
 
-    _time.sleep(0.5)  # pushes come in bursts: build once after the burst, not once per push
-    engine = _CHILD.get(db_url) or _CHILD.setdefault(db_url, db.make_engine(db_url))
-    catalog = _CHILD.get(f"catalog:{catalog_path}") or _CHILD.setdefault(
-        f"catalog:{catalog_path}", load_catalog(catalog_path)
-    )
-    with db.sessionmaker_for(engine)() as session:
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+    _BUILDER.update(engine=db.make_engine(db_url), catalog=load_catalog(catalog_path), parsed={})
+
+
+def _build_in_child(options: Any, model: str | None, formats: tuple[str, ...],
+                    debounce_s: float) -> tuple[tuple, BuiltReport | Problem]:  # fmt: skip
+    """In a build process: (fingerprint, the report) or (fingerprint, the problem)."""
+    import time
+
+    from accelbench.service import db
+
+    time.sleep(debounce_s)
+    with db.sessionmaker_for(_BUILDER["engine"])() as session:
         fingerprint = queries.fingerprint(session, model)
         if not fingerprint[0]:
-            return fingerprint, "no results"
+            return fingerprint, Problem(
+                404, f"no results stored for model {model!r}" if model else "no results"
+            )
         try:
-            rendered = render_report(documents(queries.stored_rows(session, model=model)), catalog, options,
-                                     formats=formats)  # fmt: skip
-        except Exception as err:  # noqa: BLE001 - shown as the page's one line when it asks
-            return fingerprint, " ".join(str(err).split())[:300] or type(err).__name__
-    rows = [dict(r) for r in rendered.data.rows]
-    return fingerprint, BuiltPage(_Data(rows, rendered.data.baseline_id), dict(rendered.outputs))
-
-
-def _pool() -> Any:
-    """One build process: a report build is CPU-bound Python; in a thread it would hold the GIL the request
-    handlers need, in a process of its own it runs on the other core."""
-    global _WORKER
-    if _WORKER is None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        _WORKER = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    return _WORKER
-
-
-def shutdown() -> None:
-    """Stop the build process (the server is stopping): a build in progress is abandoned, not waited for."""
-    global _WORKER
-    with _LOCK:
-        worker, _WORKER = _WORKER, None
-    if worker is not None:
-        for proc in list(getattr(worker, "_processes", {}).values()):
-            proc.terminate()
-        worker.shutdown(wait=False, cancel_futures=True)
-
-
-def schedule(app: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> None:
-    """Build this query's report in the build process (once at a time per query; again when results arrived
-    during the build), and keep it where ``render_for_page`` finds it."""
-    engine, catalog = app.state.engine, app.state.catalog
-    key = (str(engine.url), id(engine), model, repr(options), formats, id(catalog))
-    with _LOCK:
-        if key in _PENDING:
-            return
-        _PENDING.add(key)
-    url = engine.url.render_as_string(hide_password=False)
-    try:
-        future = _pool().submit(
-            _build_in_child, url, app.state.settings.catalog_path, options, model, formats
-        )
-    except Exception:  # noqa: BLE001 - a broken pool (the process died): the next view builds in-process
-        with _LOCK:
-            _PENDING.discard(key)
-        return
-
-    def done(fut: Any) -> None:
-        with _LOCK:
-            _PENDING.discard(key)
-        try:
-            fingerprint, built = fut.result()
-        except Exception:  # noqa: BLE001
-            from accelbench.service.errors import log
-
-            log.warning("background report of %r failed", model, exc_info=True)
-            return
-        if isinstance(built, BuiltPage):
-            with _LOCK:
-                old = _RENDERED.get(key)
-                if old is None or old[0] != fingerprint:
-                    _RENDERED[key] = (fingerprint, built)
-                    _RENDERED.move_to_end(key)
-                while len(_RENDERED) > _RENDERED_MAX:
-                    _RENDERED.popitem(last=False)
-        with app.state.sessions() as session:
-            if queries.fingerprint(session, model) != fingerprint:
-                schedule(app, options, model, formats)
-
-    future.add_done_callback(done)
-
-
-def after_push(app: Any, models: list[str]) -> None:
-    """Precompute on ingest: the pushed models' report pages and dashboard rows at the default options."""
-    from accelbench.reports.build import ReportOptions
-
-    for model in models:
-        schedule(app, ReportOptions(), model, ())
-        schedule(app, default_page_options(), model, ("html",))
+            docs = parse_documents(_BUILDER["parsed"], session, queries.stored_rows(session, model=model))
+            rendered = render_report(docs, _BUILDER["catalog"], options, formats=formats)
+        except BadInputError as err:
+            return fingerprint, Problem(422, str(err))
+        except Exception as err:  # noqa: BLE001 - shown as the page's one line; the traceback to the log
+            return fingerprint, Problem(422, problem_line(err, model or "(all)"))
+    data = _Data(list(rendered.data.rows), rendered.data.baseline_id)
+    return fingerprint, BuiltReport(data, dict(rendered.outputs), rendered.json_text)
 
 
 def default_page_options() -> Any:
@@ -311,7 +447,5 @@ def problem_line(err: Exception, model: str) -> str:
     """The one line a page shows where one model's report could not be built (unexpected errors are logged)."""
     if isinstance(err, ApiError):
         return err.message
-    from accelbench.service.errors import log
-
     log.exception("the report of model %r could not be built", model)
     return f"this model's report could not be built ({type(err).__name__}); the server log has the details"

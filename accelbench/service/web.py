@@ -6,7 +6,6 @@ of the options, so changing the SLO is a plain form submit; ``/report.html`` ser
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -45,7 +44,6 @@ PERCENTILES = ("50", "90", "95", "99", "99.9")
 Format = Annotated[Literal["html", "csv"], Query(description="csv: download the table named by `table`")]
 TableId = Annotated[str, Query(max_length=40, description="which table of the page to download as CSV")]
 PER_PAGE = 50
-DASHBOARD_WAIT_BELOW = 50  # a model with fewer results is built on the dashboard's request (tens of ms)
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
@@ -63,9 +61,8 @@ def _csv(page_tables: list[tables.PageTable], table: str, name: str) -> Response
 
 
 def _host_labels(rows: list[Any]) -> dict[str, str]:
-    """Content hash → the host as people read it (CPU, GPUs), from each document's own probe."""
-    return {row.content_hash: formatting.host_label(doc.provenance.host)
-            for row, doc in zip(rows, views.documents(rows), strict=True)}  # fmt: skip
+    """Content hash → the host as people read it (CPU, GPUs): the label of its probe, copied out at ingest."""
+    return {row.content_hash: row.host_label for row in rows if row.host_label}
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -83,9 +80,9 @@ def dashboard(request: Request, session: Session, _who: Reader,
     overview = []
     for model in models:
         try:  # each model in its own guard: one bad series is one error line, never a 500 for the page
-            # never built on the request path: precomputed on ingest (views.after_push), or being built now
-            rendered = views.render_for_page(
-                request.app, session, ReportOptions(), model, wait=False, wait_below=DASHBOARD_WAIT_BELOW
+            # precomputed on ingest (Reports.after_push) or being built now; only a small model is built here
+            rendered = request.app.state.reports.for_page(
+                session, ReportOptions(), model, wait=False
             ).rendered
             if rendered is None:
                 raise ApiError(503, "its report is being prepared; reload in a moment")
@@ -132,8 +129,7 @@ def results_page(
         return _csv([listing], table, "results")
     choices = queries.filter_choices(session)
     host_rows = queries.rows_by_id(session, [i for _, i in choices["host"]])
-    hosts = [(value, formatting.host_label(views.documents([host_rows[i]])[0].provenance.host))
-             for value, i in choices["host"] if i in host_rows]  # fmt: skip
+    hosts = [(value, host_rows[i].host_label or value) for value, i in choices["host"] if i in host_rows]
     kept = {k: v for k, v in {**chosen, "since": since, "until": until}.items() if v}
     pages = max(1, -(-total // per_page))
 
@@ -150,28 +146,6 @@ def _day(day: date | None) -> datetime | None:
     return datetime.combine(day, time(0), tzinfo=timezone.utc) if day else None
 
 
-_BODIES: dict[int, tuple[Any, tuple[Markup, Markup]]] = {}  # id(rendered) → (rendered, its style and body)
-
-
-def _report_parts(rendered: Any) -> tuple[Markup, Markup]:
-    """``_report_body`` of a rendered report, once per rendering (a report over hundreds of runs is MBs)."""
-    hit = _BODIES.get(id(rendered))
-    if hit is not None and hit[0] is rendered:
-        return hit[1]
-    parts = _report_body(rendered.outputs["report.html"].decode("utf-8"))
-    if len(_BODIES) >= 64:
-        _BODIES.clear()
-    _BODIES[id(rendered)] = (rendered, parts)
-    return parts
-
-
-def _report_body(html: str) -> tuple[Markup, Markup]:
-    """The report page's <style> and <body> content, to embed it unchanged under the controls."""
-    style = re.search(r"<style>(.*?)</style>", html, re.S)
-    body = re.search(r"<body>\n?(.*)</body>", html, re.S)
-    return Markup(style.group(1) if style else ""), Markup(body.group(1) if body else html)
-
-
 @router.get("/report", response_class=HTMLResponse)
 def report_page(request: Request, session: Session, _who: Reader, options: Options,
                 model: Annotated[str, Query(min_length=1, max_length=200)],
@@ -179,7 +153,7 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
     """One model's report with SLO, percentile, price-basis and baseline controls (a GET form). Each ranking
     row links to the result documents behind it; ``format=csv&table=results`` is the report's results.csv.
     After a push it shows the report built before it until the background build with the new results is ready."""
-    page = views.render_for_page(request.app, session, options, model, formats=("html",))
+    page = request.app.state.reports.for_page(session, options, model, formats=("html",))
     rendered = page.rendered
     ranked = sorted((r for r in rendered.data.rows if r["model"] == model),
                     key=lambda r: (r["rank"] is None, r["rank"] or 0, r["target"], r["precision"]))  # fmt: skip
@@ -196,17 +170,22 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
             return Response(to_csv_text(flat), media_type="text/csv; charset=utf-8",
                             headers={"Content-Disposition": 'attachment; filename="results.csv"'})  # fmt: skip
         return _csv([ranking], table, "report")
-    style, body = _report_parts(rendered)
-    return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
-                 body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
-                 targets=sorted(request.app.state.catalog.targets), query=request.url.query, stale=page.stale)  # fmt: skip
+
+    def render() -> bytes:
+        style, body = page.parts()
+        return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
+                     body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
+                     targets=sorted(request.app.state.catalog.targets), query=request.url.query,
+                     stale=page.stale).body  # fmt: skip
+
+    return HTMLResponse(page.page(str(request.url), render))
 
 
 @router.get("/report.html")
 def report_file(request: Request, session: Session, _who: Reader, options: Options,
                 model: Annotated[str | None, Query(max_length=200)] = None) -> Response:  # fmt: skip
     """Exactly the report.html ``accelbench report`` writes for the same documents and options."""
-    rendered = views.render(session, request.app.state.catalog, options, model, formats=("html",))
+    rendered = request.app.state.reports.exact(session, options, model, formats=("html",))
     return Response(rendered.outputs["report.html"], media_type="text/html; charset=utf-8")
 
 
@@ -217,7 +196,7 @@ def result_page(request: Request, content_hash: str, session: Session, _who: Rea
     its intervals, verdict, reasons and attempts, and the variant manifest when it was pushed."""
     row = queries.get_result(session, content_hash)
     detail = queries.detail(row, session)
-    doc = views.documents([row])[0]
+    doc = request.app.state.reports.documents(session, [row])[0]
     page_tables = [tables.steps_table(doc.steps), tables.attempts_table(doc.steps),
                    tables.accuracy_table(detail["document"].get("accuracy")),
                    tables.probe_table(detail["provenance"].get("host"))]  # fmt: skip
@@ -238,11 +217,8 @@ def history_page(request: Request, session: Session, _who: Reader, options: Opti
     from accelbench.reports.capacity import percentile_key
     from accelbench.reports.plots import trend_chart
 
-    data = hist.history(session, request.app.state.catalog, options, model, target, precision)
-    rows = queries.rows_by_hash(session, [r["id"] for r in data["runs"]])
-    labels = _host_labels(list(rows.values()))
-    for r in data["runs"]:
-        r["host_label"] = labels.get(r["id"])
+    reports = request.app.state.reports
+    data = hist.history(reports, session, options, model, target, precision)
     runs = tables.history_table(data["runs"])
     if fmt == "csv":
         return _csv([runs], table, "history")
@@ -256,11 +232,14 @@ def history_page(request: Request, session: Session, _who: Reader, options: Opti
                        "capacity_rps": g["output_tokens_per_s"], "latency_us": (g["ttft_p99_ms"] or 0) * 1000,
                        "tpot_us": (g["tpot_p99_ms"] or 0) * 1000, "flagged": False}
                       for r, g in ((r, r["generative"]) for r in data["runs"] if r.get("generative"))]  # fmt: skip
-        svg = trend_chart(f"{model} on {target} at {precision}: TTFT p99 ≤ {gen[0]['ttft_objective_ms']:g} ms, "
-                          f"TPOT p99 ≤ {gen[0]['tpot_objective_ms']:g} ms", gen_points, "TTFT p99",
-                          generative=True)  # fmt: skip
+        title = (f"{model} on {target} at {precision}: TTFT p99 ≤ {gen[0]['ttft_objective_ms']:g} ms, "
+                 f"TPOT p99 ≤ {gen[0]['tpot_objective_ms']:g} ms")  # fmt: skip
+        svg = reports.memo("trend", (title, repr(gen_points)),
+                           lambda: trend_chart(title, gen_points, "TTFT p99", generative=True))  # fmt: skip
         return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
-    svg = trend_chart(f"{model} on {target} at {precision}: {key} ≤ {options.slo_ms:g} ms", points, key)
+    title = f"{model} on {target} at {precision}: {key} ≤ {options.slo_ms:g} ms"
+    # the plot of the same points is drawn once (a matplotlib pass over hundreds of runs takes seconds)
+    svg = reports.memo("trend", (title, key, repr(points)), lambda: trend_chart(title, points, key))
     return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
 
 

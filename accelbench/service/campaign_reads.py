@@ -1,0 +1,122 @@
+"""What both campaign routers read: campaigns and their jobs as JSON, runners as rows, a campaign's report,
+and a spec checked against the catalog. Below ``campaigns`` (the API) and ``campaign_pages`` (the pages),
+which import this and not each other."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from accelbench.service import jobs, queue
+from accelbench.service.campaign_models import Campaign, Runner
+from accelbench.service.errors import ApiError
+from accelbench.service.models import aware, utcnow
+
+OFFLINE_AFTER_S = 120.0  # an agent polls every few seconds; two minutes of silence means it is gone
+
+
+def parse_campaign_spec(text: str, catalog: Any) -> Any:
+    """The spec, validated against the catalog, with at least one target to queue; ApiError 422 otherwise."""
+    from accelbench.errors import BadInputError
+    from accelbench.experiment.spec import check_against_catalog, parse_spec
+
+    try:
+        spec = parse_spec(text, "spec")
+        check_against_catalog(spec, catalog)
+    except BadInputError as err:
+        raise ApiError(422, f"field {err}") from None
+    if not spec.measured_targets:
+        raise ApiError(422, "field spec: no measured target (mode 'local' or 'url') to queue a job for")
+    return spec
+
+
+def iso(value: Any) -> str | None:
+    value = aware(value)
+    return value.isoformat() if value is not None else None
+
+
+def get_campaign(session: Any, campaign_id: int) -> Campaign:
+    campaign = session.get(Campaign, campaign_id)
+    if campaign is None:
+        raise ApiError(404, f"no campaign {campaign_id}")
+    return campaign
+
+
+def recent_campaigns(session: Any, limit: int = 200) -> list[Campaign]:
+    return list(session.execute(sa.select(Campaign).order_by(Campaign.id.desc()).limit(limit)).scalars())
+
+
+def campaign_json(session: Any, campaign: Any) -> dict[str, Any]:
+    job_rows = queue.campaign_jobs(session, campaign.id)
+    names = queue.runner_names(session, {j.runner_id for j in job_rows if j.runner_id})
+    summary = jobs.summarize([j.status for j in job_rows])
+    return {
+        "id": campaign.id, "name": campaign.name, "status": summary.status, "counts": dict(summary.counts),
+        "projected": campaign.projected, "created_by": campaign.created_by,
+        "created_at": iso(campaign.created_at), "url": f"/campaigns/{campaign.id}",
+        "results": [r.content_hash for r in queue.campaign_result_rows(session, campaign.id)],
+        "jobs": [job_json(j, names.get(j.runner_id) if j.runner_id else None) for j in job_rows],
+    }  # fmt: skip
+
+
+def job_json(job: Any, runner: str | None) -> dict[str, Any]:
+    return {
+        "id": job.id, "target": job.target, "labels": job.labels, "status": job.status, "runner": runner,
+        "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
+        "heartbeat_at": iso(job.heartbeat_at), "lease_until": iso(job.lease_until),
+        "finished_at": iso(job.finished_at), "reason": job.reason, "log_tail": job.log_tail,
+        "history": job.history, "time_limit_s": job.time_limit_s,
+    }  # fmt: skip
+
+
+def _probe_summary(probe: dict[str, Any]) -> dict[str, str]:
+    """What the runners page shows of a host probe: catalog match, accelerator, driver, toolchain versions."""
+    nvidia, neuron, jetson = probe.get("nvidia") or {}, probe.get("neuron") or {}, probe.get("jetson") or {}
+    gpus = nvidia.get("gpus") or []
+    if gpus:
+        accelerator = f"{len(gpus)}× {gpus[0].get('name')}"
+    elif jetson.get("present"):
+        accelerator = str(jetson.get("model"))
+    elif neuron.get("present"):
+        accelerator = f"{len(neuron.get('devices') or [])} Neuron device(s)"
+    else:
+        accelerator = f"CPU: {(probe.get('cpu') or {}).get('model', '?')}"
+    packages = probe.get("packages") or {}
+    toolchains = ", ".join(f"{k} {v}" for k, v in sorted(packages.items())
+                           if v and k in ("onnxruntime", "onnxruntime-gpu", "tensorrt", "torch-neuronx"))  # fmt: skip
+    driver = nvidia.get("driver_version") or (jetson.get("l4t") if jetson.get("present") else None)
+    return {"catalog_match": str((probe.get("catalog_match") or {}).get("id", "?")), "accelerator": accelerator,
+            "driver": str(driver or "—"), "toolchains": toolchains or "—"}  # fmt: skip
+
+
+def runner_rows(session: Any) -> list[dict[str, Any]]:
+    now = utcnow()
+    rows = session.execute(sa.select(Runner).order_by(Runner.name)).scalars()
+    return [
+        {"id": r.id, "name": r.name, "target": r.target, "labels": r.labels, "version": r.version,
+         "last_seen": aware(r.last_seen).isoformat(), "token": r.token_name,
+         "online": now - aware(r.last_seen) < timedelta(seconds=OFFLINE_AFTER_S), **_probe_summary(r.probe or {})}
+        for r in rows
+    ]  # fmt: skip
+
+
+def campaign_report(reports: Any, session: Any, campaign_id: int, formats: tuple[str, ...] = ()) -> Any:
+    """The report over the campaign's stored results with its spec's SLO, prices, baseline and projections
+    (``render_report``, what ``accelbench report`` calls): ``.json_text``, ``.outputs["report.html"]``.
+    ``reports`` (``views.Reports``) parses each document once per app."""
+    from accelbench.errors import BadInputError
+    from accelbench.experiment.pipeline import _report_options
+    from accelbench.experiment.spec import parse_spec
+    from accelbench.reports.report import render_report
+
+    campaign = get_campaign(session, campaign_id)
+    rows = queue.campaign_result_rows(session, campaign_id)
+    if not rows:
+        raise ApiError(404, f"campaign {campaign_id} has no results yet")
+    try:
+        options = _report_options(parse_spec(campaign.spec, f"campaign {campaign_id}"))
+        return render_report(reports.documents(session, rows), reports.catalog, options, formats=formats)
+    except BadInputError as err:
+        raise ApiError(422, str(err)) from None
