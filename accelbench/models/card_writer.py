@@ -38,8 +38,10 @@ from accelbench.models.cards import (
     ModelCard,
     TensorSpec,
     card_from_dict,
+    card_name,
     parse_shape,
 )
+from accelbench.models.intake import check_onnx_file
 
 DEFAULT_SEQ_LEN = 128
 COSINE_TOLERANCE = 0.99  # INT8 of a healthy model stays above this on every corpus model that passes
@@ -233,8 +235,6 @@ def card_from_graph(
 ) -> ModelCard:
     """A card for ``onnx_path``; ``shapes`` are ``--shape`` strings, ``values`` ``--value`` ones; ``source``
     is relative to ``card_dir``."""
-    from accelbench.models.loader import _safe_name, check_onnx_file
-
     path = Path(onnx_path)
     check_onnx_file(path)
     model = onnx.load(str(path), load_external_data=False)
@@ -257,7 +257,7 @@ def card_from_graph(
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p) or "unknown producer"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return ModelCard(
-        name=name or _safe_name(path.stem),
+        name=name or card_name(path.stem),
         source=f"onnx:{Path(source).as_posix()}",
         task=task or guessed_task,
         batch=batch.batch,

@@ -30,6 +30,7 @@ A bad card raises BadInputError naming the file and the field.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -371,6 +372,11 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
             f"--shape {text!r}: expected NAME:D1,D2,… with positive sizes, e.g. x:1,3,640,640 or input_ids:128"
         )
     return name, shape
+
+
+def card_name(text: str) -> str:
+    """A card name from a file or folder name (``hf:`` ids and paths included): what a name may hold."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(text).name or text).strip("-") or "model"
 
 
 def card_from_dict(data: dict[str, Any], origin: str = "<card>", card_path: Path | None = None) -> ModelCard:

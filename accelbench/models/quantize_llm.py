@@ -34,8 +34,8 @@ from accelbench.models.cards import ModelCard
 from accelbench.models.export_llm import GenerativeFiles, generative_files
 from accelbench.models.llm_roofline import kv_dtype
 from accelbench.models.manifest import variant_name, write_manifest
-from accelbench.models.quantize import progress, reusable_variant
 from accelbench.models.toolchains import attempts
+from accelbench.models.variants import QuantizeRequest, progress, reusable_variant
 from accelbench.util import sha256_file
 
 CPU_PRECISIONS = ("fp32", "int8", "int4")
@@ -81,7 +81,9 @@ def precisions(target: HardwareTarget) -> tuple[str, ...]:
     return CPU_PRECISIONS if getattr(target, "toolchain", "") == "onnxruntime-cpu" else GPU_PRECISIONS
 
 
-def quantize_generative(request: Any, target: HardwareTarget, card: ModelCard) -> list[VariantManifest]:
+def quantize_generative(
+    request: QuantizeRequest, target: HardwareTarget, card: ModelCard
+) -> list[VariantManifest]:
     """The unquantized variant and the requested one (unquantized first), each gated on the shipped text."""
     precision = request.precision or "fp32"
     allowed = precisions(target)
@@ -106,7 +108,7 @@ def quantize_generative(request: Any, target: HardwareTarget, card: ModelCard) -
 
 @dataclass
 class _Context:
-    request: Any
+    request: QuantizeRequest
     target: HardwareTarget
     card: ModelCard
     files: GenerativeFiles
