@@ -37,11 +37,12 @@ from accelbench.models.cards import (
     GeneratorSpec,
     ModelCard,
     TensorSpec,
-    card_from_dict,
+    card_from_toml,
     card_name,
     parse_shape,
 )
 from accelbench.models.intake import check_onnx_file
+from accelbench.util import atomic_write_bytes
 
 DEFAULT_SEQ_LEN = 128
 COSINE_TOLERANCE = 0.99  # INT8 of a healthy model stays above this on every corpus model that passes
@@ -169,12 +170,11 @@ def _generator(
 ) -> GeneratorSpec:
     if token_inputs:
         ids = next((n for n in sorted(token_inputs) if _TOKEN_NAMES.search(n)), sorted(token_inputs)[0])
+        # a token input's fixed second dimension is the sequence length
         fixed = [
-            s
-            for v in inputs
-            if v.name in token_inputs and len(s := _dims(v)) > 1 and isinstance(s[1], int) and s[1] > 0
+            d for v in inputs if v.name in token_inputs for d in _dims(v)[1:2] if isinstance(d, int) and d > 0
         ]
-        seq = fixed[0][1] if fixed else DEFAULT_SEQ_LEN
+        seq = fixed[0] if fixed else DEFAULT_SEQ_LEN
         return GeneratorSpec(kind="tokens", vocab_size=_vocab_size(graph, ids) or 30522, seq_len=seq)
     for value in inputs:
         dims = _dims(value)
@@ -372,12 +372,8 @@ def card_toml(card: ModelCard) -> str:
 
 def write_card(card: ModelCard, out: str | os.PathLike | None) -> str:
     """The TOML text, checked by reading it back; written to ``out`` when given."""
-    import tomllib
-
     text = card_toml(card)
-    card_from_dict(tomllib.loads(text), origin="<generated card>")  # what we write must load
+    card_from_toml(text, origin="<generated card>")  # what we write must load
     if out is not None:
-        from accelbench.util import atomic_write_bytes
-
         atomic_write_bytes(Path(out), text.encode("utf-8"))
     return text
