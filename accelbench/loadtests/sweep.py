@@ -247,11 +247,10 @@ def run_sweep(
     results.save(doc, path)
     load = _Load(doc, path, server, model, payloads, expected_outputs, profile, limits, on_event, master_bind,
                  cancel)  # fmt: skip
+    # a finished document is not measured again by a rerun; an unfinished one may still have retries left
     if todo:
         load.measure(todo, retry_rounds=limits.retries)
-    elif (
-        not was_complete
-    ):  # a finished document is not re-measured by a rerun; this one may have retries left
+    elif not was_complete:
         load.measure(to_retry(doc, profile, limits.retries), retry_rounds=limits.retries - 1)
     if _stopped(cancel):
         return doc, path
