@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from accelbench.errors import BadInputError
 from accelbench.models import intake
 from accelbench.models.graph_cost import graph_cost
-from accelbench.models.loader import check_onnx_file
+from accelbench.models.intake import check_onnx_file
 from accelbench.models.toolchains import VariantOptions, attempts
 from accelbench.models.toolchains import onnxruntime as ort_tc
 from tests.conftest import ACCELBENCH

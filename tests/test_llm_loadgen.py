@@ -215,3 +215,32 @@ def test_payloads_round_trip_and_classic_profiles_unchanged():
     with pytest.raises(BadInputError, match=r"isl_range: 1.5 must be in \(0, 1\]"):
         Workload(isl_range=1.5)
     assert np.all(workloads.as_payloads(prompts)[0]["osl"] == 5)
+
+
+def test_a_variants_own_tokenizer_comes_before_its_cards(tmp_path):
+    from accelbench.loadtests.generative import variant_tokenizer
+
+    assert variant_tokenizer(None, None) is None  # Workload.recorded then takes the built-in one
+    assert variant_tokenizer(tmp_path, "/card/tokenizer") == "/card/tokenizer"  # no copy kept here
+    (tmp_path / "1" / "tokenizer").mkdir(parents=True)  # a Triton repository's model folder
+    assert (
+        variant_tokenizer(tmp_path, "/card/tokenizer") == "/card/tokenizer"
+    )  # a folder without tokenizer.json
+    (tmp_path / "1" / "tokenizer" / "tokenizer.json").write_text("{}")
+    assert variant_tokenizer(tmp_path, "/card/tokenizer") == str(tmp_path / "1" / "tokenizer")
+    (tmp_path / "tokenizer").mkdir()  # a variant folder
+    (tmp_path / "tokenizer" / "tokenizer.json").write_text("{}")
+    assert variant_tokenizer(tmp_path, None) == str(tmp_path / "tokenizer")
+
+
+def test_the_manifest_folder_is_where_find_manifest_reads(tmp_path):
+    from accelbench.loadtests.api import manifest_folder
+
+    variant = tmp_path / "m__cpu-local__fp32"
+    (variant / "1").mkdir(parents=True)
+    assert manifest_folder("m", None, None) is None
+    assert manifest_folder("m", variant / "manifest.json", None) == variant
+    assert manifest_folder("m", variant, None) == variant
+    assert manifest_folder("m__cpu-local__fp32", None, tmp_path) is None  # no manifest kept beside the model
+    (variant / "1" / "manifest.json").write_text("{}")
+    assert manifest_folder("m__cpu-local__fp32", None, tmp_path) == variant / "1"

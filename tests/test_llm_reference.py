@@ -6,12 +6,14 @@ stream, a bad prompts line, an OSL beyond the context, streams cut mid-answer) a
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import accelbench
 from accelbench.loadtests import reference_server
 from accelbench.serving.server import free_port
 
@@ -68,6 +70,25 @@ def test_ttft_and_itl_within_ten_percent_at_1_8_32(reference, tmp_path):
     # closed loop: concurrency 32 streams about 32 times the tokens of concurrency 1 on this server
     rates = [s["generative"]["output_tokens_per_s"]["value"] for s in doc["steps"]]
     assert rates[2] > 10 * rates[0], rates
+
+
+def test_tokens_are_counted_in_the_cards_tokenizer_by_default(reference, tmp_path):
+    """Without --tokenizer the sweep counts in the model's tokenizer: here the --card's own folder (a copy
+    of the built-in one, so the reference server's counts still agree)."""
+    from accelbench.loadtests.tokens import BUILTIN, tokenizer_file
+
+    folder = tmp_path / "tokenizer"
+    folder.mkdir()
+    shutil.copy(tokenizer_file(BUILTIN), folder / "tokenizer.json")
+    card = tmp_path / "card.toml"
+    text = (Path(accelbench.__file__).parent / "models" / "cards" / "llama-tiny.toml").read_text()
+    card.write_text(text.replace(f'tokenizer = "{BUILTIN}"', f"tokenizer = {json.dumps(str(folder))}"))
+    done = loadtest(reference, tmp_path / "out", "--api", "openai", "--concurrency", "1", "--duration", "1",
+                    "--max-duration", "2", "--card", str(card))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["load_profile"]["workload"]["tokenizer"] == str(folder)
+    assert all(s["generative"]["input_tokens"]["max"] == ISL for s in doc["steps"])
 
 
 def test_completions_api_and_multi_token_events(tmp_path):

@@ -83,6 +83,50 @@ def test_master_and_two_worker_processes_merge_exactly(triton, tmp_path):
     assert not [pid for pid in seen | {p.pid for p in procs} if _alive(pid)]
 
 
+def test_a_retried_step_is_measured_again_by_the_same_workers(triton, tmp_path):
+    """Workers started elsewhere cannot be asked back: the master keeps them while the sweep retries a step
+    INVALID for drift, and the retry merges the same two worker processes' counts."""
+    from accelbench.loadtests.api import loadtest
+    from accelbench.loadtests.distributed import MasterBind
+    from accelbench.loadtests.profiles import LoadProfile
+    from accelbench.loadtests.verdict import Limits
+
+    port = free_port()
+    worker_cmd = [ACCELBENCH, "loadtest-worker", "--master", f"127.0.0.1:{port}", "--connect-timeout", "60"]
+    workers = [subprocess.Popen(worker_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]  # fmt: skip
+    # every trend counts as drift and nothing else makes a step INVALID: each step is measured twice
+    limits = Limits(drift_p=1.01, drift_change=-1.0, max_loadgen_cpu=float("inf"), retries=1)
+    profile = LoadProfile(kind="closed", levels=(2,), duration_s=2.0, warmup_s=0.5, max_duration_s=10.0,
+                          processes=2)  # fmt: skip
+    try:
+        doc, _ = loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=triton.http_url,
+                          card_uri="builtin:identity", limits=limits,
+                          master_bind=MasterBind("127.0.0.1", port, 2, timeout_s=30.0))  # fmt: skip
+        outs = [w.communicate(timeout=60) for w in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    assert doc.complete
+    (step,) = doc.steps
+    assert step.attempt == 2 and step.verdict == "INVALID"
+    assert step.reasons and all(r.startswith("drift: ") for r in step.reasons), step.reasons
+    (first,) = step.earlier_attempts or []
+    assert first.reasons and all(r.startswith("drift: ") for r in first.reasons), first.reasons
+
+    def pids(attempt) -> list[int]:
+        return sorted(p["pid"] for p in attempt.loadgen.per_process)
+
+    assert len(set(pids(step))) == 2 and pids(first) == pids(step)  # the same two worker processes
+    assert (
+        step.server_stats is not None and step.requests == step.server_stats.success_count > 0
+    )  # the retry's counts merged exactly
+    for worker, (_, stderr) in zip(workers, outs, strict=True):
+        assert worker.returncode == 0, stderr[-2000:]
+
+
 def test_master_without_workers_fails_in_its_timeout_with_one_line(triton, tmp_path):
     port = free_port()
     cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",

@@ -105,6 +105,7 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
 
     from accelbench.loadtests.api import measure
     from accelbench.loadtests.events import Cancel, StepFinished
+    from accelbench.loadtests.verdict import Limits
     from accelbench.models.cards import load_card
 
     profile = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 3), duration_s=1.0, warmup_s=0.3,
@@ -117,8 +118,10 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
             cancel.request("test")  # mid step 0: its windows are arriving
 
     card = load_card("builtin:identity")
+    # no retries: a rerun would otherwise measure step 0 again when this loaded machine made it drift
+    limits = Limits(retries=0)
     doc, path = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, card=card, on_event=on_event,
-                        cancel=cancel)  # fmt: skip
+                        cancel=cancel, limits=limits)  # fmt: skip
     assert [s.index for s in doc.steps] == [0] and not doc.complete and not doc.steps[0].aborted
     assert [e.step.index for e in seen if isinstance(e, StepFinished)] == [0]
     assert {e.index for e in seen if isinstance(e, StepProgress)} == {0}
@@ -127,7 +130,7 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
     runners = [p for p in psutil.Process().children(recursive=True)
                if "accelbench.loadtests.runner" in " ".join(p.cmdline())]  # fmt: skip
     assert runners == []
-    again, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, card=card)
+    again, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, card=card, limits=limits)
     assert [s.index for s in again.steps] == [0, 1, 2] and again.complete
     assert again.steps[0].started_at == doc.steps[0].started_at
 

@@ -242,7 +242,7 @@ def test_a_hung_load_child_is_noticed_and_its_group_ended():
     import subprocess
     import sys
 
-    from accelbench.loadtests.child import end_group, events
+    from accelbench.loadtests.child import EventStream, end_group
     from accelbench.loadtests.events import LoadTimedOut, StepProgress, to_wire
 
     line = json.dumps(to_wire(StepProgress(0, {"concurrency": 1}, 1.0, 5.0, 900)))
@@ -251,7 +251,7 @@ def test_a_hung_load_child_is_noticed_and_its_group_ended():
         [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
     )
     try:
-        seen = list(events(child, budget_s=3.0))
+        seen = list(EventStream(child, budget_s=3.0))
     finally:
         end_group(child)
     assert seen == [StepProgress(0, {"concurrency": 1}, 1.0, 5.0, 900), LoadTimedOut(3.0)]

@@ -14,7 +14,7 @@ from accelbench.loadtests.profiles import Workload, offered_label
 
 def _progress(json_mode: bool):
     """A live rich line (step, requests/s, p99) on a terminal; plain lines otherwise; nothing with --json."""
-    from accelbench.loadtests.events import StepProgress
+    from accelbench.loadtests.events import Event, StepProgress
 
     if json_mode:
         return None, lambda event: None
@@ -24,9 +24,9 @@ def _progress(json_mode: bool):
 
         live = Live(console=Console(stderr=True), refresh_per_second=4, transient=True)
 
-        def on_event(event) -> None:
+        def on_event(event: Event) -> None:
             line = _line(event)
-            if isinstance(event, StepProgress):
+            if line is not None and isinstance(event, StepProgress):
                 live.update(line)
             elif line is not None:
                 live.console.print(line)
@@ -196,8 +196,7 @@ def register(group: click.Group) -> None:
             gen.setdefault("api", "triton-grpc" if plan.profile.protocol == "grpc" else "triton")
             workload = build(Workload, gen)
             doc, path = _run_live(json_mode, lambda on_event: run_generative(
-                profile=plan.profile.streaming(workload), prompts_file=workload.prompts_file, on_event=on_event,
-                **common))  # fmt: skip
+                profile=plan.profile, workload=workload, card_uri=card_uri, on_event=on_event, **common))  # fmt: skip
         else:
             from accelbench.loadtests.api import loadtest as run
 

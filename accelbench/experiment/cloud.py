@@ -43,16 +43,19 @@ def _resources(target: HardwareTarget) -> dict[str, Any] | str:
         return "a Jetson is not a cloud machine: run `accelbench run SPEC --target ID` on the device (docs/jetson.md)"
     if target.toolchain not in _EXTRAS:
         return f"accelbench has no {target.toolchain} toolchain to measure with; it stays projected"
-    single = price is not None and price.accelerators_per_instance == 1 and price.provider in SKY_CLOUDS
+    # the priced instance, when it is one accelerator on a cloud SkyPilot launches
+    single = (
+        price if price and price.accelerators_per_instance == 1 and price.provider in SKY_CLOUDS else None
+    )
     if target.id in SKY_ACCELERATORS:
         res: dict[str, Any] = {"accelerators": f"{SKY_ACCELERATORS[target.id]}:1", "disk_size": 100}
         if single:  # the instance the catalog prices: measure what the report charges for
-            res.update(infra=f"{price.provider}/{price.region}" if price.region else price.provider,
-                       instance_type=price.instance)  # fmt: skip
+            res.update(infra=f"{single.provider}/{single.region}" if single.region else single.provider,
+                       instance_type=single.instance)  # fmt: skip
         return res
     if single:
-        infra = f"{price.provider}/{price.region}" if price.region else price.provider
-        return {"infra": infra, "instance_type": price.instance, "disk_size": 100}
+        infra = f"{single.provider}/{single.region}" if single.region else single.provider
+        return {"infra": infra, "instance_type": single.instance, "disk_size": 100}
     return f"no single-accelerator cloud instance for {target.id} in the catalog (price provider {getattr(price, 'provider', None)})"
 
 

@@ -25,9 +25,10 @@ and each finished result (``accelbench run --push`` pushes results, the campaign
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accelbench import __version__
 from accelbench.documents import Accuracy, ResultDocument, VariantManifest, load_result
@@ -38,6 +39,11 @@ from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.loadtests.events import Cancel, Event, StepFinished, StepSink
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
+
+if TYPE_CHECKING:
+    from accelbench.loadtests.verdict import Limits
+    from accelbench.reports.options import ReportOptions
+    from accelbench.serving import LocalTriton, RemoteTriton
 
 RUN_RECORD = "run.json"
 
@@ -240,14 +246,13 @@ def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = N
     profile = replace(spec.load.profile, repeat=repeat)
     if variant is None or not _generative(variant):
         return profile
-    card = variant.manifest.card
-    folder = variant.dir / "tokenizer"
+    from accelbench.loadtests.generative import variant_tokenizer
+
     workload = replace(
         spec.workload, slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms
     )
-    return profile.streaming(
-        workload, str(folder) if folder.is_dir() else (card.get("generative") or {}).get("tokenizer")
-    )
+    card_tokenizer = (variant.manifest.card.get("generative") or {}).get("tokenizer")
+    return profile.streaming(workload, variant_tokenizer(variant.dir, card_tokenizer))
 
 
 def _generative(variant: _Variant) -> bool:
@@ -309,14 +314,16 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
     else:
         from accelbench.serving.remote import RemoteTriton
 
+        if target.url is None:  # the spec refuses mode "url" without one
+            raise BadInputError(f"target {target.id}: mode 'url' needs url = \"http://HOST:PORT\"")
         with progress.step("serve", f"{target.id} at {target.url}") as notes:
-            server = RemoteTriton(target.url)
-            server.check_live()
+            remote = RemoteTriton(target.url)
+            remote.check_live()
             for v in {v.name: v for v, _ in todo}.values():
-                server.check_model(_triton_name(v), v.manifest)
-            notes.append(f"Triton {server.server_version}")
+                remote.check_model(_triton_name(v), v.manifest)
+            notes.append(f"Triton {remote.server_version}")
         _sweeps(
-            server,
+            remote,
             todo,
             out,
             None,
@@ -336,15 +343,15 @@ def _triton_name(variant: _Variant) -> str:
     return model_name(variant.manifest)
 
 
-def _limits(spec: ExperimentSpec) -> Any:
+def _limits(spec: ExperimentSpec) -> Limits:
     """The step verdict's limits: the sample floor follows the SLO's percentile."""
     from accelbench.loadtests.verdict import Limits
 
     return Limits(judged_percentile=float(spec.slo.percentile), retries=spec.load.retries)
 
 
-def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: Path | None,
-            progress: Progress, command: str, limits: Any = None, prompts: str | None = None,
+def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadProfile]], out: Path,
+            repo_dir: Path | None, progress: Progress, command: str, limits: Limits, prompts: str | None = None,
             sink: StepSink | None = None, cancel: Cancel | None = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
@@ -370,27 +377,26 @@ def _sweeps(server: Any, todo: list[tuple[_Variant, Any]], out: Path, repo_dir: 
                     server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
                     card=card_from_dict(v.manifest.card, f"{v.dir}/manifest.json"),
                     repository_config=repository_config, command=command, on_event=on_event, cancel=cancel,
-                    **({"limits": limits} if limits else {}),
+                    limits=limits,
                 )  # fmt: skip
             notes.append(f"{len(doc.steps)} steps" + ("" if doc.complete else ", stopped on request"))
         if sink is not None and doc.complete:
             sink.result(_result_path(out, v, profile), doc, v.manifest)
 
 
-def _generative_sweep(server: Any, v: _Variant, name: str, profile: Any, out: Path, repository_config: str,
-                      command: str, on_event: Any, limits: Any, prompts: str | None,
-                      cancel: Cancel | None) -> ResultDocument:  # fmt: skip
+def _generative_sweep(server: LocalTriton | RemoteTriton, v: _Variant, name: str, profile: LoadProfile, out: Path,
+                      repository_config: str, command: str, on_event: Callable[[Event], None], limits: Limits,
+                      prompts: str | None, cancel: Cancel | None) -> ResultDocument:  # fmt: skip
     from accelbench.loadtests.generative import generative_loadtest
     from accelbench.loadtests.sweep import Server
 
     where = Server(http_url=server.http_url, grpc_url=server.grpc_url, metrics_url=server.metrics_url,
-                   version=getattr(server, "server_version", None) or "")  # fmt: skip
+                   version=server.server_version or "")  # fmt: skip
     doc, _ = generative_loadtest(
         url=where.http_url, model=name, profile=profile, out_dir=out / "results", prompts_file=prompts,
         server=where, manifest=v.manifest,
         context_length=(v.manifest.card.get("generative") or {}).get("context_length"),
-        repository_config=repository_config, command=command, on_event=on_event, cancel=cancel,
-        **({"limits": limits} if limits else {}),
+        repository_config=repository_config, command=command, on_event=on_event, cancel=cancel, limits=limits,
     )  # fmt: skip
     return doc
 
@@ -398,24 +404,22 @@ def _generative_sweep(server: Any, v: _Variant, name: str, profile: Any, out: Pa
 # ---- report -------------------------------------------------------------------------------------------
 
 
-def _report_options(spec: ExperimentSpec) -> Any:
-    from accelbench.reports.build import ReportOptions
+def _report_options(spec: ExperimentSpec) -> ReportOptions:
+    from accelbench.reports.options import ReportOptions
 
     pct = spec.slo.percentile
-    extra = {}
-    if spec.price.amortization_years is not None:
-        extra["amortization_years"] = spec.price.amortization_years
-    if spec.price.usd_per_kwh is not None:
-        extra["usd_per_kwh"] = spec.price.usd_per_kwh
-    return ReportOptions(
+    options = ReportOptions(
         slo_ms=float(spec.slo.latency_ms),
         percentile=f"p{int(pct) if float(pct).is_integer() else pct}",
         baseline=spec.baseline,
         price_basis=spec.price.basis,
         price_overrides=dict(spec.price.overrides),
         project=tuple(t.id for t in spec.projected_targets),
-        **extra,
+        amortization_years=spec.price.amortization_years,
     )
+    if spec.price.usd_per_kwh is not None:  # else the report's own default
+        options = replace(options, usd_per_kwh=spec.price.usd_per_kwh)
+    return options
 
 
 def _report(

@@ -10,13 +10,15 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from accelbench.loadtests.events import Event, RepeatStarted, StepFinished
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from accelbench.documents import Step
 
 
@@ -35,7 +37,7 @@ class Progress:
 
     quiet: bool = False
     records: list[StepRecord] = field(default_factory=list)
-    _console: object | None = None
+    _console: Console | None = None
 
     def _emit(self, text: str, style: str = "") -> None:
         if self.quiet:
@@ -81,12 +83,12 @@ class Progress:
         suffix = f"; {'; '.join(notes)}" if notes else ""
         self._emit(f"[{stage}] {item}: done ({seconds:.1f} s{suffix})", "green")
 
-    def _status(self, text: str):
+    def _status(self, text: str) -> AbstractContextManager[object]:
         if self._console is not None and not self.quiet:
             from rich.markup import escape
 
             return self._console.status(escape(text))
-        return _Null()
+        return nullcontext()
 
     def count(self, status: str, stage: str | None = None) -> int:
         return sum(1 for r in self.records if r.status == status and (stage is None or r.stage == stage))
@@ -116,17 +118,9 @@ def step_note(step: Step) -> str:
     return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return False
-
-
 def make_progress(quiet: bool = False) -> Progress:
     """Rich spinner and colours on a terminal; plain lines otherwise."""
-    console = None
+    console: Console | None = None
     if not quiet and sys.stderr.isatty():
         from rich.console import Console
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -249,11 +249,13 @@ def fit_bytes(
     usable = (1.0 - reserve) * accelerator_memory_bytes(target)
     kv_seq = kv_bytes_per_token * context
     interconnect = str((getattr(target, "extra", {}) or {}).get("interconnect", ""))
-    common = dict(target=target.id, precision=precision, context=context, weight_bytes=weight_bytes,
-                  kv_bytes_per_sequence=kv_seq, usable_bytes_per_accelerator=usable, interconnect=interconnect)  # fmt: skip
+    # a fit that does not fit yet; the outcomes below replace what they find
+    none = Fit(target=target.id, precision=precision, context=context, fits=False, tp=None, sequences=0,
+               weight_bytes=weight_bytes, kv_bytes_per_sequence=kv_seq, usable_bytes_per_accelerator=usable,
+               reason="", interconnect=interconnect)  # fmt: skip
     why_not = runs_precision(target, precision)
     if why_not:
-        return Fit(fits=False, tp=None, sequences=0, reason=f"does not run {precision}: {why_not}", **common)
+        return replace(none, reason=f"does not run {precision}: {why_not}")
     limit = accelerators_per_instance(target)
     for tp in (t for t in TP_DEGREES if t <= limit):
         kv_share = math.ceil(kv_heads / tp) / kv_heads
@@ -261,10 +263,9 @@ def fit_bytes(
         if n >= 1:
             where = "" if tp == 1 else f"; TP {tp} over {interconnect or 'the instance interconnect'}"
             mig = _mig(target, weight_bytes, kv_seq, reserve) if tp == 1 else ()
-            return Fit(fits=True, tp=tp, sequences=n, mig=mig, reason=f"fits: {n} sequence(s) of {context} "
-                       f"tokens beside {weight_bytes / 1e9:.3g} GB of weights{where}", **common)  # fmt: skip
-    weight_bytes + kv_seq
-    return Fit(fits=False, tp=None, sequences=0, **common, reason=(
+            return replace(none, fits=True, tp=tp, sequences=n, mig=mig, reason=f"fits: {n} sequence(s) of "
+                           f"{context} tokens beside {weight_bytes / 1e9:.3g} GB of weights{where}")  # fmt: skip
+    return replace(none, reason=(
         f"does not fit: weights {weight_bytes / 1e9:.3g} GB + one {context}-token sequence "
         f"{kv_seq / 1e9:.3g} GB > {limit} × {usable / 1e9:.3g} GB usable ({1 - reserve:.0%} of "
         f"{accelerator_memory_bytes(target) / 1e9:.3g} GB per accelerator, {limit} per instance)"))  # fmt: skip

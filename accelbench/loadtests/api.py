@@ -7,37 +7,49 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
 from accelbench.loadtests.events import Cancel, Event, RepeatStarted
 from accelbench.loadtests.profiles import LoadProfile
-from accelbench.loadtests.served import DATA_MODES, make_payloads, parse_shapes, read_served
+from accelbench.loadtests.served import DATA_MODES, ServedModel, make_payloads, parse_shapes, read_served
 from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
+from accelbench.models.cards import ModelCard, card_from_dict, load_card
+from accelbench.models.inputs import make_inputs
+from accelbench.models.manifest import MANIFEST_FILE, read_manifest
+from accelbench.serving import LocalTriton, RemoteTriton
+
+
+def manifest_folder(
+    model: str, manifest_path: str | os.PathLike | None, repo: str | os.PathLike | None
+) -> Path | None:
+    """The folder of the variant manifest: ``--manifest`` (folder or file), else the repository's model folder
+    (or its version 1) when it keeps one."""
+    if manifest_path is not None:
+        path = Path(manifest_path)
+        return path.parent if path.name == MANIFEST_FILE and not path.is_dir() else path
+    if repo is not None:
+        for candidate in (Path(repo) / model, Path(repo) / model / "1"):
+            if (candidate / MANIFEST_FILE).is_file():
+                return candidate
+    return None
 
 
 def find_manifest(
     model: str, manifest_path: str | os.PathLike | None, repo: str | os.PathLike | None
 ) -> VariantManifest | None:
     """The variant manifest: ``--manifest`` (folder or file), else one kept beside the repository's model."""
-    from accelbench.models.manifest import read_manifest
-
-    if manifest_path is not None:
-        return read_manifest(manifest_path)
-    if repo is not None:
-        for candidate in (Path(repo) / model, Path(repo) / model / "1"):
-            if (candidate / "manifest.json").is_file():
-                return read_manifest(candidate)
-    return None
+    folder = manifest_folder(model, manifest_path, repo)
+    return read_manifest(folder) if folder is not None else None
 
 
-def model_card(manifest: VariantManifest | None, card_uri: str | None):
+def model_card(manifest: VariantManifest | None, card_uri: str | None) -> ModelCard | None:
     """The card that generates request payloads: ``--card`` wins, else the manifest's own card, else None
     (payloads then come from the server's model metadata, see served.py)."""
-    from accelbench.models.cards import card_from_dict, load_card
-
     if card_uri:
         return load_card(card_uri)
     if manifest and manifest.card:
@@ -46,7 +58,7 @@ def model_card(manifest: VariantManifest | None, card_uri: str | None):
 
 
 def expected_outputs(
-    manifest: VariantManifest | None, card, served: Callable[[], Any]
+    manifest: VariantManifest | None, card: ModelCard | None, served: Callable[[], ServedModel]
 ) -> list[dict[str, Any]]:
     """Outputs every answer must carry (name, numpy dtype, shape): manifest, card, else the server's metadata
     (``served()`` reads it)."""
@@ -58,11 +70,11 @@ def expected_outputs(
     return served().expected_outputs()
 
 
-def _payloads(card, served: Callable[[], Any], profile: LoadProfile) -> list:
+def _payloads(
+    card: ModelCard | None, served: Callable[[], ServedModel], profile: LoadProfile
+) -> list[dict[str, np.ndarray]]:
     """From the card's generator, or (no card, or --input-data / --shape given) from the served model."""
     if card is not None and profile.input_data is None and not profile.shapes:
-        from accelbench.models.inputs import make_inputs
-
         payloads = make_inputs(card, profile.batch_size, PAYLOAD_COUNT, profile.seed)
         if card.batchable:
             return payloads
@@ -103,23 +115,14 @@ def loadtest(
 
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise BadInputError(f"--repeats must be a whole number >= 1, got {repeats!r}")
-    from accelbench.serving import LocalTriton, RemoteTriton
-
-    if (repo is None) == (url is None):
-        raise BadInputError("give a model repository or --url, not both and not neither")
+    server_cm = triton_server(repo, url, grpc_url, tritonserver, server_log)
     if profile.input_data not in (None, *DATA_MODES) and not Path(profile.input_data).is_file():
         raise BadInputError(f"--input-data {profile.input_data}: no such file (or use zero / random)")
     manifest = find_manifest(model, manifest_path, repo)
     _check_where(manifest, target, precision)
     card = model_card(manifest, card_uri)
-    server_cm = (
-        LocalTriton(repo, tritonserver=tritonserver, log_path=server_log)
-        if repo is not None
-        else RemoteTriton(url, grpc_url)
-    )
     with server_cm as triton:
-        if hasattr(triton, "check_model"):
-            triton.check_model(model, manifest)  # a served config that differs from the variant stops here
+        triton.check_model(model, manifest)  # a served config that differs from the variant stops here
         if not _model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         for repeat in range(1, repeats + 1):
@@ -134,6 +137,21 @@ def loadtest(
         return found
 
 
+def triton_server(
+    repo: str | os.PathLike | None,
+    url: str | None,
+    grpc_url: str | None = None,
+    tritonserver: str | None = None,
+    server_log: str | os.PathLike | None = None,
+) -> LocalTriton | RemoteTriton:
+    """A local Triton to start on ``repo``, or the running one at ``url``: exactly one of the two is given."""
+    if repo is not None and url is None:
+        return LocalTriton(repo, tritonserver=tritonserver, log_path=server_log)
+    if url is not None and repo is None:
+        return RemoteTriton(url, grpc_url)
+    raise BadInputError("give a model repository or --url, not both and not neither")
+
+
 def _check_where(manifest: VariantManifest | None, target: str | None, precision: str | None) -> None:
     """--target and --precision come together, and never contradict the variant's manifest."""
     if (target is None) != (precision is None):
@@ -145,13 +163,13 @@ def _check_where(manifest: VariantManifest | None, target: str | None, precision
 
 
 def measure(
-    triton: Any,
+    triton: LocalTriton | RemoteTriton,
     *,
     model: str,
     profile: LoadProfile,
     out_dir: str | os.PathLike,
     manifest: VariantManifest | None = None,
-    card: Any = None,
+    card: ModelCard | None = None,
     repository_config: str = "",
     command: str = "",
     limits: Limits = DEFAULT_LIMITS,

@@ -93,9 +93,9 @@ def run_workers(master: str, processes: int, connect_timeout_s: float,
                     children.append(start_runner(args, err))
             lock = threading.Lock()
 
-            def pump(i: int, child: subprocess.Popen) -> None:
+            def pump(i: int, child: subprocess.Popen[str]) -> None:
                 with contextlib.suppress(OSError, ValueError):
-                    for line in child.stdout:
+                    for line in child.stdout or ():
                         event = parse_line(line)
                         if event is None:
                             continue
@@ -115,8 +115,8 @@ def run_workers(master: str, processes: int, connect_timeout_s: float,
         finally:
             for child in children:
                 end_group(child)
-        for i, child in enumerate(children):
+        for i, (child, event) in enumerate(zip(children, last, strict=True)):
             if child.returncode != 0:
-                why = last[i].message if isinstance(last[i], LoadFailed) else last_line(logs[i])
+                why = event.message if isinstance(event, LoadFailed) else last_line(logs[i])
                 raise MeasurementError(f"worker process {i} (exit {child.returncode}): {why}")
     return last

@@ -14,6 +14,7 @@ Events are frozen dataclasses, one per kind; a Locust child process writes them 
 ``WorkerConfigured``   ... and took the master's configuration
 ``LoadFailed``         the load generator cannot go on (one line)
 ``LoadTimedOut``       the child ran past its time budget (made by the caller, never sent)
+``StepsDone``          the child measured the steps it was given and waits for more (the sweep's retries)
 ``LoadDone``           the child finished every step (a worker: its run ended)
 =====================  ======================================================================================
 
@@ -118,15 +119,25 @@ class LoadTimedOut:
 
 
 @dataclass(frozen=True)
+class StepsDone:
+    """The planned steps are measured; the child keeps its load processes (and remote workers) and reads the
+    next steps to measure from its stdin (``runner.Controller.run``), or ends at an empty line or EOF."""
+
+    wire: ClassVar[str] = "steps-done"
+
+
+@dataclass(frozen=True)
 class LoadDone:
     wire: ClassVar[str] = "done"
     worker: WorkerInfo | None = None  # a worker process: which one it was
 
 
-Event = (
-    StepProgress | StepMeasured | StepFinished | RepeatStarted | WorkersWaiting | WorkersJoined
-    | WorkerConnected | WorkerConfigured | LoadFailed | LoadTimedOut | LoadDone
+# what a Locust child writes on its stdout (``to_wire``), and every event a caller may see
+WireEvent = (
+    StepProgress | StepMeasured | WorkersWaiting | WorkersJoined | WorkerConnected | WorkerConfigured
+    | LoadFailed | StepsDone | LoadDone
 )  # fmt: skip
+Event = WireEvent | StepFinished | RepeatStarted | LoadTimedOut
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,7 @@ class WorkerEvent:
     event: Event
 
 
-_WIRE: dict[str, type] = {
+_WIRE: dict[str, type[WireEvent]] = {
     cls.wire: cls
     for cls in (
         StepProgress,
@@ -147,22 +158,23 @@ _WIRE: dict[str, type] = {
         WorkerConnected,
         WorkerConfigured,
         LoadFailed,
+        StepsDone,
         LoadDone,
     )  # fmt: skip
 }
 
 
-def to_wire(event: Event) -> dict[str, Any]:
+def to_wire(event: WireEvent) -> dict[str, Any]:
     """The JSON object a child writes for ``event`` (``{"event": KIND, **fields}``)."""
-    return {"event": type(event).wire, **dataclasses.asdict(event)}
+    return {"event": event.wire, **dataclasses.asdict(event)}
 
 
-def from_wire(data: Any) -> Event | None:
+def from_wire(data: Any) -> WireEvent | None:
     """The event a child wrote, or None for anything else (a line some library printed, an unknown kind)."""
     if not isinstance(data, dict) or data.get("event") not in _WIRE:
         return None
     cls = _WIRE[data["event"]]
-    fields = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
+    fields: dict[str, Any] = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
     if cls is WorkersJoined:
         fields["workers"] = tuple(WorkerInfo(**w) for w in fields["workers"] or ())
     elif cls is LoadDone and fields["worker"] is not None:
@@ -173,7 +185,7 @@ def from_wire(data: Any) -> Event | None:
         return None
 
 
-def parse_line(line: str) -> Event | None:
+def parse_line(line: str) -> WireEvent | None:
     try:
         return from_wire(json.loads(line))
     except ValueError:

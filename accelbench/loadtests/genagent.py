@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.loadtests import genstats, streams, users, workloads
-from accelbench.loadtests.streams import NotStreaming, output_counts
+from accelbench.loadtests.streams import NotStreaming, StreamAnswer, output_counts
 from accelbench.loadtests.wire import WrongOutput
 
 
@@ -23,7 +23,7 @@ class GenRequestPool:
 
     def __init__(self, cfg: dict[str, Any], payloads: list[dict[str, np.ndarray]]) -> None:
         w = cfg["workload"]
-        self.requests = []
+        self.requests: list[GenRequest] = []
         for payload in payloads:
             prompt = workloads.from_payload(payload)
             if w["api"] == "triton-grpc":
@@ -33,16 +33,19 @@ class GenRequestPool:
             self.requests.append((raw, len(prompt["input_ids"]), prompt["osl"]))
         self.position = 0
 
-    def next(self) -> tuple[bytes, int, int]:
+    def next(self) -> GenRequest:
         req = self.requests[self.position]
         self.position = (self.position + 1) % len(self.requests)
         return req
 
 
-class GenerativeAgent(users.Agent):
-    def __init__(self, config: dict[str, Any], free_running: bool = True) -> None:
+GenRequest = tuple[bytes, int, int]  # the encoded request, its ISL and its OSL
+
+
+class GenerativeAgent(users.Agent[GenRequest]):
+    def __init__(self, config: dict[str, Any], pool: GenRequestPool, free_running: bool = True) -> None:
         self.workload = config["workload"]
-        super().__init__(config, free_running)
+        super().__init__(config, pool, free_running)
 
     def _reset(self) -> None:
         super()._reset()
@@ -54,9 +57,7 @@ class GenerativeAgent(users.Agent):
     def check(self, answer: Any) -> BaseException | None:
         return None  # a streamed answer is checked while it is read (events, tokens), see issue
 
-    def issue(
-        self, client, request: tuple[bytes, int, int], start_ns: int | None = None
-    ) -> BaseException | None:
+    def issue(self, client: Any, request: GenRequest, start_ns: int | None = None) -> BaseException | None:
         """One streamed request; latencies count from ``start_ns`` (open loop: the intended send time)."""
         epoch, counted = self.epoch, self.measuring
         raw, isl, osl = request
@@ -64,7 +65,7 @@ class GenerativeAgent(users.Agent):
         t0 = time.perf_counter_ns()
         start_ns = t0 if start_ns is None else min(start_ns, t0)
         exc: BaseException | None = None
-        answer = None
+        answer: StreamAnswer | None = None
         try:
             answer = client.exchange(raw)
             if not answer.times_ns:
@@ -78,7 +79,7 @@ class GenerativeAgent(users.Agent):
         e2e_us = (end_ns - start_ns) // 1000
         if counted and epoch == self.epoch:
             self._count(e2e_us, exc)
-            if exc is None:
+            if exc is None and answer is not None:
                 counts, total, mismatch = output_counts(answer, self.workload["tokenizer"])
                 n_in = answer.input_tokens or (answer.usage or {}).get("prompt_tokens") or isl
                 self.record.add(
@@ -101,6 +102,6 @@ class GenerativeAgent(users.Agent):
 def make_agent(
     cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]]
 ) -> GenerativeAgent:
-    agent = GenerativeAgent({**cfg, "process_index": process_index}, free_running=False)
-    agent.pool = GenRequestPool(cfg, payloads)
-    return agent
+    return GenerativeAgent(
+        {**cfg, "process_index": process_index}, GenRequestPool(cfg, payloads), free_running=False
+    )

@@ -9,6 +9,7 @@ preflight request shows that the endpoint streams and knows the model. Each prob
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,11 +20,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from accelbench.documents import VariantManifest
+from accelbench.documents import ResultDocument, VariantManifest
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
+from accelbench.loadtests.api import _model_ready, find_manifest, manifest_folder, model_card, triton_server
 from accelbench.loadtests.events import Cancel, Event
-from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.profiles import LoadProfile, Workload
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 from accelbench.loadtests.wire import ServerAnswer
 
@@ -96,6 +98,7 @@ def preflight(
     api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
 ) -> None:
     """One streamed request (the longest prompt): it must stream tokens. Stops after two token events."""
+    client: streams.GrpcStreamClient | streams.SseClient
     try:
         if api == "triton-grpc":
             client = streams.GrpcStreamClient(url, timeout_s)
@@ -178,59 +181,68 @@ def file_safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
 
 
+def variant_tokenizer(folder: Path | None, card_tokenizer: str | None) -> str | None:
+    """The tokenizer a generative model's tokens are counted in: the copy kept with its variant (a variant
+    folder's ``tokenizer/``, a Triton repository's ``1/tokenizer/``), else its card's; None when neither is
+    known (then ``Workload.recorded`` takes builtin:minilm-wordpiece)."""
+    for copy in ("tokenizer", "1/tokenizer"):
+        if folder is not None and (folder / copy / "tokenizer.json").is_file():
+            return str(folder / copy)
+    return card_tokenizer
+
+
 def run(
     *,
     model: str,
     profile: LoadProfile,
+    workload: Workload,
     out_dir: str | os.PathLike,
     url: str | None = None,
     repo: str | os.PathLike | None = None,
     grpc_url: str | None = None,
-    prompts_file: str | os.PathLike | None = None,
     manifest_path: str | os.PathLike | None = None,
+    card_uri: str | None = None,
     tritonserver: str | None = None,
     server_log: str | os.PathLike | None = None,
     repeats: int = 1,
     **kw: Any,
-):
+) -> tuple[ResultDocument, Path]:
     """``accelbench loadtest`` for a generative model: an OpenAI-compatible engine at ``url``, a running
-    Triton at ``url``, or a local Triton started on ``repo``. Returns the last repeat's (document, path)."""
-    import dataclasses
-
-    from accelbench.loadtests.api import find_manifest
-
-    if (repo is None) == (url is None):
-        raise BadInputError("give a model repository or --url, not both and not neither")
-    if profile.workload is None:
-        raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
-    api = profile.workload.api
+    Triton at ``url``, or a local Triton started on ``repo``. ``workload`` counts tokens in its tokenizer, else
+    in the model's (``variant_tokenizer``: the variant's copy, else the card's: ``card_uri``, else the
+    manifest's). Returns the last repeat's (document, path)."""
+    if repeats < 1:
+        raise BadInputError(f"--repeats must be a whole number >= 1, got {repeats!r}")
+    api = workload.api
     if api.startswith("openai") and repo is not None:
         raise BadInputError(f"--api {api} measures an engine at --url; a repository is served through Triton")
+    folder = manifest_folder(model, manifest_path, repo)
     manifest = find_manifest(model, manifest_path, repo)
-    card = manifest.card if manifest else {}
-    context = (card.get("generative") or {}).get("context_length")
+    card = model_card(manifest, card_uri)
+    spec = card.generative if card is not None else None
+    streaming = profile.streaming(workload, variant_tokenizer(folder, spec.tokenizer if spec else None))
+    context = spec.context_length if spec else None
 
-    def sweep_all(server: sweep.Server | None, target_url: str, repository_config: str = ""):
-        found = None
-        for repeat in range(1, repeats + 1):
-            found = generative_loadtest(
-                url=target_url, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
-                prompts_file=prompts_file, server=server, manifest=manifest,
+    def sweep_all(
+        server: sweep.Server | None, target_url: str, repository_config: str = ""
+    ) -> tuple[ResultDocument, Path]:
+        found = [
+            generative_loadtest(
+                url=target_url, model=model, profile=dataclasses.replace(streaming, repeat=repeat),
+                out_dir=out_dir, prompts_file=workload.prompts_file, server=server, manifest=manifest,
                 context_length=context, repository_config=repository_config, **kw,
-            )  # fmt: skip
-        return found
+            )
+            for repeat in range(1, repeats + 1)
+        ]  # fmt: skip
+        return found[-1]
 
     if api.startswith("openai"):
+        if url is None or repo is not None:
+            raise BadInputError(f"--api {api} measures an engine at --url")
         return sweep_all(None, url.rstrip("/"))
-    from accelbench.serving import LocalTriton, RemoteTriton
-
-    server_cm = LocalTriton(repo, tritonserver=tritonserver, log_path=server_log) if repo is not None \
-        else RemoteTriton(url, grpc_url)  # fmt: skip
-    with server_cm as triton:
+    with triton_server(repo, url, grpc_url, tritonserver, server_log) as triton:
         server = sweep.Server(http_url=triton.http_url, grpc_url=triton.grpc_url, metrics_url=triton.metrics_url,
-                              version=getattr(triton, "server_version", None) or "")  # fmt: skip
-        from accelbench.loadtests.api import _model_ready
-
+                              version=triton.server_version or "")  # fmt: skip
         if not _model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         if triton_generative(triton.http_url, model) is None:

@@ -85,14 +85,14 @@ class Record:
 
 def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
     """The processes' records as one (columns concatenated and ordered by completion, histograms merged)."""
-    parts = [p for p in parts if p]
-    if not parts:
+    given = [p for p in parts if p]
+    if not given:
         return None
-    cols = {k: np.concatenate([_unpack(p["columns"][k]) for p in parts]) for k in COLUMNS}
-    itl_parts = [_unpack(p["itl"]) for p in parts]
+    cols = {k: np.concatenate([_unpack(p["columns"][k]) for p in given]) for k in COLUMNS}
+    itl_parts = [_unpack(p["itl"]) for p in given]
     # each request's gaps, kept with the request through the completion-order merge
     per_request = []
-    for p, gaps in zip(parts, itl_parts, strict=True):
+    for p, gaps in zip(given, itl_parts, strict=True):
         n = _unpack(p["columns"]["gaps"])
         per_request += np.split(gaps, np.cumsum(n)[:-1]) if len(n) else []
     order = np.argsort(cols["done_us"], kind="stable")
@@ -102,10 +102,10 @@ def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
         "columns": {k: _pack(v) for k, v in cols.items()},
         "itl": _pack(itl),
         "histograms": {
-            m: histogram.encode(histogram.merge(p["histograms"][m] for p in parts)) for m in METRICS
+            m: histogram.encode(histogram.merge(p["histograms"][m] for p in given)) for m in METRICS
         },
-        "usage_mismatches": sum(p.get("usage_mismatches", 0) for p in parts),
-        "workload": parts[0].get("workload"),
+        "usage_mismatches": sum(p.get("usage_mismatches", 0) for p in given),
+        "workload": given[0].get("workload"),
     }
 
 

@@ -17,6 +17,7 @@ histograms merged on the master) are printed when the test stops.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from locust import events
 
@@ -62,7 +63,7 @@ def _init(environment, **_kw) -> None:
         environment.events.quitting.add_listener(merged.print_exact)
 
 
-def _agent(environment, opts) -> users.Agent:
+def _agent(environment, opts) -> users.Agent[bytes]:
     from accelbench.models.cards import load_card
     from accelbench.models.inputs import make_inputs
 
@@ -78,16 +79,16 @@ def _agent(environment, opts) -> users.Agent:
         "max_in_flight": 1,
         "seed": opts.triton_seed,
     }
-    agent = users.Agent(cfg, free_running=True)
     payloads = make_inputs(card, cfg["batch_size"], 64, cfg["seed"])
-    agent.pool = users.RequestPool(
+    pool = users.RequestPool(
         cfg["protocol"], payloads, [o.name for o in card.outputs], cfg["model"], cfg["url"]
     )
+    agent = users.Agent(cfg, pool, free_running=True)
     agent.environment = environment
     return agent
 
 
-def _generative_agent(environment, opts) -> users.Agent:
+def _generative_agent(environment, opts) -> users.Agent[Any]:
     from accelbench.loadtests import genagent, workloads
     from accelbench.loadtests.profiles import Workload
 
@@ -96,8 +97,7 @@ def _generative_agent(environment, opts) -> users.Agent:
            "model": opts.triton_model, "batch_size": 1, "expected_outputs": [], "timeout_s": 120.0, "window_s": 1.0,
            "max_in_flight": 1, "seed": opts.triton_seed, "workload": workload.to_dict()}  # fmt: skip
     payloads = workloads.as_payloads(workloads.synthetic_prompts(workload, seed=opts.triton_seed))
-    agent = genagent.GenerativeAgent(cfg, free_running=True)
-    agent.pool = genagent.GenRequestPool(cfg, payloads)
+    agent = genagent.GenerativeAgent(cfg, genagent.GenRequestPool(cfg, payloads), free_running=True)
     agent.environment = environment
     return agent
 
@@ -107,7 +107,7 @@ class _Merged:
     (cumulative, so the latest replaces the one before)."""
 
     def __init__(self) -> None:
-        self.agent: users.Agent | None = None
+        self.agent: users.Agent[Any] | None = None
         self.latency: dict[str, str] = {}
         self.tokens: dict[str, dict[str, str]] = {}  # generative: each worker's TTFT/ITL/TPOT/e2e histograms
 

@@ -11,13 +11,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
 import numpy as np
 
 from accelbench.loadtests import users
-from accelbench.loadtests.events import Event, to_wire
+from accelbench.loadtests.events import WireEvent, to_wire
 
 
 def load_payloads(path) -> list[dict[str, np.ndarray]]:
@@ -44,21 +45,20 @@ def load_payloads(path) -> list[dict[str, np.ndarray]]:
 
 def make_agent(
     cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]] | None = None
-) -> users.Agent:
+) -> users.Agent[Any]:
     if cfg.get("workload"):  # a generative sweep: streamed requests, timed per token
         from accelbench.loadtests import genagent
 
         return genagent.make_agent(cfg, process_index, load_payloads(cfg["payloads_file"]) if payloads is None
                                    else payloads)  # fmt: skip
-    agent = users.Agent({**cfg, "process_index": process_index}, free_running=False)
     names = [o["name"] for o in cfg["expected_outputs"]]
     if payloads is None:
         payloads = load_payloads(cfg["payloads_file"])
-    agent.pool = users.RequestPool(cfg["protocol"], payloads, names, cfg["model"], cfg["url"])
-    return agent
+    pool = users.RequestPool(cfg["protocol"], payloads, names, cfg["model"], cfg["url"])
+    return users.Agent({**cfg, "process_index": process_index}, pool, free_running=False)
 
 
-def user_class(cfg: dict[str, Any], agent: users.Agent | None = None) -> type:
+def user_class(cfg: dict[str, Any], agent: users.Agent[Any] | None = None) -> type:
     """The user class of the sweep's loop, bound to this process's ``agent`` (a master, which runs no users,
     gives none)."""
     cls = users.ClosedLoopUser if cfg["kind"] == "closed" else users.OpenLoopUser
@@ -68,7 +68,7 @@ def user_class(cfg: dict[str, Any], agent: users.Agent | None = None) -> type:
 class ProcessSide:
     """Answers the controller's phase messages in one load process (local runner or worker)."""
 
-    def __init__(self, runner, agent: users.Agent, cfg: dict[str, Any]) -> None:
+    def __init__(self, runner, agent: users.Agent[Any], cfg: dict[str, Any]) -> None:
         self.runner, self.agent, self.cfg = runner, agent, cfg
         self.windows: gevent.Greenlet | None = None
         runner.register_message("ab_phase", self.on_phase)
@@ -103,13 +103,13 @@ def one_line(err: BaseException) -> str:
     return text[0][:200] if text else type(err).__name__
 
 
-def events_writer():
+def events_writer() -> Callable[[WireEvent], None]:
     """Our JSON lines own the real stdout; anything else printed goes to stderr."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    def emit(event: Event) -> None:
+    def emit(event: WireEvent) -> None:
         out.write(json.dumps(to_wire(event), default=_default) + "\n")
         out.flush()
 

@@ -165,7 +165,8 @@ class Workload:
                         "file (recorded as its name and sha256).", flag="--prompts", check=_path, path=True)  # fmt: skip
     prompts_sha256: str | None = knob(None, "sha256 of the prompts file", spec=False)
     tokenizer: str | None = knob(None, "Tokenizer folder (tokenizer.json) counting tokens (default: the "
-                                 "card's, else builtin:minilm-wordpiece).", flag="--tokenizer", check=_path)  # fmt: skip
+                                 "model's: its variant's tokenizer/ copy, else its card's (--card, else the "
+                                 "manifest's); else builtin:minilm-wordpiece).", flag="--tokenizer", check=_path)  # fmt: skip
     # a spec gives these in its [slo] table (ttft_p99_ms, tpot_p99_ms)
     slo_ttft_p99_ms: float | None = knob(None, "Goodput: a request's TTFT objective (ms).",
                                          flag="--slo-ttft-p99-ms", spec=False, check=optional(number()))  # fmt: skip

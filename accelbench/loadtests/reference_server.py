@@ -198,7 +198,8 @@ def running(port: int, *options: str, ready_s: float = 60.0) -> Iterator[str]:
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    why = proc.stderr.read().decode()[-300:] if proc.poll() is not None else "no answer"
+                    ended = proc.poll() is not None
+                    why = proc.stderr.read().decode()[-300:] if ended and proc.stderr else "no answer"
                     raise RuntimeError(f"reference server did not start: {why}") from None
                 time.sleep(0.1)
         yield url

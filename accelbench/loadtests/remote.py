@@ -10,12 +10,13 @@ what the master sends, which is only what the user gave the master.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import gevent
 from locust import __version__ as locust_version
@@ -138,13 +139,13 @@ class _Worker(locust_runners.WorkerRunner):
             if self.retry > self.connect_tries:
                 raise ConnectionError(f"no master answered {self.connect_tries} times")
 
-    def heartbeat_timeout_checker(self) -> None:
+    def heartbeat_timeout_checker(self) -> NoReturn:
         while True:
             gevent.sleep(1)
             last = self.last_heartbeat_timestamp
             if last and last < time.time() - MASTER_SILENCE_S:
                 self.quit()
-                return
+                raise gevent.GreenletExit  # this greenlet's normal end (Locust's checker never ends)
 
 
 def serve(master: str, connect_timeout_s: float) -> int:
@@ -158,7 +159,7 @@ def serve(master: str, connect_timeout_s: float) -> int:
         emit(LoadFailed(f"no accelbench master answered at {master} within {connect_timeout_s:g} s"))
         return 4
     emit(WorkerConnected(master))
-    configured: dict[str, Any] = {}
+    configured: list[WorkerInfo] = []
 
     def on_config(environment, msg, **_kw) -> None:
         data = msg.data
@@ -178,16 +179,16 @@ def serve(master: str, connect_timeout_s: float) -> int:
             runner.send_message("ab_refused", {"message": side.one_line(err)})
             emit(LoadFailed(f"refused the master's configuration: {side.one_line(err)}"))
             return
-        info = {"index": int(data["process_index"]), "host": socket.gethostname(), "pid": os.getpid()}
-        configured.update(info)
-        runner.send_message("ab_ready", info)
-        emit(WorkerConfigured(**info, model=cfg["model"], url=cfg["url"], protocol=cfg["protocol"],
-                              kind=cfg["kind"]))  # fmt: skip
+        info = WorkerInfo(index=int(data["process_index"]), host=socket.gethostname(), pid=os.getpid())
+        configured.append(info)
+        runner.send_message("ab_ready", dataclasses.asdict(info))
+        emit(WorkerConfigured(index=info.index, host=info.host, pid=info.pid, model=cfg["model"], url=cfg["url"],
+                              protocol=cfg["protocol"], kind=cfg["kind"]))  # fmt: skip
 
     runner.register_message("ab_config", on_config)
     runner.greenlet.join()  # ends when the master sends quit, or after MASTER_SILENCE_S without it
     if not configured:
         emit(LoadFailed(f"the master at {master} ended before configuring this worker"))
         return 5
-    emit(LoadDone(WorkerInfo(**configured)))
+    emit(LoadDone(configured[-1]))
     return 0

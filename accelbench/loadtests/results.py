@@ -135,7 +135,8 @@ def finished_steps(doc: ResultDocument) -> list[Step]:
     """Steps that ran to their end (VALID or INVALID); a step cut short is measured again. A re-measurement
     cut short gives back the attempt before it (with its own earlier attempts), so none is lost."""
     out = []
-    for step in doc.steps:
+    for last in doc.steps:
+        step: Step | None = last
         while step is not None and step.aborted:
             step = _previous_attempt(step)
         if step is not None:

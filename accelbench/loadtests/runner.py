@@ -4,7 +4,9 @@ Locust (through gevent) monkey-patches the standard library, so it never runs in
 The child is a local runner (1 process) or a master that starts N worker processes (``--worker``); it
 drives every process's Agent through custom messages (warm-up, measure, pause) and writes one JSON line
 per event on its stdout (``events.to_wire``): ``StepProgress`` per measured window, ``StepMeasured`` per
-finished (or aborted) step.
+finished (or aborted) step, ``StepsDone`` when the planned steps are measured. Then it reads more steps from
+its stdin (the sweep's retries: the same load processes, and the same workers on other hosts, measure them)
+until the caller closes it.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 import gevent  # noqa: E402
 import numpy as np  # noqa: E402
+from gevent.socket import wait_read  # noqa: E402
 
 from accelbench.loadtests import genstats, histogram, samples, users  # noqa: E402
-from accelbench.loadtests.events import LoadDone, LoadFailed, StepMeasured, StepProgress  # noqa: E402
+from accelbench.loadtests.events import LoadDone, LoadFailed, StepMeasured, StepProgress, StepsDone  # noqa: E402
 from accelbench.loadtests.process_side import (  # noqa: E402
     ProcessSide,
     events_writer,
@@ -88,12 +92,18 @@ class Controller:
         while self.runner.user_count != count and time.monotonic() < deadline:
             gevent.sleep(0.05)
 
-    def run(self) -> None:
-        for plan in self.cfg["steps"]:
-            step = self.run_step(plan)
-            self.emit(StepMeasured(step))
-            if step.get("aborted"):
-                break
+    def run(self, more: Callable[[], list[dict[str, Any]]] = list) -> None:
+        """Measure the planned steps, then each batch ``more`` gives (the caller's retries, on the same load
+        processes and workers) until it gives none; a step cut short ends the run."""
+        plans: list[dict[str, Any]] = self.cfg["steps"]
+        while plans:
+            for plan in plans:
+                step = self.run_step(plan)
+                self.emit(StepMeasured(step))
+                if step.get("aborted"):
+                    return
+            self.emit(StepsDone())
+            plans = more()
 
     def run_step(self, plan: dict[str, Any]) -> dict[str, Any]:
         offered = plan["offered"]
@@ -199,7 +209,7 @@ def _combine(totals: list[dict], n_procs: int) -> dict[str, Any]:
     }
 
 
-def _lag_summary(totals: list[dict]) -> dict[str, int | None]:
+def _lag_summary(totals: list[dict]) -> dict[str, float | int | None]:
     lag = histogram.merge(t.get("loop_lag") for t in totals)
     summary = histogram.summary_us(lag)
     return {k: summary[k] for k in ("p50", "p99", "max")}
@@ -279,7 +289,8 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
         runner = env.create_master_runner("127.0.0.1", int(cfg["master_port"]))
         workers = [
             start_member(
-                [sys.executable, "-m", "accelbench.loadtests.runner", config_path, "--worker", str(i)]
+                [sys.executable, "-m", "accelbench.loadtests.runner", config_path, "--worker", str(i)],
+                stdin=subprocess.DEVNULL,  # the master's stdin carries the caller's steps, for it alone
             )
             for i in range(n)
         ]
@@ -301,10 +312,23 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
 
     controller = Controller(runner, cfg, n, emit, dead)
     try:
-        controller.run()
+        controller.run(read_steps)
         emit(LoadDone())
     finally:
         _finish(runner, workers)
+
+
+def read_steps(fd: int = 0) -> list[dict[str, Any]]:
+    """The next steps the caller sends on stdin (a JSON line ``{"steps": [...]}``; child.send_steps); none
+    at EOF. The wait is cooperative: Locust keeps exchanging heartbeats with the workers meanwhile."""
+    data = b""
+    while not data.endswith(b"\n"):
+        wait_read(fd)
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return []
+        data += chunk
+    return list(json.loads(data)["steps"])
 
 
 def _finish(runner, workers: list) -> None:

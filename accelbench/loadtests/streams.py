@@ -35,11 +35,11 @@ class NotStreaming(Exception):
 @dataclass
 class StreamAnswer:
     """One streamed answer: per event with tokens, its arrival time (ns) and its token count (Triton) or
-    text (OpenAI); the server's ``usage`` and prompt length when it sent them."""
+    text (OpenAI; the other list stays empty); the server's ``usage`` and prompt length when it sent them."""
 
     times_ns: list[int] = field(default_factory=list)
-    counts: list[int] | None = None
-    texts: list[str] | None = None
+    counts: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
     usage: dict[str, Any] | None = None
     input_tokens: int | None = None
     finish_reason: str | None = None
@@ -113,7 +113,7 @@ def output_counts(answer: StreamAnswer, tokenizer: str) -> tuple[list[int], int,
     Triton events carry their ``output_ids`` (several ids are several tokens). OpenAI chunks carry text:
     when ``usage.completion_tokens`` equals the number of chunks each chunk is one token (no tokenizer
     call); otherwise the chunks are counted with the tokenizer, and ``usage`` (when sent) is the total."""
-    if answer.counts is not None:
+    if answer.counts or not answer.texts:
         return answer.counts, sum(answer.counts), False
     n_events = len(answer.texts)
     usage = (answer.usage or {}).get("completion_tokens")
@@ -235,7 +235,7 @@ class SseConnection:
 
     def _events(self, body: _Body, rest: bytes, api: str, first_only: int) -> StreamAnswer:
         openai = api != "triton"
-        answer = StreamAnswer(texts=[] if openai else None, counts=None if openai else [])
+        answer = StreamAnswer()
         handle = _openai_event if openai else _triton_event
         data = bytearray()
         chunk: bytes | memoryview = rest
@@ -353,7 +353,8 @@ def grpc_stream_request(model: str, prompt: dict[str, Any], ignore_eos: bool) ->
     from tritonclient.grpc import service_pb2
 
     request = service_pb2.ModelInferRequest(model_name=model)
-    tensors = [("input_ids", "INT64", np.asarray(prompt["input_ids"], dtype=np.int64)),
+    tensors: list[tuple[str, str, np.ndarray]] = [
+               ("input_ids", "INT64", np.asarray(prompt["input_ids"], dtype=np.int64)),
                ("max_tokens", "INT32", np.array([int(prompt["osl"])], dtype=np.int32)),
                ("ignore_eos", "BOOL", np.array([bool(ignore_eos)], dtype=np.bool_))]  # fmt: skip
     for name, datatype, arr in tensors:
@@ -378,7 +379,7 @@ class GrpcStreamClient:
         self.timeout_s = timeout_s
 
     def exchange(self, request: bytes, first_only: int = 0) -> StreamAnswer:
-        answer = StreamAnswer(counts=[])
+        answer = StreamAnswer()
         stream = self.call(iter((request,)), timeout=self.timeout_s)
         try:
             for raw in stream:
@@ -413,7 +414,7 @@ def _grpc_response(response, answer: StreamAnswer, now: int) -> bool:
     return bool(final is not None and final.bool_param)
 
 
-def make_stream_client(api: str, url: str, timeout_s: float):
+def make_stream_client(api: str, url: str, timeout_s: float) -> GrpcStreamClient | SseClient:
     if api == "triton-grpc":
         return GrpcStreamClient(url, timeout_s)
     return SseClient(url, api, timeout_s)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hdrh.histogram import HdrHistogram
 
 from accelbench.documents import (
     Loadgen,
@@ -29,7 +30,7 @@ from accelbench.documents import (
 )
 from accelbench.errors import BadInputError, MeasurementError, ServerError
 from accelbench.loadtests import histogram, results, samples
-from accelbench.loadtests.child import end_group, events, last_line, start_runner
+from accelbench.loadtests.child import EventStream, end_group, last_line, send_steps, start_runner
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.events import (
     Cancel,
@@ -39,6 +40,7 @@ from accelbench.loadtests.events import (
     LoadTimedOut,
     StepFinished,
     StepMeasured,
+    StepsDone,
 )
 from accelbench.loadtests.profiles import LoadProfile, offered_label
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, analyse, judge, worth_retrying
@@ -80,7 +82,9 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     offered = raw["offered"]
     achieved = requests / duration if duration else 0.0
     done_s, latency_us = samples.decode(raw.get("samples"))
-    statistics, invalid, low = None, [], []
+    statistics: StepStatistics | None = None
+    invalid: list[str] = []
+    low: list[str] = []
     if len(latency_us) and not raw.get("aborted"):
         statistics, invalid, low = analyse(done_s, latency_us, duration, limits)
         if statistics.throughput_rps is not None and statistics.throughput_rps.value is not None:
@@ -147,7 +151,7 @@ def build_step(raw: dict[str, Any], kind: str, batch_size: int, limits: Limits) 
     )
 
 
-def _latency_summary(statistics: StepStatistics | None, hist) -> dict[str, Any]:
+def _latency_summary(statistics: StepStatistics | None, hist: HdrHistogram) -> dict[str, Any]:
     summary = histogram.summary_us(hist)
     for key, interval in ((statistics.latency_us if statistics else None) or {}).items():
         if interval.value is not None:
@@ -185,7 +189,7 @@ def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[l
     """Resume: the finished steps a rerun keeps (same variant hash and load profile), and whether that
     document was complete. A changed variant or profile keeps nothing."""
     old = results.load_document(path)
-    if not results.resumable(old, manifest_hash, profile):
+    if old is None or not results.resumable(old, manifest_hash, profile):
         return [], False
     return results.finished_steps(old), old.complete
 
@@ -241,15 +245,13 @@ def run_sweep(
     done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s["index"] not in done]
     results.save(doc, path)
-    child = (server, model, payloads, expected_outputs, profile, limits, on_event, master_bind, cancel)
-    if todo and not _stopped(cancel):
-        _run_child(doc, path, todo, *child)
-    if todo or not was_complete:  # a finished document is not re-measured by a rerun
-        for _ in range(limits.retries):
-            again = [] if _stopped(cancel) else to_retry(doc, profile, limits.retries)
-            if not again:
-                break
-            _run_child(doc, path, again, *child)
+    load = _Load(doc, path, server, model, payloads, expected_outputs, profile, limits, on_event, master_bind,
+                 cancel)  # fmt: skip
+    # a finished document is not measured again by a rerun; an unfinished one may still have retries left
+    if todo:
+        load.measure(todo, retry_rounds=limits.retries)
+    elif not was_complete:
+        load.measure(to_retry(doc, profile, limits.retries), retry_rounds=limits.retries - 1)
     if _stopped(cancel):
         return doc, path
     doc.complete = True
@@ -272,84 +274,130 @@ def _stopped(cancel: Cancel | None) -> bool:
     return cancel is not None and cancel.requested
 
 
-def _run_child(doc, path, todo, server, model, payloads, expected, profile, limits, on_event, bind,
-               cancel) -> None:  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="accelbench-load-") as tmp:
-        tmp_path = Path(tmp)
-        write_payloads(payloads, tmp_path / "payloads.npz")
-        cfg = {
-            **profile.to_dict(),
-            "steps": todo,
-            "model": model,
-            "url": server.client_url(profile.protocol),
-            "http_url": server.http_url,
-            "metrics_url": server.metrics_url,
-            "payloads_file": str(tmp_path / "payloads.npz"),
-            "expected_outputs": expected,
-            "master_port": free_port(),
-            "sample_floor": limits.sample_floor,
-            **(bind.config() if bind else {}),
-        }  # fmt: skip
-        (tmp_path / "config.json").write_text(json.dumps(cfg))
-        log_path = tmp_path / "locust.log"
-        failure = _drive(
-            tmp_path / "config.json", log_path, doc, path, todo, profile, limits, on_event, cancel
-        )
+@dataclass
+class _Load:
+    """One Locust child measures a sweep's steps and then its retries: the steps INVALID only for drift or no
+    steady state go back to the same child (``child.send_steps``), so the same load processes, and with
+    ``bind`` the same workers on other hosts, measure them (workers started elsewhere cannot be asked back)."""
+
+    doc: ResultDocument
+    path: Path
+    server: Server
+    model: str
+    payloads: list[dict[str, np.ndarray]]
+    expected: list[dict[str, Any]]
+    profile: LoadProfile
+    limits: Limits
+    on_event: Callable[[Event], None] | None
+    bind: MasterBind | None
+    cancel: Cancel | None
+
+    def measure(self, plans: list[dict[str, Any]], retry_rounds: int) -> None:
+        """Measure ``plans``, then up to ``retry_rounds`` rounds of retries; raises what stopped the load."""
+        if not plans or _stopped(self.cancel):
+            return
+        with tempfile.TemporaryDirectory(prefix="accelbench-load-") as tmp:
+            config = self._write_config(Path(tmp), plans)
+            failure = self._drive(config, Path(tmp) / "locust.log", plans, retry_rounds)
         if failure:
             raise failure
 
+    def _write_config(self, tmp: Path, plans: list[dict[str, Any]]) -> Path:
+        write_payloads(self.payloads, tmp / "payloads.npz")
+        cfg = {
+            **self.profile.to_dict(),
+            "steps": plans,
+            "model": self.model,
+            "url": self.server.client_url(self.profile.protocol),
+            "http_url": self.server.http_url,
+            "metrics_url": self.server.metrics_url,
+            "payloads_file": str(tmp / "payloads.npz"),
+            "expected_outputs": self.expected,
+            "master_port": free_port(),
+            "sample_floor": self.limits.sample_floor,
+            **(self.bind.config() if self.bind else {}),
+        }  # fmt: skip
+        (tmp / "config.json").write_text(json.dumps(cfg))
+        return tmp / "config.json"
 
-def _drive(config_path, log_path, doc, path, todo, profile, limits, on_event, cancel) -> Exception | None:
-    """Run the child, recording each step as it arrives; the first problem, if any, is returned. A
-    requested ``cancel`` ends the child after the step that finishes next (the rest stay unmeasured)."""
-    with open(log_path, "w") as log:
-        child = start_runner([str(config_path)], log)
-        finished: set[int] = set()
+    def _retries(self, rounds_left: int) -> list[dict[str, Any]]:
+        if rounds_left <= 0 or _stopped(self.cancel):
+            return []
+        return to_retry(self.doc, self.profile, self.limits.retries)
+
+    def _drive(self, config_path: Path, log_path: Path, plans: list[dict[str, Any]],
+               retry_rounds: int) -> Exception | None:  # fmt: skip
+        """Run the child, recording each step as it arrives and handing it the retries; the first problem,
+        if any, is returned. A requested ``cancel`` ends the child after the step that finishes next (the
+        rest stay unmeasured)."""
+        pending = {plan["index"]: plan for plan in plans}  # sent to the child, not measured yet
         problem: Exception | None = None
-        try:
-            budget_s = _budget_s(profile, len(todo)) + cfg_wait_s(config_path)
-            for event in events(child, budget_s):
-                if isinstance(event, LoadDone):
-                    break
-                if isinstance(event, LoadTimedOut):
-                    problem = MeasurementError(f"load generator did not finish within {event.after_s:.0f} s")
-                    break
-                if isinstance(event, StepMeasured):
-                    raw = event.step
-                    step = results.put_step(
-                        doc, build_step(raw, profile.kind, profile.batch_size, limits), path
-                    )
-                    finished.add(step.index)
-                    if step.aborted:
-                        error = MeasurementError if raw.get("aborted_by") == "loadgen" else ServerError
-                        problem = error(
-                            f"step {step.index} ({offered_label(to_dict(step.offered))}) did not finish: "
-                            f"{step.aborted}; finished steps kept in {path}"
+        with open(log_path, "w") as log:
+            child = start_runner([str(config_path)], log, steps_on_stdin=True)
+            try:
+                stream = EventStream(child, _budget_s(self.profile, len(plans)) + cfg_wait_s(config_path))
+                for event in stream:
+                    if isinstance(event, LoadDone):
+                        break
+                    if isinstance(event, LoadTimedOut):
+                        problem = MeasurementError(
+                            f"load generator did not finish within {event.after_s:.0f} s"
                         )
-                    event = StepFinished(step, doc, Path(path))
-                elif isinstance(event, LoadFailed):
-                    problem = MeasurementError(f"load generator failed: {event.message}")
-                if on_event:
-                    on_event(event)
-                if isinstance(event, StepFinished) and _stopped(cancel):
-                    break
-            if not _stopped(cancel):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    child.wait(timeout=15)
-        finally:
-            end_group(child)
-    missing = [s for s in todo if s["index"] not in finished]
-    if problem is None and missing and _stopped(cancel):
-        return None  # stopped on request between steps: nothing failed, the rest is measured on a rerun
-    if problem is None and missing:
-        problem = MeasurementError(
-            f"load generator exited with code {child.returncode}: {last_line(log_path)}"
+                        break
+                    if isinstance(event, StepsDone):
+                        again = self._retries(retry_rounds)
+                        retry_rounds -= 1
+                        pending.update((plan["index"], plan) for plan in again)
+                        stream.extend(_budget_s(self.profile, len(again)) if again else 0.0)
+                        send_steps(child, again)  # none: the child ends
+                        continue
+                    shown: Event = event
+                    if isinstance(event, StepMeasured):
+                        step, cut_short = self._record(event.step)
+                        problem = problem or cut_short
+                        pending.pop(step.index, None)
+                        shown = StepFinished(step, self.doc, Path(self.path))
+                    elif isinstance(event, LoadFailed):
+                        problem = MeasurementError(f"load generator failed: {event.message}")
+                    if self.on_event:
+                        self.on_event(shown)
+                    if isinstance(shown, StepFinished) and _stopped(self.cancel):
+                        break
+                if not _stopped(self.cancel):
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        child.wait(timeout=15)
+            finally:
+                if child.stdin is not None:
+                    with contextlib.suppress(OSError):
+                        child.stdin.close()
+                end_group(child)
+        return self._missing(list(pending.values()), problem, child.returncode, log_path)
+
+    def _record(self, raw: dict[str, Any]) -> tuple[Step, Exception | None]:
+        """The step the child measured, recorded; and the error a step cut short is."""
+        step = results.put_step(self.doc, build_step(raw, self.profile.kind, self.profile.batch_size,
+                                                     self.limits), self.path)  # fmt: skip
+        if not step.aborted:
+            return step, None
+        error = MeasurementError if raw.get("aborted_by") == "loadgen" else ServerError
+        return step, error(
+            f"step {step.index} ({offered_label(to_dict(step.offered))}) did not finish: {step.aborted}; "
+            f"finished steps kept in {self.path}"
         )
-    if missing and not any(s.aborted for s in doc.steps):
-        plan = missing[0]
-        aborted = _aborted_step(plan, str(problem))
-        results.put_step(doc, build_step(aborted, profile.kind, profile.batch_size, limits), path)
-    return problem
+
+    def _missing(self, missing: list[dict[str, Any]], problem: Exception | None, returncode: int | None,
+                 log_path: Path) -> Exception | None:  # fmt: skip
+        """What to report when steps sent to the child were never measured (the first is recorded cut short
+        with the reason); nothing when a cancel stopped the child between steps."""
+        if problem is None and missing and _stopped(self.cancel):
+            return None  # stopped on request between steps: nothing failed, the rest is measured on a rerun
+        if problem is None and missing:
+            problem = MeasurementError(f"load generator exited with code {returncode}: {last_line(log_path)}")
+        if missing and not any(s.aborted for s in self.doc.steps):
+            aborted = _aborted_step(missing[0], str(problem))
+            results.put_step(self.doc, build_step(aborted, self.profile.kind, self.profile.batch_size,
+                                                  self.limits), self.path)  # fmt: skip
+        return problem
 
 
 def cfg_wait_s(config_path: Path) -> float:

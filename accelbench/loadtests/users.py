@@ -12,7 +12,8 @@ import random
 import socket
 import time
 from array import array
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 import gevent
 import gevent.event
@@ -20,6 +21,7 @@ import gevent.pool
 import numpy as np
 import psutil
 from locust import User, constant, task
+from locust.env import Environment
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from accelbench.loadtests import histogram, samples, wire
@@ -53,6 +55,16 @@ def classify(exc: BaseException) -> str:
     if isinstance(exc, (ConnectionError, OSError)) or "unavailable" in text or "connect" in text:
         return "connection"
     return "server"
+
+
+Request = TypeVar("Request")  # what a load process sends: request bytes, or (bytes, ISL, OSL) when generative
+Request_co = TypeVar("Request_co", covariant=True)
+
+
+class RequestSource(Protocol[Request_co]):
+    """Where a load process takes its next request from (``RequestPool``, ``genagent.GenRequestPool``)."""
+
+    def next(self) -> Request_co: ...
 
 
 class RequestPool:
@@ -92,23 +104,28 @@ def close_client(client) -> None:
         client.close = lambda: None
 
 
-class Agent:
-    """Per-process measurement state. ``config`` keys: protocol, url, model, batch_size, payloads,
-    expected_outputs, timeout_s, window_s, max_in_flight, seed, rate_rps (open loop, per process),
-    check_every (a full output check on every Nth answer)."""
+class Agent(Generic[Request]):
+    """Per-process measurement state, sending what ``pool`` gives. ``config`` keys: protocol, url, model,
+    batch_size, payloads, expected_outputs, timeout_s, window_s, max_in_flight, seed, rate_rps (open loop, per
+    process), check_every (a full output check on every Nth answer)."""
 
-    def __init__(self, config: dict[str, Any], free_running: bool = True) -> None:
+    def __init__(
+        self, config: dict[str, Any], pool: RequestSource[Request], free_running: bool = True
+    ) -> None:
         self.config = config
+        self.pool = pool
         self.running = gevent.event.Event()
         self.measuring = free_running
         self.epoch = 0
         self.step = -1
         self.in_flight = 0
-        self.environment = None
+        self.environment: Environment | None = None
         self.process = psutil.Process()
         self._lag_watch: gevent.Greenlet | None = None
         self.specs = wire.output_specs(config["expected_outputs"], int(config["batch_size"]))
         self.check_every = max(1, int(config.get("check_every") or CHECK_EVERY))
+        # the lean or full check of an answer: an HttpAnswer or a gRPC response's bytes, as the client returns
+        self._check: Callable[[Any, bool], None]
         if config["protocol"] == "http":
             self._check = wire.HttpChecker(self.specs)
         else:
@@ -209,7 +226,7 @@ class Agent:
         return out
 
     # -- one request ----------------------------------------------------------------------------
-    def issue(self, client, request: bytes, start_ns: int | None = None) -> BaseException | None:
+    def issue(self, client: Any, request: Request, start_ns: int | None = None) -> BaseException | None:
         """Send one request; latency counts from ``start_ns`` (the intended send time in open loop) to the
         end of the exchange; the answer is checked after it.
 
@@ -220,7 +237,7 @@ class Agent:
         # a request sent early (see OpenLoopUser) counts from its actual send, never less
         start_ns = t0 if start_ns is None else min(start_ns, t0)
         exc: BaseException | None = None
-        answer = None
+        answer: wire.HttpAnswer | bytes | None = None  # as the protocol's client returns it
         try:
             answer = client.exchange(request)
         except Exception as err:  # every failure is classified and counted, never raised into Locust
@@ -236,7 +253,7 @@ class Agent:
                 request_type=f"triton-{self.config['protocol']}",
                 name=self.config["model"],
                 response_time=latency_us / 1000.0,
-                response_length=len(answer.body if hasattr(answer, "body") else answer or b""),
+                response_length=len(answer.body if isinstance(answer, wire.HttpAnswer) else answer or b""),
                 response=None,
                 context={},
                 exception=exc,
@@ -283,7 +300,7 @@ class Agent:
 SEND_LEAD_NS = 1_000_000
 
 
-def bind(user_class: type[_TritonUser], agent: Agent) -> type[_TritonUser]:
+def bind(user_class: type[_TritonUser], agent: Agent[Any]) -> type[_TritonUser]:
     """``user_class`` for one run: its users take ``agent``, the process's measurement state. The same name,
     so a master's spawn messages (which name the class) find it."""
     return type(user_class.__name__, (user_class,), {"run_agent": agent, "__module__": user_class.__module__})
@@ -292,7 +309,7 @@ def bind(user_class: type[_TritonUser], agent: Agent) -> type[_TritonUser]:
 class _TritonUser(User):
     abstract = True
     wait_time = constant(0)
-    run_agent: Agent | None = None  # set by ``bind``: no module global carries a run's state
+    run_agent: Agent[Any] | None = None  # set by ``bind``: no module global carries a run's state
 
     def on_start(self) -> None:
         agent = type(self).run_agent

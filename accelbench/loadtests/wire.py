@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import struct
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,13 +129,15 @@ def output_specs(expected: list[dict[str, Any]], batch_size: int) -> list[Output
     return specs
 
 
-def _shape_problem(name: str, got: list[int], want: tuple[int, ...]) -> str | None:
+def _shape_problem(name: str, got: Sequence[int], want: tuple[int, ...]) -> str | None:
     if len(got) != len(want) or any(w not in (-1, g) for w, g in zip(want, got, strict=True)):
         return f"output {name}: shape {list(got)}, expected {list(want)}"
     return None
 
 
-def check_tensors(tensors: list[tuple[str, str, list[int], int | None]], specs: list[OutputSpec]) -> None:
+def check_tensors(
+    tensors: Sequence[tuple[str, str, Sequence[int], int | None]], specs: list[OutputSpec]
+) -> None:
     """Lean check of ``(name, datatype, shape, byte size or None)`` per returned output."""
     by_name = {t[0]: t for t in tensors}
     for spec in specs:
@@ -163,7 +166,7 @@ def decode_tensor(raw: bytes | memoryview, datatype: str, shape: list[int]) -> n
     return np.frombuffer(raw, dtype=numpy_dtype(datatype).newbyteorder("<")).reshape(shape)
 
 
-def _count(shape: list[int]) -> int:
+def _count(shape: Sequence[int]) -> int:
     n = 1
     for d in shape:
         n *= int(d)

@@ -8,6 +8,7 @@ path (``input_ids``, ``text``, ``osl`` arrays; sweep.write_payloads), so distrib
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def read_sharegpt(path: Path, data: Any, workload: Workload) -> list[dict[str, A
     return out
 
 
-def file_prompts(path: str | Path, workload: Workload) -> list[dict[str, Any]]:
+def file_prompts(path: str | os.PathLike, workload: Workload) -> list[dict[str, Any]]:
     """Prompts of a JSONL or ShareGPT file, tokenized; one line naming the file (and line) when bad."""
     path = Path(path)
     if not path.is_file():
@@ -120,7 +121,9 @@ def file_prompts(path: str | Path, workload: Workload) -> list[dict[str, Any]]:
     return prompts
 
 
-def make_prompts(workload: Workload, prompts_file: str | Path | None, seed: int = 0) -> list[dict[str, Any]]:
+def make_prompts(
+    workload: Workload, prompts_file: str | os.PathLike | None, seed: int = 0
+) -> list[dict[str, Any]]:
     return file_prompts(prompts_file, workload) if prompts_file else synthetic_prompts(workload, seed=seed)
 
 

@@ -37,9 +37,12 @@ from accelbench.models.cards import (
     GeneratorSpec,
     ModelCard,
     TensorSpec,
-    card_from_dict,
+    card_from_toml,
+    card_name,
     parse_shape,
 )
+from accelbench.models.intake import check_onnx_file
+from accelbench.util import atomic_write_bytes
 
 DEFAULT_SEQ_LEN = 128
 COSINE_TOLERANCE = 0.99  # INT8 of a healthy model stays above this on every corpus model that passes
@@ -167,12 +170,11 @@ def _generator(
 ) -> GeneratorSpec:
     if token_inputs:
         ids = next((n for n in sorted(token_inputs) if _TOKEN_NAMES.search(n)), sorted(token_inputs)[0])
+        # a token input's fixed second dimension is the sequence length
         fixed = [
-            s
-            for v in inputs
-            if v.name in token_inputs and len(s := _dims(v)) > 1 and isinstance(s[1], int) and s[1] > 0
+            d for v in inputs if v.name in token_inputs for d in _dims(v)[1:2] if isinstance(d, int) and d > 0
         ]
-        seq = fixed[0][1] if fixed else DEFAULT_SEQ_LEN
+        seq = fixed[0] if fixed else DEFAULT_SEQ_LEN
         return GeneratorSpec(kind="tokens", vocab_size=_vocab_size(graph, ids) or 30522, seq_len=seq)
     for value in inputs:
         dims = _dims(value)
@@ -233,8 +235,6 @@ def card_from_graph(
 ) -> ModelCard:
     """A card for ``onnx_path``; ``shapes`` are ``--shape`` strings, ``values`` ``--value`` ones; ``source``
     is relative to ``card_dir``."""
-    from accelbench.models.loader import _safe_name, check_onnx_file
-
     path = Path(onnx_path)
     check_onnx_file(path)
     model = onnx.load(str(path), load_external_data=False)
@@ -257,7 +257,7 @@ def card_from_graph(
     producer = " ".join(p for p in (model.producer_name, model.producer_version) if p) or "unknown producer"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return ModelCard(
-        name=name or _safe_name(path.stem),
+        name=name or card_name(path.stem),
         source=f"onnx:{Path(source).as_posix()}",
         task=task or guessed_task,
         batch=batch.batch,
@@ -372,12 +372,8 @@ def card_toml(card: ModelCard) -> str:
 
 def write_card(card: ModelCard, out: str | os.PathLike | None) -> str:
     """The TOML text, checked by reading it back; written to ``out`` when given."""
-    import tomllib
-
     text = card_toml(card)
-    card_from_dict(tomllib.loads(text), origin="<generated card>")  # what we write must load
+    card_from_toml(text, origin="<generated card>")  # what we write must load
     if out is not None:
-        from accelbench.util import atomic_write_bytes
-
         atomic_write_bytes(Path(out), text.encode("utf-8"))
     return text

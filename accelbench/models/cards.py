@@ -30,6 +30,7 @@ A bad card raises BadInputError naming the file and the field.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -373,6 +374,11 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def card_name(text: str) -> str:
+    """A card name from a file or folder name (``hf:`` ids and paths included): what a name may hold."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(text).name or text).strip("-") or "model"
+
+
 def card_from_dict(data: dict[str, Any], origin: str = "<card>", card_path: Path | None = None) -> ModelCard:
     """Validate plain data (a parsed TOML card or ``ModelCard.to_dict()``) into a ModelCard."""
     r = _Reader(data, origin)
@@ -435,10 +441,19 @@ def load_card(path_or_uri: str | os.PathLike) -> ModelCard:
     if not path.is_file():
         raise BadInputError(f"file not found: {path}")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
         raise BadInputError(f"{path}: not a valid TOML model card ({err})") from None
-    return card_from_dict(data, origin=str(path), card_path=path.resolve())
+    return card_from_toml(text, origin=str(path), card_path=path.resolve())
+
+
+def card_from_toml(text: str, origin: str, card_path: Path | None = None) -> ModelCard:
+    """A card from its TOML text; BadInputError naming ``origin`` when it is not TOML or not a card."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise BadInputError(f"{origin}: not a valid TOML model card ({err})") from None
+    return card_from_dict(data, origin=origin, card_path=card_path)
 
 
 def load_model_repository(folder: str | os.PathLike) -> list[ModelCard]:

@@ -20,7 +20,7 @@ from accelbench.errors import BadInputError
 from accelbench.models.builtin import SEED, default_cache_dir
 from accelbench.models.cards import ModelCard
 from accelbench.models.export_hf import optimum_export
-from accelbench.models.generative import BUILTIN_TOKENIZER
+from accelbench.models.generative import BUILTIN_TOKENIZER, GenerativeSpec
 from accelbench.util import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def generative_files(card: ModelCard) -> GenerativeFiles:
     if spec is None:
         raise BadInputError(f"{card.name}: not a text-generation card")
     if card.source_scheme == "builtin":
-        root = default_cache_dir() / f"{card.name}-{_builtin_version(card)}"
+        root = default_cache_dir() / f"{card.name}-{_builtin_version(card.name, spec)}"
         hf_dir = root / "hf"
         if not (hf_dir / "config.json").is_file():
             from accelbench.models.builtin.llama import build_llama_checkpoint
@@ -105,10 +105,10 @@ def _tokenizer_dir(tokenizer: str, cache: Path) -> Path:
     return path
 
 
-def _builtin_version(card: ModelCard) -> str:
+def _builtin_version(name: str, spec: GenerativeSpec) -> str:
     # the architecture only: the gate thresholds and the tokenizer do not change the checkpoint
-    shape = {k: v for k, v in card.generative.to_dict().items() if k not in ("gate", "tokenizer", "hf_dir")}
-    digest = hashlib.sha256(f"{card.name}:{SEED}:{sorted(shape.items())}".encode())
+    shape = {k: v for k, v in spec.to_dict().items() if k not in ("gate", "tokenizer", "hf_dir")}
+    digest = hashlib.sha256(f"{name}:{SEED}:{sorted(shape.items())}".encode())
     digest.update(f"{EXPORT_TASK}:{EXPORT_VERSION}".encode())
     digest.update((Path(__file__).parent / "builtin" / "llama.py").read_bytes())
     return digest.hexdigest()[:12]

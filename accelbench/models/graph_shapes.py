@@ -8,7 +8,7 @@ import contextlib
 import math
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ def _fix_input_dims(
     model: onnx.ModelProto,
     batch_size: int,
     input_shapes: Mapping[str, Sequence[int]],
-    weights: Mapping[str, Any],
+    weights: Collection[str],
     batch_axes: Mapping[str, int | None] | None = None,
 ) -> None:
     """Fix the batch axis at ``batch_size`` (axis 0 of every input and output, or the inputs' own
@@ -177,7 +177,7 @@ def _run_shapes(
         t = value.type.tensor_type
         shape = [d.dim_value for d in t.shape.dim]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
-        if value.name in (values or {}):
+        if values is not None and value.name in values:
             feeds[value.name] = np.asarray(values[value.name], dtype)
         else:
             feeds[value.name] = (np.ones if "mask" in value.name.lower() else np.zeros)(shape, dtype)

@@ -13,6 +13,9 @@ initializers; models over the 2 GB protobuf limit keep their tensors in external
 - ``quantized_ops``: the ops that say a graph is already quantized (QLinear*, *Integer, DynamicQuantize*,
   QuantizeLinear → DequantizeLinear pairs), so quantize keeps it as the INT8 variant instead of again.
 
+- ``check_onnx_file``: the file is a readable ONNX model that passes the ONNX checker (the first check on
+  every graph a user gives).
+
 Every failure is a BadInputError of one line.
 """
 
@@ -196,6 +199,21 @@ def fix_input_dims(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> int:
     if fixed:
         del model.graph.value_info[:]  # stale shapes computed for the dynamic sizes
     return fixed
+
+
+def check_onnx_file(path: Path) -> None:
+    """BadInputError unless ``path`` is a readable ONNX model that passes the ONNX checker."""
+    if not path.is_file():
+        raise BadInputError(f"file not found: {path}")
+    try:
+        # The path form of the checker also handles models with external data and >2 GB models.
+        onnx.checker.check_model(str(path))
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf DecodeError, ValidationError, truncated files: all mean "not ONNX"
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise BadInputError(f"not a valid ONNX model: {path} ({reason[:200]})") from None
+    if not model.graph.node or not model.graph.output:
+        raise BadInputError(f"not a valid ONNX model: {path} (the graph has no nodes or no outputs)")
 
 
 def has_external_data(model: onnx.ModelProto) -> bool:

@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,10 @@ import onnx
 
 from accelbench.errors import BadInputError
 from accelbench.models.builtin import builtin_onnx_path, default_cache_dir
-from accelbench.models.cards import AccuracySpec, GeneratorSpec, ModelCard, TensorSpec, load_card
+from accelbench.models.card_writer import card_from_graph
+from accelbench.models.cards import AccuracySpec, GeneratorSpec, ModelCard, TensorSpec, card_name, load_card
 from accelbench.models.generative import DEFAULT_AGREEMENT, TASK, spec_from_hf_config
+from accelbench.models.intake import check_onnx_file
 
 # A plain .onnx has no card: compare outputs by max abs error at a loose default (write a card to do better).
 INFERRED_MAX_ABS_TOLERANCE = 1e-2
@@ -42,8 +43,6 @@ def resolve_model(arg: str | os.PathLike, shapes: Sequence[str] = ()) -> Resolve
                 f"--shape applies to a bare .onnx file; {text} has a model card: set the sizes in its "
                 "[[inputs]] shapes"
             )
-        from accelbench.models.card_writer import card_from_graph
-
         path = Path(text).expanduser()
         card = card_from_graph(path, shapes)  # its source is relative to a card file; here there is none
         return ResolvedModel(dataclasses.replace(card, source=f"onnx:{path.resolve()}"), path)
@@ -55,7 +54,7 @@ def resolve_model(arg: str | os.PathLike, shapes: Sequence[str] = ()) -> Resolve
         return ResolvedModel(card, onnx_for_card(card))
     if text.startswith("hf:"):
         path = _export_hf(text)
-        return ResolvedModel(infer_card(path, name=_safe_name(text[3:])), path)
+        return ResolvedModel(infer_card(path, name=card_name(text[3:])), path)
     path = Path(text).expanduser()
     if path.suffix.lower() == ".toml":
         card = load_card(path)
@@ -91,21 +90,6 @@ def onnx_for_card(card: ModelCard) -> Path:
     path = card.resolve_path(value)
     check_onnx_file(path)
     return path
-
-
-def check_onnx_file(path: Path) -> None:
-    """BadInputError unless ``path`` is a readable ONNX model that passes the ONNX checker."""
-    if not path.is_file():
-        raise BadInputError(f"file not found: {path}")
-    try:
-        # The path form of the checker also handles models with external data and >2 GB models.
-        onnx.checker.check_model(str(path))
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as err:  # protobuf DecodeError, ValidationError, truncated files: all mean "not ONNX"
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise BadInputError(f"not a valid ONNX model: {path} ({reason[:200]})") from None
-    if not model.graph.node or not model.graph.output:
-        raise BadInputError(f"not a valid ONNX model: {path} (the graph has no nodes or no outputs)")
 
 
 def _tensor_specs(values, skip: set[str], batch: str, axes: dict[str, int | None]) -> tuple[TensorSpec, ...]:
@@ -154,7 +138,7 @@ def infer_card(path: Path, name: str | None = None) -> ModelCard:
         else AccuracySpec("max_abs", INFERRED_MAX_ABS_TOLERANCE, outputs[0].name if outputs else None)
     )
     return ModelCard(
-        name=name or _safe_name(path.stem),
+        name=name or card_name(path.stem),
         source=f"onnx:{path.resolve()}",
         task="embedding" if embedding else "other",
         batch=found.batch,
@@ -183,7 +167,7 @@ def causal_lm_card(folder: Path) -> ModelCard:
     """The card of a local causal-LM checkpoint (Llama, Qwen, Mistral, Phi, Gemma) from its config.json."""
     spec = spec_from_hf_config(folder / "config.json")
     return ModelCard(
-        name=_safe_name(str(folder)),
+        name=card_name(str(folder)),
         source=f"hf:{folder.resolve()}",
         task=TASK,
         inputs=(TensorSpec("input_ids", "int64", (-1, -1)),),
@@ -195,15 +179,11 @@ def causal_lm_card(folder: Path) -> ModelCard:
     )
 
 
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(text).name or text).strip("-") or "model"
-
-
 def _export_hf(source: str) -> Path:
     from accelbench.models.export_hf import export_hf  # optimum/torch only when an hf: model is asked for
 
     key = hashlib.sha256(source.encode()).hexdigest()[:12]
-    out_dir = default_cache_dir().parent / "hf" / f"{_safe_name(source[3:])}-{key}"
+    out_dir = default_cache_dir().parent / "hf" / f"{card_name(source[3:])}-{key}"
     path = export_hf(source, out_dir)
     check_onnx_file(path)
     return path

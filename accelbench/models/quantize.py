@@ -15,63 +15,41 @@ not quantized again; it has no FP32 variant and the gate no float reference unle
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
-from accelbench.documents import VariantManifest, to_dict
-from accelbench.errors import BadInputError
-from accelbench.hardware.catalog import HardwareTarget
+from accelbench.documents import VariantManifest
+from accelbench.errors import BadInputError, ToolchainMissingError
+from accelbench.hardware.catalog import HardwareTarget, load_catalog
 from accelbench.models import accuracy
-from accelbench.models.manifest import read_manifest, variant_name, verify_files, write_manifest
-from accelbench.models.toolchains import VariantOptions, VariantResult, toolchain_for
+from accelbench.models.inputs import make_inputs
+from accelbench.models.intake import check_onnx_file, copy_model, quantized_ops
+from accelbench.models.loader import generative_card, resolve_model
+from accelbench.models.manifest import variant_name, write_manifest
+from accelbench.models.quantize_llm import quantize_generative
+from accelbench.models.roofline_report import model_graph_cost
+from accelbench.models.toolchains import VariantOptions, VariantResult, llm_recipes, toolchain_for
 from accelbench.models.toolchains import onnxruntime as ort_toolchain
+from accelbench.models.variants import QuantizeRequest, progress, reusable_variant
 from accelbench.util import sha256_file
 
 CALIBRATION_SEED = 0
 HELD_OUT_SEED = 1  # must differ from the calibration seed: the gate judges on samples it was not tuned on
-CALIBRATION_SAMPLES = 32
-HELD_OUT_SAMPLES = 32
 AS_QUANTIZED_RECIPE = "as-quantized"  # the INT8 variant of a source that is already quantized
-
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class QuantizeRequest:
-    model: str  # builtin:NAME, a card .toml, hf:..., or an .onnx file
-    target: str  # catalog id
-    precision: str | None = None
-    out_dir: Path = Path("variants")
-    recipe: str | None = None
-    catalog_path: str | None = None
-    calibration_samples: int = CALIBRATION_SAMPLES
-    held_out_samples: int = HELD_OUT_SAMPLES
-    options: dict[str, Any] = field(
-        default_factory=dict
-    )  # extra VariantOptions fields (probe, dla_core, ...)
-    engine: str | None = None  # generative models: trtllm / vllm ask for the accelerator recipe's folder
-    reference: Path | None = None  # the float graph of a source that is already quantized
 
 
 def quantize(request: QuantizeRequest) -> list[VariantManifest]:
     """Write the FP32 reference and the requested variant; returns their manifests (reference first)."""
-    from accelbench.hardware.catalog import load_catalog
-    from accelbench.models.loader import generative_card, resolve_model
-
     target = load_catalog(request.catalog_path).get(request.target)
     if (card := generative_card(request.model)) is not None:
-        from accelbench.models.toolchains import llm_recipes
-
         if llm_recipes.wants_recipe(target, request.precision, request.engine):
             return _generative_recipe(request, target, card)
-        from accelbench.models.quantize_llm import quantize_generative  # torch/optimum for these only
-
         return quantize_generative(request, target, card)
     toolchain = toolchain_for(target)  # before any work: a TPU target fails fast
     resolved = resolve_model(request.model)
@@ -120,9 +98,6 @@ def quantize(request: QuantizeRequest) -> list[VariantManifest]:
 
 def _generative_recipe(request: QuantizeRequest, target: HardwareTarget, card: Any) -> list[VariantManifest]:
     """A generative model for an accelerator: the recipe folder (docs/quantization.md), built on the target."""
-    from accelbench.errors import ToolchainMissingError
-    from accelbench.models.toolchains import llm_recipes
-
     hf_dir, tokenizer_dir = llm_recipes.checkpoint_of(card)
     manifest, recipe = llm_recipes.write_recipe(
         card, hf_dir, tokenizer_dir, target, request.precision, Path(request.out_dir), request.model
@@ -141,10 +116,6 @@ def _generative_recipe(request: QuantizeRequest, target: HardwareTarget, card: A
 
 def already_quantized(onnx_path: os.PathLike) -> list[str]:
     """The quantized op types of a source graph (empty for a float one)."""
-    import onnx
-
-    from accelbench.models.intake import quantized_ops
-
     return quantized_ops(onnx.load(str(onnx_path), load_external_data=False))
 
 
@@ -153,8 +124,6 @@ def _float_reference(
 ) -> Path | None:
     """The float graph the gate compares against: the source, or for an already-quantized source the one
     given (``--reference``, the card's ``reference``), else None (then only its INT8 variant exists)."""
-    from accelbench.models.loader import check_onnx_file
-
     given = request.reference
     if given is None and card.reference:
         given = card.resolve_path(card.reference.removeprefix("onnx:"))
@@ -187,8 +156,6 @@ class _AsQuantized:
     def make_variant(
         self, resolved: Any, target: HardwareTarget, precision: str, out_dir: Path, options: VariantOptions
     ) -> VariantResult:
-        from accelbench.models.intake import copy_model
-
         if self.toolchain is not ort_toolchain:
             raise BadInputError(
                 f"{resolved.card.name} is already quantized ({', '.join(self.ops)}): accelbench serves such a "
@@ -207,12 +174,6 @@ class _AsQuantized:
             attempts=[{"recipe": AS_QUANTIZED_RECIPE, "outcome": "ok", "reason": reason}],
             notes=[f"{reason}, the INT8 variant; not quantized again"],
         )
-
-
-def progress(line: str) -> None:
-    """Progress of a long step, as a log record: the CLI shows accelbench.models' records on stderr (so --json
-    output stays clean); a library caller chooses where they go."""
-    log.info(line)
 
 
 @dataclass
@@ -309,18 +270,6 @@ class _Context:
         return gate
 
 
-def reusable_variant(out: Path, source: dict[str, str], recipe: str | None) -> VariantManifest | None:
-    """The existing manifest when the folder was made from the same source and recipe and is intact."""
-    if not (out / "manifest.json").is_file():
-        return None
-    try:
-        old = read_manifest(out)
-    except BadInputError:
-        return None
-    same = to_dict(old.source) == source and (recipe is None or old.recipe == recipe)
-    return old if same and not verify_files(out, old) else None
-
-
 def _needs_calibration(toolchain: Any, precision: str, recipe: str | None) -> bool:
     # static INT8 (CPU static QDQ, TensorRT's QDQ) needs samples; a dynamic default may fall back to static,
     # and every recipe's result is test-run on a sample
@@ -329,8 +278,6 @@ def _needs_calibration(toolchain: Any, precision: str, recipe: str | None) -> bo
 
 def _make_inputs(card: Any, count: int, seed: int, model: os.PathLike) -> list[dict[str, np.ndarray]]:
     """One feed per run (the card's own batch); state inputs chained as a stream through ``model``."""
-    from accelbench.models.inputs import make_inputs
-
     feeds = make_inputs(card, batch_size=card.run_batch, count=count, seed=seed)
     states = {spec.name: spec.state_from for spec in card.inputs if spec.state_from}
     return accuracy.chain_states(model, feeds, states)
@@ -339,8 +286,6 @@ def _make_inputs(card: Any, count: int, seed: int, model: os.PathLike) -> list[d
 def _output_specs(card: Any, onnx_path: os.PathLike) -> list[dict[str, Any]]:
     if card.outputs:
         return [t.to_dict() for t in card.outputs]
-    import onnx
-
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
     specs = []
     for value in graph.output:
@@ -357,8 +302,6 @@ def _output_specs(card: Any, onnx_path: os.PathLike) -> list[dict[str, Any]]:
 
 
 def _graph_cost(card: Any, onnx_path: os.PathLike, precision: str) -> dict[str, Any] | None:
-    from accelbench.models.roofline_report import model_graph_cost
-
     # the card fixes dynamic non-batch dims (e.g. the sequence length of an hf: export)
     cost = model_graph_cost(card, onnx_path, 1, precision).to_dict()
     keys = ("params", "flops_per_inference", "weight_bytes", "activation_bytes_per_inference", "precision")

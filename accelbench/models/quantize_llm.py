@@ -32,10 +32,11 @@ from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.accuracy_llm import eval_tokens, teacher_forced_logits, text_gate
 from accelbench.models.cards import ModelCard
 from accelbench.models.export_llm import GenerativeFiles, generative_files
+from accelbench.models.generative import GenerativeSpec
 from accelbench.models.llm_roofline import kv_dtype
 from accelbench.models.manifest import variant_name, write_manifest
-from accelbench.models.quantize import progress, reusable_variant
 from accelbench.models.toolchains import attempts
+from accelbench.models.variants import QuantizeRequest, progress, reusable_variant
 from accelbench.util import sha256_file
 
 CPU_PRECISIONS = ("fp32", "int8", "int4")
@@ -81,8 +82,12 @@ def precisions(target: HardwareTarget) -> tuple[str, ...]:
     return CPU_PRECISIONS if getattr(target, "toolchain", "") == "onnxruntime-cpu" else GPU_PRECISIONS
 
 
-def quantize_generative(request: Any, target: HardwareTarget, card: ModelCard) -> list[VariantManifest]:
+def quantize_generative(
+    request: QuantizeRequest, target: HardwareTarget, card: ModelCard
+) -> list[VariantManifest]:
     """The unquantized variant and the requested one (unquantized first), each gated on the shipped text."""
+    if card.generative is None:
+        raise BadInputError(f"{card.name}: not a text-generation card")
     precision = request.precision or "fp32"
     allowed = precisions(target)
     if precision not in allowed:
@@ -97,7 +102,7 @@ def quantize_generative(request: Any, target: HardwareTarget, card: ModelCard) -
     bits = 8 if request.recipe == "ort-dynamic-int8" else NBITS.get(request.recipe or "", (None,))[0]
     if bits is not None and f"int{bits}" != precision:
         raise BadInputError(f"recipe {request.recipe} makes an int{bits} variant, not {precision}")
-    ctx = _Context(request, target, card, generative_files(card))
+    ctx = _Context(request, target, card, card.generative, generative_files(card))
     manifests = [ctx.variant("fp32")]
     if precision != "fp32":
         manifests.append(ctx.variant(precision))
@@ -106,9 +111,10 @@ def quantize_generative(request: Any, target: HardwareTarget, card: ModelCard) -
 
 @dataclass
 class _Context:
-    request: Any
+    request: QuantizeRequest
     target: HardwareTarget
     card: ModelCard
+    spec: GenerativeSpec
     files: GenerativeFiles
     _tokens: np.ndarray | None = None
     _reference: np.ndarray | None = None
@@ -116,7 +122,7 @@ class _Context:
     @property
     def tokens(self) -> np.ndarray:
         if self._tokens is None:
-            self._tokens = eval_tokens(self.files.tokenizer_dir, self.card.generative.context_length)
+            self._tokens = eval_tokens(self.files.tokenizer_dir, self.spec.context_length)
         return self._tokens
 
     @property
@@ -149,13 +155,12 @@ class _Context:
             out / "model.onnx",
             self.tokens,
             precision if made != "fp32-reference" else "fp32",
-            self.card.generative.gate,
+            self.spec.gate,
             trained=self.card.source_scheme != "builtin",
         )
         progress(
             f"{name}: next-token agreement {gate['value']}, mean KL {gate['kl_divergence']} → {gate['verdict']}"
         )
-        spec = self.card.generative
         manifest = {
             "name": name,
             "model": self.card.name,
@@ -171,7 +176,7 @@ class _Context:
             "outputs": [t.to_dict() for t in self.card.outputs],
             "calibration": calibration,
             "accuracy": gate,
-            "graph_cost": spec.graph_cost(
+            "graph_cost": self.spec.graph_cost(
                 precision, weight_bytes=weight_bytes_read(out / "model.onnx"), kv_dtype=kv_dtype(precision)
             ),
             "engine": None,

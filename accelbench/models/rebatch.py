@@ -17,7 +17,7 @@ import onnx
 from onnx import numpy_helper
 
 from accelbench.errors import BadInputError
-from accelbench.models.intake import constant_tensor, load_full, one_line, save_model
+from accelbench.models.intake import check_onnx_file, constant_tensor, load_full, one_line, save_model
 
 SHAPE_OPS = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1}  # op → input that is a shape
 BATCH_NAME = "batch"
@@ -127,7 +127,6 @@ def rebatch(src: str | os.PathLike, out: str | os.PathLike, shapes: tuple[str, .
     """Write ``out``: ``src`` with a dynamic batch, checked by running it (BadInputError when it cannot);
     ``shapes`` (``NAME:D1,D2,…``) give other dynamic sizes for that run."""
     from accelbench.models.cards import parse_shape
-    from accelbench.models.loader import check_onnx_file
 
     sizes = dict(parse_shape(s) for s in shapes)
     check_onnx_file(Path(src))

@@ -12,6 +12,7 @@ OPSET = 17
 # IR 8 is the one opset 17 shipped with; older TensorRT parsers reject newer IR versions.
 IR_VERSION = 8
 BATCH_DIM = "batch"
+Tensor = tuple[str, int, Sequence[int | str]]  # a graph input or output: name, element type, shape
 
 
 class GraphBuilder:
@@ -49,8 +50,8 @@ class GraphBuilder:
     def model(
         self,
         name: str,
-        inputs: Sequence[tuple[str, int, Sequence[int | str]]],
-        outputs: Sequence[tuple[str, int, Sequence[int | str]]],
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor],
     ) -> onnx.ModelProto:
         graph = helper.make_graph(
             self.nodes,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from accelbench.models.builtin._graph import BATCH_DIM, FLOAT, INT64, GraphBuilder
+from accelbench.models.builtin._graph import BATCH_DIM, FLOAT, INT64, GraphBuilder, Tensor
 
 # BERT's own initializer range; with post-LN it keeps every activation O(1).
 _INIT_STD = 0.02
@@ -45,8 +45,9 @@ def build_encoder(name: str, spec: EncoderSpec, seed: int) -> onnx.ModelProto:
     mask_bias = _mask_bias(g)
     for _ in range(spec.layers):
         x = _layer(g, spec, x, mask_bias)
-    token_shape = [BATCH_DIM, s]
-    inputs = [("input_ids", INT64, token_shape), ("attention_mask", INT64, token_shape)]
+    token_shape: list[int | str] = [BATCH_DIM, s]
+    inputs: list[Tensor] = [("input_ids", INT64, token_shape), ("attention_mask", INT64, token_shape)]
+    outputs: list[Tensor]
     if spec.head == "bert":
         inputs.append(("token_type_ids", INT64, token_shape))
         g.op("Identity", [x], output="last_hidden_state")

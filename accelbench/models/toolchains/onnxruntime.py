@@ -27,8 +27,11 @@ until one gives a graph that passes the ONNX checker and runs; every attempt goe
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
+
+import onnx
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
@@ -139,7 +142,7 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
         "samples": len(options.calibration),
         "seed": options.calibration_seed,
     }
-    excluded = None
+    excluded: Collection[str]  # node names that stay float
     if kind == "cnn":
         excluded = float_tail(_load(pre))
         record["float_tail_nodes"] = len(excluded)
@@ -167,7 +170,7 @@ def run_recipe(recipe: str, src: Path, dst: Path, options: VariantOptions) -> di
         options.calibration,
         symmetric=symmetric,
         method=method,
-        nodes_to_exclude=None if excluded is None else list(excluded),
+        nodes_to_exclude=list(excluded),
         per_channel=per_channel,
     )
     return record
@@ -202,16 +205,12 @@ def ensure_opset(path: Path, version: int, dst: Path) -> Path:
     return dst
 
 
-def _load(path: Path) -> Any:
-    import onnx
-
+def _load(path: Path) -> onnx.ModelProto:
     return onnx.load(str(path), load_external_data=False)
 
 
 def model_kind(path: str | Path) -> str:
     """``cnn`` when the graph has convolutions, ``transformer`` when it has weight MatMuls, else ``other``."""
-    import onnx
-
     graph = onnx.load(str(path), load_external_data=False).graph
     ops = {node.op_type for node in graph.node}
     if "Conv" in ops:
@@ -287,7 +286,6 @@ def quantize_qdq(
     per_channel: bool = True,
 ) -> None:
     """Static QDQ INT8. ``symmetric``: S8 activations and weights, zero point 0 (what TensorRT needs)."""
-    import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     if not calibration:
@@ -324,7 +322,6 @@ def quantize_qdq(
 
 
 def to_fp16(src: Path, dst: Path) -> None:
-    import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     model = onnx.load(str(src))
@@ -338,9 +335,9 @@ def to_fp16(src: Path, dst: Path) -> None:
     onnx.save(converted, str(dst))
 
 
-def _topological(graph: Any) -> list:
+def _topological(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     ready = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
-    pending, order = list(graph.node), []
+    pending, order = list(graph.node), list[onnx.NodeProto]()
     while pending:
         runnable = [n for n in pending if all(name in ready for name in n.input)]
         if not runnable:  # a value nothing produces: leave the rest as it was, the checker names it
