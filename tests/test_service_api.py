@@ -138,6 +138,9 @@ BAD_BODIES = [
     (json.dumps({"result": _doc(), "extra": 1}).encode(), 422, "field 'extra'"),
     (json.dumps({"result": _doc(), "variant": {"schema": "x"}}).encode(), 422, "variant: field 'schema'"),
     (json.dumps({"result": _doc(), "source": "../../etc/passwd"}).encode(), 422, "field 'source'"),
+    # not objects: once taken for file paths by the loader (a 500)
+    (json.dumps({"result": 5}).encode(), 422, "result: not an accelbench.result/1 document"),
+    (json.dumps({"result": _doc(), "variant": []}).encode(), 422, "variant: not an accelbench.variant/1"),
 ]
 
 
