@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal, TypeVar
 
@@ -621,15 +621,27 @@ def read_json(path: str | os.PathLike[str], where: str | None = None) -> Any:
         raise BadInputError(f"{where}: not valid JSON: {err.msg} at line {err.lineno}") from None
 
 
-def describe_error(err: ValidationError) -> str:
-    """The first problem as ``field 'steps[3].latency_us.p99': <why>`` (one line)."""
-    first = err.errors(include_url=False)[0]
+def describe_error(
+    err: ValidationError | Sequence[Mapping[str, Any]], *, skip: Collection[str] = (), whole: str = "document"
+) -> str:
+    """The first problem as ``field 'steps[3].latency_us.p99': <why>`` on one line, and how many more there are.
+
+    ``err`` is pydantic's error or its ``errors()`` list (what FastAPI's request validation hands over);
+    ``skip``: a leading location part that says where a value came from rather than naming a field (FastAPI's
+    ``body``, ``query``, ``path``); ``whole``: the name used when the problem is the value as a whole."""
+    errors = err.errors(include_url=False) if isinstance(err, ValidationError) else list(err)
+    if not errors:
+        return f"field '{whole}': invalid"
+    first = errors[0]
+    parts = list(first.get("loc") or ())
+    if parts and parts[0] in skip:
+        parts = parts[1:]
     loc = ""
-    for part in first["loc"]:
+    for part in parts:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    why = first["msg"].removeprefix("Value error, ")
-    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"field '{loc or 'document'}': {why}{more}".replace("\n", " ")
+    why = str(first.get("msg") or "invalid").removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"field '{loc or whole}': {why}{more}".replace("\n", " ")
 
 
 # ---------------------------------------------------------------- JSON Schema export

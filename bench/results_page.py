@@ -46,7 +46,8 @@ def _client(folder: Path, n: int):
     from fastapi.testclient import TestClient
 
     from accelbench.service import db
-    from accelbench.service.app import Settings, create_app
+    from accelbench.service.app import create_app
+    from accelbench.service.state import Settings
 
     url = f"sqlite:///{folder / f'r{n}.db'}"
     engine = db.open_database(url)

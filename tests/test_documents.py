@@ -17,6 +17,7 @@ from accelbench.documents import (
     ResultDocument,
     Step,
     VariantManifest,
+    describe_error,
     dump_json,
     json_schemas,
     load_manifest,
@@ -156,6 +157,31 @@ def test_bad_manifest_names_the_field():
         load_manifest({"schema": RESULT_SCHEMA}, "manifest.json")
     with pytest.raises(BadInputError, match=r"^m: field 'name': Field required \(and \d+ more\)"):
         load_manifest({"schema": VARIANT_SCHEMA}, "m")
+
+
+def test_one_formatter_words_pydantic_errors_and_request_errors_alike():
+    """``describe_error`` is the one formatter of validation errors: the documents' own, and the service's for
+    FastAPI's request errors (a list of error dicts whose location starts with where the value came from)."""
+    from pydantic import BaseModel, ValidationError
+
+    class Call(BaseModel):
+        runner_id: int
+        attempt: int
+
+    with pytest.raises(ValidationError) as caught:
+        Call.model_validate({"runner_id": "x"})
+    assert describe_error(caught.value).startswith("field 'runner_id': Input should be a valid integer")
+    assert describe_error(caught.value).endswith(" (and 1 more)")
+    query = [
+        {"loc": ("query", "slo_p99_ms"), "msg": "Input should be greater than 0", "type": "greater_than"}
+    ]
+    assert describe_error(query, skip=("query",)) == "field 'slo_p99_ms': Input should be greater than 0"
+    body = [{"loc": ("body",), "msg": "Field required"}, {"loc": ("body", "steps", 3, "index"), "msg": "x"}]
+    assert (
+        describe_error(body, skip=("body",), whole="request")
+        == "field 'request': Field required (and 1 more)"
+    )
+    assert describe_error(body[1:], skip=("body",)) == "field 'steps[3].index': x"
 
 
 def test_committed_json_schemas_are_a_fresh_export():

@@ -59,8 +59,8 @@ def server_cmd(
 ) -> None:  # fmt: skip
     """Collect result documents from every host and serve the comparison reports (API and web pages)."""
     _need_service_extra()
-    from accelbench.service.app import Settings
     from accelbench.service.server import serve
+    from accelbench.service.state import Settings
 
     settings = Settings(db_url=_db_url(db), public_read=public_read, max_body_bytes=int(max_body_mb * 1024 * 1024),
                         catalog_path=(ctx.obj or {}).get("catalog_path"), request_timeout_s=request_timeout_s,

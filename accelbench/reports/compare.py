@@ -28,7 +28,7 @@ from accelbench.loadtests.statistics import FAIL, PASS, Ratio, cost_ratio
 from accelbench.reports.capacity import percentile_key
 from accelbench.reports.groups import GroupKey
 from accelbench.reports.noise import Spread, floor_for, history_spread
-from accelbench.reports.rows import ReadByKey, ReportRow
+from accelbench.reports.rows import ReportRow
 from accelbench.reports.sections import fmt
 
 if TYPE_CHECKING:
@@ -90,9 +90,8 @@ def _basis(old: ReportRow, new: ReportRow, spread: Spread | None) -> Spread | No
 
 
 @dataclass(frozen=True)
-class Judgement(ReadByKey):
-    """What ``judge_change`` says of two rows: the object compare.json's rows and the service's history carry
-    (the service reads it by key)."""
+class Judgement:
+    """What ``judge_change`` says of two rows: the object compare.json's rows and the service's history carry."""
 
     regression: bool = False
     judged: bool = False  # False: no intervals, or single runs with no between-run basis

@@ -49,43 +49,11 @@ def columns_of(cls: type) -> tuple[Column, ...]:
     )
 
 
-class ReadByKey:
-    """Reading a row by its field name, as a mapping: subscripting, ``.get(name)``, ``dict(row)``, ``{**row}``.
-
-    Transitional, for accelbench/service/ (web.py, tables.py, history.py, views.py read report rows by key and
-    another helper owns them); everything in accelbench/reports/ reads attributes. Remove once the service does.
-    """
-
-    __slots__ = ()
-    __iter__ = None  # not a sequence: ``"runs" in row`` is a TypeError, not a scan of row[0], row[1], ...
-
-    def keys(self) -> tuple[str, ...]:
-        return _field_names(type(self))
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in _field_names(type(self)):
-            raise KeyError(name)
-        return getattr(self, name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return getattr(self, name) if name in _field_names(type(self)) else default
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # row class → its field names, read once
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
-    return names
-
-
 USD_PER_MILLION_REQUESTS = "USD per 10⁶ requests"
 
 
 @dataclass(frozen=True)
-class ReportRow(ReadByKey):
+class ReportRow:
     """One model × precision × target: measured (from result documents) or projected (roofline × efficiency)."""
 
     model: str = key()

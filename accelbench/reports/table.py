@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from accelbench.reports.rows import REPORT_COLUMNS, ReportRow
@@ -16,7 +16,7 @@ COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
 
 def flat_rows(
-    rows: Iterable[ReportRow | Mapping[str, Any]], slo_ms: float | None = None, percentile: str | None = None
+    rows: Iterable[ReportRow], slo_ms: float | None = None, percentile: str | None = None
 ) -> list[dict[str, Any]]:
     """The rows' columns, in order, as the table's plain values (what CSV, Parquet and JSON are written from).
 
@@ -25,8 +25,6 @@ def flat_rows(
     """
     out = []
     for row in rows:
-        if not isinstance(row, ReportRow):  # the service's pages carry rows as dicts (service/views.py)
-            row = ReportRow(**row)
         if (slo_ms is not None and slo_ms != row.slo_ms) or (
             percentile is not None and percentile != row.percentile
         ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import sqlalchemy as sa
@@ -12,13 +13,15 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from accelbench import __version__
+from accelbench.reports.options import ReportOptions
 from accelbench.service import history, ingest, queries, views
 from accelbench.service.auth import Principal, require
-from accelbench.service.deps import get_session
+from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError
+from accelbench.service.state import service
 
 router = APIRouter(prefix="/api/v1")
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"description": why, "content": {"application/json": {"example": {"error": why}}}}
     for code, why in ((400, "malformed JSON"), (401, "no or invalid token"), (403, "token lacks the scope"),
                       (404, "no such result or model"), (413, "body over the size limit"),
@@ -29,7 +32,7 @@ ERRORS = {
 @router.get("/health", tags=["service"])
 def health(request: Request) -> dict[str, Any]:
     """200 when the database answers a query; 503 otherwise."""
-    engine = request.app.state.engine
+    engine = service(request).engine
     try:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
@@ -45,7 +48,7 @@ SUBMISSION_PROPERTIES = {
     "variant": {"$ref": "#/components/schemas/VariantManifest"},
     "source": {"type": "string", "description": "the result's file name (no folders)"},
 }
-_RESULT_BODY = {
+_RESULT_BODY: dict[str, Any] = {
     "required": True,
     "content": {
         "application/json": {
@@ -91,11 +94,11 @@ def document_components() -> dict[str, Any]:
 )
 async def post_result(request: Request, _who: Annotated[Principal, Depends(require("push"))]) -> Response:
     """Store a result document once by content hash: 201 when new, 200 when it was already stored."""
-    body = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
+    body = await ingest.read_body(request, service(request).settings.max_body_bytes)
     sub = await run_in_threadpool(ingest.parse_submission, body)  # CPU work off the event loop
 
     def write() -> ingest.Stored:
-        with request.app.state.sessions() as session:
+        with service(request).sessions() as session:
             return ingest.store(session, sub)
 
     return stored_answer(request, sub, await run_in_threadpool(write))
@@ -105,7 +108,7 @@ def stored_answer(request: Request, sub: ingest.Submission, stored: ingest.Store
     """201 with the result's id and URL when it is new (its model's reports are rebuilt), 200 when it was
     already stored."""
     if stored.created:
-        request.app.state.reports.after_push([sub.result.model])
+        service(request).reports.after_push([sub.result.model])
     payload = {"id": stored.content_hash, "created": stored.created,
                "url": f"/api/v1/results/{stored.content_hash}"}  # fmt: skip
     return JSONResponse(payload, status_code=201 if stored.created else 200)
@@ -127,15 +130,15 @@ async def post_results_batch(
 ) -> Response:
     """Store up to 500 documents in one transaction (what ``accelbench push`` sends): each once by content
     hash; one invalid document refuses the batch with 422 naming it (``results[3]: …``)."""
-    body = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
+    body = await ingest.read_body(request, service(request).settings.max_body_bytes)
     subs = await run_in_threadpool(ingest.parse_batch, body)  # CPU work off the event loop
 
     def write() -> list[ingest.Stored]:
-        with request.app.state.sessions() as session:
+        with service(request).sessions() as session:
             return ingest.store_many(session, subs)
 
     stored = await run_in_threadpool(write)
-    request.app.state.reports.after_push(
+    service(request).reports.after_push(
         sorted({sub.result.model for sub, one in zip(subs, stored, strict=True) if one.created})
     )
     created = sum(one.created for one in stored)
@@ -145,7 +148,7 @@ async def post_results_batch(
 
 @router.get("/results", tags=["results"], responses=ERRORS)
 def list_results(
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
     model: str | None = None,
     target: str | None = None,
@@ -158,13 +161,13 @@ def list_results(
     """Stored results, newest first, filtered by the indexed columns."""
     filters = {"model": model, "target": target, "precision": precision, "variant": variant, "host": host}
     rows, total = queries.list_results(session, filters, limit, offset)
-    return {"total": total, "results": [queries.summary(r) for r in rows]}
+    return {"total": total, "results": [queries.summary(r).as_json() for r in rows]}
 
 
 @router.get("/results/{content_hash}", tags=["results"], responses=ERRORS)
 def get_result(
     content_hash: str,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
 ) -> dict[str, Any]:
     """One result: its indexed columns, the document as pushed, and the variant manifest when known."""
@@ -175,19 +178,19 @@ class HideIn(BaseModel):
     reason: str = Field("", max_length=500, description="why (shown in the result's hide log)")
 
 
-def _hide(hidden: bool) -> Any:
+def _hide(hidden: bool) -> Callable[..., dict[str, Any]]:
     def endpoint(
         request: Request,
         content_hash: Annotated[str, FastPath(max_length=64)],
         body: HideIn,
-        session: Annotated[Any, Depends(get_session)],
+        session: DbSession,
         who: Annotated[Principal, Depends(require("admin"))],
     ) -> dict[str, Any]:
         if hidden and not body.reason.strip():
             raise ApiError(422, "field reason: say why the result is hidden (one line)")
         reason = " ".join(body.reason.replace("\x00", "").split())
         row = queries.set_hidden(session, content_hash, hidden, who.name, reason)
-        request.app.state.reports.forget(row.model)
+        service(request).reports.forget(row.model)
         return {"id": row.content_hash, "hidden": row.hidden_at is not None, "log": row.hidden_log}
 
     endpoint.__doc__ = (
@@ -208,26 +211,26 @@ for _hidden in (True, False):
 @router.get("/report", tags=["reports"], responses=ERRORS)
 def get_report(
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
-    options: Annotated[Any, Depends(views.report_options)],
+    options: Annotated[ReportOptions, Depends(views.report_options)],
     model: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     """The report table, byte for byte what ``accelbench report --json`` prints for the same documents."""
-    rendered = request.app.state.reports.exact(session, options, model)
+    rendered = service(request).reports.exact(session, options, model)
     return Response(rendered.json_text, media_type="application/json")
 
 
 @router.get("/history", tags=["reports"], responses=ERRORS)
 def get_history(
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
-    options: Annotated[Any, Depends(views.report_options)],
+    options: Annotated[ReportOptions, Depends(views.report_options)],
     model: Annotated[str, Query(min_length=1, max_length=200)],
     target: Annotated[str, Query(min_length=1, max_length=100)],
     precision: Annotated[str, Query(min_length=1, max_length=20)],
 ) -> dict[str, Any]:
     """Every stored run of one (model, target, precision), oldest first, flagged when it moved beyond
     its intervals from the run before (the --compare rule)."""
-    return history.history(request.app.state.reports, session, options, model, target, precision)
+    return history.history(service(request).reports, session, options, model, target, precision).as_json()

@@ -2,45 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, FastAPI
 
 from accelbench import __version__
-from accelbench.service.ingest import DEFAULT_MAX_BODY_BYTES
+from accelbench.service.state import Service, Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
-@dataclass(frozen=True)
-class Settings:
-    db_url: str
-    public_read: bool = False
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    catalog_path: str | None = None
-    request_timeout_s: float = 120.0  # limits.REQUEST_TIMEOUT_S
-    job_time_limit_s: float = 6 * 3600.0  # jobs.DEFAULT_TIME_LIMIT_S: a campaign's jobs unless it says
-    behind_proxy: bool = False  # a TLS reverse proxy in front: trust its X-Forwarded-Proto/-Host
-
-
-def create_app(settings: Settings, engine: Any = None) -> Any:
+def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     """Open (and migrate) the database, load the catalog, mount the API and the pages.
 
     Routers of other service modules (campaigns) are added by ``include_router`` on the returned app, or
-    listed in ``ROUTERS`` below so that ``accelbench server`` serves them.
+    listed in ``extra_routers`` below so that ``accelbench server`` serves them.
     """
-    from fastapi import FastAPI
-
     from accelbench.hardware.catalog import load_catalog
     from accelbench.service import api, db, errors, web
     from accelbench.service.models import utcnow
     from accelbench.service.views import Reports
 
     engine = engine or db.open_database(settings.db_url)
+    catalog = load_catalog(settings.catalog_path)
+    service = Service(settings, engine, db.sessionmaker_for(engine), catalog,
+                      Reports(engine, catalog, settings.catalog_path), started_at=utcnow())  # fmt: skip
 
     @asynccontextmanager
-    async def lifespan(app: Any):
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
-        app.state.reports.close()
-        engine.dispose()
+        service.reports.close()
+        service.engine.dispose()
 
     app = FastAPI(
         title="accelbench results service",
@@ -48,13 +43,7 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
         description="Collects accelbench result documents from every host and serves the comparison reports.",
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.engine = engine
-    app.state.sessions = db.sessionmaker_for(engine)
-    app.state.catalog = load_catalog(settings.catalog_path)
-    app.state.reports = Reports(engine, app.state.catalog, settings.catalog_path)
-    # a lease that ran out while the server was down is not the agent's fault (queue.reap_expired)
-    app.state.started_at = utcnow()
+    app.state.service = service  # what routes read: state.service(request)
     errors.install(app, web.page_error)
     from accelbench.service.limits import Limits
     from accelbench.service.security import Security
@@ -69,23 +58,24 @@ def create_app(settings: Settings, engine: Any = None) -> Any:
     return app
 
 
-def _add_document_schemas(app: Any, components: dict[str, Any]) -> None:
+def _add_document_schemas(app: FastAPI, components: dict[str, Any]) -> None:
     """Put the documents' schemas into the generated OpenAPI (the ingest route's body refers to them)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = generate()
-            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-            if clash := sorted(set(schemas) & set(components)):
-                raise RuntimeError(f"OpenAPI components named twice: {', '.join(clash)}")
-            schemas.update(components)
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()  # kept by FastAPI as app.openapi_schema
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        if clash := sorted(set(schemas) & set(components)):
+            raise RuntimeError(f"OpenAPI components named twice: {', '.join(clash)}")
+        schemas.update(components)
+        return schema
 
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend its schema
 
 
-def extra_routers() -> list[Any]:
+def extra_routers() -> list[APIRouter]:
     """Routers of later service modules; each is imported here so the server composes them in one place."""
     from accelbench.service import campaign_pages, campaigns
 

@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from accelbench.errors import BadInputError
 from accelbench.service.errors import ApiError
+from accelbench.service.state import service
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 PREFIX = "abk_"
 SCOPES = ("push", "read", "runner", "admin")
@@ -63,7 +68,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def create_token(session: Any, name: str, scope: str) -> str:
+def create_token(session: Session, name: str, scope: str) -> str:
     """A new token (returned once, never stored); its hash goes into the ``tokens`` table."""
     from accelbench.service.models import Token
 
@@ -77,7 +82,7 @@ def create_token(session: Any, name: str, scope: str) -> str:
     return token
 
 
-def revoke_tokens(session: Any, name: str | None = None, token: str | None = None) -> int:
+def revoke_tokens(session: Session, name: str | None = None, token: str | None = None) -> int:
     """Revoke by name (every active token of that name) or by the token itself; returns how many."""
     import sqlalchemy as sa
 
@@ -89,10 +94,11 @@ def revoke_tokens(session: Any, name: str | None = None, token: str | None = Non
     query = (
         query.where(Token.name == name) if name else query.where(Token.token_hash == hash_token(token or ""))
     )
-    return session.execute(query.values(revoked_at=utcnow())).rowcount or 0
+    done = cast("sa.CursorResult[Any]", session.execute(query.values(revoked_at=utcnow())))  # an UPDATE's
+    return done.rowcount or 0
 
 
-def lookup(session: Any, token: str) -> Principal | None:
+def lookup(session: Session, token: str) -> Principal | None:
     import sqlalchemy as sa
 
     from accelbench.service.models import Token
@@ -103,7 +109,7 @@ def lookup(session: Any, token: str) -> Principal | None:
     return Principal(row.name, row.scope, row.id) if row else None
 
 
-def start_session(session: Any, principal: Principal) -> str:
+def start_session(session: Session, principal: Principal) -> str:
     """A new browser session for ``principal``'s token; returns the session id (only its hash is stored)."""
     from datetime import timedelta
 
@@ -117,7 +123,7 @@ def start_session(session: Any, principal: Principal) -> str:
     return sid
 
 
-def end_session(session: Any, sid: str) -> None:
+def end_session(session: Session, sid: str) -> None:
     import sqlalchemy as sa
 
     from accelbench.service.models import WebSession, utcnow
@@ -128,7 +134,7 @@ def end_session(session: Any, sid: str) -> None:
     session.commit()
 
 
-def session_principal(session: Any, sid: str) -> Principal | None:
+def session_principal(session: Session, sid: str) -> Principal | None:
     """The token behind a live (not ended, not expired) session whose token is not revoked."""
     import sqlalchemy as sa
 
@@ -151,7 +157,7 @@ def session_cookie(request: Request) -> str:
     return request.cookies.get(SECURE_COOKIE) or request.cookies.get(COOKIE) or ""
 
 
-def require(scope: str, public: bool = False) -> Any:
+def require(scope: str, public: bool = False) -> Callable[..., Principal]:
     """A FastAPI dependency that lets the request through only with a token granting ``scope``.
 
     No or unknown token → 401; a valid token without the scope → 403. A ``read`` route marked ``public``
@@ -171,10 +177,10 @@ def require(scope: str, public: bool = False) -> Any:
         token = creds.credentials if creds is not None else ""
         sid = "" if token or request.url.path.startswith("/api/") else session_cookie(request)
         if not token and not sid:
-            if scope == "read" and public and request.app.state.settings.public_read:
+            if scope == "read" and public and service(request).settings.public_read:
                 return ANONYMOUS_READER
             raise ApiError(401, "missing API token: send Authorization: Bearer TOKEN", _CHALLENGE)
-        with request.app.state.sessions() as session:
+        with service(request).sessions() as session:
             principal = lookup(session, token) if token else session_principal(session, sid)
         if principal is None:
             if sid:

@@ -15,12 +15,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
 
 from accelbench.service import campaign_reads as reads
 from accelbench.service import jobs, queue
 from accelbench.service.auth import Principal, require
-from accelbench.service.deps import get_session
+from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError
+from accelbench.service.state import service
 
 router = APIRouter()
 TEMPLATES = Path(__file__).parent / "templates"
@@ -39,15 +41,15 @@ def _render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
 @router.get("/campaigns", response_class=HTMLResponse, include_in_schema=False)
 def campaigns_page(
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> HTMLResponse:
     return _campaigns(request, session)
 
 
-def _campaigns(request: Request, session: Any, error: str | None = None, spec: str = "",
+def _campaigns(request: Request, session: Session, error: str | None = None, spec: str = "",
                status: int = 200) -> HTMLResponse:  # fmt: skip
-    queue.reap_expired(session, request.app.state.started_at)
+    queue.reap_expired(session, service(request).started_at)
     campaigns = [reads.campaign_json(session, c) for c in reads.recent_campaigns(session)]
     return _render("campaigns.html", status, campaigns=campaigns, error=error, spec=spec,
                    lease_s=jobs.DEFAULT_LEASE_S, max_attempts=jobs.DEFAULT_MAX_ATTEMPTS)  # fmt: skip
@@ -61,18 +63,25 @@ async def submit_form(request: Request, who: Annotated[Principal, Depends(requir
     form = await request.form()
     text = str(form.get("spec") or "")
 
+    parts = service(request)
+
     def write() -> Response:
-        with request.app.state.sessions() as session:
+        with parts.sessions() as session:
             try:
-                lease_s, attempts = float(form.get("lease_s") or 0), int(form.get("max_attempts") or 0)
+                lease_s, attempts = (
+                    float(str(form.get("lease_s") or 0)),
+                    int(str(form.get("max_attempts") or 0)),
+                )
                 if not (0 < lease_s <= 86400 and 1 <= attempts <= 100):
                     raise ApiError(422, "lease (s) must be in (0, 86400] and attempts in 1..100")
-                spec = reads.parse_campaign_spec(text, request.app.state.catalog)
-            except (ApiError, ValueError) as err:
-                return _campaigns(request, session, getattr(err, "message", str(err)), text, status=422)
+                spec = reads.parse_campaign_spec(text, parts.catalog)
+            except ApiError as err:
+                return _campaigns(request, session, err.message, text, status=422)
+            except ValueError as err:
+                return _campaigns(request, session, str(err), text, status=422)
             campaign = queue.create_campaign(session, spec, text, created_by=who.name, lease_s=lease_s,
                                              max_attempts=attempts, labels={},
-                                             time_limit_s=request.app.state.settings.job_time_limit_s)  # fmt: skip
+                                             time_limit_s=parts.settings.job_time_limit_s)  # fmt: skip
             return RedirectResponse(f"/campaigns/{campaign.id}", status_code=303)
 
     return await run_in_threadpool(write)
@@ -82,12 +91,12 @@ async def submit_form(request: Request, who: Annotated[Principal, Depends(requir
 def campaign_page(
     campaign_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
     fmt: Annotated[Literal["html", "csv"], Query(alias="format", description="csv: the jobs table")] = "html",
     live: Annotated[bool, Query(description="reload the page every 5 s while the campaign runs")] = False,
 ) -> Response:
-    queue.reap_expired(session, request.app.state.started_at)
+    queue.reap_expired(session, service(request).started_at)
     data = reads.campaign_json(session, reads.get_campaign(session, campaign_id))
     if fmt == "csv":
         return _jobs_csv(campaign_id, data["jobs"])
@@ -109,15 +118,13 @@ def _jobs_csv(campaign_id: int, jobs_: list[dict[str, Any]]) -> Response:
 def campaign_report_page(
     campaign_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)],
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> Response:
-    rendered = reads.campaign_report(request.app.state.reports, session, campaign_id, formats=("html",))
+    rendered = reads.campaign_report(service(request).reports, session, campaign_id, formats=("html",))
     return Response(rendered.outputs["report.html"], media_type="text/html; charset=utf-8")
 
 
 @router.get("/runners", response_class=HTMLResponse, include_in_schema=False)
-def runners_page(
-    session: Annotated[Any, Depends(get_session)], _who: Annotated[Principal, Depends(require("read"))]
-) -> HTMLResponse:
+def runners_page(session: DbSession, _who: Annotated[Principal, Depends(require("read"))]) -> HTMLResponse:
     return _render("runners.html", runners=reads.runner_rows(session), offline_after_s=reads.OFFLINE_AFTER_S)

@@ -5,19 +5,28 @@ which import this and not each other."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from accelbench.service import jobs, queue
-from accelbench.service.campaign_models import Campaign, Runner
+from accelbench.service.campaign_models import Campaign, Job, Runner
 from accelbench.service.errors import ApiError
 from accelbench.service.models import aware, utcnow
+from accelbench.service.queries import iso
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from accelbench.experiment.spec import ExperimentSpec
+    from accelbench.hardware.catalog import Catalog
+    from accelbench.reports.report import RenderedReport
+    from accelbench.service.views import Reports
 
 OFFLINE_AFTER_S = 120.0  # an agent polls every few seconds; two minutes of silence means it is gone
 
 
-def parse_campaign_spec(text: str, catalog: Any) -> Any:
+def parse_campaign_spec(text: str, catalog: Catalog) -> ExperimentSpec:
     """The spec, validated against the catalog, with at least one target to queue; ApiError 422 otherwise."""
     from accelbench.errors import BadInputError
     from accelbench.experiment.spec import check_against_catalog, parse_spec
@@ -32,23 +41,18 @@ def parse_campaign_spec(text: str, catalog: Any) -> Any:
     return spec
 
 
-def iso(value: Any) -> str | None:
-    value = aware(value)
-    return value.isoformat() if value is not None else None
-
-
-def get_campaign(session: Any, campaign_id: int) -> Campaign:
+def get_campaign(session: Session, campaign_id: int) -> Campaign:
     campaign = session.get(Campaign, campaign_id)
     if campaign is None:
         raise ApiError(404, f"no campaign {campaign_id}")
     return campaign
 
 
-def recent_campaigns(session: Any, limit: int = 200) -> list[Campaign]:
+def recent_campaigns(session: Session, limit: int = 200) -> list[Campaign]:
     return list(session.execute(sa.select(Campaign).order_by(Campaign.id.desc()).limit(limit)).scalars())
 
 
-def campaign_json(session: Any, campaign: Any) -> dict[str, Any]:
+def campaign_json(session: Session, campaign: Campaign) -> dict[str, Any]:
     job_rows = queue.campaign_jobs(session, campaign.id)
     names = queue.runner_names(session, {j.runner_id for j in job_rows if j.runner_id})
     summary = jobs.summarize([j.status for j in job_rows])
@@ -61,7 +65,7 @@ def campaign_json(session: Any, campaign: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def job_json(job: Any, runner: str | None) -> dict[str, Any]:
+def job_json(job: Job, runner: str | None) -> dict[str, Any]:
     return {
         "id": job.id, "target": job.target, "labels": job.labels, "status": job.status, "runner": runner,
         "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
@@ -91,7 +95,7 @@ def _probe_summary(probe: dict[str, Any]) -> dict[str, str]:
             "driver": str(driver or "—"), "toolchains": toolchains or "—"}  # fmt: skip
 
 
-def runner_rows(session: Any) -> list[dict[str, Any]]:
+def runner_rows(session: Session) -> list[dict[str, Any]]:
     now = utcnow()
     rows = session.execute(sa.select(Runner).order_by(Runner.name)).scalars()
     return [
@@ -102,7 +106,8 @@ def runner_rows(session: Any) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def campaign_report(reports: Any, session: Any, campaign_id: int, formats: tuple[str, ...] = ()) -> Any:
+def campaign_report(reports: Reports, session: Session, campaign_id: int,
+                    formats: tuple[str, ...] = ()) -> RenderedReport:  # fmt: skip
     """The report over the campaign's stored results with its spec's SLO, prices, baseline and projections
     (``render_report``, what ``accelbench report`` calls): ``.json_text``, ``.outputs["report.html"]``.
     ``reports`` (``views.Reports``) parses each document once per app."""

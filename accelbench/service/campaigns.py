@@ -21,19 +21,23 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, BaseModel, Field
+from fastapi.responses import JSONResponse, Response
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from sqlalchemy.orm import Session
 
 from accelbench.service import api, ingest, jobs, queue
 from accelbench.service import campaign_reads as reads
 from accelbench.service.auth import Principal, require
-from accelbench.service.campaign_models import Job
-from accelbench.service.deps import get_session
-from accelbench.service.errors import ApiError
+from accelbench.service.campaign_models import Job, Runner
+from accelbench.service.deps import DbSession
+from accelbench.service.errors import ApiError, validation_message
+from accelbench.service.queries import iso
+from accelbench.service.state import service
 
 router = APIRouter(prefix="/api/v1")
 MAX_WAIT_S = 60.0  # a long poll answers within this; GitHub's runners hold ~50 s
@@ -101,12 +105,12 @@ class JobCall(BaseModel):
 def post_campaign(
     body: CampaignIn,
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     who: Annotated[Principal, Depends(require("admin"))],
 ) -> JSONResponse:
     """Queue one job per measured target of the spec; projected targets are computed by the report."""
-    spec = reads.parse_campaign_spec(body.spec, request.app.state.catalog)
-    limit_s = body.time_limit_s or request.app.state.settings.job_time_limit_s
+    spec = reads.parse_campaign_spec(body.spec, service(request).catalog)
+    limit_s = body.time_limit_s or service(request).settings.job_time_limit_s
     campaign = queue.create_campaign(session, spec, body.spec, created_by=who.name, lease_s=body.lease_s,
                                      max_attempts=body.max_attempts, labels=body.labels, time_limit_s=limit_s)  # fmt: skip
     return JSONResponse(reads.campaign_json(session, campaign), status_code=201)
@@ -115,10 +119,10 @@ def post_campaign(
 @router.get("/campaigns", tags=["campaigns"])
 def list_campaigns(
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> dict[str, Any]:
-    queue.reap_expired(session, request.app.state.started_at)
+    queue.reap_expired(session, service(request).started_at)
     return {"campaigns": [reads.campaign_json(session, c) for c in reads.recent_campaigns(session)]}
 
 
@@ -126,11 +130,11 @@ def list_campaigns(
 def get_campaign(
     campaign_id: PathId,
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> dict[str, Any]:
     """Every job of the campaign (status, runner, attempts, last heartbeat, log tail) and its results."""
-    queue.reap_expired(session, request.app.state.started_at)
+    queue.reap_expired(session, service(request).started_at)
     return reads.campaign_json(session, reads.get_campaign(session, campaign_id))
 
 
@@ -138,14 +142,12 @@ def get_campaign(
 def get_campaign_report(
     campaign_id: PathId,
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
-) -> Any:
+) -> Response:
     """The campaign's report with its spec's SLO, prices, baseline and projected targets (the same JSON as
     ``accelbench report --json`` over the campaign's results)."""
-    from fastapi.responses import Response
-
-    rendered = reads.campaign_report(request.app.state.reports, session, campaign_id)
+    rendered = reads.campaign_report(service(request).reports, session, campaign_id)
     return Response(rendered.json_text, media_type="application/json")
 
 
@@ -153,7 +155,7 @@ def get_campaign_report(
 def post_runner(
     body: RunnerIn,
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     who: Annotated[Principal, Depends(require("runner"))],
 ) -> dict[str, Any]:
     """Register (or refresh) an agent: its id and, for a new runner (or one re-registered by the token that
@@ -161,7 +163,7 @@ def post_runner(
     from accelbench.errors import BadInputError
 
     try:
-        request.app.state.catalog.get(body.target)
+        service(request).catalog.get(body.target)
     except BadInputError as err:
         raise ApiError(422, f"field target: {err}") from None
     try:
@@ -175,13 +177,11 @@ def post_runner(
 
 
 @router.get("/runners", tags=["runners"])
-def list_runners(
-    session: Annotated[Any, Depends(get_session)], _who: Annotated[Principal, Depends(require("read"))]
-) -> dict[str, Any]:
+def list_runners(session: DbSession, _who: Annotated[Principal, Depends(require("read"))]) -> dict[str, Any]:
     return {"runners": reads.runner_rows(session)}
 
 
-def _authenticated(session: Any, runner_id: int, secret: str) -> Any:
+def _authenticated(session: Session, runner_id: int, secret: str) -> Runner:
     """The runner, when ``secret`` is its runner secret; 403 otherwise (an unknown id answers the same)."""
     try:
         return queue.authenticate_runner(session, runner_id, secret)
@@ -189,21 +189,20 @@ def _authenticated(session: Any, runner_id: int, secret: str) -> Any:
         raise ApiError(403, str(err)) from None
 
 
-@router.post("/jobs/claim", tags=["jobs"], responses={204: {"description": "no job within wait_s"}})
+@router.post("/jobs/claim", tags=["jobs"], response_model=None,
+             responses={204: {"description": "no job within wait_s"}})  # fmt: skip
 async def claim_job(
     body: ClaimIn, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
-) -> Any:
+) -> Response | dict[str, Any]:
     """Long-poll: the oldest queued job for the runner's target and labels, or 204 after ``wait_s``."""
-    from fastapi.responses import Response
-
-    sessions, engine = request.app.state.sessions, request.app.state.engine
+    parts = service(request)
 
     def attempt() -> dict[str, Any] | None:
-        with sessions() as session:
+        with parts.sessions() as session:
             runner = _authenticated(session, body.runner_id, body.runner_secret)
             queue.touch_runner(session, runner.id)
-            queue.reap_expired(session, request.app.state.started_at)
-            claimed = queue.claim(engine, runner.id, runner.target, dict(runner.labels or {}))
+            queue.reap_expired(session, parts.started_at)
+            claimed = queue.claim(parts.engine, runner.id, runner.target, dict(runner.labels or {}))
             if claimed is None:
                 return None
             return {**_claimed(session, claimed[0]), "lease_secret": claimed[1]}
@@ -218,14 +217,16 @@ async def claim_job(
         await asyncio.sleep(POLL_S)
 
 
-def _claimed(session: Any, job_id: int) -> dict[str, Any]:
+def _claimed(session: Session, job_id: int) -> dict[str, Any]:
     job = session.get(Job, job_id)
+    if job is None:  # claimed a moment ago; jobs are never deleted
+        raise ApiError(404, f"no job {job_id}")
     campaign = reads.get_campaign(session, job.campaign_id)
     return {**reads.job_json(job, None), "campaign_id": campaign.id, "campaign": campaign.name, "spec": campaign.spec,
             "attempt": job.attempts, "documents": queue.documents(session, job.id)}  # fmt: skip
 
 
-def _owned(session: Any, job_id: int, call: JobCall) -> Any:
+def _owned(session: Session, job_id: int, call: JobCall) -> Job:
     runner = _authenticated(session, call.runner_id, call.runner_secret)
     try:
         return queue.owned_job(session, job_id, runner, call.attempt, call.lease_secret)
@@ -242,27 +243,27 @@ def job_heartbeat(
     job_id: PathId,
     call: JobCall,
     request: Request,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("runner"))],
 ) -> dict[str, Any]:
     """Extend the lease; 409 (stop) when the lease expired, the time limit passed or an admin cancelled it."""
-    queue.reap_expired(session, request.app.state.started_at)
+    queue.reap_expired(session, service(request).started_at)
     job = _owned(session, job_id, call)
     until = queue.heartbeat(session, job, call.log_tail)
-    return {"lease_until": reads.iso(until), "time_limit_s": job.time_limit_s}
+    return {"lease_until": iso(until), "time_limit_s": job.time_limit_s}
 
 
 @router.get("/jobs/{job_id}/documents", tags=["jobs"])
 def get_job_documents(
     job_id: PathId,
-    session: Annotated[Any, Depends(get_session)],
+    session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
 ) -> dict[str, Any]:
     """The partial result documents pushed for a job so far (what a requeued attempt resumes from)."""
     return {"documents": queue.documents(session, job_id)}
 
 
-def _job_body(**documents: dict[str, Any]) -> dict[str, Any]:
+def _job_body(**documents: Any) -> dict[str, Any]:
     """OpenAPI for a runner's JSON body: its JobCall fields (runner_id, attempt) and the documents it carries
     (described by the components the app adds: accelbench.service.api.document_components)."""
     call = JobCall.model_json_schema()["properties"]
@@ -278,13 +279,13 @@ def _job_body(**documents: dict[str, Any]) -> dict[str, Any]:
 @router.put("/jobs/{job_id}/documents", tags=["jobs"], openapi_extra=_job_body(document=api.RESULT_REF))
 async def put_job_document(
     job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
-) -> Any:
+) -> dict[str, Any]:
     """``{runner_id, attempt, document}``: the partial result document as it stands after a step."""
     body = await _json_body(request)
     call, doc = _call_and_document(body)
 
     def write() -> dict[str, Any]:
-        with request.app.state.sessions() as session:
+        with service(request).sessions() as session:
             job = _owned(session, job_id, call)
             # compact: the indented dump runs json's pure-Python encoder, and the text is only read back parsed
             queue.put_document(session, job, doc, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
@@ -295,7 +296,7 @@ async def put_job_document(
 
 async def _json_body(request: Request) -> dict[str, Any]:
     """The body as a JSON object, parsed once (off the event loop: a document can be MBs)."""
-    raw = await ingest.read_body(request, request.app.state.settings.max_body_bytes)
+    raw = await ingest.read_body(request, service(request).settings.max_body_bytes)
 
     def parse() -> dict[str, Any]:
         body = ingest.parse_json(raw)
@@ -308,15 +309,11 @@ async def _json_body(request: Request) -> dict[str, Any]:
 
 
 def _call(body: dict[str, Any]) -> JobCall:
-    from pydantic import ValidationError
-
-    from accelbench.service.errors import validation_message
-
     try:
-        return JobCall(**{k: body.pop(k) for k in ("runner_id", "attempt", "runner_secret", "lease_secret")
-                          if k in body})  # fmt: skip
+        return JobCall.model_validate({k: body.pop(k) for k in ("runner_id", "attempt", "runner_secret",
+                                                                "lease_secret") if k in body})  # fmt: skip
     except ValidationError as err:
-        raise ApiError(422, validation_message(list(err.errors()))) from None
+        raise ApiError(422, validation_message(err)) from None
 
 
 def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
@@ -325,6 +322,7 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
     call = _call(body)
     doc = body.get("document")
     check_result(doc, "document")  # 422 naming the field; the document is kept as the agent sent it
+    assert isinstance(doc, dict)  # check_result refuses anything else
     return call, doc
 
 
@@ -334,14 +332,14 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
 )  # fmt: skip
 async def post_job_result(
     job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
-) -> Any:
+) -> JSONResponse:
     """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job."""
     body = await _json_body(request)
     call = _call(body)  # what remains is the submission: parsed once, validated once
     sub = await run_in_threadpool(ingest.submission_of, body)
 
     def write() -> ingest.Stored:
-        with request.app.state.sessions() as session:
+        with service(request).sessions() as session:
             job = _owned(session, job_id, call)
             stored = ingest.store(session, sub)
             queue.link_result(session, job, stored.id)
@@ -350,11 +348,11 @@ async def post_job_result(
     return api.stored_answer(request, sub, await run_in_threadpool(write))
 
 
-def _finish(event: str) -> Any:
+def _finish(event: str) -> Callable[..., dict[str, Any]]:
     def endpoint(
         job_id: PathId,
         call: JobCall,
-        session: Annotated[Any, Depends(get_session)],
+        session: DbSession,
         _who: Annotated[Principal, Depends(require("runner"))],
     ) -> dict[str, Any]:
         _authenticated(session, call.runner_id, call.runner_secret)
@@ -378,10 +376,10 @@ def _finish(event: str) -> Any:
     return endpoint
 
 
-def _admin(event: str) -> Any:
+def _admin(event: str) -> Callable[..., dict[str, Any]]:
     def endpoint(
         job_id: PathId,
-        session: Annotated[Any, Depends(get_session)],
+        session: DbSession,
         who: Annotated[Principal, Depends(require("admin"))],
     ) -> dict[str, Any]:
         job = session.get(Job, job_id)

@@ -9,9 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accelbench.errors import BadInputError, ServerError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.orm import Session, sessionmaker
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -30,7 +36,7 @@ def describe(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     # WAL: readers never block the writer and a killed server loses no committed transaction.
     # synchronous=NORMAL (SQLite's advice for WAL): a commit is not fsynced on its own, the WAL is at each
     # checkpoint, so a killed server still loses nothing it answered for and the file is never corrupted; an
@@ -45,7 +51,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def make_engine(url: str) -> Any:
+def make_engine(url: str) -> Engine:
     """An engine for ``url``; a malformed URL or a missing driver is one clear line (BadInputError)."""
     from sqlalchemy import create_engine, event
     from sqlalchemy.engine import make_url
@@ -71,7 +77,7 @@ def make_engine(url: str) -> Any:
         raise BadInputError(f"--db {describe(url)}: no driver for it ({err})") from None
 
 
-def migrate(engine: Any) -> str:
+def migrate(engine: Engine) -> str:
     """Apply every Alembic migration (idempotent); returns the head revision. Unreachable → ServerError."""
     from alembic import command
     from alembic.config import Config
@@ -98,21 +104,21 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(cfg).get_current_head() or ""
 
 
-def open_database(url: str) -> Any:
+def open_database(url: str) -> Engine:
     """Engine for ``url`` with the schema migrated to head: what the server and ``token`` commands use."""
     engine = make_engine(url)
     migrate(engine)
     return engine
 
 
-def sessionmaker_for(engine: Any) -> Any:
+def sessionmaker_for(engine: Engine) -> sessionmaker[Session]:
     from sqlalchemy.orm import sessionmaker
 
     return sessionmaker(engine, expire_on_commit=False)
 
 
 @contextmanager
-def session_scope(engine: Any) -> Iterator[Any]:
+def session_scope(engine: Engine) -> Iterator[Session]:
     """A session committed on success and rolled back on error (CLI commands, scripts)."""
     factory = sessionmaker_for(engine)
     with factory() as session, session.begin():

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from accelbench.service.state import service
 
 
-def get_session(request: Request) -> Iterator[Any]:
+def get_session(request: Request) -> Iterator[Session]:
     """One SQLAlchemy session per request, closed after the response (routes commit what they write)."""
-    with request.app.state.sessions() as session:
+    with service(request).sessions() as session:
         yield session
+
+
+DbSession = Annotated[Session, Depends(get_session)]  # a route's session parameter

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+from starlette.types import ASGIApp, HTTPExceptionHandler, Receive, Scope, Send
+
+from accelbench.documents import describe_error
 
 log = logging.getLogger("accelbench.service")
 
@@ -17,30 +24,25 @@ log = logging.getLogger("accelbench.service")
 class ApiError(Exception):
     """Raised by routes and dependencies; ``message`` is one line the client can act on."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = " ".join(str(message).split())
-        self.headers = headers or {}
+        self.headers = dict(headers or {})
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Any:
-    from fastapi.responses import Response
-
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     body = json.dumps({"error": " ".join(str(message).split())}, ensure_ascii=False) + "\n"
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
-def _field(loc: Any) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or "request"
+REQUEST_PARTS = ("body", "query", "path", "header", "cookie")  # where FastAPI says a value came from
 
 
-def validation_message(errors: list[dict[str, Any]]) -> str:
-    """Pydantic/FastAPI errors → 'field steps.0.offered: Field required' (the first few, on one line)."""
-    parts = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:3]]
-    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-    return "invalid " + "; ".join(parts) + more
+def validation_message(err: ValidationError | Sequence[Mapping[str, Any]]) -> str:
+    """Pydantic's or FastAPI's errors → ``field 'steps[0].offered': Field required (and 2 more)``: the
+    documents' one formatter (``documents.describe_error``), FastAPI's location prefix left out."""
+    return describe_error(err, skip=REQUEST_PARTS, whole="request")
 
 
 class RefuseNul:
@@ -49,10 +51,10 @@ class RefuseNul:
     PostgreSQL cannot compare or store NUL in text (psycopg raises DataError: a 500), SQLite can; no model,
     target or id contains one, so both databases refuse it the same way, in one line."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (
             b"%00" in scope.get("query_string", b"") or "\x00" in scope.get("path", "")
         ):
@@ -62,48 +64,53 @@ class RefuseNul:
         await self.app(scope, receive, send)
 
 
-def install(app: Any, page_error: Callable[[Any, ApiError], Any] | None = None) -> None:
+PageError = Callable[[Request, ApiError], Response | None]
+
+
+def install(app: FastAPI, page_error: PageError | None = None) -> None:
     """Register the handlers that keep every error response in the one-line shape. ``page_error(request,
     err)`` may answer a browser with a page instead (``web.page_error``), or None for the JSON line."""
     from fastapi.exceptions import RequestValidationError
+    from sqlalchemy.exc import InterfaceError, OperationalError
     from starlette.exceptions import HTTPException
 
     app.add_middleware(RefuseNul)
 
-    @app.exception_handler(ApiError)
-    async def _api_error(request, err: ApiError):
+    async def api_error(request: Request, err: Exception) -> Response:
+        assert isinstance(err, ApiError)  # registered for ApiError only
         page = page_error(request, err) if page_error is not None else None
         return page or error_response(err.status, err.message, err.headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_request, err: RequestValidationError):
-        return error_response(422, validation_message(list(err.errors())))
+    async def validation(_request: Request, err: Exception) -> Response:
+        assert isinstance(err, RequestValidationError)
+        return error_response(422, validation_message(err.errors()))
 
-    @app.exception_handler(HTTPException)
-    async def _http(_request, err: HTTPException):
+    async def http(_request: Request, err: Exception) -> Response:
+        assert isinstance(err, HTTPException)
         text = err.detail if isinstance(err.detail, str) else json.dumps(err.detail)
-        return error_response(err.status_code, text, getattr(err, "headers", None))
+        return error_response(err.status_code, text, err.headers)
 
-    from sqlalchemy.exc import InterfaceError, OperationalError
-
-    @app.exception_handler(OperationalError)
-    @app.exception_handler(InterfaceError)
-    async def _database_down(request, err: Exception):
+    async def database_down(request: Request, err: Exception) -> Response:
         # a lost database is the server's condition, not a bug: 503 tells a pusher to retry later
         log.warning("database error on %s %s: %s", request.method, request.url.path, str(err).splitlines()[0])
         return error_response(503, "the database is not reachable; retry later")
 
-    @app.exception_handler(RecursionError)
-    async def _too_deep(request, _err: Exception):
+    async def too_deep(_request: Request, _err: Exception) -> Response:
         return error_response(400, "the request nests too deeply to parse")
 
-    @app.exception_handler(ValueError)
-    async def _bad_value(request, err: Exception):
+    async def bad_value(request: Request, err: Exception) -> Response:
         # e.g. a JSON integer over Python's digit limit in a body FastAPI parses: the client's input
         log.warning("ValueError on %s %s: %s", request.method, request.url.path, str(err)[:200])
         return error_response(400, f"the request is not acceptable: {' '.join(str(err).split())[:200]}")
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request, err: Exception):
+    async def unexpected(request: Request, err: Exception) -> Response:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return error_response(500, f"internal error ({type(err).__name__}); the server log has the details")
+
+    handlers: list[tuple[type[Exception], HTTPExceptionHandler]] = [
+        (ApiError, api_error), (RequestValidationError, validation), (HTTPException, http),
+        (OperationalError, database_down), (InterfaceError, database_down), (RecursionError, too_deep),
+        (ValueError, bad_value), (Exception, unexpected),
+    ]  # fmt: skip
+    for kind, handler in handlers:
+        app.add_exception_handler(kind, handler)

@@ -7,26 +7,131 @@ three), else the host kind's noise floor, else "inconclusive: single runs". Runs
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
+from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError
+from accelbench.reports.options import ReportOptions
+from accelbench.reports.rows import ReportRow
 from accelbench.service import queries
 from accelbench.service.errors import ApiError
 from accelbench.service.models import aware
 from accelbench.service.views import Reports, problem_line
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from accelbench.hardware.catalog import Catalog
+    from accelbench.reports.compare import Judgement
+    from accelbench.reports.llm_report import GenerativeReport
 
 
 def _change(old: float | None, new: float | None) -> float | None:
     return None if old is None or new is None or old == 0 else (new - old) / old
 
 
+@dataclass(frozen=True)
+class Change:
+    """How a run moved from the run before of the same load: relative changes and the --compare judgement."""
+
+    capacity_change: float | None  # (new - old) / old
+    latency_change: float | None
+    judgement: Judgement
+
+    def as_json(self) -> dict[str, Any]:
+        return {"capacity_change": self.capacity_change, "latency_change": self.latency_change,
+                **asdict(self.judgement)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GenerativeFigures:
+    """One generative run at the objective (its fastest step when none meets it)."""
+
+    output_tokens_per_s: float
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+    tokens_per_s_per_user: float | None
+    concurrency: float | None
+    usd_per_million_output_tokens: float | None
+    ttft_objective_ms: float
+    tpot_objective_ms: float
+    meets_objective: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    """One stored run of the series: its capacity at the SLO with the intervals, and the change from the run
+    before of the same load (None for the first); a generative run has its token figures instead."""
+
+    result: queries.Summary
+    host_label: str | None
+    capacity_rps: float | None = None
+    latency_us: float | None = None
+    capacity_low: float | None = None
+    capacity_high: float | None = None
+    latency_low_us: float | None = None
+    latency_high_us: float | None = None
+    meets_slo: bool = False
+    cost_per_million_usd: float | None = None
+    reason: str = ""
+    change: Change | None = None
+    generative: GenerativeFigures | None = None
+
+    @classmethod
+    def measured(cls, result: queries.Summary, host_label: str | None, row: ReportRow,
+                 change: Change | None) -> HistoryRun:  # fmt: skip
+        return cls(result, host_label, capacity_rps=row.capacity_rps, latency_us=row.latency_us,
+                   capacity_low=row.capacity_low, capacity_high=row.capacity_high,
+                   latency_low_us=row.latency_low_us, latency_high_us=row.latency_high_us,
+                   meets_slo=row.meets_slo, cost_per_million_usd=row.cost_per_million_usd, reason=row.reason,
+                   change=change)  # fmt: skip
+
+    @property
+    def label(self) -> str:
+        """When it was measured, to the minute (the trend plot's axis)."""
+        return (self.result.created_at or self.result.received_at or "")[:16].replace("T", " ")
+
+    @property
+    def regression(self) -> bool:
+        return self.change is not None and self.change.judgement.regression
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **self.result.as_json(), "host_label": self.host_label, "capacity_rps": self.capacity_rps,
+            "latency_us": self.latency_us, "capacity_low": self.capacity_low, "capacity_high": self.capacity_high,
+            "latency_low_us": self.latency_low_us, "latency_high_us": self.latency_high_us,
+            "meets_slo": self.meets_slo, "cost_per_million_usd": self.cost_per_million_usd, "reason": self.reason,
+            "change": self.change.as_json() if self.change else None,
+            "generative": asdict(self.generative) if self.generative else None,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class History:
+    model: str
+    target: str
+    precision: str
+    rule: str  # the --compare rule, in words
+    slo_ms: float
+    percentile: str
+    runs: list[HistoryRun]  # oldest first
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``GET /api/v1/history`` answers."""
+        return {"model": self.model, "target": self.target, "precision": self.precision, "rule": self.rule,
+                "slo_ms": self.slo_ms, "percentile": self.percentile,
+                "runs": [run.as_json() for run in self.runs]}  # fmt: skip
+
+
 # per-run figures kept per app, as many as parsed documents (a run's figures depend on its document and options)
 RUNS_KEPT = 20_000
 
 
-def history(
-    reports: Reports, session: Any, options: Any, model: str, target: str, precision: str
-) -> dict[str, Any]:
+def history(reports: Reports, session: Session, options: ReportOptions, model: str, target: str,
+            precision: str) -> History:  # fmt: skip
     """The runs of one series with their capacity at the SLO and, from the second run of a load on, the change
     from the run before. A run's figures come from a report over that run alone, built once per app and
     options (``reports.memo``): after a push only the new run is built."""
@@ -40,45 +145,36 @@ def history(
         raise ApiError(404, f"no results stored for {model} on {target} at {precision}")
     rows.sort(key=lambda r: (aware(r.created_at) or aware(r.received_at), r.id))
     docs = dict(zip((r.id for r in rows), reports.documents(session, rows), strict=True))
-    points: list[dict[str, Any]] = []
-    earlier: dict[str, list[dict[str, Any]]] = {}  # measured rows so far, per load profile
+    runs: list[HistoryRun] = []
+    earlier: dict[str, list[ReportRow]] = {}  # measured rows so far, per load profile
     for row in rows:
         doc = docs[row.id]
         figures = reports.memo("history run", (row.content_hash, repr(options), target),
-                               lambda doc=doc: _run_figures(doc, reports.catalog, options, model, target),
+                               partial(_run_figures, doc, reports.catalog, options, model, target),
                                keep=RUNS_KEPT)  # fmt: skip
         if figures is None:  # one run the report cannot take is left out (logged when it was built)
             continue
-        kind, measured = figures
-        if kind == "generative":  # a generative run: TTFT, TPOT and tokens/s
-            points.append({**queries.summary(row), "host_label": row.host_label, **measured})
+        if isinstance(figures, GenerativeFigures):  # a generative run: TTFT, TPOT and tokens/s
+            runs.append(HistoryRun(queries.summary(row), row.host_label, meets_slo=figures.meets_objective,
+                                   reason=figures.reason, generative=figures))  # fmt: skip
             continue
-        point = {
-            **queries.summary(row), "host_label": row.host_label,
-            "capacity_rps": measured["capacity_rps"], "latency_us": measured["latency_us"],
-            "capacity_low": measured.get("capacity_low"), "capacity_high": measured.get("capacity_high"),
-            "latency_low_us": measured.get("latency_low_us"), "latency_high_us": measured.get("latency_high_us"),
-            "meets_slo": measured["meets_slo"], "cost_per_million_usd": measured["cost_per_million_usd"],
-            "reason": measured["reason"], "change": None,
-        }  # fmt: skip
-        load = repeat_key(doc)[1]
-        before = earlier.setdefault(load, [])
+        change = None
+        before = earlier.setdefault(repeat_key(doc)[1], [])
         if before:  # the --compare rule on the two rows, called, not copied
             previous = before[-1]
-            spread = history_spread([r["capacity_rps"] for r in before], [r["latency_us"] for r in before])
-            verdict = judge_change(previous, measured, percentile_key(options.percentile), spread)
-            point["change"] = {"capacity_change": _change(previous["capacity_rps"], measured["capacity_rps"]),
-                               "latency_change": _change(previous["latency_us"], measured["latency_us"]),
-                               **verdict}  # fmt: skip
-        points.append(point)
-        before.append(measured)
-    return {"model": model, "target": target, "precision": precision, "rule": RULE,
-            "slo_ms": options.slo_ms, "percentile": options.percentile, "runs": points}  # fmt: skip
+            spread = history_spread([r.capacity_rps for r in before], [r.latency_us for r in before])
+            change = Change(_change(previous.capacity_rps, figures.capacity_rps),
+                            _change(previous.latency_us, figures.latency_us),
+                            judge_change(previous, figures, percentile_key(options.percentile), spread))  # fmt: skip
+        runs.append(HistoryRun.measured(queries.summary(row), row.host_label, figures, change))
+        before.append(figures)
+    return History(model, target, precision, RULE, options.slo_ms, options.percentile, runs)
 
 
-def _run_figures(doc: Any, catalog: Any, options: Any, model: str, target: str) -> tuple[str, Any] | None:
-    """("measured", its report row) or ("generative", its point) of one run alone; None when the report cannot
-    take it (logged); BadInputError (a bad option) is the history's 422."""
+def _run_figures(doc: ResultDocument, catalog: Catalog, options: ReportOptions, model: str,
+                 target: str) -> ReportRow | GenerativeFigures | None:  # fmt: skip
+    """The measured report row, or the generative figures, of one run alone; None when the report cannot take
+    it (logged); BadInputError (a bad option) is the history's 422."""
     from accelbench.reports.build import build_report
 
     try:
@@ -88,22 +184,21 @@ def _run_figures(doc: Any, catalog: Any, options: Any, model: str, target: str) 
     except Exception as err:  # noqa: BLE001 - one run the report cannot take is left out, logged
         problem_line(err, model)
         return None
-    measured = next((r for r in data.rows if r["target"] == target and r["status"] == "measured"), None)
+    measured = next((r for r in data.rows if r.target == target and r.status == "measured"), None)
     if measured is None and data.generative is not None:
-        gen = _generative_point(data.generative, target)
-        return ("generative", gen) if gen is not None else None
-    return ("measured", measured) if measured is not None else None  # None: cannot happen for a stored row
+        return _generative_figures(data.generative, target)
+    return measured  # None: cannot happen for a stored row
 
 
-def _generative_point(gen: Any, target: str) -> dict[str, Any] | None:
+def _generative_figures(gen: GenerativeReport, target: str) -> GenerativeFigures | None:
     """One generative run's figures at the objective (its fastest step when none meets it)."""
     row = next((r for r in gen.rows if r.target == target and r.status == "measured"), None)
     if row is None or not row.points:
         return None
     p = row.capacity or max(row.points, key=lambda q: q.output_tps)
-    return {"capacity_rps": None, "latency_us": None, "meets_slo": row.capacity is not None,
-            "cost_per_million_usd": None, "reason": row.reason, "change": None,
-            "generative": {"output_tokens_per_s": p.output_tps, "ttft_p99_ms": p.ttft_p99_ms,
-                           "tpot_p99_ms": p.tpot_p99_ms, "tokens_per_s_per_user": p.tokens_per_user,
-                           "concurrency": p.concurrency, "usd_per_million_output_tokens": row.cost(gen.price_basis),
-                           "ttft_objective_ms": gen.ttft_ms, "tpot_objective_ms": gen.tpot_ms}}  # fmt: skip
+    return GenerativeFigures(
+        output_tokens_per_s=p.output_tps, ttft_p99_ms=p.ttft_p99_ms, tpot_p99_ms=p.tpot_p99_ms,
+        tokens_per_s_per_user=p.tokens_per_user, concurrency=p.concurrency,
+        usd_per_million_output_tokens=row.cost(gen.price_basis), ttft_objective_ms=gen.ttft_ms,
+        tpot_objective_ms=gen.tpot_ms, meets_objective=row.capacity is not None, reason=row.reason,
+    )  # fmt: skip

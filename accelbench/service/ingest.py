@@ -14,20 +14,25 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import accumulate
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from accelbench.documents import to_dict
+from fastapi import Request
+
+from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.reports.formatting import host_label
 from accelbench.service.errors import ApiError
 from accelbench.service.validate import check_result, check_variant
 from accelbench.util import canonical_json_text
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # a long sweep with stability windows is ~1 MB
 MAX_JSON_DEPTH = 64  # a result document nests 6 deep; 100,000 nested lists would exhaust the recursion
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a number JSON allows (numbers must be finite)")
 
 
@@ -48,7 +53,7 @@ def json_depth(data: bytes | str) -> int:
     return max(accumulate(map(_STEP.__getitem__, b"".join(kept.split(b'"')[0::2]))), default=0)
 
 
-def parse_json(body: bytes | str) -> Any:
+def parse_json(body: bytes | str) -> object:
     """The parsed body, or ApiError 400 with one line: not UTF-8, not JSON, nested deeper than MAX_JSON_DEPTH,
     NaN/Infinity (``parse_constant``), or a number too long to convert (Python's int digit limit)."""
     try:
@@ -69,7 +74,7 @@ def parse_json(body: bytes | str) -> Any:
         raise ApiError(400, f"body is not acceptable JSON: {' '.join(str(err).split())[:200]}") from None
 
 
-async def read_body(request: Any, limit: int) -> bytes:
+async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused with 413 as soon as it is (or says it will be) larger than ``limit``."""
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -79,7 +84,8 @@ async def read_body(request: Any, limit: int) -> bytes:
             raise ApiError(400, f"Content-Length {declared!r} is not a number") from None
         if size > limit:
             raise ApiError(413, f"body of {size} bytes is over the limit of {limit} bytes")
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     async for chunk in request.stream():  # a chunked body has no Content-Length: count what arrives
         total += len(chunk)
         if total > limit:
@@ -104,9 +110,9 @@ def refuse_nul(text: str) -> None:
 
 @dataclass
 class Submission:
-    result: Any  # accelbench.documents.ResultDocument
+    result: ResultDocument
     result_text: str  # verbatim when the body was the bare document
-    variant: Any  # VariantManifest | None
+    variant: VariantManifest | None
     source: str
     content_hash: str  # sha256 of the canonical document (computed once, from the one to_dict)
 
@@ -116,7 +122,7 @@ def parse_submission(body: bytes) -> Submission:
     return submission_of(parse_json(body), body.decode("utf-8"))
 
 
-def submission_of(obj: Any, text: str | None = None) -> Submission:
+def submission_of(obj: object, text: str | None = None) -> Submission:
     """A parsed body (a bare document, kept verbatim as ``text`` when given, or the envelope) → Submission."""
     if not isinstance(obj, dict):
         raise ApiError(422, "body must be a JSON object: a result document or {result, variant, source}")
@@ -126,13 +132,14 @@ def submission_of(obj: Any, text: str | None = None) -> Submission:
         unknown = sorted(set(obj) - {"result", "variant", "source"})
         if unknown:
             raise ApiError(422, f"field '{unknown[0]}': not allowed (expected result, variant, source)")
-        result, variant, source = obj.get("result"), obj.get("variant"), obj.get("source")
+        raw, raw_variant, source = obj.get("result"), obj.get("variant"), obj.get("source")
         result_text = ""  # filled from the validated document below
     else:
-        result, variant, source, result_text = obj, None, None, text or ""
-    result = check_result(result, "result" if "result" in obj and "schema" not in obj else "body")
-    if variant is not None:
-        variant = check_variant(variant, "variant")
+        raw, raw_variant, source, result_text = obj, None, None, text or ""
+    result = check_result(raw, "result" if "result" in obj and "schema" not in obj else "body")
+    variant = None
+    if raw_variant is not None:
+        variant = check_variant(raw_variant, "variant")
         expected = result.provenance.manifest_hash
         if expected and variant.manifest_hash != expected:
             raise ApiError(
@@ -149,7 +156,7 @@ def submission_of(obj: Any, text: str | None = None) -> Submission:
                       content_hash)  # fmt: skip
 
 
-def _created_at(value: Any) -> datetime | None:
+def _created_at(value: object) -> datetime | None:
     try:
         when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
@@ -157,7 +164,7 @@ def _created_at(value: Any) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def columns(doc: Any) -> dict[str, Any]:
+def columns(doc: ResultDocument) -> dict[str, Any]:
     """The indexed columns copied out of a ``ResultDocument``."""
     prov = doc.provenance
     host = prov.host or {}
@@ -184,7 +191,7 @@ class Stored:
     created: bool
 
 
-def store(session: Any, sub: Submission) -> Stored:
+def store(session: Session, sub: Submission) -> Stored:
     """Insert the result (and its variant) unless already stored. Commits."""
     return store_many(session, [sub])[0]
 
@@ -209,7 +216,7 @@ def parse_batch(body: bytes) -> list[Submission]:
     return out
 
 
-def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
+def store_many(session: Session, subs: list[Submission]) -> list[Stored]:
     """Store a batch in one transaction, each document once: one multi-row INSERT of the rows and one of their
     documents (``executemany``; rows come back in order with their ids), then one commit, acknowledged only
     after it (a killed server loses nothing it answered for). One ``Stored`` per submission, in order: the
@@ -220,11 +227,8 @@ def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
     from accelbench.service.models import Result, StoredDocument, utcnow
 
     hashes = [s.content_hash for s in subs]
-    ids: dict[str, int] = dict(
-        session.execute(
-            sa.select(Result.content_hash, Result.id).where(Result.content_hash.in_(set(hashes)))
-        ).all()
-    )
+    stored = sa.select(Result.content_hash, Result.id).where(Result.content_hash.in_(set(hashes)))
+    ids: dict[str, int] = {r.content_hash: r.id for r in session.execute(stored)}
     new: dict[str, Submission] = {}
     for sub, content_hash in zip(subs, hashes, strict=True):
         if content_hash not in ids:
@@ -270,14 +274,14 @@ def store_many(session: Any, subs: list[Submission]) -> list[Stored]:
     return out
 
 
-def _store_variant(session: Any, manifest: Any) -> int:
+def _store_variant(session: Session, manifest: VariantManifest) -> int:
     import sqlalchemy as sa
     from sqlalchemy.exc import IntegrityError
 
     from accelbench.documents import dump_json
     from accelbench.service.models import Variant
 
-    def find() -> Any:
+    def find() -> int | None:
         return session.execute(
             sa.select(Variant.id).where(Variant.manifest_hash == manifest.manifest_hash)
         ).scalar_one_or_none()
@@ -292,5 +296,8 @@ def _store_variant(session: Any, manifest: Any) -> int:
             )
             session.add(row)
         return row.id
-    except IntegrityError:
-        return find()
+    except IntegrityError:  # stored meanwhile by another request
+        found = find()
+        if found is None:
+            raise
+        return found

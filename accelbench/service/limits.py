@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
-from typing import Any
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from accelbench.service.errors import error_response, log
 
@@ -44,16 +45,16 @@ def body_limit(method: str, path: str, documents_limit: int) -> int:
 class Limits:
     """See the module docstring. ``documents_limit`` is the server's --max-body-mb in bytes."""
 
-    def __init__(self, app: Any, documents_limit: int, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    def __init__(self, app: ASGIApp, documents_limit: int, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.app, self.documents_limit, self.timeout_s = app, documents_limit, timeout_s
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
 
-        async def tracked_send(message: dict) -> None:
+        async def tracked_send(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
@@ -64,7 +65,7 @@ class Limits:
                 await error_response(status, text, {"Connection": "close"})(scope, receive, tracked_send)
 
         try:
-            async with asyncio.timeout(self.timeout_s):
+            with anyio.fail_after(self.timeout_s):  # asyncio.timeout is Python 3.11's
                 replay = await self._read_body(scope, receive)
                 if isinstance(replay, tuple):
                     await answer(*replay)
@@ -76,7 +77,7 @@ class Limits:
             )
             await answer(503, f"the request took longer than {self.timeout_s:.0f} s")
 
-    async def _read_body(self, scope: dict, receive: Any) -> Any:
+    async def _read_body(self, scope: Scope, receive: Receive) -> Receive | tuple[int, str]:
         """A receive that replays the whole (bounded, depth-checked) body, or (status, message) to answer."""
         from accelbench.service.ingest import MAX_JSON_DEPTH, json_depth
 
@@ -93,7 +94,8 @@ class Limits:
                 return 413, f"body of {size} bytes is over the limit of {limit} bytes for {path}"
         elif method in ("GET", "HEAD", "OPTIONS") and b"transfer-encoding" not in headers:
             return receive
-        chunks, total = [], 0
+        chunks: list[bytes] = []
+        total = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -111,7 +113,7 @@ class Limits:
             return 400, f"body nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}"
         sent = False
 
-        async def replay() -> dict:
+        async def replay() -> Message:
             nonlocal sent
             if not sent:
                 sent = True

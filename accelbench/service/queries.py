@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from accelbench.service.errors import ApiError
 from accelbench.service.models import Result, StoredDocument, Variant, aware
 
 FILTERS = ("model", "target", "precision", "variant", "host")
-
+Filters = Mapping[str, str | datetime | None]  # FILTERS' columns, and the results page's origin, since, until
+Select = TypeVar("Select", bound=sa.Select[Any])
 
 VISIBLE = Result.hidden_at.is_(None)  # a hidden result is in no listing, page or report
 
 
-def _where(query: Any, filters: dict[str, str | None]) -> Any:
+def _where(query: Select, filters: Filters) -> Select:
     query = query.where(VISIBLE)
     for name in FILTERS:
         value = filters.get(name)
@@ -25,7 +30,7 @@ def _where(query: Any, filters: dict[str, str | None]) -> Any:
     return query
 
 
-def _between(query: Any, filters: dict[str, Any]) -> Any:
+def _between(query: Select, filters: Filters) -> Select:
     """The results page's extra filters: origin, and a range of creation dates (inclusive, UTC days)."""
     if filters.get("origin"):
         query = query.where(Result.origin == filters["origin"])
@@ -36,14 +41,14 @@ def _between(query: Any, filters: dict[str, Any]) -> Any:
     return query
 
 
-def listing_query(filters: dict[str, Any], limit: int, offset: int) -> Any:
+def listing_query(filters: Filters, limit: int, offset: int) -> sa.Select[Result]:
     """One page of visible results, newest first: the order is the ``(hidden_at, created_at, id)`` index's,
     so a page costs an index walk of ``offset + limit`` rows, not a sort of every visible row."""
     query = _between(_where(sa.select(Result), filters), filters)
     return query.order_by(Result.created_at.desc(), Result.id.desc()).limit(limit).offset(offset)
 
 
-def list_results(session: Any, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[Any], int]:
+def list_results(session: Session, filters: Filters, limit: int, offset: int) -> tuple[list[Result], int]:
     """One page of results (``listing_query``) and how many match."""
     total = session.execute(
         _between(_where(sa.select(sa.func.count(Result.id)), filters), filters)
@@ -51,7 +56,7 @@ def list_results(session: Any, filters: dict[str, Any], limit: int, offset: int)
     return list(session.execute(listing_query(filters, limit, offset)).scalars()), total
 
 
-def filter_choices(session: Any) -> dict[str, list[Any]]:
+def filter_choices(session: Session) -> dict[str, list[Any]]:
     """The values each filter's select offers: the distinct values of the indexed columns (each an index
     scan) and the known origins; a host comes with the id of one of its results, whose probe names it."""
     from accelbench.documents import ORIGINS
@@ -68,48 +73,73 @@ def filter_choices(session: Any) -> dict[str, list[Any]]:
         .where(VISIBLE, Result.host.is_not(None))
         .group_by(Result.host)
     )
-    out["host"] = sorted(hosts.all())
+    out["host"] = sorted(tuple(h) for h in hosts.all())
     return out
 
 
-def rows_by_id(session: Any, ids: list[int]) -> dict[int, Any]:
+def rows_by_id(session: Session, ids: list[int]) -> dict[int, Result]:
     if not ids:
         return {}
     return {r.id: r for r in session.execute(sa.select(Result).where(Result.id.in_(ids))).scalars()}
 
 
-def rows_by_hash(session: Any, hashes: list[str]) -> dict[str, Any]:
+def rows_by_hash(session: Session, hashes: list[str]) -> dict[str, Result]:
     if not hashes:
         return {}
     query = sa.select(Result).where(Result.content_hash.in_(hashes))
     return {r.content_hash: r for r in session.execute(query).scalars()}
 
 
-def series(session: Any) -> list[tuple[str, str, str]]:
+def series(session: Session) -> list[tuple[str, str, str]]:
     """Every (model, target, precision) with a visible result: what has a history (indexed columns only)."""
     query = sa.select(Result.model, Result.target, Result.precision).where(
         VISIBLE, Result.target != "", Result.precision != ""
     )
-    return sorted({tuple(r) for r in session.execute(query.distinct())})
+    return sorted({(r.model, r.target, r.precision) for r in session.execute(query.distinct())})
 
 
-def _iso(value: Any) -> str | None:
-    value = aware(value)
-    return value.isoformat() if value is not None else None
+def iso(value: datetime | None) -> str | None:
+    """A stored time as ISO 8601 with its zone (SQLite hands times back without one: they are UTC)."""
+    return aware(value).isoformat() if value is not None else None
 
 
-def summary(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.content_hash, "run_id": row.run_id, "source": row.source, "model": row.model,
-        "variant": row.variant, "target": row.target, "precision": row.precision,
-        "manifest_hash": row.manifest_hash, "host": row.host, "accelbench_version": row.accelbench_version,
-        "origin": row.origin, "created_at": _iso(row.created_at), "received_at": _iso(row.received_at),
-        "steps": row.summary.get("steps"), "verdicts": row.summary.get("verdicts"),
-        "url": f"/api/v1/results/{row.content_hash}",
-    }  # fmt: skip
+@dataclass(frozen=True)
+class Summary:
+    """A stored result as listings show it: the columns copied out of its document at ingest (what
+    ``GET /api/v1/results`` lists, ``as_json``)."""
+
+    id: str  # the content hash
+    run_id: str
+    source: str
+    model: str
+    variant: str | None
+    target: str
+    precision: str
+    manifest_hash: str | None
+    host: str | None
+    accelbench_version: str | None
+    origin: str | None
+    created_at: str | None  # ISO 8601
+    received_at: str | None
+    steps: int | None
+    verdicts: dict[str, int] | None  # verdict → how many steps
+    url: str
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
-def get_result(session: Any, content_hash: str, hidden_too: bool = False) -> Any:
+def summary(row: Result) -> Summary:
+    return Summary(
+        id=row.content_hash, run_id=row.run_id, source=row.source, model=row.model, variant=row.variant,
+        target=row.target, precision=row.precision, manifest_hash=row.manifest_hash, host=row.host,
+        accelbench_version=row.accelbench_version, origin=row.origin, created_at=iso(row.created_at),
+        received_at=iso(row.received_at), steps=row.summary.get("steps"), verdicts=row.summary.get("verdicts"),
+        url=f"/api/v1/results/{row.content_hash}",
+    )  # fmt: skip
+
+
+def get_result(session: Session, content_hash: str, hidden_too: bool = False) -> Result:
     query = sa.select(Result).where(Result.content_hash == content_hash)
     row = session.execute(query if hidden_too else query.where(VISIBLE)).scalar_one_or_none()
     if row is None:
@@ -117,34 +147,39 @@ def get_result(session: Any, content_hash: str, hidden_too: bool = False) -> Any
     return row
 
 
-def document_texts(session: Any, ids: list[int]) -> dict[int, str]:
+def document_texts(session: Session, ids: list[int]) -> dict[int, str]:
     """Result id → its stored document text."""
     if not ids:
         return {}
     query = sa.select(StoredDocument.result_id, StoredDocument.document).where(
         StoredDocument.result_id.in_(ids)
     )
-    return dict(session.execute(query).all())
+    return {r.result_id: r.document for r in session.execute(query)}
 
 
-def detail(row: Any, session: Any) -> dict[str, Any]:
+def detail(row: Result, session: Session) -> dict[str, Any]:
+    """One result as ``GET /api/v1/results/{id}`` answers: its summary, provenance, the document as pushed and
+    the variant manifest when it came along."""
     variant = session.get(Variant, row.variant_id) if row.variant_id else None
     doc = json.loads(document_texts(session, [row.id])[row.id])
     return {
-        **summary(row),
+        **summary(row).as_json(),
         "provenance": doc.get("provenance") or {},
         "document": doc,
         "variant_manifest": json.loads(variant.document) if variant else None,
     }
 
 
-def stored_rows(session: Any, model: str | None = None, target: str | None = None,
-                precision: str | None = None) -> list[Any]:  # fmt: skip
+def stored_rows(session: Session, model: str | None = None, target: str | None = None,
+                precision: str | None = None) -> list[Result]:  # fmt: skip
     query = _where(sa.select(Result), {"model": model, "target": target, "precision": precision})
     return list(session.execute(query.order_by(Result.id)).scalars())
 
 
-def fingerprint(session: Any, model: str | None = None) -> tuple[int, int, int]:
+Fingerprint = tuple[int, int, int]  # (how many, the newest id, the sum of ids) of the visible results
+
+
+def fingerprint(session: Session, model: str | None = None) -> Fingerprint:
     """(how many visible results, the newest id, the sum of their ids) for one model or all: changes when a
     result is added, hidden or unhidden."""
     query = sa.select(sa.func.count(Result.id), sa.func.max(Result.id), sa.func.sum(Result.id)).where(VISIBLE)
@@ -154,7 +189,7 @@ def fingerprint(session: Any, model: str | None = None) -> tuple[int, int, int]:
     return int(count or 0), int(newest or 0), int(total or 0)
 
 
-def models_and_targets(session: Any) -> tuple[list[str], list[str]]:
+def models_and_targets(session: Session) -> tuple[list[str], list[str]]:
     models = session.execute(
         sa.select(Result.model).where(VISIBLE).distinct().order_by(Result.model)
     ).scalars()
@@ -164,7 +199,7 @@ def models_and_targets(session: Any) -> tuple[list[str], list[str]]:
     return list(models), list(targets)
 
 
-def set_hidden(session: Any, content_hash: str, hidden: bool, who: str, reason: str) -> Any:
+def set_hidden(session: Session, content_hash: str, hidden: bool, who: str, reason: str) -> Result:
     """Hide (or unhide) one result, recording who, when and why in its ``hidden_log``. Commits."""
     from accelbench.service.models import utcnow
 

@@ -11,13 +11,20 @@ every read of a campaign, so no background thread is needed and a restarted serv
 from __future__ import annotations
 
 import json
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 
 from accelbench.service import jobs
 from accelbench.service.campaign_models import Campaign, Job, JobDocument, JobLabel, JobResult, Runner
-from accelbench.service.models import aware, utcnow
+from accelbench.service.models import Result, aware, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session
+
+    from accelbench.experiment.spec import ExperimentSpec
 
 
 class JobLost(Exception):
@@ -29,7 +36,7 @@ def label_rows(labels: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(labels.items())]
 
 
-def create_campaign(session: Any, spec: Any, spec_text: str, *, created_by: str, lease_s: float,
+def create_campaign(session: Session, spec: ExperimentSpec, spec_text: str, *, created_by: str, lease_s: float,
                     max_attempts: int, labels: dict[str, str],
                     time_limit_s: float | None = jobs.DEFAULT_TIME_LIMIT_S) -> Campaign:  # fmt: skip
     """One campaign, one queued job per measured target of ``spec`` (a validated ExperimentSpec). Commits."""
@@ -76,7 +83,7 @@ def same_hash(stored: str | None, secret: str | None) -> bool:
     return bool(stored) and bool(secret) and hmac.compare_digest(stored or "", hash_token(secret or ""))
 
 
-def register_runner(session: Any, *, name: str, target: str, labels: dict[str, str], probe: dict[str, Any],
+def register_runner(session: Session, *, name: str, target: str, labels: dict[str, str], probe: dict[str, Any],
                     version: str, token_name: str, token_id: int | None,
                     secret: str | None = None) -> tuple[Runner, str | None]:  # fmt: skip
     """Create or refresh the runner called ``name``; returns (runner, new secret or None). Commits.
@@ -91,7 +98,7 @@ def register_runner(session: Any, *, name: str, target: str, labels: dict[str, s
     now = utcnow()
     for _ in range(2):  # two agents registering the same new name at once: the loser sees the winner's row
         runner = session.execute(sa.select(Runner).where(Runner.name == name)).scalar_one_or_none()
-        issued = None
+        issued: str | None = None
         if runner is None:
             runner = Runner(name=name, registered_at=now, token_id=token_id)
             session.add(runner)
@@ -110,7 +117,7 @@ def register_runner(session: Any, *, name: str, target: str, labels: dict[str, s
     raise JobLost(f"runner name {name!r} is being registered concurrently; try again")
 
 
-def authenticate_runner(session: Any, runner_id: int, secret: str | None) -> Runner:
+def authenticate_runner(session: Session, runner_id: int, secret: str | None) -> Runner:
     """The runner if ``secret`` is its runner secret; NotYours otherwise (an unknown id says the same)."""
     runner = session.get(Runner, runner_id)
     if runner is None or not same_hash(runner.secret_hash, secret):
@@ -118,11 +125,11 @@ def authenticate_runner(session: Any, runner_id: int, secret: str | None) -> Run
     return runner
 
 
-def reap_expired(session: Any, started_at: Any, now: Any = None) -> int:
+def reap_expired(session: Session, started_at: datetime, now: datetime | None = None) -> int:
     """Requeue (or expire, after its last attempt) every running job whose lease ran out. Commits.
 
     A lease that ran out while the server itself was down is not the agent's fault: after a (re)start at
-    ``started_at`` (``app.state.started_at``) every lease gets one full period for the agent's next heartbeat
+    ``started_at`` (``state.Service.started_at``) every lease gets one full period for the agent's next heartbeat
     to arrive before it can expire."""
     now = now or utcnow()
     rows = session.execute(
@@ -145,7 +152,7 @@ def reap_expired(session: Any, started_at: Any, now: Any = None) -> int:
             reason = f"lease expired on each of {attempts} attempts"
         entry = {"attempt": attempts, "runner": runner_names(session, {runner_id}).get(runner_id),
                  "outcome": what, "reason": None, "at": now.isoformat()}  # fmt: skip
-        done = session.execute(
+        update = (
             sa.update(Job)
             .where(Job.id == job_id, Job.status == jobs.RUNNING, Job.lease_until == until)
             .values(
@@ -158,13 +165,14 @@ def reap_expired(session: Any, started_at: Any, now: Any = None) -> int:
                 finished_at=now if after == jobs.EXPIRED else None,
             )  # fmt: skip
         )
+        done = cast("sa.CursorResult[Any]", session.execute(update))  # an UPDATE's result: its rowcount
         changed += done.rowcount or 0
     session.commit()
     return changed
 
 
-def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str],
-          now: Any = None) -> tuple[int, str] | None:  # fmt: skip
+def claim(engine: Engine, runner_id: int, target: str, labels: dict[str, str],
+          now: datetime | None = None) -> tuple[int, str] | None:  # fmt: skip
     """Atomically take the oldest queued job for ``target`` whose labels the runner offers: (its id, the new
     lease's secret), or None."""
     now = now or utcnow()
@@ -209,7 +217,7 @@ def claim(engine: Any, runner_id: int, target: str, labels: dict[str, str],
         return picked.id, lease_secret
 
 
-def owned_job(session: Any, job_id: int, runner: Runner, attempt: int, lease_secret: str | None) -> Job:
+def owned_job(session: Session, job_id: int, runner: Runner, attempt: int, lease_secret: str | None) -> Job:
     """The job if ``runner`` (already authenticated) holds it on this attempt with this lease secret.
 
     LookupError: no such job. JobLost (409): the runner did hold this attempt but the job moved on (its lease
@@ -234,28 +242,29 @@ def held_before(job: Job, runner: Runner, attempt: int) -> bool:
     return any(e.get("attempt") == attempt and e.get("runner") == runner.name for e in job.history or [])
 
 
-def heartbeat(session: Any, job: Job, log_tail: str) -> Any:
+def heartbeat(session: Session, job: Job, log_tail: str) -> datetime:
     """Extend the lease from now; returns the new lease end. Commits."""
     now = utcnow()
-    job.heartbeat_at, job.lease_until = now, jobs.lease_until(now, job.lease_s)
+    job.heartbeat_at = now
+    job.lease_until = until = jobs.lease_until(now, job.lease_s)
     job.log_tail = log_tail[-8000:].replace("\x00", "")  # PostgreSQL text holds no NUL
     _touch_runner(session, job.runner_id, now)
     session.commit()
-    return job.lease_until
+    return until
 
 
-def _touch_runner(session: Any, runner_id: int | None, now: Any) -> None:
+def _touch_runner(session: Session, runner_id: int | None, now: datetime) -> None:
     if runner_id is not None:
         session.execute(sa.update(Runner).where(Runner.id == runner_id).values(last_seen=now))
 
 
-def touch_runner(session: Any, runner_id: int) -> None:
+def touch_runner(session: Session, runner_id: int) -> None:
     """A polling agent is alive: the runners page shows when it was last heard from. Commits."""
     _touch_runner(session, runner_id, utcnow())
     session.commit()
 
 
-def put_document(session: Any, job: Job, doc: dict[str, Any], text: str) -> None:
+def put_document(session: Session, job: Job, doc: dict[str, Any], text: str) -> None:
     """Keep the latest partial copy of one result document of this job (replaced at each step). Commits."""
     row = session.execute(
         sa.select(JobDocument).where(JobDocument.job_id == job.id, JobDocument.run_id == doc["run_id"])
@@ -267,7 +276,7 @@ def put_document(session: Any, job: Job, doc: dict[str, Any], text: str) -> None
     session.commit()
 
 
-def documents(session: Any, job_id: int) -> list[dict[str, Any]]:
+def documents(session: Session, job_id: int) -> list[dict[str, Any]]:
     """The partial documents pushed for a job: what a requeued attempt resumes from."""
     rows = session.execute(
         sa.select(JobDocument).where(JobDocument.job_id == job_id).order_by(JobDocument.run_id)
@@ -275,7 +284,7 @@ def documents(session: Any, job_id: int) -> list[dict[str, Any]]:
     return [json.loads(r.document) for r in rows.scalars()]
 
 
-def link_result(session: Any, job: Job, result_id: int) -> None:
+def link_result(session: Session, job: Job, result_id: int) -> None:
     from sqlalchemy.exc import IntegrityError
 
     exists = session.execute(
@@ -289,7 +298,7 @@ def link_result(session: Any, job: Job, result_id: int) -> None:
             session.rollback()
 
 
-def finish(session: Any, job: Job, event: str, reason: str | None = None) -> None:
+def finish(session: Session, job: Job, event: str, reason: str | None = None) -> None:
     """done, fail (with its one-line reason) or release (back to the queue, not counted). Commits."""
     now = utcnow()
     after = jobs.next_state(job.status, event)
@@ -306,7 +315,7 @@ def finish(session: Any, job: Job, event: str, reason: str | None = None) -> Non
     session.commit()
 
 
-def admin_change(session: Any, job: Job, event: str, who: str) -> None:
+def admin_change(session: Session, job: Job, event: str, who: str) -> None:
     """``cancel`` or ``requeue`` by an admin (recorded in the history). Commits. TransitionError if the
     job's state does not allow it."""
     now = utcnow()
@@ -323,16 +332,14 @@ def admin_change(session: Any, job: Job, event: str, who: str) -> None:
     session.commit()
 
 
-def campaign_jobs(session: Any, campaign_id: int) -> list[Job]:
+def campaign_jobs(session: Session, campaign_id: int) -> list[Job]:
     return list(
         session.execute(sa.select(Job).where(Job.campaign_id == campaign_id).order_by(Job.id)).scalars()
     )
 
 
-def campaign_result_rows(session: Any, campaign_id: int) -> list[Any]:
+def campaign_result_rows(session: Session, campaign_id: int) -> list[Result]:
     """The stored results of a campaign's jobs, each once."""
-    from accelbench.service.models import Result
-
     ids = (
         sa.select(JobResult.result_id)
         .join(Job, Job.id == JobResult.job_id)
@@ -344,12 +351,14 @@ def campaign_result_rows(session: Any, campaign_id: int) -> list[Any]:
     return list(session.execute(query).scalars())
 
 
-def runner_names(session: Any, ids: set[int]) -> dict[int, str]:
+def runner_names(session: Session, ids: set[int]) -> dict[int, str]:
     if not ids:
         return {}
-    return dict(session.execute(sa.select(Runner.id, Runner.name).where(Runner.id.in_(ids))).all())
+    return {
+        r.id: r.name for r in session.execute(sa.select(Runner.id, Runner.name).where(Runner.id.in_(ids)))
+    }
 
 
-def lease_left_s(job: Job, now: Any = None) -> float | None:
+def lease_left_s(job: Job, now: datetime | None = None) -> float | None:
     until = aware(job.lease_until)
     return None if until is None else (until - (now or utcnow())).total_seconds()

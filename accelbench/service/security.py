@@ -13,8 +13,9 @@ every unsafe method.
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from accelbench.service.errors import error_response
 
@@ -50,17 +51,17 @@ def cross_site(method: str, headers: dict[bytes, bytes], behind_proxy: bool) -> 
 
 
 class Security:
-    def __init__(self, app: Any, behind_proxy: bool = False) -> None:
+    def __init__(self, app: ASGIApp, behind_proxy: bool = False) -> None:
         self.app, self.behind_proxy = app, behind_proxy
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
         policy = (DOCS_CSP if path in ("/docs", "/redoc", "/docs/oauth2-redirect") else CSP).encode()
 
-        async def with_headers(message: dict) -> None:
+        async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []), (b"content-security-policy", policy),
                                       *_HEADERS]  # fmt: skip

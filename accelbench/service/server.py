@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from accelbench.service.app import Settings
+from accelbench.service.state import Settings
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 

@@ -6,10 +6,17 @@ it with every digit (``web.py``). A cell is text or a ``Cell`` with a link.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from accelbench.documents import Step
 from accelbench.reports import formatting as f
+from accelbench.reports.rows import ReportRow
+from accelbench.service.queries import Summary
+
+if TYPE_CHECKING:
+    from accelbench.service.history import HistoryRun
 
 
 @dataclass(frozen=True)
@@ -24,7 +31,7 @@ class PageTable:
     id: str
     caption: str
     headers: list[str]
-    rows: list[list[Any]] = field(default_factory=list)  # str or Cell, as shown
+    rows: list[list[str | Cell]] = field(default_factory=list)  # as shown
     raw_headers: list[str] = field(default_factory=list)
     raw: list[list[Any]] = field(default_factory=list)  # the download: numbers unrounded, units in headers
     row_classes: list[str] = field(default_factory=list)
@@ -33,23 +40,23 @@ class PageTable:
         return f.csv_text(self.raw_headers or self.headers, self.raw)
 
 
-def results_table(rows: list[Any], labels: dict[str, str]) -> PageTable:
-    """The stored results list (``queries.summary`` dicts); ``labels`` maps a content hash to its host label."""
+def results_table(rows: list[Summary], labels: Mapping[str, str]) -> PageTable:
+    """The stored results list; ``labels`` maps a content hash to its host label."""
     table = PageTable("results", "Result documents", ["created", "model", "target", "precision", "host", "origin",
                       "steps", "verdicts", "result"],
                       raw_headers=["created_at", "model", "target", "precision", "host", "origin", "steps",
                                    "verdicts", "run_id", "content_hash", "url"])  # fmt: skip
     for r in rows:
-        verdicts = ", ".join(f"{n} {v}" for v, n in sorted((r.get("verdicts") or {}).items()))
-        table.rows.append([f.when(r["created_at"]), r["model"], r["target"] or "—", r["precision"] or "—",
-                           labels.get(r["id"], r["host"] or "—"), r["origin"] or "—", str(r["steps"] or 0),
-                           verdicts or "—", Cell(r["run_id"], f"/results/{r['id']}")])  # fmt: skip
-        table.raw.append([r["created_at"], r["model"], r["target"], r["precision"], labels.get(r["id"], r["host"]),
-                          r["origin"], r["steps"], verdicts, r["run_id"], r["id"], r["url"]])  # fmt: skip
+        verdicts = ", ".join(f"{n} {v}" for v, n in sorted((r.verdicts or {}).items()))
+        table.rows.append([f.when(r.created_at), r.model, r.target or "—", r.precision or "—",
+                           labels.get(r.id, r.host or "—"), r.origin or "—", str(r.steps or 0),
+                           verdicts or "—", Cell(r.run_id, f"/results/{r.id}")])  # fmt: skip
+        table.raw.append([r.created_at, r.model, r.target, r.precision, labels.get(r.id, r.host),
+                          r.origin, r.steps, verdicts, r.run_id, r.id, r.url])  # fmt: skip
     return table
 
 
-def _step_cells(step: Any) -> tuple[list[str], list[Any]]:
+def _step_cells(step: Step) -> tuple[list[str], list[Any]]:
     """A step's figures with their intervals, for people and for the download."""
     from accelbench.documents import to_dict
     from accelbench.reports.capacity import step_latency_interval, step_throughput_interval
@@ -67,7 +74,7 @@ def _step_cells(step: Any) -> tuple[list[str], list[Any]]:
     return shown, raw
 
 
-def _lat(step: Any, key: str) -> float | None:
+def _lat(step: Step, key: str) -> float | None:
     return step.latency_us.at(key) if step.latency_us else None
 
 
@@ -76,7 +83,7 @@ _STEP_RAW = ["offered", "verdict", "throughput_rps", "throughput_low_rps", "thro
              "reasons"]  # fmt: skip
 
 
-def steps_table(steps: list[Any]) -> PageTable:
+def steps_table(steps: list[Step]) -> PageTable:
     """Every step as used: its figures with 95 % intervals, verdict, reasons and how many attempts it took."""
     table = PageTable("steps", "Load steps", ["#", "offered", "verdict", "throughput", "p50", "p99", "errors",
                       "requests", "reasons", "attempts"], raw_headers=["index", *_STEP_RAW, "attempt"])  # fmt: skip
@@ -88,7 +95,7 @@ def steps_table(steps: list[Any]) -> PageTable:
     return table
 
 
-def attempts_table(steps: list[Any]) -> PageTable:
+def attempts_table(steps: list[Step]) -> PageTable:
     """The earlier attempts of steps measured again (``--retries``), each with its own figures and reasons."""
     table = PageTable("attempts", "Earlier attempts (measured again)", ["#", "attempt", "offered", "verdict",
                       "throughput", "p50", "p99", "errors", "requests", "reasons"],
@@ -102,71 +109,68 @@ def attempts_table(steps: list[Any]) -> PageTable:
     return table
 
 
-def accuracy_table(accuracy: dict[str, Any] | None) -> PageTable:
+def accuracy_table(accuracy: Mapping[str, Any] | None) -> PageTable:
     table = PageTable("accuracy", "Accuracy", ["metric", "value", "threshold", "verdict"])
     for row in f.accuracy_rows(accuracy):
-        table.rows.append(list(row))
+        table.rows.append([*row])
     a = accuracy or {}
     if a:
         table.raw.append([a.get("metric"), a.get("value"), a.get("tolerance"), a.get("verdict")])
     return table
 
 
-def probe_table(probe: dict[str, Any] | None) -> PageTable:
+def probe_table(probe: Mapping[str, Any] | None) -> PageTable:
     table = PageTable("probe", "Full host probe", ["field", "value"])
-    table.rows = [list(r) for r in f.flatten(probe or {})]
+    table.rows = [[*r] for r in f.flatten(probe or {})]
     table.raw = [list(r) for r in f.flatten(probe or {})]
     return table
 
 
-def ranking_table(rows: list[dict[str, Any]], links: dict[tuple[str, str], str]) -> PageTable:
+def ranking_table(rows: list[ReportRow], links: Mapping[tuple[str, str], str]) -> PageTable:
     """The report's rows for one model, ranked; each links to the list of the result documents behind it."""
     table = PageTable("ranking", "Ranking", ["rank", "target", "precision", "status", "USD per 1M requests",
                       "capacity", "note", "results"],
                       raw_headers=["rank", "target", "precision", "status", "cost_per_million_usd", "cost_low",
                                    "cost_high", "capacity_rps", "capacity_low", "capacity_high", "reason"])  # fmt: skip
     for r in rows:
-        kind = "projected" if r["status"] == "projected" else "measured"
-        cost = f.with_interval(r["cost_per_million_usd"], r.get("cost_low"), r.get("cost_high"), kind=kind,
-                               prefix="$")  # fmt: skip
-        capacity = f.with_interval(r["capacity_rps"], r.get("capacity_low"), r.get("capacity_high"), kind=kind,
-                                   unit="req/s")  # fmt: skip
-        href = links.get((r["target"], r["precision"]))
-        table.rows.append([str(r["rank"]) if r["rank"] is not None else "—", r["target"], r["precision"],
-                           r["status"], cost, capacity, r["reason"] or "",
-                           Cell("result documents", href) if href else "none (projected)"])  # fmt: skip
-        table.raw.append([r["rank"], r["target"], r["precision"], r["status"], r["cost_per_million_usd"],
-                          r.get("cost_low"), r.get("cost_high"), r["capacity_rps"], r.get("capacity_low"),
-                          r.get("capacity_high"), r["reason"]])  # fmt: skip
-        table.row_classes.append(r["status"])
+        kind = "projected" if r.status == "projected" else "measured"
+        cost = f.with_interval(r.cost_per_million_usd, r.cost_low, r.cost_high, kind=kind, prefix="$")
+        capacity = f.with_interval(r.capacity_rps, r.capacity_low, r.capacity_high, kind=kind, unit="req/s")
+        href = links.get((r.target, r.precision))
+        table.rows.append([str(r.rank) if r.rank is not None else "—", r.target, r.precision, r.status, cost,
+                           capacity, r.reason or "", Cell("result documents", href) if href else "none (projected)"])  # fmt: skip
+        table.raw.append([r.rank, r.target, r.precision, r.status, r.cost_per_million_usd, r.cost_low,
+                          r.cost_high, r.capacity_rps, r.capacity_low, r.capacity_high, r.reason])  # fmt: skip
+        table.row_classes.append(r.status)
     return table
 
 
-def history_table(runs: list[dict[str, Any]]) -> PageTable:
+def history_table(runs: list[HistoryRun]) -> PageTable:
     table = PageTable("runs", "Runs", ["created", "host", "capacity", "latency at capacity", "change", "result"],
                       raw_headers=["created_at", "host", "capacity_rps", "capacity_low", "capacity_high", "latency_us",
                                    "latency_low_us", "latency_high_us", "regression", "flags", "run_id",
                                    "content_hash"])  # fmt: skip
     for r in runs:
-        change = r.get("change")
-        if not change:
+        judged = r.change.judgement if r.change else None
+        text: str | Cell
+        if judged is None:
             text = "first run"
-        elif change.get("regression"):
-            text = Cell("moved: " + "; ".join(change.get("flags") or []), cls="flag")
-        elif change.get("judged"):
+        elif judged.regression:
+            text = Cell("moved: " + "; ".join(judged.flags), cls="flag")
+        elif judged.judged:
             # the between-run rule's verdict (reports/compare.judge_change)
-            text = change.get("verdict") or "ok"
-            if change.get("capacity_ratio"):
-                text += (f" (capacity × {f.num(change['capacity_ratio'], 3)}, 95 % "
-                         f"{f.num(change['capacity_ratio_low'], 3)}–{f.num(change['capacity_ratio_high'], 3)})")  # fmt: skip
+            text = judged.verdict or "ok"
+            if judged.capacity_ratio:
+                text += (f" (capacity × {f.num(judged.capacity_ratio, 3)}, 95 % "
+                         f"{f.num(judged.capacity_ratio_low, 3)}–{f.num(judged.capacity_ratio_high, 3)})")  # fmt: skip
         else:
-            text = change.get("verdict") or "not judged (no intervals)"
-        table.rows.append([f.when(r.get("created_at") or r.get("received_at")), r.get("host_label") or r.get("host") or "—",
-                           f.with_interval(r["capacity_rps"], r.get("capacity_low"), r.get("capacity_high"), unit="req/s"),
-                           f.latency_ms(r["latency_us"], r.get("latency_low_us"), r.get("latency_high_us")), text,
-                           Cell(r["run_id"], f"/results/{r['id']}")])  # fmt: skip
-        table.raw.append([r.get("created_at"), r.get("host_label") or r.get("host"), r["capacity_rps"],
-                          r.get("capacity_low"), r.get("capacity_high"), r["latency_us"], r.get("latency_low_us"),
-                          r.get("latency_high_us"), bool(change and change.get("regression")),
-                          "; ".join((change or {}).get("flags") or []), r["run_id"], r["id"]])  # fmt: skip
+            text = judged.verdict or "not judged (no intervals)"
+        host = r.host_label or r.result.host
+        table.rows.append([f.when(r.result.created_at or r.result.received_at), host or "—",
+                           f.with_interval(r.capacity_rps, r.capacity_low, r.capacity_high, unit="req/s"),
+                           f.latency_ms(r.latency_us, r.latency_low_us, r.latency_high_us), text,
+                           Cell(r.result.run_id, f"/results/{r.result.id}")])  # fmt: skip
+        table.raw.append([r.result.created_at, host, r.capacity_rps, r.capacity_low, r.capacity_high, r.latency_us,
+                          r.latency_low_us, r.latency_high_us, r.regression, "; ".join(judged.flags if judged else ()),
+                          r.result.run_id, r.result.id])  # fmt: skip
     return table

@@ -4,7 +4,7 @@ The documents come out of the database exactly as pushed, so the JSON and the HT
 byte-identical to what ``accelbench report`` renders from the result folders they were pushed from.
 
 Building a report over hundreds of runs takes seconds (the builder and the matplotlib plots go over every
-step), so the server keeps what it built, per app (``Reports`` on ``app.state.reports``), and builds off the
+step), so the server keeps what it built, per app (``Reports``, ``state.Service.reports``), and builds off the
 request process: in a build process of its own (spawned, niced: a build in a thread would hold the GIL the
 request handlers need), scheduled on every push for the pushed models' default page and dashboard row. A page
 shows the last build for its query until the fresh one is in; the JSON report and ``/report.html`` wait for
@@ -19,18 +19,35 @@ import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeVar, cast
 
 from fastapi import Query
 from markupsafe import Markup
 
+from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError
 from accelbench.reports.cost import PRICE_BASES, parse_price_overrides
 from accelbench.reports.options import DEFAULTS, ReportOptions, options_from
-from accelbench.reports.report import render_report  # at import: the first push must not pay for it
+from accelbench.reports.report import RenderedReport, render_report  # at import: the first push must not pay
+from accelbench.reports.rows import ReportRow
 from accelbench.service import queries
 from accelbench.service.errors import ApiError, log
+from accelbench.service.models import Result
+from accelbench.service.queries import Fingerprint
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session
+
+    from accelbench.hardware.catalog import Catalog
+
+if TYPE_CHECKING:
+    PriceBasis = str  # mypy reads no Literal made from a tuple; FastAPI checks the values at run time
+else:
+    PriceBasis = Literal[PRICE_BASES]
 
 
 def report_options(
@@ -41,7 +58,7 @@ def report_options(
     baseline: Annotated[
         str | None, Query(max_length=100, description="target id to compare against")
     ] = DEFAULTS.baseline,
-    price_basis: Literal[PRICE_BASES] = DEFAULTS.price_basis,
+    price_basis: PriceBasis = DEFAULTS.price_basis,
     price: Annotated[list[str], Query(description="ID=USD per accelerator-hour, repeatable")] = [],  # noqa: B006
     project: Annotated[list[str], Query(description="also project these target ids")] = [],  # noqa: B006
     target_qps: Annotated[float | None, Query(gt=0, le=1e9, allow_inf_nan=False)] = DEFAULTS.target_qps,
@@ -62,7 +79,7 @@ def report_options(
     min_tokens_per_user: Annotated[
         str | None, Query(max_length=20, description="generative: tokens/s per user")
     ] = None,
-) -> Any:
+) -> ReportOptions:
     """The options of ``accelbench report`` as query parameters: the same names, and the defaults of the one
     definition both read (reports/options.py); the HTTP bounds are the API's own."""
     try:
@@ -102,7 +119,9 @@ DEBOUNCE_S = 0.5  # pushes come in bursts: a scheduled build starts after the bu
 NICE = 10  # the build processes yield the cores to the request handlers
 
 
-def parse_documents(cache: dict[str, Any], session: Any, rows: list[Any]) -> list[Any]:
+def parse_documents(
+    cache: dict[str, ResultDocument], session: Session, rows: list[Result]
+) -> list[ResultDocument]:
     """Stored rows → ResultDocuments, each parsed once into ``cache`` (by content hash); the texts of those not
     parsed yet are read in one query per chunk (``results`` rows do not carry their documents)."""
     from accelbench.documents import load_result
@@ -123,8 +142,8 @@ def parse_documents(cache: dict[str, Any], session: Any, rows: list[Any]) -> lis
 
 @dataclass(frozen=True)
 class _Data:
-    rows: list[Any]
-    baseline_id: str | None
+    rows: list[ReportRow]
+    baseline_id: str
 
 
 @dataclass(frozen=True)
@@ -136,6 +155,11 @@ class BuiltReport:
     json_text: str
 
 
+Built = RenderedReport | BuiltReport  # built here, or in a build process
+Key = tuple[str | None, str, tuple[str, ...]]  # a report's query: (model, repr(options), formats)
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class Problem:
     """A report that could not be built: the status and the one line the page or the API answers with."""
@@ -144,12 +168,15 @@ class Problem:
     message: str
 
 
+Answer = tuple[Fingerprint, BuiltReport | Problem]  # what a build process hands back
+
+
 @dataclass
 class _Entry:
-    fingerprint: tuple
-    report: Any  # RenderedReport or BuiltReport
+    fingerprint: Fingerprint
+    report: Built
     parts: tuple[Markup, Markup] | None = None  # report.html's style and body, split once when a page asks
-    pages: OrderedDict[Any, bytes] = field(default_factory=OrderedDict)  # PageReport.page: the pages as sent
+    pages: OrderedDict[tuple[str, bool], bytes] = field(default_factory=OrderedDict)  # PageReport.page's
 
 
 @dataclass(frozen=True)
@@ -157,7 +184,7 @@ class PageReport:
     """What a page shows: the report (None while the first one is being built) and whether newer results are
     still being added to it in the background."""
 
-    rendered: Any
+    rendered: Built | None
     stale: bool
     entry: _Entry | None = field(default=None, repr=False)
 
@@ -165,18 +192,20 @@ class PageReport:
         """The report.html's <style> and <body> content, to embed it unchanged under the page's controls; split
         once per build (a report over hundreds of runs is MBs)."""
         if self.entry is None:
+            if self.rendered is None:
+                return Markup(""), Markup("")
             return report_parts(self.rendered.outputs["report.html"])
         if self.entry.parts is None:
             self.entry.parts = report_parts(self.entry.report.outputs["report.html"])
         return self.entry.parts
 
-    def page(self, key: Any, render: Any) -> bytes:
-        """The page shown for ``key`` (its URL: the page depends on nothing else but this report), rendered once
+    def page(self, url: str, render: Callable[[], bytes]) -> bytes:
+        """The page shown at ``url`` (the page depends on nothing else but this report), rendered once
         per build by ``render()``: a page embeds the report's MBs, and templating them costs more than the rest
         of a view."""
         if self.entry is None:
             return render()
-        key = (key, self.stale)
+        key = (url, self.stale)
         found = self.entry.pages.get(key)
         if found is None:
             found = self.entry.pages[key] = render()
@@ -194,28 +223,28 @@ def report_parts(html: bytes) -> tuple[Markup, Markup]:
 
 class Reports:
     """One app's reports: parsed documents, built reports by query, and the build processes. On
-    ``app.state.reports``; ``close()`` when the app stops."""
+    ``state.Service.reports``; ``close()`` when the app stops."""
 
-    def __init__(self, engine: Any, catalog: Any, catalog_path: str | None) -> None:
+    def __init__(self, engine: Engine, catalog: Catalog, catalog_path: str | None) -> None:
         from accelbench.service import db
 
         self.sessions, self.catalog, self.catalog_path = db.sessionmaker_for(engine), catalog, catalog_path
         self.db_url = engine.url.render_as_string(hide_password=False)  # what a build process connects to
-        self.parsed: dict[str, Any] = {}
-        self.rendered: OrderedDict[tuple, _Entry] = OrderedDict()
-        self.pending: set[tuple] = set()  # queries being built for the cache
-        self.memos: dict[str, OrderedDict[Any, Any]] = {}  # memo(): per kind, least recently used out
+        self.parsed: dict[str, ResultDocument] = {}
+        self.rendered: OrderedDict[Key, _Entry] = OrderedDict()
+        self.pending: set[Key] = set()  # queries being built for the cache
+        self.memos: dict[str, OrderedDict[Hashable, object]] = {}  # memo(): per kind, least recently used out
         self.lock = threading.Lock()
-        self.pool: Any = None
+        self.pool: ProcessPoolExecutor | None = None
         self.closed = False
 
     # -- documents and fingerprints ------------------------------------------------------------------------
-    def documents(self, session: Any, rows: list[Any]) -> list[Any]:
+    def documents(self, session: Session, rows: list[Result]) -> list[ResultDocument]:
         """Stored rows → ResultDocuments, each parsed once per app."""
         return parse_documents(self.parsed, session, rows)
 
     @staticmethod
-    def fingerprint(session: Any, model: str | None) -> tuple[int, int, int]:
+    def fingerprint(session: Session, model: str | None) -> Fingerprint:
         found = queries.fingerprint(session, model)
         if not found[0]:
             raise ApiError(
@@ -223,14 +252,15 @@ class Reports:
             )
         return found
 
-    def memo(self, kind: str, key: Any, compute: Any, keep: int = MEMO_MAX) -> Any:
+    def memo(self, kind: str, key: Hashable, compute: Callable[[], T], keep: int = MEMO_MAX) -> T:
         """``compute()`` once per ``key`` of ``kind`` (the ``keep`` latest kept): what depends only on stored
-        documents, which never change (a history's per-run figures, its plot for the same points)."""
+        documents, which never change (a history's per-run figures, its plot for the same points). One kind
+        always computes values of one type."""
         with self.lock:
             memo = self.memos.setdefault(kind, OrderedDict())
             if key in memo:
                 memo.move_to_end(key)
-                return memo[key]
+                return cast(T, memo[key])  # what compute() returned for this kind
         value = compute()
         with self.lock:
             memo[key] = value
@@ -239,14 +269,14 @@ class Reports:
         return value
 
     # -- the cache -----------------------------------------------------------------------------------------
-    def _get(self, key: tuple) -> _Entry | None:
+    def _get(self, key: Key) -> _Entry | None:
         with self.lock:
             entry = self.rendered.get(key)
             if entry is not None:
                 self.rendered.move_to_end(key)
             return entry
 
-    def _put(self, key: tuple, fingerprint: tuple, report: Any) -> _Entry:
+    def _put(self, key: Key, fingerprint: Fingerprint, report: Built) -> _Entry:
         with self.lock:
             entry = self.rendered.get(key)
             if entry is None or entry.fingerprint != fingerprint:
@@ -257,15 +287,17 @@ class Reports:
             return entry
 
     # -- building --------------------------------------------------------------------------------------------
-    def exact(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...] = ()) -> Any:
+    def exact(self, session: Session, options: ReportOptions, model: str | None,
+              formats: tuple[str, ...] = ()) -> Built:  # fmt: skip
         """The report of exactly what is stored (``render_report``, what ``accelbench report`` calls): unknown
         model → 404, a bad option (unknown target id, percentile) → 422. Built once per (query, what is stored):
         (how many, the newest id, the sum of ids) of the visible results changes with a push or a hide."""
         return self._exact(session, options, model, formats).report
 
-    def _exact(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> _Entry:
+    def _exact(self, session: Session, options: ReportOptions, model: str | None,
+               formats: tuple[str, ...]) -> _Entry:  # fmt: skip
         fingerprint = self.fingerprint(session, model)
-        key = (model, repr(options), formats)
+        key: Key = (model, repr(options), formats)
         entry = self._get(key)
         if entry is not None and entry.fingerprint == fingerprint:
             return entry
@@ -284,7 +316,8 @@ class Reports:
                 return self._put(key, built_at, built)
         return self._put(key, fingerprint, self._build_here(session, options, model, formats))
 
-    def _build_here(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...]) -> Any:
+    def _build_here(self, session: Session, options: ReportOptions, model: str | None,
+                    formats: tuple[str, ...]) -> RenderedReport:  # fmt: skip
         rows = queries.stored_rows(session, model=model)
         try:
             return render_report(self.documents(session, rows), self.catalog, options, formats=formats)
@@ -293,13 +326,13 @@ class Reports:
         except Exception as err:  # noqa: BLE001 - a stored document the report cannot take: one line, logged
             raise ApiError(422, problem_line(err, model or "(all)")) from None
 
-    def for_page(self, session: Any, options: Any, model: str | None, formats: tuple[str, ...] = (),
-                 wait: bool = True) -> PageReport:  # fmt: skip
+    def for_page(self, session: Session, options: ReportOptions, model: str | None,
+                 formats: tuple[str, ...] = (), wait: bool = True) -> PageReport:  # fmt: skip
         """The pages' report: the fresh one when built; else the last one built for the same query (``stale``)
         while a build process builds the fresh one, so no page view waits for a rebuild after a push; with
         nothing built yet, built now (``wait``, or a small model) or in the background (``rendered`` None)."""
         fingerprint = self.fingerprint(session, model)
-        key = (model, repr(options), formats)
+        key: Key = (model, repr(options), formats)
         entry = self._get(key)
         if entry is not None and entry.fingerprint == fingerprint:
             return PageReport(entry.report, False, entry)
@@ -309,15 +342,14 @@ class Reports:
         entry = self._exact(session, options, model, formats)
         return PageReport(entry.report, False, entry)
 
-    def _submit(self, options: Any, model: str | None, formats: tuple[str, ...],
-                debounce_s: float) -> tuple[Any, Any]:  # fmt: skip
+    def _submit(self, options: ReportOptions, model: str | None, formats: tuple[str, ...],
+                debounce_s: float) -> tuple[ProcessPoolExecutor, Future[Answer]]:  # fmt: skip
         """(the pool, the future of ``_build_in_child``) in a build process."""
         with self.lock:
             if self.closed:
                 raise ApiError(503, "the server is stopping")
             if self.pool is None:
                 import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
 
                 self.pool = ProcessPoolExecutor(
                     max_workers=BUILD_PROCESSES, mp_context=multiprocessing.get_context("spawn"),
@@ -330,17 +362,17 @@ class Reports:
             self._drop_pool(pool)
             raise
 
-    def _drop_pool(self, pool: Any) -> None:
+    def _drop_pool(self, pool: ProcessPoolExecutor) -> None:
         """Forget a broken pool so that the next build starts a new one."""
         with self.lock:
             if self.pool is pool:
                 self.pool = None
         pool.shutdown(wait=False, cancel_futures=True)
 
-    def schedule(self, options: Any, model: str | None, formats: tuple[str, ...]) -> None:
+    def schedule(self, options: ReportOptions, model: str | None, formats: tuple[str, ...]) -> None:
         """Build this query's report in a build process (once at a time per query; again when results arrived
         during the build), and keep it where ``for_page`` finds it."""
-        key = (model, repr(options), formats)
+        key: Key = (model, repr(options), formats)
         with self.lock:
             if key in self.pending or self.closed:
                 return
@@ -352,7 +384,7 @@ class Reports:
                 self.pending.discard(key)
             return
 
-        def done(fut: Any) -> None:
+        def done(fut: Future[Answer]) -> None:
             with self.lock:
                 self.pending.discard(key)
                 closed = self.closed
@@ -394,13 +426,22 @@ class Reports:
         with self.lock:
             pool, self.pool, self.closed = self.pool, None, True
         if pool is not None:
-            for proc in list(getattr(pool, "_processes", {}).values()):
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):  # a private map: may go
                 proc.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
 
 
 # -- the build process -------------------------------------------------------------------------------------------
-_BUILDER: dict[str, Any] = {}  # in a build process only: its engine, catalog and parsed documents
+@dataclass
+class _Builder:
+    """A build process's own engine, catalog and parsed documents."""
+
+    engine: Engine
+    catalog: Catalog
+    parsed: dict[str, ResultDocument] = field(default_factory=dict)
+
+
+_BUILDER: _Builder | None = None  # in a build process only
 
 
 def _start_builder(db_url: str, catalog_path: str | None) -> None:
@@ -408,28 +449,31 @@ def _start_builder(db_url: str, catalog_path: str | None) -> None:
     from accelbench.hardware.catalog import load_catalog
     from accelbench.service import db
 
+    global _BUILDER
     with contextlib.suppress(OSError):
         os.nice(NICE)
-    _BUILDER.update(engine=db.make_engine(db_url), catalog=load_catalog(catalog_path), parsed={})
+    _BUILDER = _Builder(db.make_engine(db_url), load_catalog(catalog_path))
 
 
-def _build_in_child(options: Any, model: str | None, formats: tuple[str, ...],
-                    debounce_s: float) -> tuple[tuple, BuiltReport | Problem]:  # fmt: skip
+def _build_in_child(options: ReportOptions, model: str | None, formats: tuple[str, ...],
+                    debounce_s: float) -> Answer:  # fmt: skip
     """In a build process: (fingerprint, the report) or (fingerprint, the problem)."""
     import time
 
     from accelbench.service import db
 
     time.sleep(debounce_s)
-    with db.sessionmaker_for(_BUILDER["engine"])() as session:
+    builder = _BUILDER
+    assert builder is not None, "_start_builder runs first in every build process"
+    with db.sessionmaker_for(builder.engine)() as session:
         fingerprint = queries.fingerprint(session, model)
         if not fingerprint[0]:
             return fingerprint, Problem(
                 404, f"no results stored for model {model!r}" if model else "no results"
             )
         try:
-            docs = parse_documents(_BUILDER["parsed"], session, queries.stored_rows(session, model=model))
-            rendered = render_report(docs, _BUILDER["catalog"], options, formats=formats)
+            docs = parse_documents(builder.parsed, session, queries.stored_rows(session, model=model))
+            rendered = render_report(docs, builder.catalog, options, formats=formats)
         except BadInputError as err:
             return fingerprint, Problem(422, str(err))
         except Exception as err:  # noqa: BLE001 - shown as the page's one line; the traceback to the log
@@ -438,7 +482,7 @@ def _build_in_child(options: Any, model: str | None, formats: tuple[str, ...],
     return fingerprint, BuiltReport(data, dict(rendered.outputs), rendered.json_text)
 
 
-def default_page_options() -> Any:
+def default_page_options() -> ReportOptions:
     """The options the report page has with no query (``report_options``' defaults)."""
     return report_options(price=[], project=[])
 

@@ -6,6 +6,7 @@ of the options, so changing the SLO is a plain form submit; ``/report.html`` ser
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,6 +18,8 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from accelbench.reports import formatting
+from accelbench.reports.options import ReportOptions
+from accelbench.reports.rows import ReportRow
 from accelbench.service import history as hist
 from accelbench.service import queries, tables, views
 from accelbench.service.auth import (
@@ -31,15 +34,16 @@ from accelbench.service.auth import (
     session_cookie,
     start_session,
 )
-from accelbench.service.deps import get_session
+from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError
+from accelbench.service.models import Result
+from accelbench.service.state import service
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.filters.update(formatting.FILTERS)
 Reader = Annotated[Principal, Depends(require("read", public=True))]
-Session = Annotated[Any, Depends(get_session)]
-Options = Annotated[Any, Depends(views.report_options)]
+Options = Annotated[ReportOptions, Depends(views.report_options)]
 PERCENTILES = ("50", "90", "95", "99", "99.9")
 Format = Annotated[Literal["html", "csv"], Query(description="csv: download the table named by `table`")]
 TableId = Annotated[str, Query(max_length=40, description="which table of the page to download as CSV")]
@@ -47,7 +51,9 @@ PER_PAGE = 50
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
-    return templates.TemplateResponse(request, name, context)
+    page = templates.TemplateResponse(request, name, context)
+    assert isinstance(page, HTMLResponse)  # Starlette's _TemplateResponse
+    return page
 
 
 def _csv(page_tables: list[tables.PageTable], table: str, name: str) -> Response:
@@ -60,17 +66,32 @@ def _csv(page_tables: list[tables.PageTable], table: str, name: str) -> Response
                     headers={"Content-Disposition": f'attachment; filename="{name}-{found.id}.csv"'})  # fmt: skip
 
 
-def _host_labels(rows: list[Any]) -> dict[str, str]:
+def _host_labels(rows: list[Result]) -> dict[str, str]:
     """Content hash → the host as people read it (CPU, GPUs): the label of its probe, copied out at ingest."""
     return {row.content_hash: row.host_label for row in rows if row.host_label}
 
 
+@dataclass(frozen=True)
+class ModelOverview:
+    """One model on the dashboard: where it is measured and projected, and the cheapest row at the defaults."""
+
+    model: str
+    measured: list[str] = field(default_factory=list)  # target ids
+    projected: list[str] = field(default_factory=list)
+    best: ReportRow | None = None  # rank 1
+    problem: str | None = None  # why its report could not be built (one line)
+
+    @classmethod
+    def of(cls, model: str, rows: list[ReportRow]) -> ModelOverview:
+        return cls(model, measured=sorted({r.target for r in rows if r.status == "measured"}),
+                   projected=sorted({r.target for r in rows if r.status == "projected"}),
+                   best=next((r for r in rows if r.rank == 1), None))  # fmt: skip
+
+
 @router.get("/", response_class=HTMLResponse)
-def dashboard(request: Request, session: Session, _who: Reader,
+def dashboard(request: Request, session: DbSession, _who: Reader,
               fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "latest") -> Response:  # fmt: skip
     """Models, targets, the latest results, and per model what is measured and what is projected."""
-    from accelbench.reports.build import ReportOptions
-
     models, targets = queries.models_and_targets(session)
     latest_rows, total = queries.list_results(session, {}, 20, 0)
     latest = tables.results_table([queries.summary(r) for r in latest_rows], _host_labels(latest_rows))
@@ -81,20 +102,13 @@ def dashboard(request: Request, session: Session, _who: Reader,
     for model in models:
         try:  # each model in its own guard: one bad series is one error line, never a 500 for the page
             # precomputed on ingest (Reports.after_push) or being built now; only a small model is built here
-            rendered = request.app.state.reports.for_page(
-                session, ReportOptions(), model, wait=False
-            ).rendered
+            rendered = service(request).reports.for_page(session, ReportOptions(), model, wait=False).rendered
             if rendered is None:
                 raise ApiError(503, "its report is being prepared; reload in a moment")
         except Exception as err:  # noqa: BLE001 - e.g. only results without a target; logged when unexpected
-            overview.append({"model": model, "measured": [], "projected": [], "best": None,
-                             "problem": views.problem_line(err, model)})  # fmt: skip
+            overview.append(ModelOverview(model, problem=views.problem_line(err, model)))
             continue
-        rows = rendered.data.rows
-        best = next((r for r in rows if r["rank"] == 1), None)
-        overview.append({"model": model, "measured": sorted({r["target"] for r in rows if r["status"] == "measured"}),
-                         "projected": sorted({r["target"] for r in rows if r["status"] == "projected"}),
-                         "best": best})  # fmt: skip
+        overview.append(ModelOverview.of(model, rendered.data.rows))
     # a history is one (model, target, precision) series; results without a target have none
     series = queries.series(session)
     return _page(request, "dashboard.html", models=overview, targets=targets, latest=latest, total=total,
@@ -104,7 +118,7 @@ def dashboard(request: Request, session: Session, _who: Reader,
 @router.get("/results", response_class=HTMLResponse)
 def results_page(
     request: Request,
-    session: Session,
+    session: DbSession,
     _who: Reader,
     fmt: Annotated[Format, Query(alias="format")] = "html",
     table: TableId = "results",
@@ -121,8 +135,8 @@ def results_page(
     """Every stored result, newest first, filtered and paged (the ``created_at`` index keeps a page cheap at
     any size); each row links to its result page. ``format=csv`` downloads the page's rows."""
     chosen = {"model": model, "target": target, "precision": precision, "host": host, "origin": origin}
-    filters: dict[str, Any] = {**chosen,
-                               "since": _day(since), "until": _day(until + timedelta(days=1)) if until and until < date.max else None}  # fmt: skip
+    filters: queries.Filters = {**chosen, "since": _day(since),
+                                "until": _day(until + timedelta(days=1)) if until and until < date.max else None}  # fmt: skip
     rows, total = queries.list_results(session, filters, per_page, (page - 1) * per_page)
     listing = tables.results_table([queries.summary(r) for r in rows], _host_labels(rows))
     if fmt == "csv":
@@ -147,19 +161,20 @@ def _day(day: date | None) -> datetime | None:
 
 
 @router.get("/report", response_class=HTMLResponse)
-def report_page(request: Request, session: Session, _who: Reader, options: Options,
+def report_page(request: Request, session: DbSession, _who: Reader, options: Options,
                 model: Annotated[str, Query(min_length=1, max_length=200)],
                 fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "ranking") -> Response:  # fmt: skip
     """One model's report with SLO, percentile, price-basis and baseline controls (a GET form). Each ranking
     row links to the result documents behind it; ``format=csv&table=results`` is the report's results.csv.
     After a push it shows the report built before it until the background build with the new results is ready."""
-    page = request.app.state.reports.for_page(session, options, model, formats=("html",))
+    page = service(request).reports.for_page(session, options, model, formats=("html",))
     rendered = page.rendered
-    ranked = sorted((r for r in rendered.data.rows if r["model"] == model),
-                    key=lambda r: (r["rank"] is None, r["rank"] or 0, r["target"], r["precision"]))  # fmt: skip
-    links = {(r["target"], r["precision"]): "/results?" + urlencode({"model": model, "target": r["target"],
-                                                                      "precision": r["precision"]})
-             for r in ranked if r["status"] == "measured"}  # fmt: skip
+    assert rendered is not None  # for_page waits for a report never built before
+    ranked = sorted((r for r in rendered.data.rows if r.model == model),
+                    key=lambda r: (r.rank is None, r.rank or 0, r.target, r.precision))  # fmt: skip
+    links = {(r.target, r.precision): "/results?" + urlencode({"model": model, "target": r.target,
+                                                                "precision": r.precision})
+             for r in ranked if r.status == "measured"}  # fmt: skip
     ranking = tables.ranking_table(ranked, links)
     if fmt == "csv":
         if table == "results":
@@ -173,30 +188,30 @@ def report_page(request: Request, session: Session, _who: Reader, options: Optio
 
     def render() -> bytes:
         style, body = page.parts()
-        return _page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
+        return bytes(_page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
                      body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
-                     targets=sorted(request.app.state.catalog.targets), query=request.url.query,
-                     stale=page.stale).body  # fmt: skip
+                     targets=sorted(service(request).catalog.targets), query=request.url.query,
+                     stale=page.stale).body)  # fmt: skip
 
     return HTMLResponse(page.page(str(request.url), render))
 
 
 @router.get("/report.html")
-def report_file(request: Request, session: Session, _who: Reader, options: Options,
+def report_file(request: Request, session: DbSession, _who: Reader, options: Options,
                 model: Annotated[str | None, Query(max_length=200)] = None) -> Response:  # fmt: skip
     """Exactly the report.html ``accelbench report`` writes for the same documents and options."""
-    rendered = request.app.state.reports.exact(session, options, model, formats=("html",))
+    rendered = service(request).reports.exact(session, options, model, formats=("html",))
     return Response(rendered.outputs["report.html"], media_type="text/html; charset=utf-8")
 
 
 @router.get("/results/{content_hash}", response_class=HTMLResponse)
-def result_page(request: Request, content_hash: str, session: Session, _who: Reader,
+def result_page(request: Request, content_hash: str, session: DbSession, _who: Reader,
                 fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "steps") -> Response:  # fmt: skip
     """One result: host summary (the full probe behind a disclosure), provenance, accuracy, every step with
     its intervals, verdict, reasons and attempts, and the variant manifest when it was pushed."""
     row = queries.get_result(session, content_hash)
     detail = queries.detail(row, session)
-    doc = request.app.state.reports.documents(session, [row])[0]
+    doc = service(request).reports.documents(session, [row])[0]
     page_tables = [tables.steps_table(doc.steps), tables.attempts_table(doc.steps),
                    tables.accuracy_table(detail["document"].get("accuracy")),
                    tables.probe_table(detail["provenance"].get("host"))]  # fmt: skip
@@ -208,7 +223,7 @@ def result_page(request: Request, content_hash: str, session: Session, _who: Rea
 
 
 @router.get("/history", response_class=HTMLResponse)
-def history_page(request: Request, session: Session, _who: Reader, options: Options,
+def history_page(request: Request, session: DbSession, _who: Reader, options: Options,
                  model: Annotated[str, Query(min_length=1, max_length=200)],
                  target: Annotated[str, Query(min_length=1, max_length=100)],
                  precision: Annotated[str, Query(min_length=1, max_length=20)],
@@ -217,23 +232,22 @@ def history_page(request: Request, session: Session, _who: Reader, options: Opti
     from accelbench.reports.capacity import percentile_key
     from accelbench.reports.plots import trend_chart
 
-    reports = request.app.state.reports
+    reports = service(request).reports
     data = hist.history(reports, session, options, model, target, precision)
-    runs = tables.history_table(data["runs"])
+    runs = tables.history_table(data.runs)
     if fmt == "csv":
         return _csv([runs], table, "history")
-    points = [{"label": (r["created_at"] or r["received_at"] or "")[:16].replace("T", " "),
-               "capacity_rps": r["capacity_rps"], "latency_us": r["latency_us"],
-               "flagged": bool(r["change"] and r["change"]["regression"])} for r in data["runs"]]  # fmt: skip
+    points = [{"label": r.label, "capacity_rps": r.capacity_rps, "latency_us": r.latency_us,
+               "flagged": r.regression} for r in data.runs]  # fmt: skip
     key = percentile_key(options.percentile)
-    gen = [r["generative"] for r in data["runs"] if r.get("generative")]
+    gen = [(r, r.generative) for r in data.runs if r.generative is not None]
     if gen:  # a generative series: output tokens/s and TTFT / TPOT p99 per run
-        gen_points = [{"label": (r["created_at"] or r["received_at"] or "")[:16].replace("T", " "),
-                       "capacity_rps": g["output_tokens_per_s"], "latency_us": (g["ttft_p99_ms"] or 0) * 1000,
-                       "tpot_us": (g["tpot_p99_ms"] or 0) * 1000, "flagged": False}
-                      for r, g in ((r, r["generative"]) for r in data["runs"] if r.get("generative"))]  # fmt: skip
-        title = (f"{model} on {target} at {precision}: TTFT p99 ≤ {gen[0]['ttft_objective_ms']:g} ms, "
-                 f"TPOT p99 ≤ {gen[0]['tpot_objective_ms']:g} ms")  # fmt: skip
+        gen_points = [{"label": r.label, "capacity_rps": g.output_tokens_per_s,
+                       "latency_us": (g.ttft_p99_ms or 0) * 1000, "tpot_us": (g.tpot_p99_ms or 0) * 1000,
+                       "flagged": False} for r, g in gen]  # fmt: skip
+        first = gen[0][1]
+        title = (f"{model} on {target} at {precision}: TTFT p99 ≤ {first.ttft_objective_ms:g} ms, "
+                 f"TPOT p99 ≤ {first.tpot_objective_ms:g} ms")  # fmt: skip
         svg = reports.memo("trend", (title, repr(gen_points)),
                            lambda: trend_chart(title, gen_points, "TTFT p99", generative=True))  # fmt: skip
         return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
@@ -253,7 +267,7 @@ def login(request: Request, token: Annotated[str, Form(max_length=200)]) -> Resp
     """Check a read or admin token and start a server-side session: the cookie holds the session id (HttpOnly,
     SameSite=Strict, Max-Age; ``__Host-`` and Secure over TLS), never the token. Runner and push tokens are
     refused: they belong to machines, and a browser session must not be able to act as one."""
-    with request.app.state.sessions() as session:
+    with service(request).sessions() as session:
         principal = lookup(session, token.strip())
         if principal is None or principal.scope not in LOGIN_SCOPES:
             why = ("that token is unknown, revoked, or may not read" if principal is None else
@@ -274,7 +288,7 @@ def logout(request: Request) -> Response:
     """End the session on the server (the id is dead even if the cookie were kept) and drop the cookie."""
     sid = session_cookie(request)
     if sid:
-        with request.app.state.sessions() as session:
+        with service(request).sessions() as session:
             end_session(session, sid)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")

@@ -7,6 +7,8 @@ Create Date: 2026-12-01
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -16,7 +18,7 @@ branch_labels = None
 depends_on = None
 
 
-def _when(name: str, nullable: bool = True) -> sa.Column:
+def _when(name: str, nullable: bool = True) -> sa.Column[datetime]:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=nullable)
 
 
