@@ -192,7 +192,9 @@ def _check(case: str, files: dict[str, bytes]) -> None:
     expected = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     assert sorted(files) == sorted(expected), f"{case}: the report's files changed"
     for name in sorted(files):
-        assert files[name] == expected[name], f"{case}/{name} differs from its golden (tests/data/reports/golden/{case}/{name})"
+        assert files[name] == expected[name], (
+            f"{case}/{name} differs from its golden (tests/data/reports/golden/{case}/{name})"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ the tests
