@@ -70,9 +70,11 @@ def latency_vs_throughput(data: ReportData) -> str:
             f"{model}: {key} latency vs throughput", "throughput (requests/s)", f"{key} latency (ms)"
         )
         for (m, precision, tid), group in data.groups.items():
+            if m != model:
+                continue
             pts = sorted(
-                p for _, s in group.steps()
-                if m == model and step_usable(s) and latency_at(s, key) is not None and (p := _point(s, key))
+                p for s in group.steps_only()
+                if step_usable(s) and latency_at(s, key) is not None and (p := _point(s, key))
             )  # fmt: skip
             if pts:
                 ax.errorbar(pts, colors[tid])
