@@ -132,6 +132,18 @@ def test_a_trend_title_with_markup_and_hundreds_of_runs():
     assert trend_chart(title, runs, "p99") == trend_chart(title, [dict(r) for r in runs], "p99")
 
 
+def test_absurd_but_finite_numbers_still_draw():
+    """Numbers at the edge of the float range (valid in a document) give a plot, not an OverflowError."""
+    runs = [{"label": "a", "capacity_rps": 1.7e308, "latency_us": 5e-324, "flagged": True},
+            {"label": "b", "capacity_rps": 10.0, "latency_us": 1e3, "flagged": False}]  # fmt: skip
+    svg = trend_chart("absurd", runs, "p99")
+    assert "nan" not in svg and "inf" not in svg
+    for values in ([1e-300, 1.7e308], [1.7e308], [5e-324]):
+        for log in (True, False):
+            scale = domain(values, log)
+            assert math.isfinite(scale.lo) and math.isfinite(scale.hi) and len(scale.ticks()) >= 2
+
+
 # ------------------------------------------------------------------------------------------------ the ticks
 @pytest.mark.parametrize(
     ("lo", "hi", "labels"),

@@ -47,8 +47,10 @@ class Scale:
 
 def domain(values: Iterable[float], log: bool, margin: float = 0.05) -> Scale:
     """The scale that shows every value of ``values`` (non-finite ones, and non-positive ones on a log axis,
-    cannot be drawn and are left out) with ``margin`` of the span free on each side."""
-    t = [math.log10(v) if log else v for v in values if math.isfinite(v) and (v > 0 or not log)]
+    cannot be drawn and are left out) with ``margin`` of the span free on each side. Values beyond ±10³⁰⁰
+    (beyond 10⁻²⁵⁰ to 10²⁵⁰ on a log axis) count as those bounds: the margins stay within float range."""
+    shown = [v for v in values if math.isfinite(v) and (v > 0 or not log)]
+    t = [max(-250.0, min(250.0, math.log10(v))) if log else max(-1e300, min(1e300, v)) for v in shown]
     if not t:
         return Scale(1.0, 10.0, True) if log else Scale(0.0, 1.0)
     lo, hi = min(t), max(t)
