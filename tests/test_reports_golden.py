@@ -7,11 +7,9 @@ for byte, and results.parquet by content (its schema and rows: the file's bytes 
 wrote it). Together the cases exercise measured, projected (published, calibrated, assumed), owned-device,
 repeated, imported, generative and compared rows.
 
-The plots are matplotlib SVGs, under plots/ and the same bytes inline in report.html (checked), so the goldens
-keep them once, in report.html. Their path data is matplotlib's (and numpy's) arithmetic, which can legitimately
-change between versions: they are compared byte for byte when the installed matplotlib and numpy are the
-versions that wrote the goldens (VERSIONS.json), and otherwise by their texts (titles, labels, legends, ticks,
-in order), with the rest of report.html still byte for byte.
+The plots are SVGs written directly (reports/svg.py, no plotting library), under plots/ and the same bytes
+inline in report.html (checked), so the goldens keep them once, in report.html, compared byte for byte with
+the rest of the page.
 
 To rewrite the goldens (only for a change meant to change the report, never for a refactor):
 ``ACCELBENCH_UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/test_reports_golden.py``.
@@ -22,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -155,18 +152,6 @@ def _run(*args: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- what we compare
-_SVG = re.compile(r"<svg\b.*?</svg>", re.DOTALL)
-
-
-def _svg_texts(svg: str) -> str:
-    """What a plot says, without where matplotlib draws it: its texts in order."""
-    return "\n".join(t.strip() for t in re.findall(r"<text\b[^>]*>([^<]*)</text>", svg) if t.strip())
-
-
-def _plots_as_texts(text: str) -> str:
-    return _SVG.sub(lambda m: "<svg>" + _svg_texts(m.group(0)) + "</svg>", text)
-
-
 def _parquet_content(path: Path) -> str:
     import pyarrow.parquet as pq
 
@@ -195,33 +180,21 @@ def _outputs(out: Path) -> dict[str, bytes]:
     return files
 
 
-def _library_versions() -> dict[str, str]:
-    import matplotlib
-    import numpy
-
-    return {"matplotlib": matplotlib.__version__, "numpy": numpy.__version__}
-
-
 def _check(case: str, files: dict[str, bytes]) -> None:
-    """``files`` against the case's goldens: the same names, the same bytes (plots: see the module docstring)."""
+    """``files`` against the case's goldens: the same names, the same bytes."""
     folder = GOLDEN / case
     if UPDATE:
         shutil.rmtree(folder, ignore_errors=True)
         for name, data in files.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
-        (GOLDEN / "VERSIONS.json").write_text(
-            json.dumps(_library_versions(), indent=2, sort_keys=True) + "\n"
-        )
         return
     expected = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     assert sorted(files) == sorted(expected), f"{case}: the report's files changed"
-    same_plots = json.loads((GOLDEN / "VERSIONS.json").read_text()) == _library_versions()
     for name in sorted(files):
-        got, want = files[name], expected[name]
-        if not same_plots and name.endswith(".html"):
-            got, want = (_plots_as_texts(x.decode()).encode() for x in (got, want))
-        assert got == want, f"{case}/{name} differs from its golden (tests/data/reports/golden/{case}/{name})"
+        assert files[name] == expected[name], (
+            f"{case}/{name} differs from its golden (tests/data/reports/golden/{case}/{name})"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ the tests

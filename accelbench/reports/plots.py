@@ -1,14 +1,12 @@
-"""The three report plots as SVG text (matplotlib, Agg), identical bytes for identical input.
+"""The report's plots as SVG text, written directly (reports/svg.py; no plotting library, so a report over
+hundreds of runs draws them in milliseconds), identical bytes for identical input.
 
-Determinism: a fixed ``svg.hashsalt`` (clip-path ids), no ``Date`` metadata, text kept as text, and
-every series drawn in sorted order. One colour per target and one marker per precision in every plot;
-filled markers are measured, hollow ones projected.
+One colour per target and one marker per precision in every plot; filled markers are measured, hollow ones
+projected. Every series is drawn in sorted order. Model and target names are drawn as written.
 """
 
 from __future__ import annotations
 
-import io
-import re
 from typing import TYPE_CHECKING, Any
 
 from accelbench.documents import Step
@@ -21,87 +19,41 @@ from accelbench.reports.capacity import (
     step_throughput_interval,
     step_usable,
 )
+from accelbench.reports.svg import TAB10, Bar, ErrorBar, Figure, Style
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-    from matplotlib.typing import RcKeyType
-
     from accelbench.reports.build import ReportData
     from accelbench.reports.llm_report import GenerativeReport
 
-_STYLE: dict[RcKeyType, Any] = {
-    "svg.hashsalt": "accelbench-report",
-    "svg.fonttype": "none",
-    "font.family": "DejaVu Sans",
-    "font.size": 9,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    # every text is drawn as given: a model or target name with '$' (mathtext) must not break a plot
-    "text.parse_math": False,
-}
 _MARKERS = {"int8": "o", "fp8": "P", "fp16": "^", "bf16": "v", "tf32": "D", "fp32": "s"}
-_LINES = {"int8": "-", "fp32": "--"}
+_LINES = {"int8": "solid", "fp32": "dashed"}
+_SLO = Style("red", None, line="dotted", width=1.2)
 
 
-def _svg(fig: Figure) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
-    text = buf.getvalue()
-    text = text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE so it can sit inside HTML
-    # the RDF metadata block names four namespace URLs; nothing in a self-contained report should
-    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, count=1, flags=re.DOTALL)
-
-
-def _figure(nrows: int = 1, width: float = 7.5, height: float = 3.6) -> tuple[Figure, list[Axes]]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    matplotlib.rcParams.update(_STYLE)
-    fig, axes = plt.subplots(nrows, 1, figsize=(width, height * nrows), squeeze=False)
-    fig.subplots_adjust(hspace=0.45)  # room for the x label above the next panel's title
-    return fig, [row[0] for row in axes]
-
-
-def _colors(data: ReportData) -> dict[str, Any]:
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    return {tid: cmap(i % 10) for i, tid in enumerate(sorted(data.targets))}
+def _colors(names: list[str]) -> dict[str, str]:
+    return {name: TAB10[i % len(TAB10)] for i, name in enumerate(sorted(names))}
 
 
 def _models(data: ReportData) -> list[str]:
     return sorted({r.model for r in data.rows})
 
 
-def _legend(ax: Axes) -> None:
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+def _ends(value: float, low: float | None, high: float | None) -> tuple[float, float]:
+    """An error bar's ends: an open end is drawn to the point itself (no bar where nothing bounds it); a
+    batch-means interval can reach below zero, so on log axes the bar stops at a tenth of the value."""
+    return max(0.1 * value, min(value, low or value)), max(value, high or value)
 
 
-Bounds = tuple[float, float]  # (low, high) of an error bar
-
-
-def _point(step: Step, key: str) -> tuple[float, float, Bounds, Bounds] | None:
-    """(throughput, latency ms, throughput interval, latency interval): the error bars of one measured step;
-    an open upper end is drawn to the point itself (no bar where nothing bounds it). None without both."""
+def _point(step: Step, key: str) -> ErrorBar | None:
+    """(throughput, latency ms, and the two 95 % intervals' ends) of one measured step; None without both."""
     thr = step_throughput_interval(step) or {}
     value, low, high = step_latency_interval(step, key)
     if step.throughput_rps is None or value is None:
         return None
-    rps = float(step.throughput_rps)
-    return (rps, value / 1000.0, (thr.get("low") or rps, thr.get("high") or rps),
-            ((low or value) / 1000.0, (high or value) / 1000.0))  # fmt: skip
-
-
-def _err(values: list[float], bounds: list[Bounds]) -> list[list[float]]:
-    # a batch-means interval can reach below zero; on log axes the bar stops at a tenth of the value
-    return [[min(0.9 * v, max(0.0, v - lo)) for v, (lo, _) in zip(values, bounds, strict=True)],
-            [max(0.0, hi - v) for v, (_, hi) in zip(values, bounds, strict=True)]]  # fmt: skip
+    rps, ms = float(step.throughput_rps), value / 1000.0
+    x_ends = _ends(rps, thr.get("low"), thr.get("high"))
+    y_ends = _ends(ms, low and low / 1000.0, high and high / 1000.0)
+    return (rps, ms, *x_ends, *y_ends)
 
 
 def latency_vs_throughput(data: ReportData) -> str:
@@ -109,22 +61,26 @@ def latency_vs_throughput(data: ReportData) -> str:
     error bars, projected points, and the SLO line."""
     opts = data.options
     key = percentile_key(opts.percentile)
-    colors = _colors(data)
+    colors = _colors(list(data.targets))
     models = _models(data)
-    fig, axes = _figure(len(models))
-    for ax, model in zip(axes, models, strict=True):
-        drawn = False
+    fig = Figure(f"{key} latency against throughput per target and precision, measured and projected, with the "
+                 f"SLO of {opts.slo_ms:g} ms: {', '.join(models)}")  # fmt: skip
+    for model in models:
+        ax = fig.axes(
+            f"{model}: {key} latency vs throughput", "throughput (requests/s)", f"{key} latency (ms)"
+        )
         for (m, precision, tid), group in data.groups.items():
+            if m != model:
+                continue
             pts = sorted(
-                p for _, s in group.steps()
-                if m == model and step_usable(s) and latency_at(s, key) is not None and (p := _point(s, key))
+                p for s in group.steps_only()
+                if step_usable(s) and latency_at(s, key) is not None and (p := _point(s, key))
             )  # fmt: skip
             if pts:
-                drawn = True
-                x, y, xerr, yerr = (list(v) for v in zip(*pts, strict=True))
-                ax.errorbar(x, y, xerr=_err(x, xerr), yerr=_err(y, yerr), color=colors[tid], capsize=2,
-                            elinewidth=0.8, marker=_MARKERS.get(precision, "o"), linestyle=_LINES.get(precision, "-"),
-                            label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
+                ax.errorbar(pts, colors[tid])
+                ax.line([p[:2] for p in pts], Style(colors[tid], _MARKERS.get(precision, "o"),
+                                                    line=_LINES.get(precision, "solid")),
+                        label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
         for row in data.rows:
             if (
                 row.model == model
@@ -132,49 +88,38 @@ def latency_vs_throughput(data: ReportData) -> str:
                 and row.capacity_rps
                 and row.latency_us is not None
             ):
-                drawn = True
-                ax.plot([row.capacity_rps], [row.latency_us / 1000.0], color=colors[row.target],
-                        marker=_MARKERS.get(row.precision, "o"), fillstyle="none", linestyle="none",
+                ax.line([(row.capacity_rps, row.latency_us / 1000.0)],
+                        Style(colors[row.target], _MARKERS.get(row.precision, "o"), filled=False, line=None),
                         label=f"{row.target} {row.precision} (projected)")  # fmt: skip
-        ax.axhline(
-            opts.slo_ms, color="red", linestyle=":", linewidth=1.2, label=f"SLO {key} {opts.slo_ms:g} ms"
-        )
-        if drawn:  # log axes need data: a model with no usable step and no projection keeps linear axes
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-        ax.set_xlabel("throughput (requests/s)")
-        ax.set_ylabel(f"{key} latency (ms)")
-        ax.set_title(f"{model}: {key} latency vs throughput", fontsize=9)
-        _legend(ax)
-    return _svg(fig)
+        # log axes need data: a model with no usable step and no projection keeps linear axes
+        ax.xlog = ax.ylog = bool(ax.lines)
+        ax.ref("h", opts.slo_ms, _SLO, f"SLO {key} {opts.slo_ms:g} ms")
+    return fig.svg()
 
 
 def cost_vs_baseline(data: ReportData) -> str:
     """Per model: cost per million requests of every row that has one; projected hatched; baseline outlined red."""
-    colors = _colors(data)
+    colors = _colors(list(data.targets))
     models = [m for m in _models(data) if any(r.model == m and r.cost_per_million_usd for r in data.rows)]
-    heights = [sum(1 for r in data.rows if r.model == m and r.cost_per_million_usd) for m in models]
-    fig, axes = _figure(len(models) or 1, height=max(2.0, 0.28 * max(heights or [1]) + 1.0))
-    for ax, model in zip(axes, models, strict=False):
+    fig = Figure(
+        f"Cost per million requests at the SLO per target and precision, log scale: {', '.join(models)}"
+    )
+    for model in models:
         costs = [(r, r.cost_per_million_usd) for r in data.rows
                  if r.model == model and r.cost_per_million_usd is not None]  # fmt: skip
         costs.sort(key=lambda rc: (-rc[1], rc[0].target, rc[0].precision))
-        labels = []
-        for i, (r, cost) in enumerate(costs):
+        ax = fig.axes(f"{model}: cost per million requests (hatched = projected; red outline = baseline)",
+                      "USD per million requests at the SLO (log scale)", "", height=22.0 * len(costs) + 16)  # fmt: skip
+        ax.xlog = True
+        for r, cost in costs:
             projected, base = r.status == "projected", r.target == data.baseline_id
-            ax.barh(i, cost, color=colors[r.target], alpha=0.55 if projected else 0.95,
-                    hatch="//" if projected else None, edgecolor="red" if base else "black",
-                    linewidth=2.0 if base else 0.6)  # fmt: skip
-            labels.append(f"{r.target} {r.precision}" + (" (proj)" if projected else "")
-                          + (" [baseline]" if base else "") + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else ""))  # fmt: skip
-        ax.set_yticks(range(len(costs)))
-        ax.set_yticklabels(labels)
-        ax.set_xscale("log")
-        ax.set_xlabel("USD per million requests at the SLO (log scale)")
-        ax.set_title(
-            f"{model}: cost per million requests (hatched = projected; red outline = baseline)", fontsize=9
-        )
-    return _svg(fig)
+            label = (f"{r.target} {r.precision}" + (" (proj)" if projected else "") + (" [baseline]" if base else "")
+                     + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else ""))  # fmt: skip
+            ax.bars.append(Bar(cost, colors[r.target], label, opacity=0.55 if projected else 0.95, hatch=projected,
+                               edge="red" if base else "black", edge_width=2.0 if base else 0.6))  # fmt: skip
+    if not models:
+        fig.axes("cost per million requests", "", "", height=60.0).note = "no row has a cost at the SLO"
+    return fig.svg()
 
 
 def _roof(target: HardwareTarget, precision: str) -> tuple[float, float, str] | None:
@@ -184,14 +129,22 @@ def _roof(target: HardwareTarget, precision: str) -> tuple[float, float, str] | 
     return float(target.peak_tflops[used]) * 1e12, float(target.memory_bw_gbs) * 1e9, used
 
 
+def _roof_line(peak: float, bandwidth: float, lo: float = 0.1, hi: float = 1e4) -> list[tuple[float, float]]:
+    """min(peak, bandwidth × intensity) over [lo, hi] FLOP/byte: the slope, the ridge and the flat roof."""
+    ridge = peak / bandwidth
+    xs = [lo] + ([ridge] if lo < ridge < hi else []) + [hi]
+    return [(x, min(peak, bandwidth * x)) for x in xs]
+
+
 def roofline_chart(data: ReportData) -> str:
     """Each target's roof, min(peak, bandwidth × intensity), with every row's point at its capacity."""
-    import numpy as np
-    from matplotlib.lines import Line2D
-
-    colors = _colors(data)
-    fig, (ax,) = _figure(1, height=4.2)
-    intensity = np.logspace(-1, 4, 200)
+    colors = _colors(list(data.targets))
+    fig = Figure("Roofline: achieved FLOP/s against arithmetic intensity, each target's roof and each row's point "
+                 "at its capacity (filled = measured, hollow = projected)")  # fmt: skip
+    ax = fig.axes("Roofline: each row's point at its capacity",
+                  "arithmetic intensity (FLOP/byte, at the batch that set the capacity)", "achieved FLOP/s",
+                  height=280.0)  # fmt: skip
+    ax.xlog = ax.ylog = True
     marks = "o^sDvP*X"  # more models than marks: they repeat (the legend still names each model)
     model_marks = {m: marks[i % len(marks)] for i, m in enumerate(_models(data))}
     drawn: set[tuple[str, str]] = set()
@@ -199,10 +152,11 @@ def roofline_chart(data: ReportData) -> str:
         roof = _roof(data.targets[row.target], row.precision)
         if roof is None:
             continue
+        color = colors[row.target]
         if (row.target, roof[2]) not in drawn:
             drawn.add((row.target, roof[2]))
-            ax.plot(intensity, np.minimum(roof[0], roof[1] * intensity), color=colors[row.target], linewidth=1,
-                    linestyle=_LINES.get(roof[2], "-."), label=f"{row.target} roof ({roof[2]})")  # fmt: skip
+            ax.line(_roof_line(roof[0], roof[1]), Style(color, None, line=_LINES.get(roof[2], "dashdot"), width=1.0),
+                    label=f"{row.target} roof ({roof[2]})")  # fmt: skip
         gc = data.graph_costs.get((row.model, row.precision))
         if not gc or not row.capacity_ips:
             continue
@@ -211,20 +165,11 @@ def roofline_chart(data: ReportData) -> str:
         y = float(row.capacity_ips) * float(gc["flops_per_inference"])
         if x <= 0 or y <= 0:
             continue  # a 0-FLOP model has no place on log axes
-        ax.plot([x], [y], color=colors[row.target], marker=model_marks[row.model], linestyle="none",
-                fillstyle="full" if row.status == "measured" else "none")  # fmt: skip
-    proxies = [Line2D([], [], color="gray", marker=mk, linestyle="none", label=f"{m}")
-               for m, mk in model_marks.items()]  # fmt: skip
-    proxies += [Line2D([], [], color="gray", marker="o", linestyle="none", label="filled = measured"),
-                Line2D([], [], color="gray", marker="o", fillstyle="none", linestyle="none", label="hollow = projected")]  # fmt: skip
-    handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=handles + proxies, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte, at the batch that set the capacity)")
-    ax.set_ylabel("achieved FLOP/s")
-    ax.set_title("Roofline: each row's point at its capacity", fontsize=9)
-    return _svg(fig)
+        ax.line([(x, y)], Style(color, model_marks[row.model], filled=row.status == "measured", line=None))
+    ax.legend += [(m, Style("gray", mk, line=None)) for m, mk in model_marks.items()]
+    ax.legend += [("filled = measured", Style("gray", "o", line=None)),
+                  ("hollow = projected", Style("gray", "o", filled=False, line=None))]  # fmt: skip
+    return fig.svg()
 
 
 def all_plots(data: ReportData) -> dict[str, str]:
@@ -244,15 +189,14 @@ def all_plots(data: ReportData) -> dict[str, str]:
 def frontier_chart(gen: GenerativeReport) -> str:
     """Per model: each row's frontier, output tokens/s per accelerator vs tokens/s per user; measured solid with
     filled markers, projected dashed with hollow ones; the asked interactivity as a vertical line."""
-    import matplotlib
-
     models = sorted({r.model for r in gen.rows}) or [""]
-    fig, axes = _figure(len(models), height=3.8)
-    cmap = matplotlib.colormaps["tab10"]
-    targets = sorted({r.target for r in gen.rows})
-    colors = {t: cmap(i % 10) for i, t in enumerate(targets)}
-    for ax, model in zip(axes, models, strict=True):
-        drawn = False
+    colors = _colors(list({r.target for r in gen.rows}))
+    fig = Figure("Generative frontier: output tokens/s per accelerator against tokens/s per user, per target and "
+                 f"precision (solid = measured, dashed = projected): {', '.join(models)}")  # fmt: skip
+    for model in models:
+        ax = fig.axes(f"{model}: throughput vs interactivity (solid = measured, dashed = projected)",
+                      "interactivity (tokens/s per user = 1000 / TPOT p50 ms)", "output tokens/s per accelerator",
+                      height=250.0)  # fmt: skip
         for r in sorted(
             (r for r in gen.rows if r.model == model), key=lambda r: (r.status, r.target, r.precision)
         ):
@@ -261,25 +205,14 @@ def frontier_chart(gen: GenerativeReport) -> str:
             )
             if not pts:
                 continue
-            drawn = True
             projected = r.status == "projected"
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[r.target],
-                    linestyle="--" if projected else "-", marker=_MARKERS.get(r.precision, "o"),
-                    fillstyle="none" if projected else "full", markersize=4,
+            ax.line(pts, Style(colors[r.target], _MARKERS.get(r.precision, "o"), filled=not projected,
+                               line="dashed" if projected else "solid", size=2.8),
                     label=f"{r.target} {r.precision} ({'projected' if projected else 'measured'})")  # fmt: skip
+        ax.xlog = ax.ylog = bool(ax.lines)
         if gen.min_tokens_per_user is not None:
-            ax.axvline(gen.min_tokens_per_user, color="red", linestyle=":", linewidth=1.2,
-                       label=f"{gen.min_tokens_per_user:g} tok/s per user")  # fmt: skip
-        if drawn:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-        ax.set_xlabel("interactivity (tokens/s per user = 1000 / TPOT p50 ms)")
-        ax.set_ylabel("output tokens/s per accelerator")
-        ax.set_title(
-            f"{model}: throughput vs interactivity (solid = measured, dashed = projected)", fontsize=9
-        )
-        _legend(ax)
-    return _svg(fig)
+            ax.ref("v", gen.min_tokens_per_user, _SLO, f"{gen.min_tokens_per_user:g} tok/s per user")
+    return fig.svg()
 
 
 def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str, generative: bool = False) -> str:
@@ -297,20 +230,18 @@ def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str, generat
     if generative:
         panels = [("capacity_rps", 1.0, "output tokens/s at the objective"), ("latency_us", 1000.0, "TTFT p99 (ms)"),
                   ("tpot_us", 1000.0, "TPOT p99 (ms)")]  # fmt: skip
-    fig, axes = _figure(len(panels), width=7.5, height=2.6)
-    cap_ax = axes[0]
-    xs = list(range(len(runs)))
-    for ax, (key, scale, ylabel) in zip(axes, panels, strict=True):
-        pts = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get(key) is not None]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", color="#1f77b4", markersize=4)
-        bad = [(x, r[key] / scale) for x, r in zip(xs, runs, strict=True) if r.get("flagged") and r.get(key)]
+    fig = Figure(f"{title}: {', '.join(p[2] for p in panels)}, per run in order; red crosses moved more than the "
+                 "run-to-run spread")  # fmt: skip
+    labels = [str(r["label"]) for r in runs]
+    for i, (key, scale, ylabel) in enumerate(panels):
+        ax = fig.axes(title if i == 0 else "", "", ylabel, height=150.0)
+        ax.xcategories = labels
+        pts = [(float(x), r[key] / scale) for x, r in enumerate(runs) if r.get(key) is not None]
+        if pts:  # hundreds of runs: smaller dots, so that the line between them still shows
+            ax.line(pts, Style("#1f77b4", "o", size=2.8 if len(runs) <= 60 else 1.6))
+        bad = [(float(x), r[key] / scale) for x, r in enumerate(runs) if r.get("flagged") and r.get(key)]
         if bad:
-            ax.plot([p[0] for p in bad], [p[1] for p in bad], "x", color="#d62728", markersize=9,
-                    markeredgewidth=2, label="moved more than the run-to-run spread")  # fmt: skip
-            _legend(ax)
-        ax.set_ylabel(ylabel)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([r["label"] for r in runs], rotation=30, ha="right", fontsize=7)
-    cap_ax.set_title(title, fontsize=9)
-    return _svg(fig)
+            ax.line(
+                bad, Style("#d62728", "x", line=None, size=4.5), label="moved more than the run-to-run spread"
+            )
+    return fig.svg()
