@@ -7,8 +7,10 @@ by content, so the same documents in any order (from a folder or a database) gro
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from accelbench.documents import Accuracy, ResultDocument, Step, to_dict
@@ -49,13 +51,17 @@ class Group:
     target_id: str
     results: list[Result]
 
+    @cached_property
+    def _runs_per_id(self) -> Counter[str]:  # read once the group is complete (group_results fills it first)
+        return Counter(r.doc.run_id for r in self.results)
+
     def label(self, result: Result) -> str:
         """The run id, made unique with the document's hash when two hosts wrote the same run id."""
-        same = sum(1 for r in self.results if r.doc.run_id == result.doc.run_id)
+        same = self._runs_per_id[result.doc.run_id]
         return result.doc.run_id if same == 1 else f"{result.doc.run_id}@{result.sha256[:12]}"
 
     def steps(self) -> list[tuple[str, Step]]:
-        return [(label, s) for r in self.results for label in (self.label(r),) for s in r.doc.steps]
+        return [(self.label(r), s) for r in self.results for s in r.doc.steps]
 
     def steps_only(self) -> list[Step]:
         return [s for r in self.results for s in r.doc.steps]
