@@ -3,8 +3,8 @@
 The documents come out of the database exactly as pushed, so the JSON and the HTML the server renders are
 byte-identical to what ``accelbench report`` renders from the result folders they were pushed from.
 
-Building a report over hundreds of runs takes seconds (the builder and the matplotlib plots go over every
-step), so the server keeps what it built, per app (``Reports``, ``state.Service.reports``), and builds off the
+Building a report over hundreds of runs takes up to a second of CPU (the builder goes over every step; the
+plots are written directly as SVG), so the server keeps what it built, per app (``Reports``, ``state.Service.reports``), and builds off the
 request process: in a build process of its own (spawned, niced: a build in a thread would hold the GIL the
 request handlers need), scheduled on every push for the pushed models' default page and dashboard row. A page
 shows the last build for its query until the fresh one is in; the JSON report and ``/report.html`` wait for
