@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.llm_memory import kv_bytes_per_token
 
 TASK = "text-generation"
 BUILTIN_TOKENIZER = "builtin:minilm-wordpiece"
 REFERENCE_ISL = 1024
 REFERENCE_OSL = 1024
 DEFAULT_AGREEMENT = 0.9  # the card's accuracy.tolerance when a checkpoint has no card (docs/llm.md)
-KV_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1}
+# the KV cache's numpy dtype name (what the exported graph holds) -> hardware/llm_memory's precision name
+KV_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "int8": "int8"}
 # weight bytes per element by variant precision (int4: MatMulNBits packs two per byte, scales extra)
 PRECISION_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 # the architectures hf:DIR accepts (config.json "model_type"); all are decoder-only with a KV cache
@@ -83,7 +85,7 @@ class GenerativeSpec:
         return 2.0 * self.matmul_params + attention
 
     def kv_cache_bytes_per_token(self, kv_dtype: str = "float32") -> int:
-        return 2 * self.layers * self.kv_heads * self.head_size * KV_DTYPE_BYTES[kv_dtype]
+        return int(kv_bytes_per_token(self.layers, self.kv_heads, self.head_size, KV_PRECISION[kv_dtype]))
 
     @property
     def reference_isl(self) -> int:
