@@ -37,6 +37,12 @@ def test_bad_workload_values_are_one_line(old, new, message):
 def test_a_generative_variant_gets_a_streaming_profile(tmp_path):
     spec = load_spec(EXAMPLE)
     (tmp_path / "tokenizer").mkdir()
+    empty = pipeline._Variant(
+        tmp_path, variant_manifest(name="llama-tiny__cpu-local__fp32", card={"task": "text-generation"})
+    )
+    # a folder without tokenizer.json is no tokenizer: the recorded default stands in
+    assert pipeline._profile(spec, 1, empty).workload.tokenizer == "builtin:minilm-wordpiece"
+    (tmp_path / "tokenizer" / "tokenizer.json").write_text("{}")
     gen = pipeline._Variant(
         tmp_path, variant_manifest(name="llama-tiny__cpu-local__fp32", card={"task": "text-generation"})
     )

@@ -260,9 +260,9 @@ def test_projected_rows_name_their_efficiency_source_and_range_not_an_assumed_de
     results = _doc()
     data = build_report(results, load_catalog(), ReportOptions(project=("l4", "l40s", "inf2-xlarge")))
     projected = {r.target: r for r in data.rows if r.status == "projected"}
-    assert projected["l4"]["efficiency_kind"] == "published"
-    assert projected["l40s"]["efficiency_kind"] == "published"  # TensorRT's demoBERT tables
-    assert projected["inf2-xlarge"]["efficiency_kind"] == "published"
+    assert projected["l4"].efficiency_kind == "published"
+    assert projected["l40s"].efficiency_kind == "published"  # TensorRT's demoBERT tables
+    assert projected["inf2-xlarge"].efficiency_kind == "published"
     for row in projected.values():
         label = efficiency_label(row)
         assert "assumed" not in label and row.efficiency != projection.DEFAULT_EFFICIENCY
