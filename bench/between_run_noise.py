@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/between_run_noise.py [--runs 10] [--model builtin:minilm-l6] [--precision int8]
         [--concurrency 2] [--duration 8] [--warmup 2] [--max-duration 45] [--slow-runs 3] [--slowdown 0.2]
-        [--hog-runs 0] [--variant DIR] [--out DIR] [--write-floor]
+        [--hog-runs 0] [--slo-ms 1000] [--variant DIR] [--out DIR] [--write-floor]
 
 Prints each run's capacity and p99, the between-run coefficient of variation (CV) of both, and for every pair
 of identical runs (i < j, old = i, new = j) how often each rule flags a regression:
@@ -10,7 +10,8 @@ of identical runs (i < j, old = i, new = j) how often each rule flags a regressi
 - ``within-run``: the rule before issue 31 (each run's own Welch interval, disjoint p99 intervals);
 - ``noise floor``: reports/compare.py's rule with the floor in accelbench/reports/noise_floor.toml as it stood
   *before* this run (a floor is never judged on the runs that set it);
-- ``history``: the same rule with the other N − 2 runs as the history (``report --compare --history``).
+- ``history``: the same rule with every run but the new one as the history, the old one included, as
+  ``report --compare --history`` and the service's history flags take it (the old run is an earlier run).
 
 Then ``--slow-runs`` runs with the server really slowed down: its process group stopped for ``--slowdown``
 of every 100 ms (SIGSTOP/SIGCONT), and ``--hog-runs`` runs with a CPU hog per core beside it. Every (normal,
@@ -63,7 +64,8 @@ def one_run(url: str, variant: Path, out: Path, args: argparse.Namespace) -> Rep
            "--concurrency", str(args.concurrency), "--duration", str(args.duration), "--warmup", str(args.warmup),
            "--max-duration", str(args.max_duration), "--out", str(out)]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, timeout=600)
-    (row,) = [r for r in build_report(load_documents([str(out)]), load_catalog(), ReportOptions()).rows
+    options = ReportOptions(slo_ms=args.slo_ms)
+    (row,) = [r for r in build_report(load_documents([str(out)]), load_catalog(), options).rows
               if r.status == "measured"]  # fmt: skip
     if row.capacity_rps is None:  # an INVALID step (drift on a loaded host): no capacity to compare
         print(f"  {out.name}: no capacity ({row.reason}; step: {row.step_reasons})", flush=True)
@@ -120,7 +122,7 @@ def pairs_flagged(rows: list[ReportRow], rule: str, floor) -> tuple[int, int]:
         elif rule == "noise floor":
             regression = judge_change(old, new, spread=floor).regression
         else:
-            others = [r for k, r in enumerate(rows) if k not in (i, j)]
+            others = [r for k, r in enumerate(rows) if k != j]
             spread = history_spread([r.capacity_rps for r in others], [r.latency_us for r in others])
             regression = judge_change(old, new, spread=spread).regression
         flagged += bool(regression)
@@ -136,9 +138,8 @@ def within_run_rule(old: ReportRow, new: ReportRow) -> bool:
 
 def cross_flagged(normal: list[ReportRow], slow: list[ReportRow], floor) -> tuple[int, int, int]:
     by_floor = by_history = 0
+    spread = history_spread([r.capacity_rps for r in normal], [r.latency_us for r in normal])
     for old in normal:
-        spread = history_spread([r.capacity_rps for r in normal if r is not old],
-                                [r.latency_us for r in normal if r is not old])  # fmt: skip
         for new in slow:
             by_floor += bool(judge_change(old, new, spread=floor).regression)
             by_history += bool(judge_change(old, new, spread=spread).regression)
@@ -182,6 +183,9 @@ def main() -> int:
     ap.add_argument("--max-duration", type=float, default=45.0, help="a step runs on to p99's sample floor")
     ap.add_argument("--slow-runs", type=int, default=3, help="runs with the server throttled by --slowdown")
     ap.add_argument("--slowdown", default="0.2", help="comma-separated shares of time the server is stopped")
+    ap.add_argument("--slo-ms", type=float, default=1000.0,
+                    help="p99 objective of the capacity compared: far above the runs' p99, so that a slowed "
+                         "run's capacity is compared rather than its SLO verdict")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--write-floor", action="store_true")
     ap.add_argument(

@@ -37,7 +37,7 @@ OLD_GENERATIVE = {**OLD_CLI, "levels": [1, 4], "duration_s": 3.0, "workload": {
     "prompts": "synthetic", "prompts_sha256": None, "slo_tpot_p99_ms": None, "slo_ttft_p99_ms": 500.0,
     "tokenizer": "builtin:minilm-wordpiece"}}  # fmt: skip
 OLD_SPEC_REPEAT_2 = {"batch_size": 1, "check_every": 100, "duration_s": 4, "input_data": None, "kind": "closed",
-                     "levels": [1, 2, 4], "max_duration_s": 16, "max_in_flight": 256, "processes": 1,
+                     "levels": [1, 2, 4], "max_duration_s": 60, "max_in_flight": 256, "processes": 1,
                      "protocol": "http", "repeat": 2, "seed": 0, "shapes": [], "timeout_s": 30.0, "warmup_s": 2,
                      "window_s": 1}  # fmt: skip
 OLD_SPEC_GENERATIVE = {**OLD_SPEC_REPEAT_2, "duration_s": 10, "levels": [1, 8], "max_duration_s": 20,

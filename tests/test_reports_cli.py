@@ -257,8 +257,11 @@ def test_compare_with_history_judges_against_the_spread_of_earlier_runs(tmp_path
         return next(r for r in out["rows"] if (r["model"], r["precision"], r["target"]) == MINILM)
 
     noise, worse = minilm("noise"), minilm("new")
-    assert noise["verdict"] == "ok" and noise["basis"].startswith("history: 5 earlier runs"), noise
-    assert worse["regression"] and worse["basis"].startswith("history: 5 earlier runs"), worse
+    # five in the folder and the old run itself: it is an earlier run too (the service's history counts it)
+    assert noise["verdict"] == "ok" and noise["basis"].startswith("history: 6 earlier runs"), noise
+    assert worse["regression"] and worse["basis"].startswith("history: 6 earlier runs"), worse
+    shutil.copytree(MEASURED, tmp_path / "history" / "old")  # the old run in the folder as well: counted once
+    assert minilm("noise")["basis"].startswith("history: 6 earlier runs")
 
 
 # ---------------------------------------------------------------- bad input: one line, exit 2

@@ -24,6 +24,12 @@ def _sources(data: ReportData) -> set[str]:
     return {s for r in data.rows for s in (r.sources or "").split(";") if s}
 
 
+def _same_load(old: ReportData, new: ReportData, key: GroupKey) -> bool:
+    """Whether the old side's runs of ``key`` ran the new side's load profile (then the old run is history)."""
+    loads = {repeat_key(r.doc)[1] for r in new.groups[key].results} if key in new.groups else set()
+    return key in old.groups and all(repeat_key(r.doc)[1] in loads for r in old.groups[key].results)
+
+
 def history_rows(paths: Sequence[str], catalog: Catalog, options: ReportOptions, like: ReportData,
                  exclude: set[str]) -> dict[GroupKey, list[ReportRow]]:  # fmt: skip
     """One measured row per earlier result document (each a single run) of the same (model, precision,
@@ -50,11 +56,13 @@ def run_compare(old: str, new: str, catalog: Catalog, options: ReportOptions, ou
     """Write compare.md (and compare.json) under ``out_dir``; return what to print."""
     old_data = build_report(load_documents([old]), catalog, options)
     new_data = build_report(load_documents([new]), catalog, options)
-    earlier = (
-        history_rows(history, catalog, options, new_data, _sources(old_data) | _sources(new_data))
-        if history
-        else {}
-    )
+    earlier = history_rows(history, catalog, options, new_data, _sources(new_data)) if history else {}
+    for row in old_data.rows:  # the old run is one of the earlier runs (as the service's history counts it)
+        key = (row.model, row.precision, row.target)
+        runs = earlier.get(key)
+        if (runs is not None and row.status == "measured" and row.capacity_rps and int(row.runs or 1) == 1
+                and row.sources not in {r.sources for r in runs} and _same_load(old_data, new_data, key)):
+            runs.append(row)
     rows = compare_rows(old_data, new_data, earlier)
     text_md = compare_markdown(rows, percentile_key(options.percentile))
     text_json = (
