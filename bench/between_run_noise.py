@@ -183,9 +183,13 @@ def main() -> int:
     ap.add_argument("--max-duration", type=float, default=45.0, help="a step runs on to p99's sample floor")
     ap.add_argument("--slow-runs", type=int, default=3, help="runs with the server throttled by --slowdown")
     ap.add_argument("--slowdown", default="0.2", help="comma-separated shares of time the server is stopped")
-    ap.add_argument("--slo-ms", type=float, default=1000.0,
-                    help="p99 objective of the capacity compared: far above the runs' p99, so that a slowed "
-                         "run's capacity is compared rather than its SLO verdict")
+    ap.add_argument(
+        "--slo-ms",
+        type=float,
+        default=1000.0,
+        help="p99 objective of the capacity compared: far above the runs' p99, so that a slowed "
+        "run's capacity is compared rather than its SLO verdict",
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--write-floor", action="store_true")
     ap.add_argument(

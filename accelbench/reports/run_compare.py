@@ -60,8 +60,14 @@ def run_compare(old: str, new: str, catalog: Catalog, options: ReportOptions, ou
     for row in old_data.rows:  # the old run is one of the earlier runs (as the service's history counts it)
         key = (row.model, row.precision, row.target)
         runs = earlier.get(key)
-        if (runs is not None and row.status == "measured" and row.capacity_rps and int(row.runs or 1) == 1
-                and row.sources not in {r.sources for r in runs} and _same_load(old_data, new_data, key)):
+        if (
+            runs is not None
+            and row.status == "measured"
+            and row.capacity_rps
+            and int(row.runs or 1) == 1
+            and row.sources not in {r.sources for r in runs}
+            and _same_load(old_data, new_data, key)
+        ):
             runs.append(row)
     rows = compare_rows(old_data, new_data, earlier)
     text_md = compare_markdown(rows, percentile_key(options.percentile))
