@@ -131,3 +131,12 @@ def test_attempts_say_how_often_a_step_was_measured():
         f.attempts_text(step) == "3 (attempt 1 INVALID: drift: +30%; attempt 2 INVALID: no steady state: …)"
     )
     assert f.attempts_text(step, reasons=False) == "3 (2 INVALID before)"
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ("2026-11-30T00:21:33+00:00", "2026-11-30 00:21 UTC"), ("2026-11-30T00:21:33Z", "2026-11-30 00:21 UTC"),
+    ("2026-11-30T00:21:33.5+02:00", "2026-11-30 00:21 UTC+02:00"), ("2026-11-30T00:21", "2026-11-30 00:21 UTC"),
+    ("2026-11-30T00:21:33", "2026-11-30 00:21"), (None, "—"), ("", "—"),
+])  # fmt: skip
+def test_a_time_reads_to_the_minute_with_its_offset(value, text):
+    assert f.when(value) == text

@@ -112,8 +112,11 @@ def when(value: Any) -> str:
     if not value:
         return "—"
     text = str(value.isoformat() if hasattr(value, "isoformat") else value).replace("T", " ")
-    utc = text[16:].endswith(("+00:00", "Z")) or len(text) <= 16
-    return text[:16] + (" UTC" if utc else "")
+    tail = text[16:]
+    if tail.endswith(("+00:00", "Z")) or len(text) <= 16:
+        return text[:16] + " UTC"
+    offset = tail[-6:] if len(tail) >= 6 and tail[-6] in "+-" and tail[-3] == ":" else ""
+    return text[:16] + (f" UTC{offset}" if offset else "")
 
 
 # ---------------------------------------------------------------- records

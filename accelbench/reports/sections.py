@@ -19,7 +19,7 @@ from accelbench.reports.capacity import (
     step_throughput_interval,
 )
 from accelbench.reports.cost import DEFAULT_AMORTIZATION_YEARS, HOURS_PER_MONTH
-from accelbench.reports.formatting import attempts_text, num, offered_text, round_in_text, with_interval
+from accelbench.reports.formatting import attempts_text, num, offered_text, round_in_text, when, with_interval
 from accelbench.reports.rows import PlanRow, ReportRow
 
 if TYPE_CHECKING:
@@ -259,10 +259,24 @@ def _range(lo: float | None, hi: float | None) -> str:
     return "—" if lo is None or hi is None else f"{lo:.3g}–{hi:.3g} (projected)"
 
 
+def _chosen_step(r: ReportRow) -> str:
+    if r.chosen_step is None:
+        return "none: no usable step meets the SLO"
+    offered: dict[str, Any] = {}
+    for pair in (r.offered or "").split(","):  # the row's "concurrency=4" read back as "concurrency 4"
+        key, _, value = pair.partition("=")
+        if key:
+            try:
+                offered[key] = float(value)
+            except ValueError:
+                offered[key] = value
+    return f"{r.chosen_run_id or '—'} step {r.chosen_step} ({offered_text(offered)})"
+
+
 def provenance_section(data: ReportData) -> Section:
-    measured = [[r.target, r.model, r.precision, r.origin or "", r.host or "", r.measured_at or "",
-                 r.versions or "", f"{r.chosen_run_id or '—'} step {r.chosen_step if r.chosen_step is not None else '—'} ({r.offered or '—'})",
-                 r.sources or ""] for r in data.rows if r.status == "measured"]  # fmt: skip
+    measured = [[r.target, r.model, r.precision, r.origin or "", r.host or "", when(r.measured_at),
+                 r.versions or "", _chosen_step(r), r.sources or ""]
+                for r in data.rows if r.status == "measured"]  # fmt: skip
     projected = [[r.target, r.model, r.precision, f"{r.efficiency:.3g}" if r.efficiency else "—",
                   _range(r.efficiency_low, r.efficiency_high), r.efficiency_source or "",
                   r.calibration or "none", str(r.projected_batch or "—"), r.roofline_bound or "—",

@@ -166,8 +166,10 @@ def history_table(runs: list[HistoryRun]) -> PageTable:
         else:
             text = judged.verdict or "not judged (no intervals)"
         host = r.host_label or r.result.host
-        table.rows.append([f.when(r.result.created_at or r.result.received_at), host or "—",
-                           f.with_interval(r.capacity_rps, r.capacity_low, r.capacity_high, unit="req/s"),
+        capacity = f.with_interval(r.capacity_rps, r.capacity_low, r.capacity_high, unit="req/s")
+        if r.capacity_rps is None and r.reason:  # why this run has no capacity at the SLO, not a bare dash
+            capacity = f"— ({r.reason})"
+        table.rows.append([f.when(r.result.created_at or r.result.received_at), host or "—", capacity,
                            f.latency_ms(r.latency_us, r.latency_low_us, r.latency_high_us), text,
                            Cell(r.result.run_id, f"/results/{r.result.id}")])  # fmt: skip
         table.raw.append([r.result.created_at, host, r.capacity_rps, r.capacity_low, r.capacity_high, r.latency_us,

@@ -252,6 +252,8 @@ def history_page(request: Request, session: DbSession, _who: Reader, options: Op
                            lambda: trend_chart(title, gen_points, "TTFT p99", generative=True))  # fmt: skip
         return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
     title = f"{model} on {target} at {precision}: {key} ≤ {options.slo_ms:g} ms"
+    if not any(p["capacity_rps"] is not None for p in points):  # empty axes say nothing: the table says why
+        return _page(request, "history.html", h=data, plot=None, options=options, runs=runs, key=key)
     # the plot of the same points is written once per set of points (hundreds of runs: tens of ms each time)
     svg = reports.memo("trend", (title, key, repr(points)), lambda: trend_chart(title, points, key))
     return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
