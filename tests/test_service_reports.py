@@ -119,7 +119,9 @@ def test_history_flags_a_run_that_moved_beyond_the_spread(live_server, tmp_path)
     page = HTTP.get(live_server.base_url + "/history", params=params, headers=auth)
     assert page.status_code == 200 and "<svg" in page.text and "moved:" in page.text
     # an SLO no run meets: no empty axes, but a line saying so, and each run's reason beside its dash
-    strict = HTTP.get(live_server.base_url + "/history", params={**params, "slo_p99_ms": "0.001"}, headers=auth)
+    strict = HTTP.get(
+        live_server.base_url + "/history", params={**params, "slo_p99_ms": "0.001"}, headers=auth
+    )
     assert strict.status_code == 200 and "<svg" not in strict.text
     assert "No run has a capacity at p99 ≤ 0.001 ms" in strict.text
     assert strict.text.count("<td>— (") == len(history["runs"]), strict.text
