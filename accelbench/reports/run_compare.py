@@ -24,17 +24,21 @@ def _sources(data: ReportData) -> set[str]:
     return {s for r in data.rows for s in (r.sources or "").split(";") if s}
 
 
+def _loads(data: ReportData, key: GroupKey) -> set[str]:
+    """The load profiles the runs of ``key`` ran on one side (empty when it has none)."""
+    return {repeat_key(r.doc)[1] for r in data.groups[key].results} if key in data.groups else set()
+
+
 def _same_load(old: ReportData, new: ReportData, key: GroupKey) -> bool:
     """Whether the old side's runs of ``key`` ran the new side's load profile (then the old run is history)."""
-    loads = {repeat_key(r.doc)[1] for r in new.groups[key].results} if key in new.groups else set()
-    return key in old.groups and all(repeat_key(r.doc)[1] in loads for r in old.groups[key].results)
+    return key in old.groups and _loads(old, key) <= _loads(new, key)
 
 
 def history_rows(paths: Sequence[str], catalog: Catalog, options: ReportOptions, like: ReportData,
                  exclude: set[str]) -> dict[GroupKey, list[ReportRow]]:  # fmt: skip
     """One measured row per earlier result document (each a single run) of the same (model, precision,
     target) *and load profile* as a group of ``like`` (the new side); documents in ``exclude`` left out."""
-    loads = {key: {repeat_key(r.doc)[1] for r in group.results} for key, group in like.groups.items()}
+    loads = {key: _loads(like, key) for key in like.groups}
     found: dict[GroupKey, list[ReportRow]] = {}
     for doc in load_documents(list(paths)):
         key = group_key(doc)
