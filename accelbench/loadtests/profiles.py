@@ -27,7 +27,8 @@ KINDS = ("closed", "open")
 PROTOCOLS = ("http", "grpc")
 # triton: HTTP generate_stream (SSE); triton-grpc: ModelStreamInfer; openai-*: /v1/completions, chat;
 # "openai" is the chat API, the one every OpenAI-compatible engine serves
-API_CHOICES = ("triton", "triton-grpc", "openai", "openai-completions", "openai-chat")
+API_CHOICES = ("triton", "triton-grpc", "openai", "openai-completions", "openai-chat", "openai-embeddings")
+CONVERSATION_APIS = ("openai-chat", "openai-completions")  # the history is re-sent as text
 SYNTHETIC = "synthetic"
 
 if TYPE_CHECKING:  # pydantic loads when a document is made, not for `accelbench --help`
@@ -172,11 +173,55 @@ class Workload:
                                          flag="--slo-ttft-p99-ms", spec=False, check=optional(number()))  # fmt: skip
     slo_tpot_p99_ms: float | None = knob(None, "Goodput: a request's TPOT objective (ms).",
                                          flag="--slo-tpot-p99-ms", spec=False, check=optional(number()))  # fmt: skip
+    # the traffic teams run (docs/llm.md "Workloads"); each at its default is left out of the document
+    prefix_tokens: int = knob(0, "Shared prefix: the first N tokens of every prompt are its group's system "
+                              "prompt (the rest is its own).", flag="--prefix-tokens", check=whole(0))  # fmt: skip
+    prefix_groups: int = knob(1, "Shared prefix: distinct prefixes, used in turn (default 1).",
+                              flag="--prefix-groups", check=whole(1))  # fmt: skip
+    turns: int = knob(1, "Multi-turn: turns per conversation; each turn re-sends the history (its "
+                      "questions and the answers streamed) with a new question of ISL tokens.", flag="--turns",
+                      check=whole(1))  # fmt: skip
+    think_time_s: float = knob(0.0, "Multi-turn: seconds a user waits after an answer before the next turn.",
+                               flag="--think-time", check=number(strict=False))  # fmt: skip
+    trace: str | None = knob(None, "Replay a trace at its timestamps (open loop; --rate R scales it to R "
+                             "requests/s): Mooncake JSONL or BurstGPT CSV (recorded as its name and sha256).",
+                             flag="--trace", check=_path, path=True)  # fmt: skip
+    trace_sha256: str | None = knob(None, "sha256 of the trace file", spec=False)
+    trace_block_tokens: int = knob(512, "Tokens per Mooncake hash_id block (default 512).",
+                                   flag="--trace-block-tokens", check=whole(1))  # fmt: skip
+    cancel_after_ms: float | None = knob(None, "Cancel requests this many ms after they were sent (the "
+                                         "connection is closed).", flag="--cancel-after-ms",
+                                         check=optional(number()))  # fmt: skip
+    cancel_fraction: float = knob(1.0, "With --cancel-after-ms: the fraction of requests cancelled (evenly "
+                                  "spread; default 1).", flag="--cancel-fraction", check=_fraction)  # fmt: skip
 
     def __post_init__(self) -> None:
         validate(self)
         if self.api == "openai":
             object.__setattr__(self, "api", "openai-chat")
+        self._check_combination()
+
+    def _check_combination(self) -> None:
+        shortest = max(1, int(round(self.isl * self.isl_range)))
+        if self.prefix_tokens and self.prefix_tokens >= shortest:
+            raise ProfileError("prefix_tokens", f"{self.prefix_tokens} must be below the shortest prompt "
+                               f"({shortest} tokens) so each prompt keeps tokens of its own")  # fmt: skip
+        if self.turns > 1 and self.api not in CONVERSATION_APIS:
+            raise ProfileError("turns", f"multi-turn conversations re-send text: use --api "
+                               f"{' or '.join(CONVERSATION_APIS)}, not {self.api}")  # fmt: skip
+        given = [name for name, on in (("trace", self.trace), ("prompts", self.prompts != SYNTHETIC),
+                                       ("turns", self.turns > 1), ("prefix_tokens", self.prefix_tokens))
+                 if on]  # fmt: skip
+        if len(given) > 1:
+            raise ProfileError(
+                given[1], f"cannot be combined with {given[0]}: each says where prompts come from"
+            )
+        if self.api == "openai-embeddings" and (self.turns > 1 or self.cancel_after_ms is not None):
+            raise ProfileError("api", "openai-embeddings answers in one piece: no turns, no cancellation")
+
+    @property
+    def is_trace(self) -> bool:
+        return self.trace is not None
 
     @property
     def prompts_file(self) -> str | None:
@@ -188,6 +233,10 @@ class Workload:
         (this one's, else ``tokenizer``, else builtin:minilm-wordpiece), so a different workload never
         resumes another's steps."""
         out = dataclasses.replace(self, tokenizer=self.tokenizer or tokenizer or DEFAULT_TOKENIZER)
+        if self.trace is not None and self.trace_sha256 is None:
+            if not Path(self.trace).is_file():
+                raise BadInputError(f"--trace {self.trace}: no such file")
+            out = dataclasses.replace(out, trace=Path(self.trace).name, trace_sha256=sha256_file(self.trace))
         path = self.prompts_file
         if path is None:
             return out
@@ -195,12 +244,36 @@ class Workload:
             raise BadInputError(f"--prompts {path}: no such file")
         return dataclasses.replace(out, prompts=Path(path).name, prompts_sha256=sha256_file(path))
 
+    @property
+    def trace_file(self) -> str | None:
+        """The trace file given (None: no trace, or one already recorded by name)."""
+        return None if self.trace is None or self.trace_sha256 else self.trace
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field; the workload fields added later are left out at their defaults, so the documents
+        written before them stay resumable and unchanged."""
+        out = asdict(self)
+        for f in dataclasses.fields(self):
+            if f.name in _LATER_FIELDS and out[f.name] == f.default:
+                del out[f.name]
+        return out
 
     def label(self) -> str:
-        """Part of the result file's name: the API and the lengths asked."""
-        return f"{self.api}-i{self.isl}-o{self.osl}"
+        """Part of the result file's name: the API, the lengths asked, and the kind of traffic."""
+        parts = [f"{self.api}-i{self.isl}-o{self.osl}"]
+        if self.prefix_tokens:
+            parts.append(f"p{self.prefix_tokens}x{self.prefix_groups}")
+        if self.turns > 1:
+            parts.append(f"t{self.turns}")
+        if self.trace is not None:
+            parts.append("trace")
+        if self.cancel_after_ms is not None:
+            parts.append(f"c{self.cancel_after_ms:g}")
+        return "-".join(parts)
+
+
+_LATER_FIELDS = frozenset({"prefix_tokens", "prefix_groups", "turns", "think_time_s", "trace", "trace_sha256",
+                           "trace_block_tokens", "cancel_after_ms", "cancel_fraction"})  # fmt: skip
 
 
 # ---- the load profile ------------------------------------------------------------------------------------

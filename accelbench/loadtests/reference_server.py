@@ -12,6 +12,13 @@ are tested against (tests/test_llm_reference.py) and the engine of bench/llm_cli
 Fault modes for tests: ``--no-stream`` (plain JSON answers), ``--cut-every N`` (every Nth stream is cut
 mid-answer), ``--max-output N`` (answers end early), ``--context N`` (a longer prompt + max_tokens is refused
 with both numbers, as vLLM does).
+
+Capacity and workload modes: ``--slots N`` (at most N answers generate at once, the others wait in arrival
+order; a request's TTFT timer starts when it gets its slot, so the server's capacity is known: N streams,
+each ttft + (OSL - 1) · itl long). ``/v1/embeddings`` answers after ``--ttft-ms``. Every request is logged
+(``GET /v1/requests``): its arrival time on the server's monotonic clock, prompt tokens, messages and their
+token counts, the longest prefix it shares with any earlier prompt (what a prefix cache could reuse, also
+sent as ``usage.prompt_tokens_details.cached_tokens``), and whether the client went away before the end.
 """
 
 from __future__ import annotations
@@ -48,6 +55,33 @@ class Reference:
         self.words = [tokens.load_tokenizer(args.tokenizer).id_to_token(i)
                       for i in tokens.word_ids(args.tokenizer)]  # fmt: skip
         self.requests = 0
+        self.slots = asyncio.Semaphore(args.slots) if args.slots else None
+        self.log: list[dict] = []  # one entry per generation request (GET /v1/requests)
+        self.prefixes: set[int] = set()  # chained hashes of every prefix of every prompt seen
+
+    def cached(self, ids: list[int]) -> int:
+        """The longest prefix of ``ids`` some earlier prompt began with (in tokens); ``ids`` then joins them."""
+        h, longest, fresh = 0, 0, []
+        for k, token in enumerate(ids, start=1):
+            h = hash((h, token))
+            if h in self.prefixes:
+                longest = k
+            fresh.append(h)
+        self.prefixes.update(fresh)
+        return longest
+
+    def entry(self, path: str, req: dict, prompt: str, arrived: float) -> dict:
+        """The request's log entry (kept at most 100,000)."""
+        ids = tokens.load_tokenizer(self.args.tokenizer).encode(prompt, add_special_tokens=False).ids
+        messages = req.get("messages") or []
+        entry = {"arrived_s": arrived, "path": path, "prompt_tokens": len(ids), "cached_tokens": self.cached(ids),
+                 "messages": [m.get("role") for m in messages if isinstance(m, dict)],
+                 "message_tokens": [tokens.count(self.args.tokenizer, _text(m.get("content")))
+                                    for m in messages if isinstance(m, dict)],
+                 "max_tokens": req.get("max_tokens"), "cancelled": False}  # fmt: skip
+        if len(self.log) < 100_000:
+            self.log.append(entry)
+        return entry
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
@@ -63,6 +97,10 @@ class Reference:
                 {"id": self.args.model, "object": "model", "max_model_len": self.args.context}]})  # fmt: skip
         if method == "GET" and path.rstrip("/") in ("/health", "/v1/health"):  # vLLM's, asked by GuideLLM
             return await _json(writer, 200, {})
+        if method == "GET" and path.rstrip("/") == "/v1/requests":
+            return await _json(writer, 200, {"requests": self.log})
+        if method == "POST" and path == "/v1/embeddings":
+            return await self.embeddings(body, arrived, writer)
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         try:
@@ -80,6 +118,7 @@ class Reference:
             else req.get("prompt", "")
         )
         n_in = tokens.count(self.args.tokenizer, prompt)
+        entry = self.entry(path, req, prompt, arrived)
         n_out = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         if n_in + n_out > self.args.context:
             return await _json(writer, 400, {"error": {"message": (
@@ -95,13 +134,33 @@ class Reference:
                                                                 if chat else {"text": text})}  # fmt: skip
             return await _json(writer, 200, {"id": "x", "object": "completion", "choices": [choice],
                                              "usage": _usage(n_in, n_out)})  # fmt: skip
-        return await self.stream(writer, chat, n_in, n_out, arrived, req)
+        if self.slots is None:
+            return await self.stream(writer, chat, n_in, n_out, arrived, req, entry)
+        async with self.slots:  # waits in arrival order (asyncio's semaphore is fair)
+            return await self.stream(writer, chat, n_in, n_out, time.monotonic(), req, entry)
+
+    async def embeddings(self, body: bytes, arrived: float, writer) -> bool:
+        try:
+            req = json.loads(body)
+        except ValueError:
+            return await _json(writer, 400, {"error": {"message": "body is not JSON"}})
+        texts = req.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return await _json(writer, 400, {"error": {"message": "input must be a text or a list of texts"}})
+        self.entry("/v1/embeddings", req, " ".join(texts), arrived)
+        await asyncio.sleep(max(0.0, arrived + self.args.ttft_ms / 1000 - time.monotonic()))
+        n_in = sum(tokens.count(self.args.tokenizer, t) for t in texts)
+        data = [{"object": "embedding", "index": i, "embedding": [0.125] * 8} for i in range(len(texts))]
+        return await _json(writer, 200, {"object": "list", "model": self.args.model, "data": data,
+                                         "usage": {"prompt_tokens": n_in, "total_tokens": n_in}})  # fmt: skip
 
     def _words(self, n: int) -> Iterator[str]:
         rng = random.Random(self.requests)
         return (rng.choice(self.words) for _ in range(n))
 
-    async def stream(self, writer, chat: bool, n_in: int, n_out: int, arrived: float, req: dict) -> bool:
+    async def stream(self, writer, chat: bool, n_in: int, n_out: int, arrived: float, req: dict,
+                     entry: dict) -> bool:  # fmt: skip
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
         if chat:
@@ -122,9 +181,20 @@ class Reference:
             finish = "length" if sent >= n_out else None
             delta = {"delta": {"content": text}} if chat else {"text": text}
             _chunk(writer, {"choices": [{"index": 0, **delta, "finish_reason": finish}]})
-            await writer.drain()
+            if writer.is_closing() or writer.transport.get_extra_info("socket") is None:
+                entry["cancelled"] = True
+                return False
+            try:
+                await writer.drain()
+            except ConnectionError:
+                entry["cancelled"] = True  # the client went away (a cancelled request)
+                return False
         if (req.get("stream_options") or {}).get("include_usage") and not self.args.no_usage:
-            _chunk(writer, {"choices": [], "usage": _usage(n_in, n_out)})
+            usage = {
+                **_usage(n_in, n_out),
+                "prompt_tokens_details": {"cached_tokens": entry["cached_tokens"]},
+            }
+            _chunk(writer, {"choices": [], "usage": usage})
         writer.write(_frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
         return True
@@ -171,6 +241,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cut-every", type=int, default=0)
     p.add_argument("--no-stream", action="store_true")
     p.add_argument("--no-usage", action="store_true")
+    p.add_argument("--slots", type=int, default=0, help="answers generated at once (0: no limit)")
     return p
 
 

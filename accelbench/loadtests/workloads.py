@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from accelbench.errors import BadInputError
-from accelbench.loadtests import tokens
+from accelbench.loadtests import tokens, traces
 from accelbench.loadtests.profiles import Workload
 
 PROMPT_COUNT = 256  # distinct synthetic prompts (rotated); a prompts file is used whole, up to MAX_PROMPTS
@@ -56,21 +56,7 @@ def _osl_of(entry: dict[str, Any], where: str, default: int) -> int:
 def read_jsonl(path: Path, default_osl: int) -> list[dict[str, Any]]:
     """``{"prompt": "...", "output_tokens": N}`` per line (output length optional; ``text`` also accepted)."""
     out = []
-    with open(path, encoding="utf-8", errors="strict") as handle:
-        try:
-            lines = list(handle)
-        except UnicodeDecodeError as err:
-            raise BadInputError(f"{path}: not UTF-8 text ({err.reason})") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            entry = json.loads(line)
-        except ValueError as err:
-            raise BadInputError(f"{where}: not a JSON object ({err})") from None
-        if not isinstance(entry, dict):
-            raise BadInputError(f"{where}: expected a JSON object with a prompt, got {type(entry).__name__}")
+    for where, entry in traces.json_lines(path, " with a prompt"):
         prompt = entry.get("prompt", entry.get("text"))
         if not isinstance(prompt, str) or not prompt.strip():
             raise BadInputError(f'{where}: no "prompt" text')
@@ -128,26 +114,102 @@ def make_prompts(
 
 
 def as_payloads(prompts: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
-    """Prompts as the classic path's payloads (arrays per name), so they travel to every load process."""
-    return [
-        {
+    """Prompts as the classic path's payloads (arrays per name), so they travel to every load process: a
+    conversation's questions as ``turns``, a trace request's arrival as ``at_s``."""
+    out = []
+    for p in prompts:
+        payload = {
             "input_ids": np.asarray(p["input_ids"], dtype=np.int64),
             "text": np.array([p["text"].encode("utf-8")], dtype=object),
             "osl": np.array([int(p["osl"])], dtype=np.int64),
         }
-        for p in prompts
-    ]
+        if "turns" in p:
+            payload["turns"] = np.array([t.encode("utf-8") for t in p["turns"]], dtype=object)
+        if "at_s" in p:
+            payload["at_s"] = np.array([float(p["at_s"])], dtype=np.float64)
+        out.append(payload)
+    return out
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def from_payload(payload: dict[str, np.ndarray]) -> dict[str, Any]:
-    text = payload["text"].reshape(-1)[0]
-    return {
+    out: dict[str, Any] = {
         "input_ids": [int(i) for i in payload["input_ids"]],
-        "text": text.decode("utf-8") if isinstance(text, bytes) else str(text),
+        "text": _text(payload["text"].reshape(-1)[0]),
         "osl": int(payload["osl"].reshape(-1)[0]),
     }
+    if "turns" in payload:
+        out["turns"] = [_text(t) for t in payload["turns"].reshape(-1)]
+    if "at_s" in payload:
+        out["at_s"] = float(payload["at_s"].reshape(-1)[0])
+    return out
 
 
 def longest(prompts: list[dict[str, Any]]) -> tuple[int, int]:
     """The longest prompt and the longest output asked, in tokens."""
     return max(len(p["input_ids"]) for p in prompts), max(int(p["osl"]) for p in prompts)
+
+
+# ---- the traffic teams run: shared prefixes, conversations, traces ----------------------------------------
+def shared_prefix_prompts(
+    workload: Workload, count: int = PROMPT_COUNT, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Synthetic prompts whose first ``prefix_tokens`` are their group's (prompt i is in group i mod G): a
+    system prompt, or G of them, then tokens of its own up to the drawn ISL. After each group's first request
+    a prefix cache can reuse ``prefix_tokens`` of each prompt: the target hit rate is prefix_tokens / ISL."""
+    words = tokens.word_ids(_tokenizer(workload))
+    rng = random.Random(f"prompts/{seed}")
+    prefixes = [[random.Random(f"prefix/{seed}/{g}").choice(words) for _ in range(workload.prefix_tokens)]
+                for g in range(workload.prefix_groups)]  # fmt: skip
+    out = []
+    for i in range(count):
+        isl = lengths(rng, workload.isl, workload.isl_range)
+        ids = prefixes[i % workload.prefix_groups] + [
+            rng.choice(words) for _ in range(isl - workload.prefix_tokens)
+        ]
+        out.append({"input_ids": ids, "text": tokens.text_of(_tokenizer(workload), ids),
+                    "osl": lengths(rng, workload.osl, workload.osl_range), "group": i % workload.prefix_groups})  # fmt: skip
+    return out
+
+
+def conversations(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) -> list[dict[str, Any]]:
+    """Conversations of ``turns`` questions (each of the drawn ISL in new tokens; ``input_ids`` is the first
+    one's). A user sends turn t with the whole history: every earlier question and the answer it streamed."""
+    words = tokens.word_ids(_tokenizer(workload))
+    rng = random.Random(f"conversations/{seed}")
+    out = []
+    for _ in range(count):
+        turns = []
+        for _turn in range(workload.turns):
+            ids = [rng.choice(words) for _ in range(lengths(rng, workload.isl, workload.isl_range))]
+            turns.append((ids, tokens.text_of(_tokenizer(workload), ids)))
+        out.append({"input_ids": turns[0][0], "text": turns[0][1], "turns": [t for _, t in turns],
+                    "osl": lengths(rng, workload.osl, workload.osl_range)})  # fmt: skip
+    return out
+
+
+def trace_prompts(workload: Workload, path: str | os.PathLike) -> list[dict[str, Any]]:
+    """A trace's requests in arrival order: each prompt exactly its input length (equal hash blocks give
+    equal tokens), its output length, and ``at_s``, its arrival in seconds after the trace's first."""
+    words = tokens.word_ids(_tokenizer(workload))
+    out = []
+    for i, entry in enumerate(traces.read_trace(path)):
+        ids = traces.prompt_ids(entry, words, i, workload.trace_block_tokens)
+        out.append({"input_ids": ids, "text": tokens.text_of(_tokenizer(workload), ids), "osl": entry.osl,
+                    "at_s": entry.at_s})  # fmt: skip
+    return out
+
+
+def build_prompts(workload: Workload, prompts_file: str | os.PathLike | None, trace_file: str | os.PathLike | None,
+                  seed: int = 0) -> list[dict[str, Any]]:  # fmt: skip
+    """The prompts a workload sends: a trace's, conversations, shared-prefix ones, a file's, or synthetic."""
+    if trace_file is not None:
+        return trace_prompts(workload, trace_file)
+    if workload.turns > 1:
+        return conversations(workload, seed=seed)
+    if workload.prefix_tokens:
+        return shared_prefix_prompts(workload, seed=seed)
+    return make_prompts(workload, prompts_file, seed)
