@@ -40,7 +40,7 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 # (ONNX Runtime MatMulNBits on CPUs, AWQ W4A16 on GPUs), fp8 = E4M3 weights and activations (Ada, Hopper).
 VARIANT_PRECISIONS = (*PRECISIONS, "int4", "fp8")
 FORMATS = ("onnx", "tensorrt-plan", "neuron")
-APIS = ("triton", "triton-grpc", "openai-completions", "openai-chat")
+APIS = ("triton", "triton-grpc", "openai-completions", "openai-chat", "openai-embeddings")
 ORIGINS = ("accelbench-loadtest", "perf_analyzer-import", "locust-import", "device-check")
 
 
@@ -327,6 +327,9 @@ class GenerativeStep(_Part):
         None, description="output tokens/s / concurrency (vLLM plot_pareto)"
     )
     goodput: Goodput | None = None
+    cancelled: int | None = Field(
+        None, description="requests cancelled on purpose (workload cancel_after_ms)"
+    )
     client_cpu_us_per_token: Number | None = None
     histograms: dict[str, str] | None = Field(
         None, description="metric -> base64 HDR histogram (µs), mergeable across processes"
@@ -347,6 +350,54 @@ class Workload(_Part):
     tokenizer: str | None = None
     slo_ttft_p99_ms: Number | None = None
     slo_tpot_p99_ms: Number | None = None
+    # the traffic measured (docs/llm.md "Workloads"); absent: none of it (plain prompts, one turn, no trace)
+    prefix_tokens: int | None = Field(
+        None, description="shared prefix: tokens of every prompt that are its group's"
+    )
+    prefix_groups: int | None = Field(None, description="shared prefix: distinct prefixes, used in turn")
+    turns: int | None = Field(None, description="multi-turn: turns per conversation, the history re-sent")
+    think_time_s: Number | None = Field(
+        None, description="multi-turn: a user's wait between an answer and its next turn"
+    )
+    trace: str | None = Field(
+        None, description="the replayed trace's file name (Mooncake JSONL or BurstGPT CSV)"
+    )
+    trace_sha256: str | None = None
+    trace_block_tokens: int | None = Field(None, description="tokens per Mooncake hash_id block")
+    cancel_after_ms: Number | None = Field(
+        None, description="requests cancelled this long after they were sent"
+    )
+    cancel_fraction: Number | None = Field(None, description="the fraction of requests cancelled")
+
+
+class SearchPlan(_Part):
+    """How the SLO-capacity search was asked to run (loadtests/search.py)."""
+
+    mode: Literal["concurrency", "rate"]
+    max_concurrency: int | None = None
+    between: int | None = None
+    refinements: int | None = None
+
+
+class SearchStep(_Part):
+    index: int
+    phase: str = Field(description="synchronous | saturation | between | refinement")
+    met: bool | None = Field(None, description="whether the step met the TTFT p99 and TPOT p99 objectives")
+
+
+class SearchResult(_Part):
+    """The search's answer: the highest load that met the objectives (``answer``) and the lowest above it
+    that did not (``above``; absent: unbounded), with the phase of every step it measured."""
+
+    mode: Literal["concurrency", "rate"]
+    ttft_p99_ms: Number | None = None
+    tpot_p99_ms: Number | None = None
+    answer: Offered | None = None
+    above: Offered | None = None
+    answer_step: int | None = Field(None, description="the index of the step measured at the answer")
+    steps: list[SearchStep] = Field(default_factory=list)
+    reason: str | None = None
+    complete: bool = False
 
 
 class Step(_Part):
@@ -442,6 +493,9 @@ class LoadProfile(_Part):
         None, ge=1, description="which of N repeated runs (--repeats N) this is; absent: the first (or only)"
     )
     workload: Workload | None = Field(None, description="generative models: ISL/OSL, API, prompts")
+    search: SearchPlan | None = Field(
+        None, description="an SLO-capacity search: its plan (levels: its bracketing steps)"
+    )
 
 
 class ResultDocument(_Part):
@@ -468,6 +522,9 @@ class ResultDocument(_Part):
     provenance: Provenance
     load_profile: LoadProfile
     steps: list[Step]
+    search: SearchResult | None = Field(
+        None, description="an SLO-capacity search's answer and its steps' phases"
+    )
     complete: bool = False
 
     def model_post_init(self, context: Any, /) -> None:

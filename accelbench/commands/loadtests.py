@@ -7,9 +7,17 @@ import sys
 import click
 
 from accelbench.commands import catalog_of
-from accelbench.commands.load_options import build, load_options, stack, take, take_plan, workload_options
+from accelbench.commands.load_options import (
+    build,
+    knob_options,
+    load_options,
+    stack,
+    take,
+    take_plan,
+    workload_options,
+)
 from accelbench.hardware.catalog_schema import PRECISIONS
-from accelbench.loadtests.profiles import Workload, offered_label
+from accelbench.loadtests.profiles import Search, Workload, offered_label
 
 
 def _progress(json_mode: bool):
@@ -149,6 +157,22 @@ def _is_generative(gen: dict, repo, url, model: str) -> bool:
     return url is not None and generative.triton_generative(url.rstrip("/"), model) is not None
 
 
+def _search_of(given: dict, options: dict) -> Search | None:
+    """The search asked for (``--search MODE`` and its options), with the load levels it plans itself."""
+    if not given:
+        return None
+    from accelbench.errors import BadInputError
+
+    if "mode" not in given:
+        raise BadInputError("the --search-* options go with --search concurrency|rate")
+    for flag in ("concurrency", "rate"):
+        if options.get(flag) is not None:
+            raise BadInputError(f"--search plans its own load levels; drop --{flag}")
+    search = build(Search, given)
+    options["concurrency" if search.mode == "concurrency" else "rate"] = "1"  # replaced by searching()
+    return search
+
+
 def _run_live(json_mode: bool, measure) -> tuple:
     """``measure(on_event)`` with the progress display of ``_progress`` around it."""
     live, on_event = _progress(json_mode)
@@ -170,6 +194,7 @@ def register(group: click.Group) -> None:
     @load_options
     @distributed_options
     @workload_options
+    @knob_options(Search, defaults=False)
     @click.option("--out", "out_dir", default="results", show_default=True, type=click.Path(file_okay=False))
     @click.option("--json", "json_mode", is_flag=True, help="Print the result document as JSON.")
     @click.pass_context
@@ -186,11 +211,22 @@ def register(group: click.Group) -> None:
         bind = _master_bind(options.pop("master_bind"), options.pop("expect_workers"),
                             options.pop("worker_timeout"), options.get("processes") or 1)  # fmt: skip
         gen = take(Workload, options)
+        search = _search_of(take(Search, options), options)
         plan = take_plan(options, **({"processes": bind.expect_workers} if bind is not None else {}))
+        if search is not None:
+            import dataclasses
+
+            plan = dataclasses.replace(plan, profile=plan.profile.searching(search))
         common = dict(model=where.pop("model"), out_dir=out_dir, repo=repo, repeats=plan.repeats,
                       command=" ".join(["accelbench", *sys.argv[1:]]), master_bind=bind,
                       limits=Limits(retries=plan.retries), **where)  # fmt: skip
-        if _is_generative(gen, repo, where["url"], common["model"]):
+        generative = _is_generative(gen, repo, where["url"], common["model"])
+        if search is not None and not generative:
+            from accelbench.errors import BadInputError
+
+            raise BadInputError("--search finds a generative model's TTFT/TPOT capacity: give --api (or serve a "
+                                "streaming model)")  # fmt: skip
+        if generative:
             from accelbench.loadtests.generative import run as run_generative
 
             gen.setdefault("api", "triton-grpc" if plan.profile.protocol == "grpc" else "triton")

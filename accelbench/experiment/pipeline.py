@@ -308,7 +308,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             notes.append(server.http_url)
         try:
             _sweeps(server, todo, out, repo_dir, progress, command, _limits(spec), spec.workload.prompts_file,
-                    sink, cancel)  # fmt: skip
+                    sink, cancel, spec.workload.trace_file)  # fmt: skip
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -333,6 +333,7 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             spec.workload.prompts_file,
             sink,
             cancel,
+            spec.workload.trace_file,
         )
     return paths
 
@@ -352,7 +353,8 @@ def _limits(spec: ExperimentSpec) -> Limits:
 
 def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadProfile]], out: Path,
             repo_dir: Path | None, progress: Progress, command: str, limits: Limits, prompts: str | None = None,
-            sink: StepSink | None = None, cancel: Cancel | None = None) -> None:  # fmt: skip
+            sink: StepSink | None = None, cancel: Cancel | None = None,
+            trace: str | None = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
     from accelbench.models.cards import card_from_dict
 
@@ -371,7 +373,7 @@ def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadP
             repository_config = config.read_text() if config and config.is_file() else ""
             if profile.workload:  # a generative variant: streamed, token by token (docs/llm.md)
                 doc = _generative_sweep(server, v, name, profile, out, repository_config, command, on_event, limits,
-                                        prompts, cancel)  # fmt: skip
+                                        prompts, cancel, trace)  # fmt: skip
             else:
                 doc, _ = measure(
                     server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
@@ -386,7 +388,8 @@ def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadP
 
 def _generative_sweep(server: LocalTriton | RemoteTriton, v: _Variant, name: str, profile: LoadProfile, out: Path,
                       repository_config: str, command: str, on_event: Callable[[Event], None], limits: Limits,
-                      prompts: str | None, cancel: Cancel | None) -> ResultDocument:  # fmt: skip
+                      prompts: str | None, cancel: Cancel | None,
+                      trace: str | None = None) -> ResultDocument:  # fmt: skip
     from accelbench.loadtests.generative import generative_loadtest
     from accelbench.loadtests.sweep import Server
 
@@ -394,7 +397,7 @@ def _generative_sweep(server: LocalTriton | RemoteTriton, v: _Variant, name: str
                    version=server.server_version or "")  # fmt: skip
     doc, _ = generative_loadtest(
         url=where.http_url, model=name, profile=profile, out_dir=out / "results", prompts_file=prompts,
-        server=where, manifest=v.manifest,
+        trace_file=trace, server=where, manifest=v.manifest,
         context_length=(v.manifest.card.get("generative") or {}).get("context_length"),
         repository_config=repository_config, command=command, on_event=on_event, cancel=cancel, limits=limits,
     )  # fmt: skip

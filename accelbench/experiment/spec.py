@@ -22,6 +22,7 @@ from accelbench.loadtests.profiles import (
     LoadPlan,
     LoadProfile,
     ProfileError,
+    Search,
     Workload,
     from_table,
     plan_from_table,
@@ -229,7 +230,7 @@ class ExperimentSpec:
         raise BadInputError(f"{self.source}: targets: {target_id!r} is not in this spec (it has: {known})")
 
 
-_TOP_KEYS = {"name", "out", "baseline", "models", "targets", "load", "slo", "price", "workload"}
+_TOP_KEYS = {"name", "out", "baseline", "models", "targets", "load", "slo", "price", "workload", "search"}
 
 
 def _table(data: Any, key: str) -> dict[str, Any]:
@@ -286,6 +287,11 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> ExperimentSp
     price = _build(PriceSpec, _table(data.get("price"), "price"), "price")
     _one_of("workload.api", _table(data.get("workload"), "workload").get("api", "triton"), SPEC_APIS)
     workload = _profile_table("workload", lambda t: from_table(Workload, t), data)
+    if "search" in data:  # the SLO-capacity search (docs/llm.md): it plans the load levels itself
+        search = _profile_table("search", lambda t: from_table(Search, t), data)
+        if slo.ttft_p99_ms is None and slo.tpot_p99_ms is None:
+            raise SpecError("search", "needs an objective: [slo] ttft_p99_ms and/or tpot_p99_ms")
+        load = replace(load, profile=load.profile.searching(search))
     top = {k: data[k] for k in ("baseline", "out", "name") if k in data}
     return ExperimentSpec(
         models=models,

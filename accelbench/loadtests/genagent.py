@@ -9,8 +9,11 @@ request: TTFT, every inter-token gap, TPOT, e2e, input and output tokens, in com
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import gevent
 import numpy as np
 
 from accelbench.loadtests import genstats, streams, users, workloads
@@ -18,31 +21,65 @@ from accelbench.loadtests.streams import NotStreaming, StreamAnswer, output_coun
 from accelbench.loadtests.wire import WrongOutput
 
 
-class GenRequestPool:
-    """Per prompt: the request encoded once (HTTP bytes or a serialized gRPC message), its ISL and OSL."""
+@dataclass(frozen=True)
+class Conversation:
+    """A multi-turn conversation: its questions, in order, and the output length asked of each answer."""
 
-    def __init__(self, cfg: dict[str, Any], payloads: list[dict[str, np.ndarray]]) -> None:
-        w = cfg["workload"]
-        self.requests: list[GenRequest] = []
-        for payload in payloads:
-            prompt = workloads.from_payload(payload)
-            if w["api"] == "triton-grpc":
-                raw = streams.grpc_stream_request(cfg["model"], prompt, w["ignore_eos"])
-            else:
-                raw = streams.build_request(w["api"], cfg["url"], cfg["model"], prompt, w["ignore_eos"])
-            self.requests.append((raw, len(prompt["input_ids"]), prompt["osl"]))
-        self.position = 0
-
-    def next(self) -> GenRequest:
-        req = self.requests[self.position]
-        self.position = (self.position + 1) % len(self.requests)
-        return req
+    turns: tuple[str, ...]
+    isl: int
+    osl: int
 
 
 GenRequest = tuple[bytes, int, int]  # the encoded request, its ISL and its OSL
 
 
-class GenerativeAgent(users.Agent[GenRequest]):
+class GenRequestPool:
+    """Per prompt: the request encoded once (HTTP bytes or a serialized gRPC message), its ISL and OSL; a
+    conversation's questions (encoded turn by turn, as the history grows); a trace's arrival times."""
+
+    def __init__(self, cfg: dict[str, Any], payloads: list[dict[str, np.ndarray]]) -> None:
+        w = cfg["workload"]
+        self.requests: list[GenRequest | Conversation] = []
+        self.arrivals: list[float] = []
+        for payload in payloads:
+            prompt = workloads.from_payload(payload)
+            isl, osl = len(prompt["input_ids"]), 0 if w["api"] == "openai-embeddings" else prompt["osl"]
+            if "at_s" in prompt:
+                self.arrivals.append(prompt["at_s"])
+            if "turns" in prompt:
+                self.requests.append(Conversation(tuple(prompt["turns"]), isl, osl))
+                continue
+            if w["api"] == "triton-grpc":
+                raw = streams.grpc_stream_request(cfg["model"], prompt, w["ignore_eos"])
+            else:
+                raw = streams.build_request(w["api"], cfg["url"], cfg["model"], prompt, w["ignore_eos"])
+            self.requests.append((raw, isl, osl))
+        self.position = 0
+
+    def next(self) -> GenRequest | Conversation:
+        req = self.requests[self.position]
+        self.position = (self.position + 1) % len(self.requests)
+        return req
+
+    def replay(self, rate_rps: float, index: int = 0, processes: int = 1) -> Iterator[tuple[float, Any]]:
+        """A trace's requests with their send times (s after the replay starts), scaled so the trace's mean
+        rate is ``rate_rps`` (all processes together; this one sends every ``processes``-th request), lap
+        after lap (the next lap starts one mean gap after the last request)."""
+        own_rate = (len(self.arrivals) - 1) / self.arrivals[-1]
+        scale = own_rate / rate_rps
+        lap_s = self.arrivals[-1] + 1 / own_rate
+        lap = 0
+        while True:
+            for i in range(index, len(self.requests), processes):
+                yield (lap * lap_s + self.arrivals[i]) * scale, self.requests[i]
+            lap += 1
+
+
+class Cancelled(Exception):
+    """A request's cancellation delay passed (workload ``cancel_after_ms``)."""
+
+
+class GenerativeAgent(users.Agent[Any]):
     def __init__(self, config: dict[str, Any], pool: GenRequestPool, free_running: bool = True) -> None:
         self.workload = config["workload"]
         super().__init__(config, pool, free_running)
@@ -50,6 +87,7 @@ class GenerativeAgent(users.Agent[GenRequest]):
     def _reset(self) -> None:
         super()._reset()
         self.record = genstats.Record()
+        self.sent = getattr(self, "sent", 0)  # requests drawn for cancellation, across phases
 
     def make_client(self, concurrency: int = 1):
         return streams.make_stream_client(self.workload["api"], self.config["url"], self.config["timeout_s"])
@@ -57,19 +95,65 @@ class GenerativeAgent(users.Agent[GenRequest]):
     def check(self, answer: Any) -> BaseException | None:
         return None  # a streamed answer is checked while it is read (events, tokens), see issue
 
-    def issue(self, client: Any, request: GenRequest, start_ns: int | None = None) -> BaseException | None:
-        """One streamed request; latencies count from ``start_ns`` (open loop: the intended send time)."""
+    def issue(self, client: Any, request: GenRequest | Conversation,
+              start_ns: int | None = None) -> BaseException | None:  # fmt: skip
+        """One streamed request (or a whole conversation, turn after turn); latencies count from
+        ``start_ns`` (open loop: the intended send time)."""
+        if isinstance(request, Conversation):
+            return self.converse(client, request, start_ns)
+        return self.one(client, request, start_ns)[0]
+
+    def converse(self, client: Any, conv: Conversation, start_ns: int | None) -> BaseException | None:
+        """Each turn sends the history (every earlier question and the answer streamed to it) and the next
+        question; the user thinks ``think_time_s`` between an answer and its next turn. A conversation stops
+        early when its phase ends (the step's drain) or a turn fails."""
+        epoch = self.epoch
+        history: list[dict[str, str]] = []
+        exc: BaseException | None = None
+        api, w = self.workload["api"], self.workload
+        for k, question in enumerate(conv.turns):
+            if k and (not self.running.is_set() or self.epoch != epoch):
+                break
+            history.append({"role": "user", "content": question})
+            raw = streams.build_request(api, self.config["url"], self.config["model"],
+                                        {"text": question, "osl": conv.osl}, w["ignore_eos"], history)  # fmt: skip
+            exc, answer = self.one(client, (raw, conv.isl, conv.osl), start_ns if k == 0 else None)
+            if exc is not None or answer is None:
+                break
+            history.append({"role": "assistant", "content": "".join(answer.texts)})
+            if k + 1 < len(conv.turns) and w.get("think_time_s"):
+                gevent.sleep(float(w["think_time_s"]))
+        return exc
+
+    def _cancel_s(self) -> float | None:
+        """Seconds after which this request is cancelled, or None; ``cancel_fraction`` of them, evenly."""
+        after = self.workload.get("cancel_after_ms")
+        if after is None:
+            return None
+        self.sent += 1
+        fraction = float(self.workload.get("cancel_fraction") or 1.0)
+        return after / 1000 if int(self.sent * fraction) > int((self.sent - 1) * fraction) else None
+
+    def one(self, client: Any, request: GenRequest,
+            start_ns: int | None = None) -> tuple[BaseException | None, StreamAnswer | None]:  # fmt: skip
         epoch, counted = self.epoch, self.measuring
         raw, isl, osl = request
+        cancel_s = self._cancel_s()
         self.in_flight += 1
         t0 = time.perf_counter_ns()
         start_ns = t0 if start_ns is None else min(start_ns, t0)
         exc: BaseException | None = None
         answer: StreamAnswer | None = None
         try:
-            answer = client.exchange(raw)
+            with gevent.Timeout(cancel_s, Cancelled):  # None: no timeout
+                answer = client.exchange(raw)
             if not answer.times_ns:
                 raise WrongOutput("the stream ended without a token")
+        except Cancelled:  # on purpose: the client closed the connection (SseClient.exchange)
+            self.in_flight -= 1
+            if counted and epoch == self.epoch:
+                self.record.cancelled += 1
+            return None, None
         except NotStreaming as err:
             exc = WrongOutput(str(err))
         except Exception as err:  # every failure is classified and counted, never raised into Locust
@@ -91,7 +175,7 @@ class GenerativeAgent(users.Agent[GenRequest]):
                 response_time=e2e_us / 1000.0, response_length=len(answer.times_ns) if answer else 0,
                 response=None, context={}, exception=exc,
             )  # fmt: skip
-        return exc
+        return exc, answer
 
     def pause(self, timeout_s: float) -> dict[str, Any]:
         totals = super().pause(timeout_s)

@@ -83,10 +83,17 @@ def context_of(api: str, url: str, model: str, card_context: int | None) -> int 
 
 
 def check_context(prompts: list[dict[str, Any]], context: int | None) -> None:
+    """The longest prompt plus its output must fit; a conversation's last turn carries every turn before."""
     if context is None:
         return
+    turns = max(len(p.get("turns") or [None]) for p in prompts)
     worst = max(prompts, key=lambda p: len(p["input_ids"]) + int(p["osl"]))
-    need = len(worst["input_ids"]) + int(worst["osl"])
+    need = turns * (len(worst["input_ids"]) + int(worst["osl"]))
+    if turns > 1 and need > context:
+        raise BadInputError(
+            f"the last of {turns} turns carries about {need} tokens (each turn {len(worst['input_ids'])} in, "
+            f"{worst['osl']} out), beyond the model's context of {context}; lower --turns, --isl or --osl"
+        )
     if need > context:
         raise BadInputError(
             f"a prompt of {len(worst['input_ids'])} tokens plus {worst['osl']} output tokens ({need}) is beyond "
@@ -142,6 +149,7 @@ def generative_loadtest(
     profile: LoadProfile,
     out_dir: str | os.PathLike,
     prompts_file: str | os.PathLike | None = None,
+    trace_file: str | os.PathLike | None = None,
     server: sweep.Server | None = None,
     manifest: VariantManifest | None = None,
     context_length: int | None = None,
@@ -159,7 +167,7 @@ def generative_loadtest(
     w = profile.workload
     if w is None:
         raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
-    prompts = workloads.make_prompts(w, prompts_file, profile.seed)
+    prompts = workloads.build_prompts(w, prompts_file, trace_file, profile.seed)
     stream_url = server.client_url(profile.protocol) if server else url
     info_url = server.http_url if server else url
     check_context(prompts, context_of(w.api, info_url, model, context_length))
@@ -229,7 +237,8 @@ def run(
         found = [
             generative_loadtest(
                 url=target_url, model=model, profile=dataclasses.replace(streaming, repeat=repeat),
-                out_dir=out_dir, prompts_file=workload.prompts_file, server=server, manifest=manifest,
+                out_dir=out_dir, prompts_file=workload.prompts_file, trace_file=workload.trace_file, server=server,
+                manifest=manifest,
                 context_length=context, repository_config=repository_config, **kw,
             )
             for repeat in range(1, repeats + 1)

@@ -47,6 +47,7 @@ class Record:
         self.itl = array("q")  # every gap, request after request (``gaps`` per request)
         self.hists = {m: histogram.new_histogram() for m in METRICS}
         self.mismatches = 0
+        self.cancelled = 0  # requests cancelled on purpose (workload cancel_after_ms)
         self.t0_ns = time.perf_counter_ns()
 
     def add(self, start_ns: int, times_ns: list[int], counts: list[int], total: int, end_ns: int,
@@ -80,7 +81,7 @@ class Record:
     def encode(self, workload: dict[str, Any]) -> dict[str, Any]:
         return {"columns": {k: _pack(v) for k, v in self.cols.items()}, "itl": _pack(self.itl),
                 "histograms": {m: histogram.encode(h) for m, h in self.hists.items()},
-                "usage_mismatches": self.mismatches, "workload": workload}  # fmt: skip
+                "usage_mismatches": self.mismatches, "cancelled": self.cancelled, "workload": workload}  # fmt: skip
 
 
 def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -105,6 +106,7 @@ def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
             m: histogram.encode(histogram.merge(p["histograms"][m] for p in given)) for m in METRICS
         },
         "usage_mismatches": sum(p.get("usage_mismatches", 0) for p in given),
+        "cancelled": sum(p.get("cancelled", 0) for p in given),
         "workload": given[0].get("workload"),
     }
 
@@ -154,6 +156,8 @@ def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s:
     out: dict[str, Any] = {"requests": 0, "failed": failed, "histograms": gen.get("histograms"),
                            "sample_floors": dict.fromkeys(METRICS, sample_floor),
                            "usage_mismatches": gen.get("usage_mismatches", 0)}  # fmt: skip
+    if workload.get("cancel_after_ms") is not None:
+        out["cancelled"] = int(gen.get("cancelled", 0))
     total_tokens = int(cols["out_tokens"].sum()) if n_all else 0
     out["client_cpu_us_per_token"] = round(cpu_s * 1e6 / total_tokens, 2) if total_tokens else None
     if n_all < 2:

@@ -276,6 +276,29 @@ _LATER_FIELDS = frozenset({"prefix_tokens", "prefix_groups", "turns", "think_tim
                            "trace_block_tokens", "cancel_after_ms", "cancel_fraction"})  # fmt: skip
 
 
+SEARCH_MODES = ("concurrency", "rate")
+
+
+@dataclass(frozen=True)
+class Search:
+    """The SLO-capacity search (loadtests/search.py): the highest concurrency, or Poisson rate, whose TTFT
+    p99 and TPOT p99 meet the workload's objectives (``--slo-ttft-p99-ms``, ``--slo-tpot-p99-ms``; a spec's
+    ``[slo]``). The spec's ``[search]`` table takes these keys."""
+
+    mode: str = knob("concurrency", "Search for the highest load that meets the TTFT/TPOT p99 objectives: "
+                     "concurrency (closed loop) or rate (Poisson requests/s).", flag="--search",
+                     choices=SEARCH_MODES)  # fmt: skip
+    max_concurrency: int = knob(64, "Search: the saturation step's concurrency (default 64).",
+                                flag="--search-max-concurrency", check=whole(1))  # fmt: skip
+    between: int = knob(3, "Search: loads measured between the synchronous and the saturation step.",
+                        flag="--search-between", check=whole(1))  # fmt: skip
+    refinements: int = knob(4, "Search: bisection steps at most after those (concurrencies stop 1 apart).",
+                            flag="--search-refinements", check=whole(0))  # fmt: skip
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
 # ---- the load profile ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LoadProfile:
@@ -322,6 +345,8 @@ class LoadProfile:
     repeat: int = knob(1, "which of N repeated runs this is", spec=False, check=whole(1))
     # generative sweeps: streamed requests, token-level figures
     workload: Workload | None = knob(None, "the generative workload", spec=False)
+    # the SLO-capacity search: its steps are planned as they are measured (levels: the bracketing ones)
+    search: Search | None = knob(None, "the SLO-capacity search", spec=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.levels, list):
@@ -330,13 +355,39 @@ class LoadProfile:
             object.__setattr__(self, "shapes", tuple(self.shapes))
         if isinstance(self.workload, Mapping):
             object.__setattr__(self, "workload", Workload(**self.workload))
+        if isinstance(self.search, Mapping):
+            object.__setattr__(self, "search", Search(**self.search))
         validate(self)
+        self._check_workload()
         if self.kind == "closed" and any(int(v) != v for v in self.levels):
             raise ProfileError(
                 "levels", f"closed-loop concurrency must be whole numbers, got {list(self.levels)}"
             )
         if self.duration_s == 0:  # 0, as a spec writes it: until the sample floor
             object.__setattr__(self, "duration_s", None)
+
+    def _check_workload(self) -> None:
+        w = self.workload
+        if w is not None and w.trace is not None and self.kind != "open":
+            raise ProfileError("trace", "a trace is replayed at its timestamps: give --rate R (its own rate, or "
+                               "another to scale it to)")  # fmt: skip
+        if self.search is None or w is None:  # a classic profile refuses a search where it is made
+            return
+        if w.slo_ttft_p99_ms is None and w.slo_tpot_p99_ms is None:
+            raise ProfileError("search", "needs an objective: --slo-ttft-p99-ms and/or --slo-tpot-p99-ms "
+                               "(a spec's [slo] ttft_p99_ms, tpot_p99_ms)")  # fmt: skip
+        if self.kind != ("closed" if self.search.mode == "concurrency" else "open"):
+            raise ProfileError("search", f"a {self.search.mode} search cannot run a {self.kind} loop "
+                               "(LoadProfile.searching sets the kind)")  # fmt: skip
+        if w.trace is not None:
+            raise ProfileError("search", "a trace is replayed at its own timestamps, not searched")
+
+    def searching(self, search: Search) -> LoadProfile:
+        """This profile for an SLO-capacity search: its kind follows the mode, its levels are the bracketing
+        steps' concurrencies (1 and max_concurrency); the steps between are planned as they are measured."""
+        kind = "closed" if search.mode == "concurrency" else "open"
+        levels = (1.0, float(search.max_concurrency))
+        return dataclasses.replace(self, kind=kind, levels=levels, search=search)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``load_profile`` of the result document; equal dicts mean a rerun may resume."""
@@ -347,6 +398,12 @@ class LoadProfile:
             del out["repeat"]
         if self.workload is None:  # classic documents stay unchanged and resumable
             del out["workload"]
+        else:
+            out["workload"] = self.workload.to_dict()
+        if self.search is None:
+            del out["search"]
+        else:
+            out["levels"] = [int(v) for v in self.levels]
         return out
 
     def to_document(self) -> LoadProfileDocument:
@@ -371,7 +428,10 @@ class LoadProfile:
         return dataclasses.replace(self, protocol=protocol, batch_size=1, workload=w)
 
     def steps(self) -> list[dict[str, Any]]:
-        """One plan per level: ``{"index", "offered": {"concurrency": n} | {"rate_rps": r}}``."""
+        """One plan per level: ``{"index", "offered": {"concurrency": n} | {"rate_rps": r}}``; none for a
+        search, whose steps are planned as they are measured (sweep.py)."""
+        if self.search is not None:
+            return []
         key = "concurrency" if self.kind == "closed" else "rate_rps"
         return [
             {"index": i, "offered": {key: int(v) if self.kind == "closed" else float(v)}}
@@ -379,6 +439,8 @@ class LoadProfile:
         ]
 
     def label(self) -> str:
+        if self.search is not None and self.workload:
+            return f"search-{self.search.mode}-{self.workload.label()}"
         if self.workload:
             return f"{self.kind}-{self.workload.label()}"
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"

@@ -58,10 +58,14 @@ def _http(host: str, port: int, path: str, body: dict[str, Any]) -> bytes:
     return head.encode("latin-1") + data
 
 
-def build_request(api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool) -> bytes:
-    """The whole HTTP request for one prompt (``input_ids``, ``text``, ``osl``) on ``api``."""
+def build_request(api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool,
+                  messages: list[dict[str, str]] | None = None) -> bytes:  # fmt: skip
+    """The whole HTTP request for one prompt (``input_ids``, ``text``, ``osl``) on ``api``; ``messages``: a
+    conversation's history and new question (chat: the messages; completions: their texts, in order)."""
     host, port, base = split_url(url)
     osl = int(prompt["osl"])
+    if api == "openai-embeddings":
+        return _http(host, port, f"{base}/embeddings", {"model": model, "input": prompt["text"]})
     if api == "triton":
         body: dict[str, Any] = {"input_ids": list(prompt["input_ids"]), "max_tokens": osl}
         if ignore_eos:
@@ -72,9 +76,9 @@ def build_request(api: str, url: str, model: str, prompt: dict[str, Any], ignore
     if ignore_eos:
         body["ignore_eos"] = True  # vLLM, SGLang, TensorRT-LLM's server, llama.cpp; others ignore it
     if api == "openai-chat":
-        body["messages"] = [{"role": "user", "content": prompt["text"]}]
+        body["messages"] = messages or [{"role": "user", "content": prompt["text"]}]
         return _http(host, port, f"{base}/chat/completions", body)
-    body["prompt"] = prompt["text"]
+    body["prompt"] = " ".join(m["content"] for m in messages) if messages else prompt["text"]
     return _http(host, port, f"{base}/completions", body)
 
 
@@ -213,6 +217,8 @@ class SseConnection:
         body = _Body("chunked" in headers.get("transfer-encoding", "").lower(),
                      int(length) if length is not None else None)  # fmt: skip
         self.keep = headers.get("connection", "").lower() != "close" and (body.chunked or length is not None)
+        if api == "openai-embeddings" and status < 400:  # one JSON answer: its arrival is its only time
+            return _embedding(self._whole(body, rest))
         if status >= 400 or "text/event-stream" not in headers.get("content-type", ""):
             text = self._whole(body, rest)
             self.keep = False
@@ -267,6 +273,18 @@ class SseConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _embedding(text: str) -> StreamAnswer:
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        raise ServerAnswer("embeddings", f"an answer that is not JSON: {text[:80]!r}") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list) or not obj["data"]:
+        raise ServerAnswer("embeddings", f"an answer without data: {text[:80]!r}")
+    usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
+    return StreamAnswer(times_ns=[time.perf_counter_ns()], counts=[0], usage=usage,
+                        input_tokens=(usage or {}).get("prompt_tokens"))  # fmt: skip
 
 
 def _parse_events(data: bytearray, handle, answer: StreamAnswer, now: int) -> bool:

@@ -7,6 +7,7 @@ its own process group, which is ended afterwards so no worker outlives the sweep
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ from accelbench.documents import (
     to_dict,
 )
 from accelbench.errors import BadInputError, MeasurementError, ServerError
-from accelbench.loadtests import histogram, results, samples
+from accelbench.loadtests import histogram, results, samples, search_run
 from accelbench.loadtests.child import EventStream, end_group, last_line, send_steps, start_runner
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.events import (
@@ -248,7 +249,11 @@ def run_sweep(
     load = _Load(doc, path, server, model, payloads, expected_outputs, profile, limits, on_event, master_bind,
                  cancel)  # fmt: skip
     # a finished document is not measured again by a rerun; an unfinished one may still have retries left
-    if todo:
+    if profile.search is not None:
+        old = results.load_document(path) if doc.steps else None  # the kept steps' phases
+        doc.search = old.search if old is not None else None
+        _search(load, was_complete)
+    elif todo:
         load.measure(todo, retry_rounds=limits.retries)
     elif not was_complete:
         load.measure(to_retry(doc, profile, limits.retries), retry_rounds=limits.retries - 1)
@@ -257,6 +262,24 @@ def run_sweep(
     doc.complete = True
     results.save(doc, path)
     return doc, path
+
+
+def _search(load: _Load, was_complete: bool) -> None:
+    """The SLO-capacity search (search_run.py): a closed-loop child for concurrencies (and a rate search's
+    bracketing steps), an open-loop one for rates; each goes on through the child's stdin."""
+    run = search_run.SearchRun(load.doc, load.profile, lambda: results.save(load.doc, load.path))
+    if was_complete:
+        return
+
+    def measure(kind: str, plans: list[dict[str, Any]], more: Callable[[], list[dict[str, Any]]]) -> None:
+        own = (
+            load.profile
+            if kind == load.profile.kind
+            else dataclasses.replace(load.profile, kind=kind, search=None)
+        )
+        dataclasses.replace(load, profile=own).measure(plans, retry_rounds=0, more=more)
+
+    run.run(measure, lambda: _stopped(load.cancel))
 
 
 def to_retry(doc: ResultDocument, profile: LoadProfile, retries: int) -> list[dict[str, Any]]:
@@ -292,13 +315,15 @@ class _Load:
     bind: MasterBind | None
     cancel: Cancel | None
 
-    def measure(self, plans: list[dict[str, Any]], retry_rounds: int) -> None:
-        """Measure ``plans``, then up to ``retry_rounds`` rounds of retries; raises what stopped the load."""
+    def measure(self, plans: list[dict[str, Any]], retry_rounds: int,
+                more: Callable[[], list[dict[str, Any]]] | None = None) -> None:  # fmt: skip
+        """Measure ``plans``, then up to ``retry_rounds`` rounds of retries (or, given ``more``, the steps it
+        gives each time the child has measured those before, until none); raises what stopped the load."""
         if not plans or _stopped(self.cancel):
             return
         with tempfile.TemporaryDirectory(prefix="accelbench-load-") as tmp:
             config = self._write_config(Path(tmp), plans)
-            failure = self._drive(config, Path(tmp) / "locust.log", plans, retry_rounds)
+            failure = self._drive(config, Path(tmp) / "locust.log", plans, retry_rounds, more)
         if failure:
             raise failure
 
@@ -325,8 +350,8 @@ class _Load:
             return []
         return to_retry(self.doc, self.profile, self.limits.retries)
 
-    def _drive(self, config_path: Path, log_path: Path, plans: list[dict[str, Any]],
-               retry_rounds: int) -> Exception | None:  # fmt: skip
+    def _drive(self, config_path: Path, log_path: Path, plans: list[dict[str, Any]], retry_rounds: int,
+               more: Callable[[], list[dict[str, Any]]] | None = None) -> Exception | None:  # fmt: skip
         """Run the child, recording each step as it arrives and handing it the retries; the first problem,
         if any, is returned. A requested ``cancel`` ends the child after the step that finishes next (the
         rest stay unmeasured)."""
@@ -345,7 +370,7 @@ class _Load:
                         )
                         break
                     if isinstance(event, StepsDone):
-                        again = self._retries(retry_rounds)
+                        again = more() if more is not None and not problem else self._retries(retry_rounds)
                         retry_rounds -= 1
                         pending.update((plan["index"], plan) for plan in again)
                         stream.extend(_budget_s(self.profile, len(again)) if again else 0.0)

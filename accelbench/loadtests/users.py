@@ -377,10 +377,19 @@ class OpenLoopUser(_TritonUser):
             return
         rng = random.Random(f"{cfg['seed']}/{cfg.get('process_index', 0)}/{agent.step}/{agent.epoch}")
         cap = int(cfg["max_in_flight"])
-        next_ns = time.perf_counter_ns()
+        next_ns = start_ns = time.perf_counter_ns()
         epoch = agent.epoch
+        # a trace (genagent.GenRequestPool.replay) gives each request its own time, else Poisson gaps
+        replay = getattr(self.pool, "replay", None) if getattr(self.pool, "arrivals", None) else None
+        trace = replay(rate * int(cfg.get("processes") or 1), int(cfg.get("process_index") or 0),
+                       int(cfg.get("processes") or 1)) if replay else None  # fmt: skip
         while agent.running.is_set() and agent.epoch == epoch:
-            next_ns += int(rng.expovariate(rate) * 1e9)
+            request = None
+            if trace is not None:
+                at_s, request = next(trace)
+                next_ns = start_ns + int(at_s * 1e9)
+            else:
+                next_ns += int(rng.expovariate(rate) * 1e9)
             delay_ns = next_ns - time.perf_counter_ns() - SEND_LEAD_NS
             if delay_ns > 0:
                 gevent.sleep(delay_ns / 1e9)
@@ -390,7 +399,7 @@ class OpenLoopUser(_TritonUser):
                 if agent.measuring:
                     agent.drops += 1
                 continue
-            self.in_flight_group.spawn(agent.issue, self.client, self.pool.next(), next_ns)
+            self.in_flight_group.spawn(agent.issue, self.client, request or self.pool.next(), next_ns)
 
     def on_stop(self) -> None:
         self.in_flight_group.join(timeout=self.agent.config["timeout_s"])

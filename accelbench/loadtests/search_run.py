@@ -1,0 +1,122 @@
+"""The SLO-capacity search run by a sweep: each round of loads the search plans (loadtests/search.py) is
+measured and recorded as ordinary steps, and the document's ``search`` keeps every step's phase and, at the
+end, the answer with its interval.
+
+A round's loads go to the Locust child measuring the round before when they are of its kind (the child takes
+further steps on its stdin, as for retries), so a concurrency search starts one child; a rate search starts
+a second one for its Poisson rates after the closed-loop synchronous and saturation steps. A rerun keeps
+the finished steps and their phases, and the search goes on from them (the search is a function of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from accelbench.documents import Offered, ResultDocument, SearchResult, SearchStep, Step
+from accelbench.loadtests import search
+from accelbench.loadtests.profiles import LoadProfile
+
+MAX_STEPS = 64  # a search that has not converged by then stops (its answer says so)
+
+Plans = list[dict]
+Measure = Callable[[str, Plans, Callable[[], Plans]], None]  # (closed | open, plans, more) -> None
+
+
+def plan_of(profile: LoadProfile) -> search.Plan:
+    s, w = profile.search, profile.workload
+    if s is None or w is None:
+        raise ValueError("not a search profile")
+    objectives = search.Objectives(w.slo_ttft_p99_ms, w.slo_tpot_p99_ms)
+    return search.Plan(s.mode, objectives, s.max_concurrency, s.between, s.refinements)
+
+
+def _p99_ms(latency) -> float | None:
+    return latency.p99 / 1000 if latency is not None and latency.p99 is not None else None
+
+
+def point_of(step: Step) -> search.Point:
+    """A measured step as the search reads it: its TTFT and TPOT p99, throughput, errors, achieved rate."""
+    offered = {k: float(v) for k, v in (step.offered.model_dump(exclude_none=True)).items()}
+    g = step.generative
+    achieved = step.requests / step.duration_s if step.requests and step.duration_s else None
+    return search.Point(
+        step.index, offered, _p99_ms(g.ttft_us) if g else None, _p99_ms(g.tpot_us) if g else None,
+        float(step.throughput_rps or 0.0), float(step.error_rate or 0.0), achieved,
+        finished=not step.aborted and g is not None and bool(g.requests),
+    )  # fmt: skip
+
+
+class SearchRun:
+    """One search over ``doc``'s steps; ``measure`` measures plans of one kind, ``save`` writes the document."""
+
+    def __init__(self, doc: ResultDocument, profile: LoadProfile, save: Callable[[], None]) -> None:
+        self.doc, self.plan, self.save = doc, plan_of(profile), save
+        w = profile.workload
+        if doc.search is None or doc.search.mode != self.plan.mode:
+            doc.search = SearchResult(mode=self.plan.mode, ttft_p99_ms=w.slo_ttft_p99_ms if w else None,
+                                      tpot_p99_ms=w.slo_tpot_p99_ms if w else None, steps=[])  # fmt: skip
+        measured = {s.index for s in doc.steps}
+        # a phase planned but never measured (a run cut short) is planned again
+        doc.search.steps = [s for s in doc.search.steps if s.index in measured]
+
+    def phases(self) -> dict[int, str]:
+        return {s.index: s.phase for s in self.doc.search.steps} if self.doc.search else {}
+
+    def _next(self) -> list[search.Load]:
+        points = [point_of(s) for s in self.doc.steps]
+        if len(points) >= MAX_STEPS:
+            return []
+        return search.next_loads(self.plan, points, self.phases())
+
+    def _plans(self, loads: list[search.Load]) -> Plans:
+        """Plans for ``loads`` under fresh step indexes; their phases are recorded at once."""
+        search_doc = self.doc.search
+        assert search_doc is not None
+        start = max([s.index for s in self.doc.steps] + [s.index for s in search_doc.steps] + [-1]) + 1
+        out = []
+        for i, (offered, phase) in enumerate(loads):
+            value = {"concurrency": int(offered["concurrency"])} if "concurrency" in offered else offered
+            out.append({"index": start + i, "offered": value})
+            search_doc.steps.append(SearchStep(index=start + i, phase=phase))
+        self.save()
+        return out
+
+    def run(self, measure: Measure, stopped: Callable[[], bool]) -> None:
+        """Measure round after round until the search is done (or ``stopped``), then record the answer."""
+        while not stopped():
+            loads = self._next()
+            if not loads:
+                break
+            kind = _kind(loads[0])
+            before = len(self.doc.steps)
+
+            def more(kind: str = kind) -> Plans:  # the same child goes on while the loads are of its kind
+                nxt = [] if stopped() else self._next()
+                return self._plans(nxt) if nxt and all(_kind(x) == kind for x in nxt) else []
+
+            measure(kind, self._plans([x for x in loads if _kind(x) == kind]), more)
+            if len(self.doc.steps) == before:
+                break  # nothing measured: the caller has the reason
+        self.finish(complete=not stopped())
+
+    def finish(self, complete: bool) -> None:
+        points = [point_of(s) for s in self.doc.steps]
+        got = search.answer(self.plan, points, self.phases())
+        doc = self.doc.search
+        assert doc is not None
+        key = "concurrency" if self.plan.mode == "concurrency" else "rate_rps"
+
+        def offered(level: float | None) -> Offered | None:
+            if level is None:
+                return None
+            return Offered.model_validate({key: int(level) if key == "concurrency" else level})
+
+        for s in doc.steps:
+            s.met = got.met.get(s.index)
+        doc.answer, doc.above, doc.answer_step = offered(got.level), offered(got.above), got.step
+        doc.reason, doc.complete = got.reason, complete
+        self.save()
+
+
+def _kind(load: search.Load) -> str:
+    return "closed" if "concurrency" in load[0] else "open"

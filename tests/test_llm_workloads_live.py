@@ -1,0 +1,141 @@
+"""The workloads and the SLO-capacity search against the reference server of known timing, which logs each
+request on its side (arrival on its own clock, prompt and message tokens, the prefix shared with earlier
+prompts, cancellation): what arrived is what was asked. Each run is a second or two of load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accelbench.loadtests import reference_server, traces
+from accelbench.serving.server import free_port
+
+pytestmark = pytest.mark.slow
+ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
+TRACE = Path(__file__).parent / "data" / "traces" / "mooncake_sample.jsonl"
+SHORT = ("--warmup", "0.2", "--duration", "1", "--max-duration", "1")
+
+
+def loadtest(url: str, out: Path, *args: str, timeout: float = 180) -> dict:
+    cmd = [*ACCELBENCH, "loadtest", "--url", url, "--model", "reference", "--out", str(out), "--json", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def server_log(url: str) -> list[dict]:
+    with urllib.request.urlopen(f"{url}/requests", timeout=10) as answer:
+        return json.loads(answer.read())["requests"]
+
+
+def test_shared_prefix_reaches_the_server_as_asked(tmp_path):
+    with reference_server.running(free_port(), "--ttft-ms", "10", "--itl-ms", "2") as url:
+        doc = loadtest(url, tmp_path, "--api", "openai", "--isl", "32", "--osl", "2", "--prefix-tokens", "24",
+                       "--prefix-groups", "2", "--concurrency", "4", *SHORT)  # fmt: skip
+        log = server_log(url)
+    w = doc["load_profile"]["workload"]
+    assert (w["prefix_tokens"], w["prefix_groups"]) == (24, 2) and "p24x2" in doc["run_id"]
+    assert all(e["prompt_tokens"] == 32 for e in log)
+    # a prompt's first send shares exactly its group's 24 tokens with earlier ones (a repeat shares all 32;
+    # each group's first prompt nothing; a suffix may start like another by chance)
+    first_sends = [e["cached_tokens"] for e in log if e["cached_tokens"] < 32]
+    counts = Counter(first_sends)
+    assert counts[0] == 2 and counts[24] >= 0.95 * (len(first_sends) - 2), counts
+
+
+def test_multi_turn_resends_the_history(tmp_path):
+    isl, osl, turns = 8, 4, 3
+    with reference_server.running(free_port(), "--ttft-ms", "10", "--itl-ms", "2") as url:
+        doc = loadtest(url, tmp_path, "--api", "openai", "--isl", str(isl), "--osl", str(osl), "--turns", str(turns),
+                       "--think-time", "0.05", "--concurrency", "2", *SHORT)  # fmt: skip
+        log = server_log(url)[1:]  # the preflight's first
+    assert doc["load_profile"]["workload"]["turns"] == turns
+    seen = Counter()
+    for e in log:
+        n = len(e["message_tokens"])
+        assert n % 2 == 1 and n <= 2 * turns - 1, e
+        assert e["messages"] == ["user", "assistant"] * (n // 2) + ["user"]
+        assert e["message_tokens"] == [isl, osl] * (n // 2) + [isl], e  # every question and answer re-sent
+        assert e["prompt_tokens"] == (n // 2 + 1) * isl + (n // 2) * osl
+        seen[n // 2 + 1] += 1
+    assert set(seen) == {1, 2, 3} and seen[1] >= seen[3] > 0, seen
+    assert doc["steps"][0]["generative"]["requests"] > 0
+
+
+def test_trace_replay_keeps_the_traces_arrival_times(tmp_path):
+    """At the trace's own rate every request arrives at its timestamp: offsets measured on the server's
+    clock, aligned once (the median offset), within 5 ms at p99."""
+    entries = traces.read_trace(TRACE)
+    rate = traces.own_rate_rps(entries)
+    span = entries[-1].at_s
+    with reference_server.running(free_port(), "--ttft-ms", "2", "--itl-ms", "1") as url:
+        doc = loadtest(url, tmp_path, "--api", "openai", "--trace", str(TRACE), "--trace-block-tokens", "16",
+                       "--rate", repr(rate), "--warmup", "0", "--duration", f"{span + 0.3:.2f}",
+                       "--max-duration", f"{span + 0.3:.2f}")  # fmt: skip
+        log = server_log(url)
+    w = doc["load_profile"]["workload"]
+    assert w["trace"] == TRACE.name and len(w["trace_sha256"]) == 64
+    assert [e["prompt_tokens"] for e in log[-len(entries) :]][:5]  # the server saw the trace's prompts
+    want = np.array([e.at_s for e in entries])
+    arrived = np.array([e["arrived_s"] for e in log])
+    lengths = np.array([e["prompt_tokens"] for e in log])
+    # the measured lap is the one whose prompt lengths are the trace's, in order
+    starts = [k for k in range(len(log) - len(entries) + 1)
+              if list(lengths[k : k + len(entries)]) == [e.isl for e in entries]]  # fmt: skip
+    assert starts, "the trace's requests did not reach the server in order"
+    got = arrived[starts[-1] : starts[-1] + len(entries)] - arrived[starts[-1]]
+    error_ms = (got - want) * 1000
+    error_ms -= np.median(error_ms)
+    assert np.percentile(np.abs(error_ms), 99) <= 5.0, np.round(error_ms, 2)
+
+
+def test_cancelled_requests_are_counted_and_the_server_sees_them_go(tmp_path):
+    with reference_server.running(free_port(), "--ttft-ms", "60", "--itl-ms", "10") as url:
+        doc = loadtest(url, tmp_path, "--api", "openai", "--isl", "8", "--osl", "8", "--cancel-after-ms", "30",
+                       "--cancel-fraction", "0.5", "--concurrency", "4", *SHORT)  # fmt: skip
+        log = server_log(url)
+    g = doc["steps"][0]["generative"]
+    assert doc["load_profile"]["workload"]["cancel_after_ms"] == 30
+    assert g["cancelled"] > 0 and abs(g["cancelled"] - g["requests"] - g["truncated_requests"]) <= 2, g
+    assert doc["steps"][0]["errors"]["connection"] == 0
+    assert sum(e["cancelled"] for e in log) >= g["cancelled"] // 2
+
+
+def test_embeddings_endpoint(tmp_path):
+    with reference_server.running(free_port(), "--ttft-ms", "20") as url:
+        doc = loadtest(
+            url, tmp_path, "--api", "openai-embeddings", "--isl", "16", "--concurrency", "2", *SHORT
+        )
+        log = server_log(url)
+    g = doc["steps"][0]["generative"]
+    assert doc["load_profile"]["workload"]["api"] == "openai-embeddings"
+    assert g["input_tokens"]["min"] == g["input_tokens"]["max"] == 16 and g["output_tokens"]["total"] == 0
+    assert abs(g["e2e_us"]["p50"] / 1000 - 20) <= 5 and 0 <= g["e2e_us"]["p50"] - g["ttft_us"]["p50"] <= 1000
+    assert {e["path"] for e in log} == {"/v1/embeddings"}
+
+
+TTFT_MS, ITL_MS, OSL = 40, 10, 5  # a slot serves one answer for 40 + 4 x 10 = 80 ms
+
+
+@pytest.mark.parametrize("slots", [4, 16])
+def test_search_finds_the_servers_slots(tmp_path, slots):
+    """Up to N in flight no request waits (TTFT 40 ms); above N one in N+1 waits a whole answer (TTFT about
+    120 ms), which the p99 sees: the objective 80 ms is met exactly up to concurrency N."""
+    with reference_server.running(free_port(), "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
+                                  "--slots", str(slots)) as url:  # fmt: skip
+        doc = loadtest(url, tmp_path, "--api", "openai", "--isl", "8", "--osl", str(OSL), "--search", "concurrency",
+                       "--search-max-concurrency", "32", "--search-between", "3", "--search-refinements", "6",
+                       "--slo-ttft-p99-ms", "80", "--warmup", "0.3", "--duration", "0.7", "--max-duration", "0.7")  # fmt: skip
+    s = doc["search"]
+    assert s["answer"] == {"concurrency": slots} and s["above"] == {"concurrency": slots + 1}, s
+    assert [x["phase"] for x in s["steps"][:2]] == ["synchronous", "saturation"]
+    assert {x["index"] for x in s["steps"]} == {x["index"] for x in doc["steps"]} and s["complete"]
+    assert doc["load_profile"]["search"]["mode"] == "concurrency"
+    assert s["answer_step"] in [x["index"] for x in doc["steps"] if x["offered"] == {"concurrency": slots}]
