@@ -4,6 +4,8 @@ prompts, cancellation): what arrived is what was asked. Each run is a second or 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from accelbench.serving.server import free_port
 pytestmark = pytest.mark.slow
 ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
 TRACE = Path(__file__).parent / "data" / "traces" / "mooncake_sample.jsonl"
+CPU_LOCAL_USD_PER_HOUR = 0.08925  # catalog: cpu-local priced as c7i.large on-demand
 SHORT = ("--warmup", "0.2", "--duration", "1", "--max-duration", "1")
 
 
@@ -127,15 +130,48 @@ TTFT_MS, ITL_MS, OSL = 40, 10, 5  # a slot serves one answer for 40 + 4 x 10 = 8
 @pytest.mark.parametrize("slots", [4, 16])
 def test_search_finds_the_servers_slots(tmp_path, slots):
     """Up to N in flight no request waits (TTFT 40 ms); above N one in N+1 waits a whole answer (TTFT about
-    120 ms), which the p99 sees: the objective 80 ms is met exactly up to concurrency N."""
+    120 ms), which the p99 sees: the objective 80 ms is met exactly up to concurrency N. The report prices
+    the answer's step."""
     with reference_server.running(free_port(), "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
                                   "--slots", str(slots)) as url:  # fmt: skip
-        doc = loadtest(url, tmp_path, "--api", "openai", "--isl", "8", "--osl", str(OSL), "--search", "concurrency",
-                       "--search-max-concurrency", "32", "--search-between", "3", "--search-refinements", "6",
-                       "--slo-ttft-p99-ms", "80", "--warmup", "0.3", "--duration", "0.7", "--max-duration", "0.7")  # fmt: skip
+        doc = loadtest(url, tmp_path / "res", "--api", "openai", "--isl", "8", "--osl", str(OSL),
+                       "--search", "concurrency", "--search-max-concurrency", "32", "--search-between", "3",
+                       "--search-refinements", "6", "--slo-ttft-p99-ms", "80", "--slo-tpot-p99-ms", "30",
+                       "--warmup", "0.3", "--duration", "0.7", "--max-duration", "0.7",
+                       "--target", "cpu-local", "--precision", "fp32")  # fmt: skip
     s = doc["search"]
     assert s["answer"] == {"concurrency": slots} and s["above"] == {"concurrency": slots + 1}, s
     assert [x["phase"] for x in s["steps"][:2]] == ["synchronous", "saturation"]
     assert {x["index"] for x in s["steps"]} == {x["index"] for x in doc["steps"]} and s["complete"]
     assert doc["load_profile"]["search"]["mode"] == "concurrency"
-    assert s["answer_step"] in [x["index"] for x in doc["steps"] if x["offered"] == {"concurrency": slots}]
+    answer = next(x for x in doc["steps"] if x["index"] == s["answer_step"])
+    assert answer["offered"] == {"concurrency": slots}
+    done = subprocess.run([*ACCELBENCH, "report", str(tmp_path / "res"), "--out", str(tmp_path / "rep")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = next(csv.DictReader(io.StringIO((tmp_path / "rep" / "generative.csv").read_text())))
+    assert float(row["capacity_concurrency"]) == slots, row
+    tps = answer["generative"]["output_tokens_per_s"]["value"]
+    assert float(row["usd_per_million_output_tokens"]) == pytest.approx(
+        CPU_LOCAL_USD_PER_HOUR / (tps * 3600) * 1e6
+    )
+
+
+def test_rate_search_brackets_below_the_servers_capacity(tmp_path):
+    """4 slots of 80 ms serve at most 50 requests/s: the rate search's answer lies below that, between the
+    closed-loop synchronous and saturation steps' throughputs, with the rates it measured kept as steps."""
+    with reference_server.running(free_port(), "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
+                                  "--slots", "4") as url:  # fmt: skip
+        doc = loadtest(url, tmp_path, "--api", "openai", "--isl", "8", "--osl", str(OSL), "--search", "rate",
+                       "--search-max-concurrency", "16", "--search-between", "3", "--search-refinements", "1",
+                       "--slo-ttft-p99-ms", "150", "--warmup", "0.3", "--duration", "1", "--max-duration", "1")  # fmt: skip
+    s = doc["search"]
+    steps = {x["index"]: x for x in doc["steps"]}
+    assert [x["phase"] for x in s["steps"]] == ["synchronous", "saturation", "between", "between", "between",
+                                                "refinement"]  # fmt: skip
+    assert [steps[x["index"]]["offered"] for x in s["steps"][:2]] == [{"concurrency": 1}, {"concurrency": 16}]
+    sync, sat = steps[0]["throughput_rps"], steps[1]["throughput_rps"]
+    assert sync < sat <= 50 * 1.1
+    if s["answer"] is not None:
+        assert 0 < s["answer"]["rate_rps"] < 50 and s["answer_step"] in steps
+        assert s["above"] is None or s["above"]["rate_rps"] > s["answer"]["rate_rps"]

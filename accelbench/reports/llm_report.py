@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from accelbench.documents import GenerativeStep, LatencyUs, Step
+from accelbench.documents import GenerativeStep, LatencyUs, Step, to_dict
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.llm_memory import Fit, fit_bytes, fit_on, load_shape
@@ -268,8 +268,36 @@ def measured_row(
         reason = "objective not shown (INCONCLUSIVE): the best step's interval straddles a bound"
     else:
         reason = "does not meet the TTFT/TPOT objective" if points else "no usable generative step"
+    found = search_capacity(group, ttft_ms, tpot_ms)
+    if found is not None:  # the search's answer is the capacity it was asked for, step verdict or not
+        cap, reason = found
+        points = sorted([*(p for p in points if (p.run_id, p.step_index) != (cap.run_id, cap.step_index)), cap],
+                        key=lambda p: (p.concurrency or 0, p.output_tps))  # fmt: skip
     return GenRow(group.model, group.precision, target.id, "measured", isl, osl, points, cap, reason,
                   prices=_prices(target, options))  # fmt: skip
+
+
+def search_capacity(group: Group, ttft_ms: float, tpot_ms: float) -> tuple[GenPoint, str] | None:
+    """The SLO-capacity search's answer (documents.SearchResult) as the row's capacity, when a finished
+    search looked for these objectives (one it was not given holds at the answer too) and found one."""
+    for r in group.results:
+        s = r.doc.search
+        if s is None or not s.complete or s.answer_step is None:
+            continue
+        if any(given is not None and float(given) != bound for given, bound in
+               ((s.ttft_p99_ms, ttft_ms), (s.tpot_p99_ms, tpot_ms))):  # fmt: skip
+            continue
+        step = next((x for x in r.doc.steps if x.index == s.answer_step), None)
+        point = step_point(r.doc.run_id, step, ttft_ms, tpot_ms) if step is not None else None
+        if point is None or any(v is None or v > bound for v, bound in
+                                ((point.ttft_p99_ms, ttft_ms), (point.tpot_p99_ms, tpot_ms))):  # fmt: skip
+            continue
+        answer, above = to_dict(s.answer) if s.answer else {}, to_dict(s.above) if s.above else {}
+        unit = "concurrency" if s.mode == "concurrency" else "rate_rps"
+        top = f"{above[unit]:g} did not" if above else "no load above it was measured"
+        return point, (f"the SLO-capacity search's answer: {unit.replace('_rps', ' (requests/s)')} {answer[unit]:g} met "
+                       f"TTFT p99 ≤ {ttft_ms:g} ms and TPOT p99 ≤ {tpot_ms:g} ms, {top} ({len(s.steps)} steps)")  # fmt: skip
+    return None
 
 
 def frontier_points(row: GenRow, ttft_only: bool = True) -> list[tuple[float, float]]:
