@@ -175,3 +175,61 @@ def test_rate_search_brackets_then_refines():
         search.Objectives(1.0).met_by(search.Point(0, {"rate_rps": 10}, 0.5, None, 5, achieved_rps=5))
         is False
     )
+
+
+# ---- the spec's [workload] and [search], the command line's one-line refusals ----------------------------
+EXAMPLE = DATA.parent.parent.parent / "examples" / "llm.toml"
+
+
+def test_spec_workload_keys_and_search_table():
+    from accelbench.experiment.spec import parse_spec
+
+    text = EXAMPLE.read_text().replace("isl = 64", "isl = 64\nprefix_tokens = 48\nprefix_groups = 2")
+    spec = parse_spec(
+        text + '\n[search]\nmode = "concurrency"\nmax_concurrency = 8\nbetween = 2\n', "llm.toml"
+    )
+    assert (spec.workload.prefix_tokens, spec.workload.prefix_groups) == (48, 2)
+    profile = spec.load.profile
+    assert profile.search is not None and profile.search.max_concurrency == 8 and profile.kind == "closed"
+    assert profile.levels == (1.0, 8.0) and profile.steps() == []
+    streaming = profile.streaming(
+        spec.workload.__class__(**{**spec.workload.to_dict(), "slo_ttft_p99_ms": 500})
+    )
+    assert streaming.to_dict()["search"] == {"mode": "concurrency", "max_concurrency": 8, "between": 2,
+                                             "refinements": 4}  # fmt: skip
+    assert streaming.label() == "search-concurrency-triton-i64-o32-p48x2"
+    for extra, message in (('\n[search]\nmode = "fast"\n', "search.mode: 'fast' is not one of"),
+                           ("\n[search]\nbogus = 1\n", "search.bogus: unknown key"),
+                           ):  # fmt: skip
+        with pytest.raises(BadInputError, match=message):
+            parse_spec(text + extra, "llm.toml")
+    no_slo = text.replace("ttft_p99_ms = 500", "").replace("tpot_p99_ms = 50", "")
+    with pytest.raises(BadInputError, match="search: needs an objective"):
+        parse_spec(no_slo + '\n[search]\nmode = "rate"\n', "llm.toml")
+    with pytest.raises(
+        BadInputError, match=r'workload.trace: a trace is replayed at its timestamps: \[load\] kind = "open"'
+    ):
+        parse_spec(EXAMPLE.read_text().replace("isl = 64", 'isl = 64\ntrace = "t.jsonl"'), "llm.toml")
+    with pytest.raises(BadInputError, match="workload.turns: multi-turn"):
+        parse_spec(text.replace("isl = 64", "isl = 64\nturns = 3"), "llm.toml")
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--api", "triton", "--turns", "2", "--concurrency", "1"], "--turns: multi-turn conversations re-send text"),
+    (["--api", "openai", "--trace", str(DATA / "mooncake_sample.jsonl"), "--concurrency", "1"],
+     "--trace: a trace is replayed at its timestamps"),
+    (["--api", "openai", "--search", "concurrency"], "search: needs an objective"),
+    (["--api", "openai", "--search", "rate", "--rate", "2", "--slo-ttft-p99-ms", "9"], "drop --rate"),
+    (["--api", "openai", "--search-between", "2", "--concurrency", "1"], "go with --search"),
+    (["--api", "openai", "--prefix-tokens", "200", "--isl", "100", "--concurrency", "1"], "--prefix-tokens: 200"),
+    (["--api", "openai", "--trace", "/nonexistent.jsonl", "--rate", "1"], "--trace /nonexistent.jsonl: no such"),
+])  # fmt: skip
+def test_bad_workload_options_are_one_line(tmp_path, args, line):
+    from click.testing import CliRunner
+
+    from accelbench.cli import main
+
+    res = CliRunner().invoke(main, ["loadtest", "--url", "http://127.0.0.1:9/v1", "--model", "m",
+                                    "--out", str(tmp_path), *args])  # fmt: skip
+    assert res.exit_code != 0 and line in res.output and "Traceback" not in res.output, res.output
+    assert len(res.output.strip().splitlines()) == 1, res.output

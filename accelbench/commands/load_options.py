@@ -75,8 +75,14 @@ def build(cls: type[T], values: Mapping[str, Any], flags: Mapping[str, str] | No
     try:
         return cls(**values, **fixed)
     except ProfileError as err:
-        flag = {**{f.name: k.flag for f, k in knobs(cls)}, **(flags or {})}.get(err.key)
-        raise BadInputError(f"{flag or err.key}: {err.why}") from None
+        raise flagged(err, cls, flags=flags) from None
+
+
+def flagged(err: ProfileError, *classes: type, flags: Mapping[str, str] | None = None) -> BadInputError:
+    """``err`` as one line naming the flag of its field in ``classes`` (``--trace: ...``)."""
+    names = {f.name: k.flag.split("/")[0] for cls in classes for f, k in knobs(cls) if k.flag}
+    flag = {**names, **(flags or {})}.get(err.key)
+    return BadInputError(f"{flag or err.key}: {err.why}")
 
 
 # --concurrency / --rate (the profile's kind and levels), every other flagged profile field, --repeats/--retries

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
@@ -9,6 +10,7 @@ import click
 from accelbench.commands import catalog_of
 from accelbench.commands.load_options import (
     build,
+    flagged,
     knob_options,
     load_options,
     stack,
@@ -17,7 +19,7 @@ from accelbench.commands.load_options import (
     workload_options,
 )
 from accelbench.hardware.catalog_schema import PRECISIONS
-from accelbench.loadtests.profiles import Search, Workload, offered_label
+from accelbench.loadtests.profiles import ProfileError, Search, Workload, offered_label
 
 
 def _progress(json_mode: bool):
@@ -214,8 +216,6 @@ def register(group: click.Group) -> None:
         search = _search_of(take(Search, options), options)
         plan = take_plan(options, **({"processes": bind.expect_workers} if bind is not None else {}))
         if search is not None:
-            import dataclasses
-
             plan = dataclasses.replace(plan, profile=plan.profile.searching(search))
         common = dict(model=where.pop("model"), out_dir=out_dir, repo=repo, repeats=plan.repeats,
                       command=" ".join(["accelbench", *sys.argv[1:]]), master_bind=bind,
@@ -231,6 +231,12 @@ def register(group: click.Group) -> None:
 
             gen.setdefault("api", "triton-grpc" if plan.profile.protocol == "grpc" else "triton")
             workload = build(Workload, gen)
+            try:
+                plan.profile.streaming(
+                    dataclasses.replace(workload, trace_sha256="-")
+                )  # combinations, no I/O
+            except ProfileError as err:
+                raise flagged(err, Workload, flags={"search": "--search"}) from None
             doc, path = _run_live(json_mode, lambda on_event: run_generative(
                 profile=plan.profile, workload=workload, card_uri=card_uri, on_event=on_event, **common))  # fmt: skip
         else:
