@@ -1,6 +1,6 @@
 """Writes the two sample traces of this folder (README.md): fixed seed, no download.
 
-    python tests/data/traces/make_samples.py
+python tests/data/traces/make_samples.py
 """
 
 import json
