@@ -88,7 +88,8 @@ def test_workload_combinations_are_refused_in_one_line():
                     ({"trace": "t.jsonl", "turns": 2, "api": "openai-chat"}, "turns"),
                     ({"api": "openai-embeddings", "turns": 2}, "turns"),
                     ({"api": "openai-embeddings", "cancel_after_ms": 5}, "api"),
-                    ({"cancel_fraction": 0}, "cancel_fraction")):  # fmt: skip
+                    ({"cancel_fraction": 0}, "cancel_fraction"),
+                    ({"api": "triton-grpc", "cancel_after_ms": 5}, "cancel_after_ms")):  # fmt: skip
         with pytest.raises(ProfileError) as err:
             Workload(**kw)
         assert err.value.key == key, (kw, err.value)

@@ -53,11 +53,13 @@ def test_shared_prefix_reaches_the_server_as_asked(tmp_path):
     assert counts[0] == 2 and counts[24] >= 0.95 * (len(first_sends) - 2), counts
 
 
-def test_multi_turn_resends_the_history(tmp_path):
+@pytest.mark.parametrize("load", [("--concurrency", "2"), ("--rate", "8")])
+def test_multi_turn_resends_the_history(tmp_path, load):
+    """Closed loop: 2 users, a conversation each at a time; open loop: conversations arrive at 8/s."""
     isl, osl, turns = 8, 4, 3
     with reference_server.running(free_port(), "--ttft-ms", "10", "--itl-ms", "2") as url:
         doc = loadtest(url, tmp_path, "--api", "openai", "--isl", str(isl), "--osl", str(osl), "--turns", str(turns),
-                       "--think-time", "0.05", "--concurrency", "2", *SHORT)  # fmt: skip
+                       "--think-time", "0.05", *load, *SHORT)  # fmt: skip
         log = server_log(url)[1:]  # the preflight's first
     assert doc["load_profile"]["workload"]["turns"] == turns
     seen = Counter()

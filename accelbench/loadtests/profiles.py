@@ -216,6 +216,9 @@ class Workload:
             raise ProfileError(
                 given[1], f"cannot be combined with {given[0]}: each says where prompts come from"
             )
+        if self.api == "triton-grpc" and self.cancel_after_ms is not None:
+            raise ProfileError("cancel_after_ms", "a cancellation closes the HTTP connection: use --api triton "
+                               "(HTTP generate_stream) or an OpenAI API")  # fmt: skip
         if self.api == "openai-embeddings" and (self.turns > 1 or self.cancel_after_ms is not None):
             raise ProfileError("api", "openai-embeddings answers in one piece: no turns, no cancellation")
 
