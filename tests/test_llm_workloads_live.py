@@ -74,6 +74,20 @@ def test_multi_turn_resends_the_history(tmp_path, load):
     assert doc["steps"][0]["generative"]["requests"] > 0
 
 
+def test_think_time_is_between_an_answer_and_the_next_turn(tmp_path):
+    """One user: turn 2 arrives an answer (10 + 3 x 2 ms) plus the 100 ms think time after turn 1; a new
+    conversation starts at once after the last turn's answer."""
+    with reference_server.running(free_port(), "--ttft-ms", "10", "--itl-ms", "2") as url:
+        loadtest(url, tmp_path, "--api", "openai", "--isl", "4", "--osl", "4", "--turns", "2", "--think-time", "0.1",
+                 "--concurrency", "1", *SHORT)  # fmt: skip
+        log = server_log(url)[1:]
+    gaps = [(b["arrived_s"] - a["arrived_s"], len(b["messages"])) for a, b in zip(log, log[1:], strict=False)]
+    assert all(gap >= 0.114 for gap, n in gaps if n == 3), gaps
+    # (but where the warm-up ends and the measured window starts: the drain between them)
+    assert sum(gap >= 0.08 for gap, n in gaps if n == 1) <= 2, gaps
+    assert {n for _, n in gaps} == {1, 3}
+
+
 def replay_laps(tmp_path: Path, laps: int) -> tuple[dict, list[dict]]:
     """The sample trace replayed ``laps`` times at its own rate in one step: the document and the server's log."""
     rate = traces.own_rate_rps(traces.read_trace(TRACE))
