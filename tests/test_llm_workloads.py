@@ -8,7 +8,7 @@ import pytest
 
 from accelbench.errors import BadInputError
 from accelbench.loadtests import search, traces, workloads
-from accelbench.loadtests.profiles import LoadProfile, ProfileError, Workload
+from accelbench.loadtests.profiles import LoadProfile, ProfileError, Search, Workload
 
 DATA = __import__("pathlib").Path(__file__).parent / "data" / "traces"
 
@@ -234,3 +234,55 @@ def test_bad_workload_options_are_one_line(tmp_path, args, line):
                                     "--out", str(tmp_path), *args])  # fmt: skip
     assert res.exit_code != 0 and line in res.output and "Traceback" not in res.output, res.output
     assert len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_a_search_cut_short_goes_on_from_its_steps():
+    """search_run.SearchRun over a document: measured steps (here made by a simulated 16-slot server) are
+    ordinary steps, their phases kept in the document's search; a run stopped after 4 steps and run again
+    on the same document ends where an uninterrupted one does."""
+    from accelbench.documents import GenerativeStep, LatencyUs, Step
+    from accelbench.loadtests import results, search_run
+
+    profile = LoadProfile(kind="closed", levels=(1,)).searching(
+        Search(mode="concurrency", max_concurrency=32, between=3, refinements=6)
+    )
+    profile = profile.streaming(Workload(api="openai-chat", slo_ttft_p99_ms=TTFT_MS + 20, tokenizer="t"))
+
+    def new_doc():
+        return results.new_document(model="m", variant="m", manifest=None, profile=profile, server={},
+                                    repository_config="", command="")  # fmt: skip
+
+    def measure_into(doc, budget):
+        def measure(kind, plans, more):
+            queue = list(plans)
+            while queue and budget[0] > 0:
+                plan = queue.pop(0)
+                p = slots_server(16, {"concurrency": float(plan["offered"]["concurrency"])}, plan["index"])
+                lat = LatencyUs(p99=p.ttft_p99_ms * 1000)
+                doc.steps.append(Step(index=plan["index"], offered=plan["offered"], verdict="VALID", requests=100,
+                                      duration_s=1.0, error_rate=0.0, throughput_rps=p.throughput_rps,
+                                      generative=GenerativeStep(requests=100, ttft_us=lat, tpot_us=lat)))  # fmt: skip
+                budget[0] -= 1
+                if not queue:
+                    queue = more()
+
+        return measure
+
+    whole = new_doc()
+    search_run.SearchRun(whole, profile, lambda: None).run(measure_into(whole, [99]), lambda: False)
+    assert to_offered(whole.search.answer) == {"concurrency": 16} and whole.search.complete
+    cut = new_doc()
+    budget = [4]
+    search_run.SearchRun(cut, profile, lambda: None).run(measure_into(cut, budget), lambda: budget[0] <= 0)
+    assert len(cut.steps) == 4 and not cut.search.complete
+    budget[0] = 99
+    search_run.SearchRun(cut, profile, lambda: None).run(measure_into(cut, budget), lambda: False)
+    assert [s.offered for s in cut.steps] == [s.offered for s in whole.steps]
+    assert cut.search.answer == whole.search.answer and cut.search.above == whole.search.above
+    assert [(s.index, s.phase) for s in cut.search.steps] == [(s.index, s.phase) for s in whole.search.steps]
+
+
+def to_offered(offered):
+    from accelbench.documents import to_dict
+
+    return to_dict(offered)

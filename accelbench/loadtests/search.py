@@ -142,10 +142,10 @@ def next_loads(plan: Plan, points: list[Point], phases: dict[int, str]) -> list[
     if plan.mode == "concurrency" and (not plan.objectives.met_by(sync) or plan.objectives.met_by(sat)):
         return []
     key = "concurrency" if plan.mode == "concurrency" else "rate_rps"
-    if not any(phases.get(p.index) == "between" for p in points):
-        levels = between_levels(plan, sync, sat)
-        if levels:
-            return [({key: v}, "between") for v in levels]
+    done = {p.level for p in points if phases.get(p.index) == "between"}
+    missing = [v for v in between_levels(plan, sync, sat) if v not in done]  # all of them, or a rerun's rest
+    if missing:
+        return [({key: v}, "between") for v in missing]
     if _refined(points, phases) >= plan.refinements:
         return []
     lo, hi = _bracket(plan, points)
