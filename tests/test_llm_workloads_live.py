@@ -196,6 +196,8 @@ def test_search_finds_the_servers_slots(tmp_path, slots):
     assert done.returncode == 0, done.stderr[-2000:]
     row = next(csv.DictReader(io.StringIO((tmp_path / "rep" / "generative.csv").read_text())))
     assert float(row["capacity_concurrency"]) == slots, row
+    assert row["reason"].startswith("the SLO-capacity search's answer: concurrency")
+    assert f"concurrency {slots} met" in (tmp_path / "rep" / "report.md").read_text()
     tps = answer["generative"]["output_tokens_per_s"]["value"]
     assert float(row["usd_per_million_output_tokens"]) == pytest.approx(
         CPU_LOCAL_USD_PER_HOUR / (tps * 3600) * 1e6

@@ -89,7 +89,8 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
                                                                                c.output_tps_high))  # fmt: skip
         verdict = "PASS" if c is not None else ("—" if not r.points else
                                                 ("INCONCLUSIVE" if "INCONCLUSIVE" in r.reason else "FAIL"))  # fmt: skip
-        note = r.reason if c is None or proj else ""
+        searched = r.reason.startswith("the SLO-capacity search")  # its answer and interval, as found
+        note = r.reason if c is None or proj or searched else ""
         if proj and r.tp:
             note += f"; TP {r.tp}, up to {r.max_batch} sequences at ISL + OSL"
         rows.append([r.target, r.precision, r.status, cap, _n(c.tokens_per_user if c else None, proj),
