@@ -190,7 +190,9 @@ def test_spec_workload_keys_and_search_table():
         text + '\n[search]\nmode = "concurrency"\nmax_concurrency = 8\nbetween = 2\n', "llm.toml"
     )
     assert (spec.workload.prefix_tokens, spec.workload.prefix_groups) == (48, 2)
-    profile = spec.load.profile
+    assert spec.load.profile.search is None  # a classic model in the spec measures [load]'s levels
+    assert spec.search is not None
+    profile = spec.load.profile.searching(spec.search)
     assert profile.search is not None and profile.search.max_concurrency == 8 and profile.kind == "closed"
     assert profile.levels == (1.0, 8.0) and profile.steps() == []
     streaming = profile.streaming(
@@ -286,3 +288,20 @@ def to_offered(offered):
     from accelbench.documents import to_dict
 
     return to_dict(offered)
+
+
+def test_a_specs_search_is_the_generative_variants_alone(tmp_path):
+    from accelbench.experiment import pipeline
+    from accelbench.experiment.spec import parse_spec
+    from tests.test_manifest import variant_manifest
+
+    spec = parse_spec(EXAMPLE.read_text() + '\n[search]\nmode = "rate"\nmax_concurrency = 16\n', "llm.toml")
+    gen = pipeline._Variant(tmp_path, variant_manifest(name="llama-tiny__cpu-local__fp32",
+                                                       card={"task": "text-generation"}))  # fmt: skip
+    profile = pipeline._profile(spec, 1, gen)
+    assert profile.search.mode == "rate" and profile.kind == "open" and profile.levels == (1.0, 16.0)
+    assert profile.label().startswith("search-rate-triton-i64-o32")
+    classic = pipeline._profile(
+        spec, 1, pipeline._Variant(tmp_path, variant_manifest(name="x", card={"task": "x"}))
+    )
+    assert classic.search is None and classic.levels == (1, 8)

@@ -252,6 +252,8 @@ def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = N
         spec.workload, slo_ttft_p99_ms=spec.slo.ttft_p99_ms, slo_tpot_p99_ms=spec.slo.tpot_p99_ms
     )
     card_tokenizer = (variant.manifest.card.get("generative") or {}).get("tokenizer")
+    if spec.search is not None:  # the SLO-capacity search plans its own levels
+        profile = profile.searching(spec.search)
     return profile.streaming(workload, variant_tokenizer(variant.dir, card_tokenizer))
 
 

@@ -183,6 +183,7 @@ class ExperimentSpec:
     slo: SloSpec = field(default_factory=SloSpec)
     price: PriceSpec = field(default_factory=PriceSpec)
     workload: Workload = field(default_factory=Workload)  # used by generative models only
+    search: Search | None = None  # generative models: the SLO-capacity search instead of [load]'s levels
     out: str = "accelbench-results"
     name: str = "experiment"
     source: str = "<spec>"
@@ -290,11 +291,12 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> ExperimentSp
     if workload.trace is not None and load.profile.kind != "open":
         raise SpecError("workload.trace", 'a trace is replayed at its timestamps: [load] kind = "open", levels = '
                         "[its own rate, or another to scale it to]")  # fmt: skip
+    search = None
     if "search" in data:  # the SLO-capacity search (docs/llm.md): it plans the load levels itself
         search = _profile_table("search", lambda t: from_table(Search, t), data)
         if slo.ttft_p99_ms is None and slo.tpot_p99_ms is None:
             raise SpecError("search", "needs an objective: [slo] ttft_p99_ms and/or tpot_p99_ms")
-        load = replace(load, profile=load.profile.searching(search))
+        load.profile.searching(search)  # its own checks, now
     top = {k: data[k] for k in ("baseline", "out", "name") if k in data}
     return ExperimentSpec(
         models=models,
@@ -303,6 +305,7 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> ExperimentSp
         slo=slo,
         price=price,
         workload=workload,
+        search=search,
         source=source,
         **top,
     )
