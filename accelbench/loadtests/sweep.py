@@ -267,6 +267,9 @@ def run_sweep(
 def _search(load: _Load, was_complete: bool) -> None:
     """The SLO-capacity search (search_run.py): a closed-loop child for concurrencies (and a rate search's
     bracketing steps), an open-loop one for rates; each goes on through the child's stdin."""
+    if load.bind is not None and load.profile.search is not None and load.profile.search.mode == "rate":
+        raise BadInputError("a rate search measures in two load children, and workers on other hosts serve one: "
+                            "use --search concurrency, or local --processes")  # fmt: skip
     run = search_run.SearchRun(load.doc, load.profile, lambda: results.save(load.doc, load.path))
     if was_complete:
         return
