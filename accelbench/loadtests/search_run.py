@@ -10,10 +10,14 @@ the finished steps and their phases, and the search goes on from them (the searc
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
 
 from accelbench.documents import Offered, ResultDocument, SearchResult, SearchStep, Step
-from accelbench.loadtests import search
+from accelbench.errors import BadInputError
+from accelbench.loadtests import results, search
 from accelbench.loadtests.profiles import LoadProfile
 
 MAX_STEPS = 64  # a search that has not converged by then stops (its answer says so)
@@ -120,3 +124,36 @@ class SearchRun:
 
 def _kind(load: search.Load) -> str:
     return "closed" if "concurrency" in load[0] else "open"
+
+
+class Load(Protocol):
+    """What the sweep's load driver (sweep._Load, a dataclass) offers a search."""
+
+    doc: ResultDocument
+    path: Path
+    profile: LoadProfile
+    bind: Any
+
+    def measure(self, plans: Plans, retry_rounds: int, more: Callable[[], Plans] | None = None) -> None: ...
+
+
+def drive(load: Load, was_complete: bool, stopped: Callable[[], bool]) -> None:
+    """The SLO-capacity search of a sweep: a closed-loop child for concurrencies (and a rate search's
+    bracketing steps), an open-loop one for rates; each goes on through the child's stdin."""
+    search_plan = load.profile.search
+    if load.bind is not None and search_plan is not None and search_plan.mode == "rate":
+        raise BadInputError("a rate search measures in two load children, and workers on other hosts serve one: "
+                            "use --search concurrency, or local --processes")  # fmt: skip
+    run = SearchRun(load.doc, load.profile, lambda: results.save(load.doc, load.path))
+    if was_complete:
+        return
+
+    def measure(kind: str, plans: Plans, more: Callable[[], Plans]) -> None:
+        own = (
+            load.profile
+            if kind == load.profile.kind
+            else dataclasses.replace(load.profile, kind=kind, search=None)
+        )
+        dataclasses.replace(load, profile=own).measure(plans, retry_rounds=0, more=more)  # type: ignore[type-var]
+
+    run.run(measure, stopped)

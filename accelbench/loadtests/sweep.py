@@ -7,7 +7,6 @@ its own process group, which is ended afterwards so no worker outlives the sweep
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import subprocess
@@ -252,7 +251,7 @@ def run_sweep(
     if profile.search is not None:
         old = results.load_document(path) if doc.steps else None  # the kept steps' phases
         doc.search = old.search if old is not None else None
-        _search(load, was_complete)
+        search_run.drive(load, was_complete, lambda: _stopped(load.cancel))
     elif todo:
         load.measure(todo, retry_rounds=limits.retries)
     elif not was_complete:
@@ -262,27 +261,6 @@ def run_sweep(
     doc.complete = True
     results.save(doc, path)
     return doc, path
-
-
-def _search(load: _Load, was_complete: bool) -> None:
-    """The SLO-capacity search (search_run.py): a closed-loop child for concurrencies (and a rate search's
-    bracketing steps), an open-loop one for rates; each goes on through the child's stdin."""
-    if load.bind is not None and load.profile.search is not None and load.profile.search.mode == "rate":
-        raise BadInputError("a rate search measures in two load children, and workers on other hosts serve one: "
-                            "use --search concurrency, or local --processes")  # fmt: skip
-    run = search_run.SearchRun(load.doc, load.profile, lambda: results.save(load.doc, load.path))
-    if was_complete:
-        return
-
-    def measure(kind: str, plans: list[dict[str, Any]], more: Callable[[], list[dict[str, Any]]]) -> None:
-        own = (
-            load.profile
-            if kind == load.profile.kind
-            else dataclasses.replace(load.profile, kind=kind, search=None)
-        )
-        dataclasses.replace(load, profile=own).measure(plans, retry_rounds=0, more=more)
-
-    run.run(measure, lambda: _stopped(load.cancel))
 
 
 def to_retry(doc: ResultDocument, profile: LoadProfile, retries: int) -> list[dict[str, Any]]:
