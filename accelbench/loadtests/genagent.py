@@ -80,11 +80,10 @@ class GenerativeAgent(users.Agent[GenRequest]):
         if counted and epoch == self.epoch:
             self._count(e2e_us, exc)
             if exc is None and answer is not None:
-                counts, total, mismatch = output_counts(answer, self.workload["tokenizer"])
+                counts, total, mismatch, source = output_counts(answer, self.workload["tokenizer"])
                 n_in = answer.input_tokens or (answer.usage or {}).get("prompt_tokens") or isl
-                self.record.add(
-                    start_ns, answer.times_ns, counts, total, end_ns, int(n_in), isl, osl, mismatch
-                )
+                self.record.add(start_ns, answer.times_ns, counts, total, end_ns, int(n_in), isl, osl, mismatch,
+                                genstats.extra(answer, counts, source))  # fmt: skip
         if self.environment is not None:
             self.environment.events.request.fire(
                 request_type=f"llm-{self.workload['api']}", name=self.config["model"],

@@ -12,6 +12,13 @@ are tested against (tests/test_llm_reference.py) and the engine of bench/llm_cli
 Fault modes for tests: ``--no-stream`` (plain JSON answers), ``--cut-every N`` (every Nth stream is cut
 mid-answer), ``--max-output N`` (answers end early), ``--context N`` (a longer prompt + max_tokens is refused
 with both numbers, as vLLM does).
+
+Engine behaviours: ``--reasoning N`` (the first N tokens of each answer stream as ``delta.reasoning_content``,
+as vLLM's reasoning parsers send them), ``--no-done`` (the stream ends after its ``finish_reason`` chunk,
+without ``[DONE]``, as ``transformers serve`` does), ``--refuse-ignore-eos`` (422 for a request carrying
+``ignore_eos``, as ``transformers serve`` answers), ``--cached-tokens N`` (usage says N prompt tokens came
+from the prefix cache). ``GET /metrics`` answers vLLM-named Prometheus gauges and counters (requests running
+and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state.
 """
 
 from __future__ import annotations
@@ -48,6 +55,19 @@ class Reference:
         self.words = [tokens.load_tokenizer(args.tokenizer).id_to_token(i)
                       for i in tokens.word_ids(args.tokenizer)]  # fmt: skip
         self.requests = 0
+        self.running = 0
+        self.prompt_tokens = 0
+
+    def metrics(self) -> str:
+        """vLLM's metric names (its docs/design/metrics.md) over this server's state: one running request
+        holds 1 % of the KV cache; the prefix cache hits --cached-tokens of each prompt."""
+        hits = min(self.args.cached_tokens, 10**9) * self.requests
+        lines = [f'vllm:num_requests_running{{model_name="{self.args.model}"}} {self.running}',
+                 f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} 0',
+                 f'vllm:kv_cache_usage_perc{{model_name="{self.args.model}"}} {min(1.0, self.running / 100)}',
+                 f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
+                 f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}']  # fmt: skip
+        return "\n".join(lines) + "\n"
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
@@ -63,6 +83,8 @@ class Reference:
                 {"id": self.args.model, "object": "model", "max_model_len": self.args.context}]})  # fmt: skip
         if method == "GET" and path.rstrip("/") in ("/health", "/v1/health"):  # vLLM's, asked by GuideLLM
             return await _json(writer, 200, {})
+        if method == "GET" and path.rstrip("/") == "/metrics":
+            return await _plain(writer, self.metrics())
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         try:
@@ -73,6 +95,8 @@ class Reference:
             return await _json(
                 writer, 404, {"error": {"message": f"The model `{req.get('model')}` does not exist."}}
             )
+        if self.args.refuse_ignore_eos and "ignore_eos" in req:
+            return await _json(writer, 422, {"detail": "Unexpected keys in the request: {'ignore_eos'}"})
         chat = path.endswith("chat/completions")
         prompt = (
             " ".join(_text(m.get("content")) for m in req.get("messages", []))
@@ -88,6 +112,7 @@ class Reference:
         if self.args.max_output:
             n_out = min(n_out, self.args.max_output)
         self.requests += 1
+        self.prompt_tokens += n_in
         if self.args.no_stream or not req.get("stream"):
             text = " ".join(self._words(n_out))
             await asyncio.sleep(self.args.ttft_ms / 1000 + (n_out - 1) * self.args.itl_ms / 1000)
@@ -106,9 +131,17 @@ class Reference:
                      b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
         if chat:
             _chunk(writer, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
-        cut = self.args.cut_every and self.requests % self.args.cut_every == 0
+        cut = bool(self.args.cut_every and self.requests % self.args.cut_every == 0)
         per_event = max(1, self.args.tokens_per_event)
         words = list(self._words(n_out))
+        self.running += 1
+        try:
+            return await self._tokens(writer, chat, n_in, n_out, arrived, req, cut, per_event, words)
+        finally:
+            self.running -= 1
+
+    async def _tokens(self, writer, chat: bool, n_in: int, n_out: int, arrived: float, req: dict, cut: bool,
+                      per_event: int, words: list[str]) -> bool:  # fmt: skip
         sent = 0
         while sent < n_out:
             k = min(per_event, n_out - sent)
@@ -120,12 +153,16 @@ class Reference:
             text = "".join(" " + w for w in words[sent : sent + k])
             sent += k
             finish = "length" if sent >= n_out else None
-            delta = {"delta": {"content": text}} if chat else {"text": text}
+            field = "reasoning_content" if sent <= self.args.reasoning else "content"
+            delta = {"delta": {field: text}} if chat else {"text": text}
             _chunk(writer, {"choices": [{"index": 0, **delta, "finish_reason": finish}]})
             await writer.drain()
         if (req.get("stream_options") or {}).get("include_usage") and not self.args.no_usage:
-            _chunk(writer, {"choices": [], "usage": _usage(n_in, n_out)})
-        writer.write(_frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            usage = _usage(n_in, n_out)
+            if self.args.cached_tokens:
+                usage["prompt_tokens_details"] = {"cached_tokens": min(self.args.cached_tokens, n_in)}
+            _chunk(writer, {"choices": [], "usage": usage})
+        writer.write((b"" if self.args.no_done else _frame(b"data: [DONE]\n\n")) + b"0\r\n\r\n")
         await writer.drain()
         return True
 
@@ -151,9 +188,17 @@ def _chunk(writer, event: dict) -> None:
 
 async def _json(writer, status: int, obj: dict) -> bool:
     data = json.dumps(obj).encode()
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 422: "Unprocessable Entity"}[status]
     writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: "
                  f"{len(data)}\r\n\r\n".encode() + data)  # fmt: skip
+    await writer.drain()
+    return True
+
+
+async def _plain(writer, text: str) -> bool:
+    data = text.encode()
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(data), data))  # fmt: skip
     await writer.drain()
     return True
 
@@ -171,6 +216,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cut-every", type=int, default=0)
     p.add_argument("--no-stream", action="store_true")
     p.add_argument("--no-usage", action="store_true")
+    p.add_argument("--reasoning", type=int, default=0)
+    p.add_argument("--no-done", action="store_true")
+    p.add_argument("--refuse-ignore-eos", action="store_true")
+    p.add_argument("--cached-tokens", type=int, default=0)
     return p
 
 
