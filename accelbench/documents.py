@@ -309,7 +309,9 @@ class EngineMetrics(_Part):
     """The engine's Prometheus ``/metrics`` over the step (vLLM, SGLang, TGI, Triton names, docs/llm.md):
     gauges sampled during the window (mean and max), counters as the window's difference."""
 
-    engine: str | None = Field(None, description="vllm | sglang | tgi | triton: whose metric names were found")
+    engine: str | None = Field(
+        None, description="vllm | sglang | tgi | triton: whose metric names were found"
+    )
     samples: int | None = None
     running_mean: Number | None = None
     running_max: Number | None = None
@@ -317,7 +319,9 @@ class EngineMetrics(_Part):
     queue_max: Number | None = None
     kv_cache_usage_mean: Number | None = Field(None, description="fraction of the KV cache in use, 0-1")
     kv_cache_usage_max: Number | None = None
-    prefix_cache_hit_rate: Number | None = Field(None, description="prefix-cache hits / queries in the window")
+    prefix_cache_hit_rate: Number | None = Field(
+        None, description="prefix-cache hits / queries in the window"
+    )
 
 
 class GenerativeStep(_Part):
@@ -331,7 +335,9 @@ class GenerativeStep(_Part):
         None,
         description="answers whose usage.completion_tokens differed from the tokens counted in the stream",
     )
-    ttft_us: LatencyUs | None = Field(None, description="send -> first token of any kind (reasoning or output)")
+    ttft_us: LatencyUs | None = Field(
+        None, description="send -> first token of any kind (reasoning or output)"
+    )
     ttfo_us: LatencyUs | None = Field(
         None, description="send -> first output token, after any reasoning tokens (AIPerf's TTFO)"
     )

@@ -306,6 +306,10 @@ def test_ttfo_ttst_reasoning_and_cached_in_the_step():
         rec.add(s, times, [1, 1, 1, 1], 4, times[-1], 10, 10, 4, False,
                 genstats.Extra(first_output_ns=times[2], reasoning=2, cached=5, source=3))  # fmt: skip
     out, _, _ = genstats.step(genstats.combine([rec.encode({})]), {"concurrency": 1}, 1.0, 0.0, 0, 10)
-    assert out["ttft_us"]["max"] == 10_000 and out["ttfo_us"]["max"] == 40_000 and out["ttst_us"]["max"] == 5_000
+    assert (
+        out["ttft_us"]["max"] == 10_000 and out["ttfo_us"]["max"] == 40_000 and out["ttst_us"]["max"] == 5_000
+    )
     assert out["reasoning_tokens"]["mean"] == 2.0 and out["output_tokens"]["mean"] == 4.0
-    assert out["cached_tokens"]["fraction"] == 0.5 and out["output_token_sources"] == {"usage": out["requests"]}
+    assert out["cached_tokens"]["fraction"] == 0.5 and out["output_token_sources"] == {
+        "usage": out["requests"]
+    }

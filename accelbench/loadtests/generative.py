@@ -96,8 +96,29 @@ def check_context(prompts: list[dict[str, Any]], context: int | None) -> None:
 
 def preflight(
     api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
+) -> bool:
+    """One streamed request (the longest prompt): it must stream tokens, and its stream must end (a
+    ``[DONE]``, or the end of the body after a ``finish_reason``). Returns whether ``ignore_eos`` may be
+    sent: an OpenAI engine that refuses it (``transformers serve``: 422 "Unexpected keys in the request:
+    {'ignore_eos'}") is asked once more without it, and False says so."""
+    try:
+        _preflight(api, url, model, prompt, ignore_eos, timeout_s)
+    except BadInputError as err:
+        if not (ignore_eos and api.startswith("openai") and _refuses_ignore_eos(err.__cause__)):
+            raise
+        _preflight(api, url, model, prompt, False, timeout_s)
+        return False
+    return ignore_eos
+
+
+def _refuses_ignore_eos(err: BaseException | None) -> bool:
+    return (isinstance(err, ServerAnswer) and err.status_code in (400, 422)
+            and "ignore_eos" in str(err))  # fmt: skip
+
+
+def _preflight(
+    api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
 ) -> None:
-    """One streamed request (the longest prompt): it must stream tokens. Stops after two token events."""
     client: streams.GrpcStreamClient | streams.SseClient
     try:
         if api == "triton-grpc":
@@ -109,11 +130,16 @@ def preflight(
     except ImportError as err:
         raise BadInputError(f"--api {api}: {err}") from None
     try:
-        answer = client.exchange(request, first_only=2)
+        answer = client.exchange(request, first_only=2)  # the whole prompt and output length are accepted
+        if answer.times_ns and api != "triton-grpc":  # and a short answer's stream ends as a complete one
+            short = {**prompt, "osl": 2}
+            client.exchange(streams.build_request(api, url, model, short, ignore_eos))
     except streams.NotStreaming as err:
         raise BadInputError(f"{url} ({api}) does not stream: {err}") from None
     except ServerAnswer as err:
-        raise _refused(api, url, model, err) from None
+        raise _refused(api, url, model, err) from err
+    except streams.StreamBroken as err:
+        raise ServerError(f"{url} ({api}): a complete answer's stream did not end cleanly: {err}") from None
     except (ConnectionError, OSError) as err:
         raise ServerError(f"{url}: {err}") from None
     except Exception as err:  # grpc raises its own RpcError
@@ -164,7 +190,10 @@ def generative_loadtest(
     info_url = server.http_url if server else url
     check_context(prompts, context_of(w.api, info_url, model, context_length))
     longest = max(prompts, key=lambda p: len(p["input_ids"]))
-    preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s)
+    if not preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s) and w.ignore_eos:
+        # the engine refused ignore_eos: measured without it, and the document says lengths were not forced
+        w = dataclasses.replace(w, ignore_eos=False, ignore_eos_refused=True)
+        profile = dataclasses.replace(profile, workload=w)
     server = server or sweep.Server(http_url=url)
     doc, path = sweep.run_sweep(
         server=server, model=model, variant=manifest.name if manifest else file_safe(model),

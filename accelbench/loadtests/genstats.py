@@ -84,7 +84,11 @@ class Record:
             n_in: int, isl: int, osl: int, mismatch: bool, extra: Extra | None = None) -> None:  # fmt: skip
         ttft = (times_ns[0] - start_ns) // 1000
         x = extra or Extra()
-        first_out = x.first_output_ns if x.first_output_ns is not None else (times_ns[0] if x.reasoning == 0 else None)
+        first_out = (
+            x.first_output_ns
+            if x.first_output_ns is not None
+            else (times_ns[0] if x.reasoning == 0 else None)
+        )
         e2e = (end_ns - start_ns) // 1000
         gaps = [0] * (counts[0] - 1)
         for i in range(1, len(times_ns)):
@@ -243,6 +247,9 @@ def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s:
     out["input_tokens"] = _counts(kept["in_tokens"], kept["isl"])
     out["output_tokens"] = _counts(outn, kept["osl"])
     out["short_outputs"] = int((outn < kept["osl"]).sum())
+    if "ignore_eos" in workload:
+        out["output_length_forced"] = bool(workload["ignore_eos"])
+    out["output_length_honoured"] = bool((outn == kept["osl"]).all())
     ratio = float(outn.mean() / kept["osl"].mean()) if kept["osl"].mean() else None
     out["output_length_ratio"] = round(ratio, 4) if ratio is not None else None
     rates, means = st.time_batches(done_s[cut:], outn.astype(float), start, end, ci_batches)

@@ -164,6 +164,7 @@ class Workload:
     prompts: str = knob(SYNTHETIC, "Prompts file: JSONL {prompt, output_tokens} per line, or a ShareGPT JSON "
                         "file (recorded as its name and sha256).", flag="--prompts", check=_path, path=True)  # fmt: skip
     prompts_sha256: str | None = knob(None, "sha256 of the prompts file", spec=False)
+    ignore_eos_refused: bool | None = knob(None, "the engine refused ignore_eos; it was dropped", spec=False)
     tokenizer: str | None = knob(None, "Tokenizer folder (tokenizer.json) counting tokens (default: the "
                                  "model's: its variant's tokenizer/ copy, else its card's (--card, else the "
                                  "manifest's); else builtin:minilm-wordpiece).", flag="--tokenizer", check=_path)  # fmt: skip
@@ -196,7 +197,10 @@ class Workload:
         return dataclasses.replace(out, prompts=Path(path).name, prompts_sha256=sha256_file(path))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.ignore_eos_refused is None:  # documents written before it existed stay resumable
+            del out["ignore_eos_refused"]
+        return out
 
     def label(self) -> str:
         """Part of the result file's name: the API and the lengths asked."""

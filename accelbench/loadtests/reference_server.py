@@ -33,6 +33,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 from accelbench.loadtests import tokens
 
@@ -158,7 +159,7 @@ class Reference:
             _chunk(writer, {"choices": [{"index": 0, **delta, "finish_reason": finish}]})
             await writer.drain()
         if (req.get("stream_options") or {}).get("include_usage") and not self.args.no_usage:
-            usage = _usage(n_in, n_out)
+            usage: dict[str, Any] = dict(_usage(n_in, n_out))
             if self.args.cached_tokens:
                 usage["prompt_tokens_details"] = {"cached_tokens": min(self.args.cached_tokens, n_in)}
             _chunk(writer, {"choices": [], "usage": usage})

@@ -172,8 +172,6 @@ def output_counts(answer: StreamAnswer, tokenizer: str) -> tuple[list[int], int,
     return counts, int(usage), int(usage) != total, "usage"
 
 
-
-
 class _Body:
     """The answer's body bytes as they arrive, de-chunked (Transfer-Encoding: chunked) when needed."""
 
