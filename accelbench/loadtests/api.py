@@ -127,7 +127,7 @@ def loadtest(
     )  # fmt: skip
     with server_cm as triton:
         triton.check_model(model, manifest)  # a served config that differs from the variant stops here
-        if not _model_ready(triton.http_url, model):
+        if not model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         for repeat in range(1, repeats + 1):
             if on_event is not None and repeats > 1:
@@ -200,7 +200,8 @@ def measure(
     )
 
 
-def _model_ready(http_url: str, model: str) -> bool:
+def model_ready(http_url: str, model: str) -> bool:
+    """Whether Triton at ``http_url`` has ``model`` ready (ServerError when it does not answer at all)."""
     import urllib.error
     import urllib.request
 

@@ -23,7 +23,7 @@ from urllib.parse import quote
 from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
-from accelbench.loadtests.api import _model_ready, find_manifest, manifest_folder, model_card, triton_server
+from accelbench.loadtests.api import find_manifest, manifest_folder, model_card, model_ready, triton_server
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.events import Cancel, Event
 from accelbench.loadtests.profiles import LoadProfile, Workload
@@ -245,7 +245,7 @@ def run(
     with triton_server(repo, url, grpc_url, tritonserver, server_log) as triton:
         server = sweep.Server(http_url=triton.http_url, grpc_url=triton.grpc_url, metrics_url=triton.metrics_url,
                               version=triton.server_version or "")  # fmt: skip
-        if not _model_ready(triton.http_url, model):
+        if not model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         if triton_generative(triton.http_url, model) is None:
             raise BadInputError(f"model {model!r} on {triton.http_url} is not a streaming (decoupled) model")
