@@ -36,6 +36,15 @@ def loadtest(url: str, out: Path, *args: str, timeout: float = 240) -> subproces
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+def measured(done: subprocess.CompletedProcess) -> None:
+    """A sweep that ran to its end: exit 0, or 5 when a run this short has every step INVALID (too few
+    requests to trust); the document is printed either way."""
+    if done.returncode == 5:
+        assert done.stderr.startswith("accelbench: error: every step is INVALID"), done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+
+
 def test_ttft_and_itl_within_ten_percent_at_1_8_32(reference, tmp_path):
     done = loadtest(reference, tmp_path, "--api", "openai", "--concurrency", "1,8,32", "--duration", "5",
                     "--max-duration", "5", "--slo-ttft-p99-ms", "400", "--slo-tpot-p99-ms", "30")  # fmt: skip
@@ -85,7 +94,7 @@ def test_tokens_are_counted_in_the_cards_tokenizer_by_default(reference, tmp_pat
     card.write_text(text.replace(f'tokenizer = "{BUILTIN}"', f"tokenizer = {json.dumps(str(folder))}"))
     done = loadtest(reference, tmp_path / "out", "--api", "openai", "--concurrency", "1", "--duration", "1",
                     "--max-duration", "2", "--card", str(card))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     doc = json.loads(done.stdout)
     assert doc["load_profile"]["workload"]["tokenizer"] == str(folder)
     assert all(s["generative"]["input_tokens"]["max"] == ISL for s in doc["steps"])
@@ -97,7 +106,7 @@ def test_completions_api_and_multi_token_events(tmp_path):
                                   "--no-usage") as url:  # fmt: skip
         done = loadtest(url, tmp_path, "--api", "openai-completions", "--concurrency", "2", "--duration", "2",
                         "--max-duration", "2")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     g = json.loads(done.stdout)["steps"][0]["generative"]
     assert g["output_tokens"]["min"] == g["output_tokens"]["max"] == OSL
     assert g["gaps"] == g["requests"] * (OSL - 1)
@@ -164,7 +173,7 @@ def test_a_model_named_like_a_path_stays_in_the_results_folder(tmp_path):
     with reference_server.running(free_port(), "--ttft-ms", "20", "--itl-ms", "5", "--model", name) as url:
         done = loadtest(url, tmp_path / "out", "--api", "openai", "--model", name, "--concurrency", "1",
                         "--duration", "1", "--max-duration", "1")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     assert [p.name for p in (tmp_path / "out").iterdir()] == [
         "models_meta-llama_Llama-3.1-8B-Instruct__closed-openai-chat-i32-o16.json"
     ]
@@ -177,7 +186,7 @@ def test_prompts_file_lengths(reference, tmp_path):
                                for k in range(1, 5)))  # fmt: skip
     done = loadtest(reference, tmp_path, "--api", "openai", "--concurrency", "2", "--duration", "2",
                     "--max-duration", "2", "--prompts", str(prompts))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     doc = json.loads(done.stdout)
     g = doc["steps"][0]["generative"]
     assert doc["load_profile"]["workload"]["prompts"] == "prompts.jsonl"
@@ -189,7 +198,7 @@ def test_two_load_processes_merge_exactly(reference, tmp_path):
     """Locust's master with two worker processes: every process's requests and gaps are in the step."""
     done = loadtest(reference, tmp_path, "--api", "openai", "--concurrency", "4", "--processes", "2",
                     "--duration", "3", "--max-duration", "3")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     step = json.loads(done.stdout)["steps"][0]
     g = step["generative"]
     assert step["loadgen"]["processes"] == 2 and all(

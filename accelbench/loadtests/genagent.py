@@ -14,22 +14,25 @@ from typing import Any
 import numpy as np
 
 from accelbench.loadtests import genstats, streams, users, workloads
+from accelbench.loadtests.edge import LoadConfig
+from accelbench.loadtests.profiles import Workload
 from accelbench.loadtests.streams import NotStreaming, StreamAnswer, output_counts
+from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
 from accelbench.loadtests.wire import WrongOutput
 
 
 class GenRequestPool:
     """Per prompt: the request encoded once (HTTP bytes or a serialized gRPC message), its ISL and OSL."""
 
-    def __init__(self, cfg: dict[str, Any], payloads: list[dict[str, np.ndarray]]) -> None:
-        w = cfg["workload"]
+    def __init__(self, config: LoadConfig, payloads: list[dict[str, np.ndarray]]) -> None:
+        w = _workload(config)
         self.requests: list[GenRequest] = []
         for payload in payloads:
             prompt = workloads.from_payload(payload)
-            if w["api"] == "triton-grpc":
-                raw = streams.grpc_stream_request(cfg["model"], prompt, w["ignore_eos"])
+            if w.api == "triton-grpc":
+                raw = streams.grpc_stream_request(config.model, prompt, w.ignore_eos)
             else:
-                raw = streams.build_request(w["api"], cfg["url"], cfg["model"], prompt, w["ignore_eos"])
+                raw = streams.build_request(w.api, config.url, config.model, prompt, w.ignore_eos)
             self.requests.append((raw, len(prompt["input_ids"]), prompt["osl"]))
         self.position = 0
 
@@ -42,9 +45,15 @@ class GenRequestPool:
 GenRequest = tuple[bytes, int, int]  # the encoded request, its ISL and its OSL
 
 
+def _workload(config: LoadConfig) -> Workload:
+    if config.workload is None:
+        raise ValueError("a generative agent needs the profile's workload")
+    return config.workload
+
+
 class GenerativeAgent(users.Agent[GenRequest]):
-    def __init__(self, config: dict[str, Any], pool: GenRequestPool, free_running: bool = True) -> None:
-        self.workload = config["workload"]
+    def __init__(self, config: LoadConfig, pool: GenRequestPool, free_running: bool = True) -> None:
+        self.workload = _workload(config)
         super().__init__(config, pool, free_running)
 
     def _reset(self) -> None:
@@ -52,7 +61,7 @@ class GenerativeAgent(users.Agent[GenRequest]):
         self.record = genstats.Record()
 
     def make_client(self, concurrency: int = 1):
-        return streams.make_stream_client(self.workload["api"], self.config["url"], self.config["timeout_s"])
+        return streams.make_stream_client(self.workload.api, self.config.url, self.config.profile.timeout_s)
 
     def check(self, answer: Any) -> BaseException | None:
         return None  # a streamed answer is checked while it is read (events, tokens), see issue
@@ -80,13 +89,15 @@ class GenerativeAgent(users.Agent[GenRequest]):
         if counted and epoch == self.epoch:
             self._count(e2e_us, exc)
             if exc is None and answer is not None:
-                counts, total, mismatch, source = output_counts(answer, self.workload["tokenizer"])
+                counts, total, mismatch, source = output_counts(
+                    answer, self.workload.tokenizer or DEFAULT_TOKENIZER
+                )
                 n_in = answer.input_tokens or (answer.usage or {}).get("prompt_tokens") or isl
                 self.record.add(start_ns, answer.times_ns, counts, total, end_ns, int(n_in), isl, osl, mismatch,
                                 genstats.extra(answer, counts, source))  # fmt: skip
         if self.environment is not None:
             self.environment.events.request.fire(
-                request_type=f"llm-{self.workload['api']}", name=self.config["model"],
+                request_type=f"llm-{self.workload.api}", name=self.config.model,
                 response_time=e2e_us / 1000.0, response_length=len(answer.times_ns) if answer else 0,
                 response=None, context={}, exception=exc,
             )  # fmt: skip
@@ -94,13 +105,9 @@ class GenerativeAgent(users.Agent[GenRequest]):
 
     def pause(self, timeout_s: float) -> dict[str, Any]:
         totals = super().pause(timeout_s)
-        totals["generative"] = self.record.encode(self.workload)
+        totals["generative"] = self.record.encode(self.workload.to_dict())
         return totals
 
 
-def make_agent(
-    cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]]
-) -> GenerativeAgent:
-    return GenerativeAgent(
-        {**cfg, "process_index": process_index}, GenRequestPool(cfg, payloads), free_running=False
-    )
+def make_agent(config: LoadConfig, payloads: list[dict[str, np.ndarray]]) -> GenerativeAgent:
+    return GenerativeAgent(config, GenRequestPool(config, payloads), free_running=False)

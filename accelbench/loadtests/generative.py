@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from accelbench.documents import ResultDocument, VariantManifest
+from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
-from accelbench.loadtests.api import _model_ready, find_manifest, manifest_folder, model_card, triton_server
+from accelbench.loadtests.api import find_manifest, manifest_folder, model_card, model_ready, triton_server
+from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.events import Cancel, Event
 from accelbench.loadtests.profiles import LoadProfile, Workload
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
@@ -166,22 +167,14 @@ def generative_loadtest(
     url: str,
     model: str,
     profile: LoadProfile,
-    out_dir: str | os.PathLike,
-    prompts_file: str | os.PathLike | None = None,
+    options: sweep.SweepOptions,
+    prompts_file: str | os.PathLike[str] | None = None,
     server: sweep.Server | None = None,
-    manifest: VariantManifest | None = None,
     context_length: int | None = None,
-    repository_config: str = "",
-    command: str = "",
-    limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[Event], None] | None = None,
-    master_bind=None,
-    target: str | None = None,
-    precision: str | None = None,
-    cancel: Cancel | None = None,
-):
+) -> tuple[ResultDocument, Path]:
     """Sweep ``profile`` (its ``workload`` says the API and lengths) against ``model`` at ``url`` (the
-    OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc)."""
+    OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc);
+    ``options`` as for :func:`sweep.run_sweep`."""
     w = profile.workload
     if w is None:
         raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
@@ -195,13 +188,11 @@ def generative_loadtest(
         w = dataclasses.replace(w, ignore_eos=False, ignore_eos_refused=True)
         profile = dataclasses.replace(profile, workload=w)
     server = server or sweep.Server(http_url=url)
-    doc, path = sweep.run_sweep(
+    manifest = options.manifest
+    return sweep.run_sweep(
         server=server, model=model, variant=manifest.name if manifest else file_safe(model),
-        payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, out_dir=out_dir,
-        manifest=manifest, repository_config=repository_config, command=command, limits=limits,
-        on_event=on_event, master_bind=master_bind, target=target, precision=precision, cancel=cancel,
+        payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, options=options,
     )  # fmt: skip
-    return doc, path
 
 
 def file_safe(name: str) -> str:
@@ -234,12 +225,19 @@ def run(
     tritonserver: str | None = None,
     server_log: str | os.PathLike | None = None,
     repeats: int = 1,
-    **kw: Any,
+    limits: Limits = DEFAULT_LIMITS,
+    command: str = "",
+    on_event: Callable[[Event], None] | None = None,
+    master_bind: MasterBind | None = None,
+    target: str | None = None,
+    precision: str | None = None,
+    cancel: Cancel | None = None,
 ) -> tuple[ResultDocument, Path]:
     """``accelbench loadtest`` for a generative model: an OpenAI-compatible engine at ``url``, a running
-    Triton at ``url``, or a local Triton started on ``repo``. ``workload`` counts tokens in its tokenizer, else
-    in the model's (``variant_tokenizer``: the variant's copy, else the card's: ``card_uri``, else the
-    manifest's). Returns the last repeat's (document, path)."""
+        Triton at ``url``, or a local Triton started on ``repo``. ``workload`` counts tokens in its tokenizer, else
+        in the model's (``variant_tokenizer``: the variant's copy, else the card's: ``card_uri``, else the
+        manifest's). The other keywords are ``api.loadtest``'s (``sweep.SweepOptions``). Returns the last repeat's
+    (document, path)."""
     if repeats < 1:
         raise BadInputError(f"--repeats must be a whole number >= 1, got {repeats!r}")
     api = workload.api
@@ -251,6 +249,10 @@ def run(
     spec = card.generative if card is not None else None
     streaming = profile.streaming(workload, variant_tokenizer(folder, spec.tokenizer if spec else None))
     context = spec.context_length if spec else None
+    options = sweep.SweepOptions(
+        out_dir=out_dir, manifest=manifest, command=command, limits=limits, on_event=on_event,
+        master_bind=master_bind, target=target, precision=precision, cancel=cancel,
+    )  # fmt: skip
 
     def sweep_all(
         server: sweep.Server | None, target_url: str, repository_config: str = ""
@@ -258,8 +260,8 @@ def run(
         found = [
             generative_loadtest(
                 url=target_url, model=model, profile=dataclasses.replace(streaming, repeat=repeat),
-                out_dir=out_dir, prompts_file=workload.prompts_file, server=server, manifest=manifest,
-                context_length=context, repository_config=repository_config, **kw,
+                options=dataclasses.replace(options, repository_config=repository_config),
+                prompts_file=workload.prompts_file, server=server, context_length=context,
             )
             for repeat in range(1, repeats + 1)
         ]  # fmt: skip
@@ -272,7 +274,7 @@ def run(
     with triton_server(repo, url, grpc_url, tritonserver, server_log) as triton:
         server = sweep.Server(http_url=triton.http_url, grpc_url=triton.grpc_url, metrics_url=triton.metrics_url,
                               version=triton.server_version or "")  # fmt: skip
-        if not _model_ready(triton.http_url, model):
+        if not model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         if triton_generative(triton.http_url, model) is None:
             raise BadInputError(f"model {model!r} on {triton.http_url} is not a streaming (decoupled) model")

@@ -301,18 +301,51 @@ class LoadProfile:
         protocol = "grpc" if w.api == "triton-grpc" else "http"
         return dataclasses.replace(self, protocol=protocol, batch_size=1, workload=w)
 
-    def steps(self) -> list[dict[str, Any]]:
-        """One plan per level: ``{"index", "offered": {"concurrency": n} | {"rate_rps": r}}``."""
-        key = "concurrency" if self.kind == "closed" else "rate_rps"
-        return [
-            {"index": i, "offered": {key: int(v) if self.kind == "closed" else float(v)}}
-            for i, v in enumerate(self.levels)
-        ]
+    def steps(self) -> list[StepPlan]:
+        """One plan per level: its index and its offered load (a concurrency, or a rate)."""
+        if self.kind == "closed":
+            return [StepPlan(i, concurrency=int(v)) for i, v in enumerate(self.levels)]
+        return [StepPlan(i, rate_rps=float(v)) for i, v in enumerate(self.levels)]
 
     def label(self) -> str:
         if self.workload:
             return f"{self.kind}-{self.workload.label()}"
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step of a sweep as planned: its index and the load it offers, a closed loop's ``concurrency`` or an
+    open loop's ``rate_rps`` (exactly one). ``offered`` is the result document's ``offered``; ``to_wire`` /
+    ``from_wire`` the JSON the sweep sends its Locust child (``{"index", "offered"}``)."""
+
+    index: int
+    concurrency: int | None = None
+    rate_rps: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.rate_rps is None):
+            raise ValueError(f"step {self.index}: a concurrency or a rate, exactly one")
+
+    @property
+    def closed(self) -> bool:
+        return self.concurrency is not None
+
+    @property
+    def offered(self) -> dict[str, float]:
+        if self.concurrency is not None:
+            return {"concurrency": self.concurrency}
+        return {"rate_rps": float(self.rate_rps or 0.0)}
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"index": self.index, "offered": self.offered}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> StepPlan:
+        offered = data["offered"]
+        if "concurrency" in offered:
+            return cls(int(data["index"]), concurrency=int(offered["concurrency"]))
+        return cls(int(data["index"]), rate_rps=float(offered["rate_rps"]))
 
 
 @dataclass(frozen=True)
