@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # a long sweep with stability windows is ~1 MB
 MAX_JSON_DEPTH = 64  # a result document nests 6 deep; 100,000 nested lists would exhaust the recursion
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -41,14 +40,17 @@ _NOT_BRACKET_OR_QUOTE = bytes(sorted(set(range(256)) - set(b'[]{}"')))
 
 
 def json_depth(data: bytes | str) -> int:
-    """How deep the brackets of a JSON text nest (strings skipped); cheap: only the brackets are walked, in C.
+    """How deep the brackets of a JSON text nest (strings skipped); cheap: only the brackets are walked, in C,
+    in time linear in the text whatever it holds (it runs on the event loop before auth, on any body).
 
-    Without an escaped quote (``\\"``) every ``"`` delimits a string, so of the text's brackets and quotes
-    (``bytes.translate``) those between an even and an odd quote lie outside strings; otherwise the strings
-    are matched one by one. (UTF-8 continuation bytes are never brackets or quotes.)"""
+    Escapes go first: ``\\\\`` pairs (a run of n backslashes leaves n mod 2, and removing a pair never
+    joins two runs), then ``\\"``. What is left of the quotes then each delimits a string, so of the text's
+    brackets and quotes (``bytes.translate``) those between an even and an odd quote lie outside strings.
+    (UTF-8 continuation bytes are never brackets, quotes or backslashes.) A regex that matched the strings
+    one by one was quadratic on an unterminated string of escaped quotes (issue 40): 31 KiB took 2.6 s."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if b'\\"' in raw:
-        raw = _STRING.sub(b"", raw)
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
     kept = raw.translate(None, _NOT_BRACKET_OR_QUOTE)
     return max(accumulate(map(_STEP.__getitem__, b"".join(kept.split(b'"')[0::2]))), default=0)
 
