@@ -16,6 +16,7 @@ import pytest
 import accelbench
 from accelbench.loadtests import reference_server
 from accelbench.serving.server import free_port
+from tests.llm_helpers import measured
 
 pytestmark = pytest.mark.slow
 ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
@@ -34,15 +35,6 @@ def loadtest(url: str, out: Path, *args: str, timeout: float = 240) -> subproces
     cmd = [*ACCELBENCH, "loadtest", "--url", url, "--model", "reference", "--isl", str(ISL), "--osl", str(OSL),
            "--warmup", "1", "--out", str(out), "--json", *args]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def measured(done: subprocess.CompletedProcess) -> None:
-    """A sweep that ran to its end: exit 0, or 5 when a run this short has every step INVALID (too few
-    requests to trust); the document is printed either way."""
-    if done.returncode == 5:
-        assert done.stderr.startswith("accelbench: error: every step is INVALID"), done.stderr
-    else:
-        assert done.returncode == 0, done.stderr
 
 
 def test_ttft_and_itl_within_ten_percent_at_1_8_32(reference, tmp_path):
