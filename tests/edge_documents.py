@@ -3,7 +3,9 @@ edge is refactored: every key (at every depth) and the deterministic values (ide
 steps' plans), with measured values, times and hosts replaced by a placeholder.
 
 ``python tests/edge_documents.py RECORD_DIR`` wrote ``tests/data/edge/*.json`` from the code before the typed
-child configuration (issue 38); tests/test_loadtests_edge.py sweeps again and compares.
+child configuration (issue 38); tests/test_loadtests_edge.py sweeps again and compares. The two generative
+recordings were written again after issue 39's new step fields (TTFO, TTST, reasoning tokens, the output
+count's source, whether lengths were forced and honoured): additions only, nothing else changed.
 """
 
 from __future__ import annotations
