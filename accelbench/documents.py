@@ -305,25 +305,6 @@ class CachedTokens(_Part):
     fraction: Number | None = Field(None, description="cached / prompt tokens of those requests")
 
 
-class EngineMetrics(_Part):
-    """The engine's Prometheus ``/metrics`` over the step (vLLM, SGLang, TGI, Triton names, docs/llm.md):
-    gauges sampled during the window (mean and max), counters as the window's difference."""
-
-    engine: str | None = Field(
-        None, description="vllm | sglang | tgi | triton: whose metric names were found"
-    )
-    samples: int | None = None
-    running_mean: Number | None = None
-    running_max: Number | None = None
-    queue_mean: Number | None = Field(None, description="requests waiting in the engine's queue, mean")
-    queue_max: Number | None = None
-    kv_cache_usage_mean: Number | None = Field(None, description="fraction of the KV cache in use, 0-1")
-    kv_cache_usage_max: Number | None = None
-    prefix_cache_hit_rate: Number | None = Field(
-        None, description="prefix-cache hits / queries in the window"
-    )
-
-
 class GenerativeStep(_Part):
     """A generative step's token-level figures: streamed TTFT, every inter-token gap (ITL), per-request
     TPOT = (e2e - TTFT) / (output tokens - 1), e2e, token counts and rates (docs/llm.md defines each)."""
@@ -367,7 +348,6 @@ class GenerativeStep(_Part):
     output_length_honoured: bool | None = Field(
         None, description="every measured request streamed exactly the output length it asked"
     )
-    engine_metrics: EngineMetrics | None = None
     short_outputs: int | None = Field(
         None, description="requests that ended before their asked output length"
     )
