@@ -12,7 +12,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -21,7 +20,7 @@ from fastapi import Request
 from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.reports.formatting import host_label
 from accelbench.service.errors import ApiError
-from accelbench.service.validate import check_result, check_variant
+from accelbench.service.validate import check_result, check_variant, created_at
 from accelbench.util import canonical_json_text
 
 if TYPE_CHECKING:
@@ -158,14 +157,6 @@ def submission_of(obj: object, text: str | None = None) -> Submission:
                       content_hash)  # fmt: skip
 
 
-def _created_at(value: object) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-
-
 def columns(doc: ResultDocument) -> dict[str, Any]:
     """The indexed columns copied out of a ``ResultDocument``."""
     prov = doc.provenance
@@ -178,7 +169,7 @@ def columns(doc: ResultDocument) -> dict[str, Any]:
         "target": doc.target or "", "precision": doc.precision or "", "manifest_hash": prov.manifest_hash,
         "host": str(host.get("hostname") or host.get("name") or host.get("cpu") or "")[:200] or None,
         "accelbench_version": ((prov.packages or {}).get("accelbench") or "")[:40] or None, "origin": doc.origin,
-        "created_at": _created_at(prov.created_at) if prov.created_at else None,
+        "created_at": created_at(prov.created_at) if prov.created_at else None,
         "summary": {"steps": len(doc.steps), "verdicts": verdicts, "complete": doc.complete},
         "host_label": host_label(prov.host)[:300],
     }  # fmt: skip

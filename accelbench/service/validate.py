@@ -30,18 +30,25 @@ def check_result(doc: object, name: str) -> ResultDocument:
     return result
 
 
-def _check_created_at(value: object, name: str) -> None:
-    """A ``provenance.created_at`` that is valid ISO 8601 but lies outside years 1-9999 once in UTC
-    (``9999-12-31T23:59:59-14:00``) is refused: stored, PostgreSQL could not hand it back to Python, and
-    every listing would answer 500 (issue 40). One that does not parse is stored without a time, as before."""
-    if not value:
-        return
+def created_at(value: object) -> datetime | None:
+    """A ``provenance.created_at`` as an aware datetime (UTC where it gives no offset); None where it does not
+    parse (such a result is stored without a time)."""
     try:
         when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _check_created_at(value: object, name: str) -> None:
+    """A ``provenance.created_at`` that is valid ISO 8601 but lies outside years 1-9999 once in UTC
+    (``9999-12-31T23:59:59-14:00``) is refused: stored, PostgreSQL could not hand it back to Python, and
+    every listing would answer 500 (issue 40)."""
+    when = created_at(value) if value else None
+    if when is None:
         return
     try:
-        (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        when.astimezone(timezone.utc)
     except (OverflowError, ValueError):
         raise ApiError(
             422, f"{name}: field 'provenance.created_at': {value!r} lies outside years 1-9999 in UTC"
