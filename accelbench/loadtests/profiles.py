@@ -278,6 +278,8 @@ class LoadProfile:
             del out["repeat"]
         if self.workload is None:  # classic documents stay unchanged and resumable
             del out["workload"]
+        else:
+            out["workload"] = self.workload.to_dict()
         return out
 
     def to_document(self) -> LoadProfileDocument:
