@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(BIN)/accelbench run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30 --durations-min=1
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -289,6 +289,22 @@ class Goodput(_Part):
     rps: Number | None = None
 
 
+class ReasoningTokens(_Part):
+    """Tokens streamed as ``delta.reasoning_content`` / ``delta.reasoning`` (counted in output_tokens too)."""
+
+    total: int | None = None
+    mean: Number | None = None
+    requests: int | None = Field(None, description="requests with at least one reasoning token")
+
+
+class CachedTokens(_Part):
+    """``usage.prompt_tokens_details.cached_tokens``: prompt tokens the engine served from its prefix cache."""
+
+    total: int | None = None
+    requests: int | None = Field(None, description="requests whose usage said it")
+    fraction: Number | None = Field(None, description="cached / prompt tokens of those requests")
+
+
 class GenerativeStep(_Part):
     """A generative step's token-level figures: streamed TTFT, every inter-token gap (ITL), per-request
     TPOT = (e2e - TTFT) / (output tokens - 1), e2e, token counts and rates (docs/llm.md defines each)."""
@@ -300,7 +316,13 @@ class GenerativeStep(_Part):
         None,
         description="answers whose usage.completion_tokens differed from the tokens counted in the stream",
     )
-    ttft_us: LatencyUs | None = None
+    ttft_us: LatencyUs | None = Field(
+        None, description="send -> first token of any kind (reasoning or output)"
+    )
+    ttfo_us: LatencyUs | None = Field(
+        None, description="send -> first output token, after any reasoning tokens (AIPerf's TTFO)"
+    )
+    ttst_us: LatencyUs | None = Field(None, description="first -> second token event (AIPerf's TTST)")
     itl_us: LatencyUs | None = Field(None, description="percentiles over every gap between two tokens")
     tpot_us: LatencyUs | None = Field(None, description="percentiles over requests of their TPOT")
     e2e_us: LatencyUs | None = None
@@ -312,7 +334,20 @@ class GenerativeStep(_Part):
     )
     gaps: int | None = Field(None, description="inter-token gaps recorded (the ITL sample count)")
     input_tokens: TokenCounts | None = None
-    output_tokens: TokenCounts | None = None
+    output_tokens: TokenCounts | None = Field(None, description="reasoning tokens included")
+    reasoning_tokens: ReasoningTokens | None = None
+    cached_tokens: CachedTokens | None = None
+    output_token_sources: dict[str, int] | None = Field(
+        None,
+        description="requests per source of their output count: output_ids (Triton), token_ids or logprobs "
+        "(the engine's own tokens), usage (usage.completion_tokens), tokenizer (the chunks re-tokenized)",
+    )
+    output_length_forced: bool | None = Field(
+        None, description="ignore_eos was sent (false: --no-ignore-eos, or the engine refused it)"
+    )
+    output_length_honoured: bool | None = Field(
+        None, description="every measured request streamed exactly the output length it asked"
+    )
     short_outputs: int | None = Field(
         None, description="requests that ended before their asked output length"
     )
@@ -345,6 +380,9 @@ class Workload(_Part):
     isl_range: Number | None = Field(None, description="prompt lengths uniform within ±this fraction of isl")
     osl_range: Number | None = None
     ignore_eos: bool | None = None
+    ignore_eos_refused: bool | None = Field(
+        None, description="the engine refused ignore_eos (HTTP 4xx); it was dropped and lengths not forced"
+    )
     prompts: str | None = Field(None, description="synthetic | the prompts file's name (JSONL or ShareGPT)")
     prompts_sha256: str | None = None
     tokenizer: str | None = None

@@ -3,7 +3,9 @@ edge is refactored: every key (at every depth) and the deterministic values (ide
 steps' plans), with measured values, times and hosts replaced by a placeholder.
 
 ``python tests/edge_documents.py RECORD_DIR`` wrote ``tests/data/edge/*.json`` from the code before the typed
-child configuration (issue 38); tests/test_loadtests_edge.py sweeps again and compares.
+child configuration (issue 38); tests/test_loadtests_edge.py sweeps again and compares. The two generative
+recordings were written again after issue 39's new step fields (TTFO, TTST, reasoning tokens, the output
+count's source, whether lengths were forced and honoured): additions only, nothing else changed.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def classic_documents(repo: Path, out: Path) -> dict[str, Any]:
     found = {}
     with LocalTriton(repo) as triton:
         for name, profile in CLASSIC.items():
-            doc, _ = measure(triton, model=MODEL, profile=profile, out_dir=out / name, limits=LIMITS,
-                             card=_card())  # fmt: skip
+            doc, _ = measure(triton, model=MODEL, profile=profile, card=_card(),
+                             **_options(out / name))  # fmt: skip
             found[name] = shape(to_dict(doc))
     return found
 
@@ -84,6 +86,15 @@ def generative_documents(url: str, out: Path) -> dict[str, Any]:
                                 url=url, limits=LIMITS)  # fmt: skip
         found[name] = shape(to_dict(doc))
     return found
+
+
+def _options(out: Path) -> dict[str, Any]:
+    """The sweep's options, as the code of the day takes them (keywords before issue 38, SweepOptions after)."""
+    try:
+        from accelbench.loadtests.sweep import SweepOptions
+    except ImportError:
+        return {"out_dir": out, "limits": LIMITS}
+    return {"options": SweepOptions(out, limits=LIMITS)}
 
 
 def _card():

@@ -46,3 +46,12 @@ def greedy_reference(onnx_path: Path, prompt: list[int], max_tokens: int) -> lis
         out.append(token)
         ids = np.asarray([[token]], np.int64)
     return out
+
+
+def measured(done) -> None:
+    """A generative sweep that ran to its end: exit 0, or 5 when a run this short has every step INVALID
+    (too few requests to trust: ``accelbench loadtest`` exits 5 then); the document is printed either way."""
+    if done.returncode == 5:
+        assert done.stderr.startswith("accelbench: error: every step is INVALID"), done.stderr
+    else:
+        assert done.returncode == 0, done.stderr

@@ -63,7 +63,7 @@ def test_chat_stream_in_pieces(piece):
         answer = client.exchange(streams.build_request("openai-chat", url, "m", PROMPT, True))
         assert answer.texts == [" alpha", " beta"] and len(answer.times_ns) == 2
         assert answer.usage["completion_tokens"] == 2 and answer.finish_reason == "length"
-        assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([1, 1], 2, False)
+        assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([1, 1], 2, False, "usage")
     assert len(client.idle) == 1
 
 
@@ -74,7 +74,7 @@ def test_triton_generate_stream_counts_ids(piece):
         streams.build_request("triton", url, "m", PROMPT, True)
     )
     assert answer.counts == [1, 3] and answer.input_tokens == 5
-    assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([1, 3], 4, False)
+    assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([1, 3], 4, False, "output_ids")
 
 
 def test_requests_are_what_each_api_expects():
@@ -123,9 +123,9 @@ def test_broken_error_and_plain_answers():
 
 def test_counts_with_the_tokenizer_when_usage_disagrees():
     answer = streams.StreamAnswer(times_ns=[1, 2], texts=[" the cat", " sat"], usage={"completion_tokens": 4})
-    assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([2, 1], 4, True)
+    assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([2, 1], 4, True, "usage")
     answer.usage = None
-    assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([2, 1], 3, False)
+    assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([2, 1], 3, False, "tokenizer")
 
 
 def record_of(requests: list[tuple[int, list[int], list[int], int]], osl: int = 4) -> dict:
@@ -244,3 +244,72 @@ def test_the_manifest_folder_is_where_find_manifest_reads(tmp_path):
     assert manifest_folder("m__cpu-local__fp32", None, tmp_path) is None  # no manifest kept beside the model
     (variant / "1" / "manifest.json").write_text("{}")
     assert manifest_folder("m__cpu-local__fp32", None, tmp_path) == variant / "1"
+
+
+# transformers serve 4.57: a role chunk, content chunks, a finish_reason chunk, then the body ends (no [DONE],
+# no usage)
+NO_DONE = SSE_HEAD + chunked(
+    b'data: {"choices":[{"delta":{"role":"assistant"},"index":0}]}\n\n',
+    b'data: {"choices":[{"delta":{"content":"alpha "},"index":0}]}\n\n',
+    b'data: {"choices":[{"delta":{"content":"beta"},"index":0}]}\n\n',
+    b'data: {"choices":[{"delta":{},"index":0,"finish_reason":"stop"}]}\n\n',
+)
+REASONING = SSE_HEAD + chunked(
+    b'data: {"choices":[{"delta":{"reasoning_content":" hmm"},"logprobs":{"content":[{"token":"hmm"}]}}]}\n\n',
+    b'data: {"choices":[{"delta":{"reasoning":" so"},"logprobs":{"content":[{"token":"so"}]}}]}\n\n',
+    b'data: {"choices":[{"delta":{"content":" [unused614]"},"logprobs":{"content":[{"token":"x"}]},'
+    b'"finish_reason":"length"}]}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3,'
+    b'"prompt_tokens_details":{"cached_tokens":2}}}\n\n',
+    b"data: [DONE]\n\n",
+)
+
+
+def test_a_stream_that_ends_after_its_finish_reason_is_complete():
+    url = serve_once([NO_DONE, NO_DONE], 5)
+    client = streams.SseClient(url, "openai-chat", 10)
+    for _ in range(2):  # and the connection stays usable
+        answer = client.exchange(streams.build_request("openai-chat", url, "m", PROMPT, False))
+        assert answer.texts == ["alpha ", "beta"] and answer.finish_reason == "stop" and answer.usage is None
+        assert streams.output_counts(answer, "builtin:minilm-wordpiece") == ([1, 1], 2, False, "tokenizer")
+    cut = SSE_HEAD + chunked(b'data: {"choices":[{"delta":{"content":"alpha "},"index":0}]}\n\n')
+    url = serve_once([cut], 1000)
+    with pytest.raises(streams.StreamBroken, match="finish_reason"):
+        streams.SseClient(url, "openai-chat", 5).exchange(
+            streams.build_request("openai-chat", url, "m", PROMPT, False)
+        )
+
+
+def test_reasoning_chunks_logprobs_counts_and_cached_tokens():
+    url = serve_once([REASONING], 1000)
+    answer = streams.SseClient(url, "openai-chat", 5).exchange(
+        streams.build_request("openai-chat", url, "m", PROMPT, False)
+    )
+    assert answer.reasoning == [True, True, False] and answer.cached_tokens == 2
+    # the engine's logprobs say one token per chunk: "[unused614]" would re-tokenize to 5
+    counts, total, mismatch, source = streams.output_counts(answer, "builtin:minilm-wordpiece")
+    assert (counts, total, mismatch, source) == ([1, 1, 1], 3, False, "logprobs")
+    x = genstats.extra(answer, counts, source)
+    assert x.reasoning == 2 and x.first_output_ns == answer.times_ns[2] and x.cached == 2
+    ids = {"choices": [{"delta": {"content": " a b"}, "token_ids": [7, 8]}]}
+    one = streams.StreamAnswer()
+    streams._openai_event(ids, one, 5)
+    assert streams.output_counts(one, "builtin:minilm-wordpiece") == ([2], 2, False, "token_ids")
+
+
+def test_ttfo_ttst_reasoning_and_cached_in_the_step():
+    rec = genstats.Record()
+    rec.t0_ns = 0
+    for i in range(6):
+        s = 100_000_000 * i
+        times = [s + 10_000_000, s + 15_000_000, s + 40_000_000, s + 45_000_000]  # 2 reasoning, 2 output
+        rec.add(s, times, [1, 1, 1, 1], 4, times[-1], 10, 10, 4, False,
+                genstats.Extra(first_output_ns=times[2], reasoning=2, cached=5, source=3))  # fmt: skip
+    out, _, _ = genstats.step(genstats.combine([rec.encode({})]), {"concurrency": 1}, 1.0, 0.0, 0, 10)
+    assert (
+        out["ttft_us"]["max"] == 10_000 and out["ttfo_us"]["max"] == 40_000 and out["ttst_us"]["max"] == 5_000
+    )
+    assert out["reasoning_tokens"]["mean"] == 2.0 and out["output_tokens"]["mean"] == 4.0
+    assert out["cached_tokens"]["fraction"] == 0.5 and out["output_token_sources"] == {
+        "usage": out["requests"]
+    }

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.serving import LocalTriton
+from tests.llm_helpers import measured
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).parent / "data" / "llm" / "triton_stream"
@@ -48,7 +49,7 @@ def test_generate_stream_and_model_stream_infer(triton, tmp_path, protocol):
     done = loadtest("--url", triton.http_url, "--grpc-url", triton.grpc_url, "--protocol", protocol,
                     "--concurrency", "1,4", "--isl", str(ISL), "--osl", str(OSL), "--duration", "3",
                     "--max-duration", "3", "--out", str(tmp_path))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)  # the timing checks below hold for every step, VALID or not
     doc = json.loads(done.stdout)
     assert doc["load_profile"]["workload"]["api"] == ("triton" if protocol == "http" else "triton-grpc")
     for step in doc["steps"]:

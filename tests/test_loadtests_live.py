@@ -105,6 +105,7 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
 
     from accelbench.loadtests.api import measure
     from accelbench.loadtests.events import Cancel, StepFinished
+    from accelbench.loadtests.sweep import SweepOptions
     from accelbench.loadtests.verdict import Limits
     from accelbench.models.cards import load_card
 
@@ -120,8 +121,8 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
     card = load_card("builtin:identity")
     # no retries: a rerun would otherwise measure step 0 again when this loaded machine made it drift
     limits = Limits(retries=0)
-    doc, path = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, card=card, on_event=on_event,
-                        cancel=cancel, limits=limits)  # fmt: skip
+    options = SweepOptions(out_dir=tmp_path, on_event=on_event, cancel=cancel, limits=limits)
+    doc, path = measure(triton, model=MODEL, profile=profile, options=options, card=card)
     assert [s.index for s in doc.steps] == [0] and not doc.complete and not doc.steps[0].aborted
     assert [e.step.index for e in seen if isinstance(e, StepFinished)] == [0]
     assert {e.index for e in seen if isinstance(e, StepProgress)} == {0}
@@ -130,7 +131,9 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
     runners = [p for p in psutil.Process().children(recursive=True)
                if "accelbench.loadtests.runner" in " ".join(p.cmdline())]  # fmt: skip
     assert runners == []
-    again, _ = measure(triton, model=MODEL, profile=profile, out_dir=tmp_path, card=card, limits=limits)
+    again, _ = measure(
+        triton, model=MODEL, profile=profile, options=SweepOptions(tmp_path, limits=limits), card=card
+    )
     assert [s.index for s in again.steps] == [0, 1, 2] and again.complete
     assert again.steps[0].started_at == doc.steps[0].started_at
 
@@ -181,7 +184,7 @@ def test_locust_cli_runs_the_same_users_with_exact_merged_latencies(triton):
 
 
 def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
-    from accelbench.loadtests.sweep import Server, run_sweep
+    from accelbench.loadtests.sweep import Server, SweepOptions, run_sweep
     from accelbench.models.cards import load_card
     from accelbench.models.inputs import make_inputs
 
@@ -194,7 +197,7 @@ def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
         payloads=make_inputs(card, 1, 8, 0),
         expected_outputs=[{"name": "y", "dtype": "float16", "shape": [-1, 16]}],  # the model answers float32
         profile=profile,
-        out_dir=tmp_path,
+        options=SweepOptions(tmp_path),
     )
     step = to_dict(doc)["steps"][0]
     assert step["errors"]["wrong_output"] == step["requests"] > 0

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from accelbench.documents import Step, dump_json, to_dict
 from accelbench.errors import BadInputError
 from accelbench.loadtests import histogram, results, samples
-from accelbench.loadtests.profiles import LoadProfile, parse_levels
+from accelbench.loadtests.events import MeasuredStep
+from accelbench.loadtests.profiles import LoadProfile, StepPlan, parse_levels
 from accelbench.loadtests.sweep import build_step
 from accelbench.loadtests.verdict import INVALID, LOW_PRECISION, VALID, Limits, judge
 from tests.test_manifest import variant_manifest
@@ -106,13 +107,14 @@ def test_valid_step_has_no_reasons():
 
 def test_profile_validation_and_plans():
     closed = LoadProfile(kind="closed", protocol="http", levels=(1, 2, 4))
-    assert [s["offered"] for s in closed.steps()] == [
+    assert [s.offered for s in closed.steps()] == [
         {"concurrency": 1},
         {"concurrency": 2},
         {"concurrency": 4},
     ]
     opened = LoadProfile(kind="open", protocol="grpc", levels=(100.0,), processes=2)
-    assert opened.steps() == [{"index": 0, "offered": {"rate_rps": 100.0}}]
+    assert opened.steps() == [StepPlan(0, rate_rps=100.0)]
+    assert [StepPlan.from_wire(json.loads(json.dumps(s.to_wire()))) for s in closed.steps()] == closed.steps()
     assert LoadProfile.from_dict(json.loads(json.dumps(closed.to_dict()))) == closed
     for bad in ({"kind": "ramp"}, {"protocol": "udp"}, {"levels": (1.5,)}, {"levels": ()}, {"duration_s": -1},
                 {"shapes": ("x",)}, {"check_every": 0}, {"batch_size": True}):  # fmt: skip
@@ -125,7 +127,7 @@ def test_profile_validation_and_plans():
         parse_levels("1,two")
 
 
-def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> dict:
+def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> MeasuredStep:
     hist = histogram.new_histogram()
     for us in latencies:
         histogram.record_us(hist, us)
@@ -140,7 +142,7 @@ def _raw(index: int, latencies: list[int], errors: int = 0, **extra) -> dict:
         "server_stats": {"success_count": len(latencies)}, "metrics": None,
     }  # fmt: skip
     raw.update(extra)
-    return raw
+    return MeasuredStep.from_wire(json.loads(json.dumps(raw)))  # as it crosses the process edge
 
 
 def test_build_step_fills_the_documented_fields():

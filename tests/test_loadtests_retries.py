@@ -50,9 +50,9 @@ def _doc(steps: list[Step]):
 def test_a_new_attempt_keeps_the_old_inside_and_the_report_uses_the_first_usable(tmp_path):
     doc, profile = _doc([_step(0, "INVALID", [DRIFT], 90.0), _step(1, "VALID", [])])
     path = tmp_path / "r.json"
-    assert [p["index"] for p in to_retry(doc, profile, retries=2)] == [0]
+    assert [p.index for p in to_retry(doc, profile, retries=2)] == [0]
     results.put_step(doc, _step(0, "INVALID", [STEADY], 95.0), path)
-    assert [p["index"] for p in to_retry(doc, profile, retries=2)] == [0]  # attempt 2 of 3
+    assert [p.index for p in to_retry(doc, profile, retries=2)] == [0]  # attempt 2 of 3
     results.put_step(doc, _step(0, "LOW-PRECISION", ["few requests"], 99.0), path)
     [step, _] = doc.steps
     assert step.attempt == 3 and step.verdict == "LOW-PRECISION" and step.throughput_rps == 99.0

@@ -146,6 +146,7 @@ def test_a_wrong_expectation_is_caught_on_every_answer(triton, tmp_path):
     manifest.write_text(json.dumps({"schema": "accelbench.variant/1", "name": MODEL, "outputs": outputs}))
     from accelbench.loadtests.api import measure
     from accelbench.loadtests.profiles import LoadProfile
+    from accelbench.loadtests.sweep import SweepOptions
 
     profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2,
                           input_data="zero", shapes=("X:2",))  # fmt: skip
@@ -153,8 +154,7 @@ def test_a_wrong_expectation_is_caught_on_every_answer(triton, tmp_path):
         triton,
         model=MODEL,
         profile=profile,
-        out_dir=tmp_path,
-        manifest=variant_manifest(name=MODEL, outputs=outputs),
+        options=SweepOptions(tmp_path, manifest=variant_manifest(name=MODEL, outputs=outputs)),
     )
     step = doc.steps[0]
     assert step.errors.wrong_output == step.requests > 0

@@ -18,6 +18,7 @@ from tests.test_manifest import variant_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 H200 = ROOT / "bench" / "results" / "h200" / "2026-11-30"
+SHAPE_RECORDINGS = ROOT / "tests" / "data" / "edge"
 
 
 def _committed_results() -> list[Path]:
@@ -29,6 +30,8 @@ def _committed_results() -> list[Path]:
             data = json.loads(path.read_text())
         except ValueError:
             continue
+        if path.is_relative_to(SHAPE_RECORDINGS):
+            continue  # shapes of documents with their measured values masked (tests/edge_documents.py)
         if isinstance(data, dict) and data.get("schema") == "accelbench.result/1":
             found.append(path)
     return found

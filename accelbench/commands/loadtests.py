@@ -123,6 +123,17 @@ def _finish(doc, path, json_mode: bool, repeats: int) -> None:
         click.echo(f"{path}: {len(doc.steps)} steps, {low} LOW-PRECISION, {invalid} INVALID{runs}")
 
 
+def _none_valid(doc, path) -> None:
+    """A generative sweep whose every step is INVALID measured nothing that can be trusted: exit 5 (the
+    document is written and printed first)."""
+    from accelbench.errors import MeasurementError
+
+    if doc.steps and all(s.verdict == "INVALID" for s in doc.steps):
+        first = doc.steps[0]
+        why = "; ".join(first.reasons or []) or first.aborted or "no reason recorded"
+        raise MeasurementError(f"every step is INVALID (step {first.index}: {why[:200]}); see {path}")
+
+
 # where the model is served (a local repository or a running Triton) and what it is
 server_options = stack(
     click.option("--url", help="A running Triton's HTTP URL instead of a local repository."),
@@ -239,6 +250,9 @@ def register(group: click.Group) -> None:
                 raise flagged(err, Workload, flags={"search": "--search"}) from None
             doc, path = _run_live(json_mode, lambda on_event: run_generative(
                 profile=plan.profile, workload=workload, card_uri=card_uri, on_event=on_event, **common))  # fmt: skip
+            _finish(doc, path, json_mode, plan.repeats)
+            _none_valid(doc, path)
+            return
         else:
             from accelbench.loadtests.api import loadtest as run
 

@@ -25,7 +25,6 @@ and each finished result (``accelbench run --push`` pushes results, the campaign
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +40,7 @@ from accelbench.loadtests.profiles import LoadProfile
 from accelbench.util import atomic_write_json, sha256_file, sha256_json, utc_now_iso
 
 if TYPE_CHECKING:
+    from accelbench.loadtests.sweep import SweepOptions
     from accelbench.loadtests.verdict import Limits
     from accelbench.reports.options import ReportOptions
     from accelbench.serving import LocalTriton, RemoteTriton
@@ -358,6 +358,7 @@ def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadP
             sink: StepSink | None = None, cancel: Cancel | None = None,
             trace: str | None = None) -> None:  # fmt: skip
     from accelbench.loadtests.api import measure
+    from accelbench.loadtests.sweep import SweepOptions
     from accelbench.models.cards import card_from_dict
 
     def on_event(event: Event) -> None:
@@ -373,35 +374,31 @@ def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadP
         run = f" run {profile.repeat}" if profile.repeat > 1 else ""
         with progress.step("load", f"{v.name}{run}") as notes:
             repository_config = config.read_text() if config and config.is_file() else ""
+            options = SweepOptions(out_dir=out / "results", manifest=v.manifest, repository_config=repository_config,
+                                   command=command, limits=limits, on_event=on_event, cancel=cancel)  # fmt: skip
             if profile.workload:  # a generative variant: streamed, token by token (docs/llm.md)
-                doc = _generative_sweep(server, v, name, profile, out, repository_config, command, on_event, limits,
-                                        prompts, cancel, trace)  # fmt: skip
+                doc = _generative_sweep(server, v, name, profile, options, prompts, trace)
             else:
                 doc, _ = measure(
-                    server, model=name, profile=profile, out_dir=out / "results", manifest=v.manifest,
+                    server, model=name, profile=profile, options=options,
                     card=card_from_dict(v.manifest.card, f"{v.dir}/manifest.json"),
-                    repository_config=repository_config, command=command, on_event=on_event, cancel=cancel,
-                    limits=limits,
                 )  # fmt: skip
             notes.append(f"{len(doc.steps)} steps" + ("" if doc.complete else ", stopped on request"))
         if sink is not None and doc.complete:
             sink.result(_result_path(out, v, profile), doc, v.manifest)
 
 
-def _generative_sweep(server: LocalTriton | RemoteTriton, v: _Variant, name: str, profile: LoadProfile, out: Path,
-                      repository_config: str, command: str, on_event: Callable[[Event], None], limits: Limits,
-                      prompts: str | None, cancel: Cancel | None,
-                      trace: str | None = None) -> ResultDocument:  # fmt: skip
+def _generative_sweep(server: LocalTriton | RemoteTriton, v: _Variant, name: str, profile: LoadProfile,
+                      options: SweepOptions, prompts: str | None, trace: str | None = None) -> ResultDocument:  # fmt: skip
     from accelbench.loadtests.generative import generative_loadtest
     from accelbench.loadtests.sweep import Server
 
     where = Server(http_url=server.http_url, grpc_url=server.grpc_url, metrics_url=server.metrics_url,
                    version=server.server_version or "")  # fmt: skip
     doc, _ = generative_loadtest(
-        url=where.http_url, model=name, profile=profile, out_dir=out / "results", prompts_file=prompts,
-        trace_file=trace, server=where, manifest=v.manifest,
+        url=where.http_url, model=name, profile=profile, options=options, prompts_file=prompts,
+        trace_file=trace, server=where,
         context_length=(v.manifest.card.get("generative") or {}).get("context_length"),
-        repository_config=repository_config, command=command, on_event=on_event, cancel=cancel, limits=limits,
     )  # fmt: skip
     return doc
 

@@ -13,10 +13,10 @@ from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
-from accelbench.loadtests.events import Cancel, Event, RepeatStarted
+from accelbench.loadtests.events import Event, RepeatStarted
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.served import DATA_MODES, ServedModel, make_payloads, parse_shapes, read_served
-from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server
+from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server, SweepOptions
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 from accelbench.models.cards import ModelCard, card_from_dict, load_card
 from accelbench.models.inputs import make_inputs
@@ -121,19 +121,19 @@ def loadtest(
     manifest = find_manifest(model, manifest_path, repo)
     _check_where(manifest, target, precision)
     card = model_card(manifest, card_uri)
+    options = SweepOptions(
+        out_dir=out_dir, manifest=manifest, repository_config=_repository_config(repo, model), command=command,
+        limits=limits, on_event=on_event, master_bind=master_bind, target=target, precision=precision,
+    )  # fmt: skip
     with server_cm as triton:
         triton.check_model(model, manifest)  # a served config that differs from the variant stops here
-        if not _model_ready(triton.http_url, model):
+        if not model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         for repeat in range(1, repeats + 1):
             if on_event is not None and repeats > 1:
                 on_event(RepeatStarted(repeat, repeats))
-            found = measure(
-                triton, model=model, profile=dataclasses.replace(profile, repeat=repeat), out_dir=out_dir,
-                manifest=manifest, card=card,
-                repository_config=_repository_config(repo, model), command=command, limits=limits,
-                on_event=on_event, master_bind=master_bind, target=target, precision=precision,
-            )  # fmt: skip
+            found = measure(triton, model=model, profile=dataclasses.replace(profile, repeat=repeat),
+                            options=options, card=card)  # fmt: skip
         return found
 
 
@@ -167,23 +167,15 @@ def measure(
     *,
     model: str,
     profile: LoadProfile,
-    out_dir: str | os.PathLike,
-    manifest: VariantManifest | None = None,
+    options: SweepOptions,
     card: ModelCard | None = None,
-    repository_config: str = "",
-    command: str = "",
-    limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[Event], None] | None = None,
-    master_bind: MasterBind | None = None,
-    target: str | None = None,
-    precision: str | None = None,
-    cancel: Cancel | None = None,
 ) -> tuple[ResultDocument, Path]:
     """One sweep of ``model`` on a running ``triton`` (LocalTriton or RemoteTriton): payloads, expected
-    outputs, then :func:`sweep.run_sweep` with its resume. ``accelbench loadtest`` and ``accelbench run``
+    outputs, then :func:`sweep.run_sweep` with its resume (``options``: where, what to record, limits,
+    events, workers elsewhere, cancel). ``accelbench loadtest`` and ``accelbench run``
     both measure through here. Without a card (a model accelbench did not build), or with the profile's
     ``input_data`` (zero, random or a perf_analyzer JSON file) or ``shapes`` (``NAME:D1,D2``), payloads come
-    from the server's model metadata and config. ``cancel``: see :func:`sweep.run_sweep`."""
+    from the server's model metadata and config."""
     import functools
 
     server = Server(
@@ -192,10 +184,11 @@ def measure(
         metrics_url=triton.metrics_url,
         version=getattr(triton, "server_version", None) or "",
     )
-    if master_bind is not None:
-        check_reachable_target(master_bind, server.client_url(profile.protocol))
+    if options.master_bind is not None:
+        check_reachable_target(options.master_bind, server.client_url(profile.protocol))
     served = functools.cache(lambda: read_served(server.http_url, model))
     payloads = _payloads(card, served, profile)
+    manifest = options.manifest
     return sweep.run_sweep(  # through the module: tests interrupt a run by replacing run_sweep
         server=server,
         model=model,
@@ -203,20 +196,12 @@ def measure(
         payloads=payloads,
         expected_outputs=expected_outputs(manifest, card, served),
         profile=profile,
-        out_dir=out_dir,
-        manifest=manifest,
-        repository_config=repository_config,
-        command=command,
-        limits=limits,
-        on_event=on_event,
-        master_bind=master_bind,
-        target=target,
-        precision=precision,
-        cancel=cancel,
+        options=options,
     )
 
 
-def _model_ready(http_url: str, model: str) -> bool:
+def model_ready(http_url: str, model: str) -> bool:
+    """Whether Triton at ``http_url`` has ``model`` ready (ServerError when it does not answer at all)."""
     import urllib.error
     import urllib.request
 

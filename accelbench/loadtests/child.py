@@ -18,9 +18,10 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from accelbench.loadtests.events import LoadTimedOut, WireEvent, parse_line
+from accelbench.loadtests.profiles import StepPlan
 from accelbench.processes import end_group, start_group
 
 __all__ = ["EventStream", "end_group", "last_line", "send_steps", "start_runner"]
@@ -37,13 +38,13 @@ def start_runner(args: Sequence[str], log: IO[str], steps_on_stdin: bool = False
     )  # fmt: skip
 
 
-def send_steps(child: subprocess.Popen[str], steps: list[dict[str, Any]]) -> None:
+def send_steps(child: subprocess.Popen[str], steps: list[StepPlan]) -> None:
     """Hand a child started with ``steps_on_stdin`` more steps to measure, or (none) let it finish."""
     if child.stdin is None:
         raise ValueError("the child was started without steps_on_stdin")
     with contextlib.suppress(OSError):  # a child that died is noticed by the steps it never measured
         if steps:
-            child.stdin.write(json.dumps({"steps": steps}) + "\n")
+            child.stdin.write(json.dumps({"steps": [s.to_wire() for s in steps]}) + "\n")
             child.stdin.flush()
         else:
             child.stdin.close()

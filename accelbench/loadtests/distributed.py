@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from accelbench.errors import BadInputError, MeasurementError
 from accelbench.loadtests.events import Event, LoadFailed, WorkerEvent, parse_line
@@ -33,10 +32,6 @@ class MasterBind:
             raise BadInputError(f"--expect-workers must be >= 1, got {self.expect_workers}")
         if self.timeout_s <= 0:
             raise BadInputError(f"--worker-timeout must be positive, got {self.timeout_s}")
-
-    def config(self) -> dict[str, Any]:
-        return {"master_bind_host": self.host, "master_bind_port": self.port,
-                "expect_workers": self.expect_workers, "worker_timeout_s": self.timeout_s}  # fmt: skip
 
 
 def parse_host_port(text: str, option: str) -> tuple[str, int]:

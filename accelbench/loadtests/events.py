@@ -5,7 +5,8 @@ Events are frozen dataclasses, one per kind; a Locust child process writes them 
 
 =====================  ======================================================================================
 ``StepProgress``       a measured window of the running step (child → sweep → display)
-``StepMeasured``       a step's raw totals from the child; the sweep turns them into a ``documents.Step``
+``StepMeasured``       a step's raw totals from the child (a ``MeasuredStep``); the sweep turns them into a
+                       ``documents.Step``
 ``StepFinished``       a step as recorded in the result document (sweep → caller; ``StepSink.step``)
 ``RepeatStarted``      ``loadtest --repeats N``: the next of N sweeps starts
 ``WorkersWaiting``     a master waits for workers on other hosts
@@ -30,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -49,9 +51,67 @@ class StepProgress:
 
 
 @dataclass(frozen=True)
+class ProcessShare:
+    """One load process's part of a measured step: its CPU and wall time, its requests, who it was."""
+
+    cpu_s: float
+    wall_s: float
+    requests: int = 0
+    index: int | None = None
+    host: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class MeasuredStep:
+    """A step's raw totals as the child measured them (``sweep.build_step`` makes the document's step).
+
+    ``aborted``: why the step was cut short (``aborted_by`` "loadgen" when a load process failed, else the
+    server); ``histogram`` / ``samples``: the merged exact latencies (histogram.encode, samples.encode);
+    ``windows``: (requests/s, p99 µs) per window; ``generative``: the merged token records (genstats.combine);
+    ``server_stats`` / ``metrics``: Triton's statistics and metrics deltas (None when not read)."""
+
+    index: int
+    offered: dict[str, float]
+    aborted: str | None = None
+    aborted_by: str | None = None
+    started_at: str | None = None
+    duration_s: float = 0.0
+    requests: int = 0
+    inferences: int = 0
+    successes: int = 0
+    errors: dict[str, int] | None = None
+    drops: int = 0
+    histogram: str | None = None
+    loadgen: tuple[ProcessShare, ...] = ()
+    processes_reported: int = 0
+    processes_expected: int = 0
+    last_error: str | None = None
+    loop_lag_us: dict[str, float | int | None] | None = None
+    samples: str | None = None
+    generative: dict[str, Any] | None = None
+    windows: tuple[tuple[float, float], ...] = ()
+    server_stats: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys a newer child sent that this one does not know
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> MeasuredStep:
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names and k != "extra"}
+        values["loadgen"] = tuple(ProcessShare(**p) for p in values.get("loadgen") or ())
+        values["windows"] = tuple((float(w[0]), float(w[1])) for w in values.get("windows") or ())
+        values["extra"] = {k: v for k, v in data.items() if k not in names}
+        return cls(**values)
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class StepMeasured:
     wire: ClassVar[str] = "step"
-    step: dict[str, Any]  # the child's raw totals (histograms, samples, counts): sweep.build_step's input
+    step: MeasuredStep  # the child's raw totals (histograms, samples, counts): sweep.build_step's input
 
 
 @dataclass(frozen=True)
@@ -175,13 +235,15 @@ def from_wire(data: Any) -> WireEvent | None:
         return None
     cls = _WIRE[data["event"]]
     fields: dict[str, Any] = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
-    if cls is WorkersJoined:
-        fields["workers"] = tuple(WorkerInfo(**w) for w in fields["workers"] or ())
-    elif cls is LoadDone and fields["worker"] is not None:
-        fields["worker"] = WorkerInfo(**fields["worker"])
     try:
+        if cls is WorkersJoined:
+            fields["workers"] = tuple(WorkerInfo(**w) for w in fields["workers"] or ())
+        elif cls is StepMeasured:
+            fields["step"] = MeasuredStep.from_wire(fields["step"] or {})
+        elif cls is LoadDone and fields["worker"] is not None:
+            fields["worker"] = WorkerInfo(**fields["worker"])
         return cls(**fields)
-    except TypeError:
+    except (TypeError, KeyError, IndexError, ValueError):
         return None
 
 

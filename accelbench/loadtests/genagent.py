@@ -17,7 +17,10 @@ import gevent
 import numpy as np
 
 from accelbench.loadtests import genstats, streams, users, workloads
+from accelbench.loadtests.edge import LoadConfig
+from accelbench.loadtests.profiles import Workload
 from accelbench.loadtests.streams import NotStreaming, StreamAnswer, output_counts
+from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
 from accelbench.loadtests.wire import WrongOutput
 
 
@@ -37,22 +40,22 @@ class GenRequestPool:
     """Per prompt: the request encoded once (HTTP bytes or a serialized gRPC message), its ISL and OSL; a
     conversation's questions (encoded turn by turn, as the history grows); a trace's arrival times."""
 
-    def __init__(self, cfg: dict[str, Any], payloads: list[dict[str, np.ndarray]]) -> None:
-        w = cfg["workload"]
+    def __init__(self, config: LoadConfig, payloads: list[dict[str, np.ndarray]]) -> None:
+        w = _workload(config)
         self.requests: list[GenRequest | Conversation] = []
         self.arrivals: list[float] = []
         for payload in payloads:
             prompt = workloads.from_payload(payload)
-            isl, osl = len(prompt["input_ids"]), 0 if w["api"] == "openai-embeddings" else prompt["osl"]
+            isl, osl = len(prompt["input_ids"]), 0 if w.api == "openai-embeddings" else prompt["osl"]
             if "at_s" in prompt:
                 self.arrivals.append(prompt["at_s"])
             if "turns" in prompt:
                 self.requests.append(Conversation(tuple(prompt["turns"]), isl, osl))
                 continue
-            if w["api"] == "triton-grpc":
-                raw = streams.grpc_stream_request(cfg["model"], prompt, w["ignore_eos"])
+            if w.api == "triton-grpc":
+                raw = streams.grpc_stream_request(config.model, prompt, w.ignore_eos)
             else:
-                raw = streams.build_request(w["api"], cfg["url"], cfg["model"], prompt, w["ignore_eos"])
+                raw = streams.build_request(w.api, config.url, config.model, prompt, w.ignore_eos)
             self.requests.append((raw, isl, osl))
         self.position = 0
 
@@ -79,9 +82,15 @@ class Cancelled(Exception):
     """A request's cancellation delay passed (workload ``cancel_after_ms``)."""
 
 
+def _workload(config: LoadConfig) -> Workload:
+    if config.workload is None:
+        raise ValueError("a generative agent needs the profile's workload")
+    return config.workload
+
+
 class GenerativeAgent(users.Agent[Any]):
-    def __init__(self, config: dict[str, Any], pool: GenRequestPool, free_running: bool = True) -> None:
-        self.workload = config["workload"]
+    def __init__(self, config: LoadConfig, pool: GenRequestPool, free_running: bool = True) -> None:
+        self.workload = _workload(config)
         super().__init__(config, pool, free_running)
 
     def _reset(self) -> None:
@@ -90,7 +99,7 @@ class GenerativeAgent(users.Agent[Any]):
         self.sent = getattr(self, "sent", 0)  # requests drawn for cancellation, across phases
 
     def make_client(self, concurrency: int = 1):
-        return streams.make_stream_client(self.workload["api"], self.config["url"], self.config["timeout_s"])
+        return streams.make_stream_client(self.workload.api, self.config.url, self.config.profile.timeout_s)
 
     def check(self, answer: Any) -> BaseException | None:
         return None  # a streamed answer is checked while it is read (events, tokens), see issue
@@ -110,28 +119,28 @@ class GenerativeAgent(users.Agent[Any]):
         epoch = self.epoch
         history: list[dict[str, str]] = []
         exc: BaseException | None = None
-        api, w = self.workload["api"], self.workload
+        w = self.workload
         for k, question in enumerate(conv.turns):
             if k and (not self.running.is_set() or self.epoch != epoch):
                 break
             history.append({"role": "user", "content": question})
-            raw = streams.build_request(api, self.config["url"], self.config["model"],
-                                        {"text": question, "osl": conv.osl}, w["ignore_eos"], history)  # fmt: skip
+            raw = streams.build_request(w.api, self.config.url, self.config.model,
+                                        {"text": question, "osl": conv.osl}, w.ignore_eos, history)  # fmt: skip
             exc, answer = self.one(client, (raw, conv.isl, conv.osl), start_ns if k == 0 else None)
             if exc is not None or answer is None:
                 break
             history.append({"role": "assistant", "content": "".join(answer.texts)})
-            if k + 1 < len(conv.turns) and w.get("think_time_s"):
-                gevent.sleep(float(w["think_time_s"]))
+            if k + 1 < len(conv.turns) and w.think_time_s:
+                gevent.sleep(float(w.think_time_s))
         return exc
 
     def _cancel_s(self) -> float | None:
         """Seconds after which this request is cancelled, or None; ``cancel_fraction`` of them, evenly."""
-        after = self.workload.get("cancel_after_ms")
+        after = self.workload.cancel_after_ms
         if after is None:
             return None
         self.sent += 1
-        fraction = float(self.workload.get("cancel_fraction") or 1.0)
+        fraction = float(self.workload.cancel_fraction or 1.0)
         return after / 1000 if int(self.sent * fraction) > int((self.sent - 1) * fraction) else None
 
     def one(self, client: Any, request: GenRequest,
@@ -164,14 +173,15 @@ class GenerativeAgent(users.Agent[Any]):
         if counted and epoch == self.epoch:
             self._count(e2e_us, exc)
             if exc is None and answer is not None:
-                counts, total, mismatch = output_counts(answer, self.workload["tokenizer"])
-                n_in = answer.input_tokens or (answer.usage or {}).get("prompt_tokens") or isl
-                self.record.add(
-                    start_ns, answer.times_ns, counts, total, end_ns, int(n_in), isl, osl, mismatch
+                counts, total, mismatch, source = output_counts(
+                    answer, self.workload.tokenizer or DEFAULT_TOKENIZER
                 )
+                n_in = answer.input_tokens or (answer.usage or {}).get("prompt_tokens") or isl
+                self.record.add(start_ns, answer.times_ns, counts, total, end_ns, int(n_in), isl, osl, mismatch,
+                                genstats.extra(answer, counts, source))  # fmt: skip
         if self.environment is not None:
             self.environment.events.request.fire(
-                request_type=f"llm-{self.workload['api']}", name=self.config["model"],
+                request_type=f"llm-{self.workload.api}", name=self.config.model,
                 response_time=e2e_us / 1000.0, response_length=len(answer.times_ns) if answer else 0,
                 response=None, context={}, exception=exc,
             )  # fmt: skip
@@ -179,13 +189,9 @@ class GenerativeAgent(users.Agent[Any]):
 
     def pause(self, timeout_s: float) -> dict[str, Any]:
         totals = super().pause(timeout_s)
-        totals["generative"] = self.record.encode(self.workload)
+        totals["generative"] = self.record.encode(self.workload.to_dict())
         return totals
 
 
-def make_agent(
-    cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]]
-) -> GenerativeAgent:
-    return GenerativeAgent(
-        {**cfg, "process_index": process_index}, GenRequestPool(cfg, payloads), free_running=False
-    )
+def make_agent(config: LoadConfig, payloads: list[dict[str, np.ndarray]]) -> GenerativeAgent:
+    return GenerativeAgent(config, GenRequestPool(config, payloads), free_running=False)

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from accelbench.documents import ResultDocument, VariantManifest
+from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
-from accelbench.loadtests.api import _model_ready, find_manifest, manifest_folder, model_card, triton_server
+from accelbench.loadtests.api import find_manifest, manifest_folder, model_card, model_ready, triton_server
+from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.events import Cancel, Event
 from accelbench.loadtests.profiles import LoadProfile, Workload
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
@@ -103,8 +104,29 @@ def check_context(prompts: list[dict[str, Any]], context: int | None) -> None:
 
 def preflight(
     api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
+) -> bool:
+    """One streamed request (the longest prompt): it must stream tokens, and its stream must end (a
+    ``[DONE]``, or the end of the body after a ``finish_reason``). Returns whether ``ignore_eos`` may be
+    sent: an OpenAI engine that refuses it (``transformers serve``: 422 "Unexpected keys in the request:
+    {'ignore_eos'}") is asked once more without it, and False says so."""
+    try:
+        _preflight(api, url, model, prompt, ignore_eos, timeout_s)
+    except BadInputError as err:
+        if not (ignore_eos and api.startswith("openai") and _refuses_ignore_eos(err.__cause__)):
+            raise
+        _preflight(api, url, model, prompt, False, timeout_s)
+        return False
+    return ignore_eos
+
+
+def _refuses_ignore_eos(err: BaseException | None) -> bool:
+    return (isinstance(err, ServerAnswer) and err.status_code in (400, 422)
+            and "ignore_eos" in str(err))  # fmt: skip
+
+
+def _preflight(
+    api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
 ) -> None:
-    """One streamed request (the longest prompt): it must stream tokens. Stops after two token events."""
     client: streams.GrpcStreamClient | streams.SseClient
     try:
         if api == "triton-grpc":
@@ -116,11 +138,16 @@ def preflight(
     except ImportError as err:
         raise BadInputError(f"--api {api}: {err}") from None
     try:
-        answer = client.exchange(request, first_only=2)
+        answer = client.exchange(request, first_only=2)  # the whole prompt and output length are accepted
+        if answer.times_ns and api != "triton-grpc":  # and a short answer's stream ends as a complete one
+            short = {**prompt, "osl": 2}
+            client.exchange(streams.build_request(api, url, model, short, ignore_eos))
     except streams.NotStreaming as err:
         raise BadInputError(f"{url} ({api}) does not stream: {err}") from None
     except ServerAnswer as err:
-        raise _refused(api, url, model, err) from None
+        raise _refused(api, url, model, err) from err
+    except streams.StreamBroken as err:
+        raise ServerError(f"{url} ({api}): a complete answer's stream did not end cleanly: {err}") from None
     except (ConnectionError, OSError) as err:
         raise ServerError(f"{url}: {err}") from None
     except Exception as err:  # grpc raises its own RpcError
@@ -147,23 +174,15 @@ def generative_loadtest(
     url: str,
     model: str,
     profile: LoadProfile,
-    out_dir: str | os.PathLike,
-    prompts_file: str | os.PathLike | None = None,
-    trace_file: str | os.PathLike | None = None,
+    options: sweep.SweepOptions,
+    prompts_file: str | os.PathLike[str] | None = None,
+    trace_file: str | os.PathLike[str] | None = None,
     server: sweep.Server | None = None,
-    manifest: VariantManifest | None = None,
     context_length: int | None = None,
-    repository_config: str = "",
-    command: str = "",
-    limits: Limits = DEFAULT_LIMITS,
-    on_event: Callable[[Event], None] | None = None,
-    master_bind=None,
-    target: str | None = None,
-    precision: str | None = None,
-    cancel: Cancel | None = None,
-):
+) -> tuple[ResultDocument, Path]:
     """Sweep ``profile`` (its ``workload`` says the API and lengths) against ``model`` at ``url`` (the
-    OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc)."""
+    OpenAI base ``http://HOST:PORT/v1``, Triton's HTTP URL, or Triton's gRPC HOST:PORT for triton-grpc);
+    ``options`` as for :func:`sweep.run_sweep`."""
     w = profile.workload
     if w is None:
         raise BadInputError("a generative sweep needs a workload (--api, --isl, ...)")
@@ -172,15 +191,16 @@ def generative_loadtest(
     info_url = server.http_url if server else url
     check_context(prompts, context_of(w.api, info_url, model, context_length))
     longest = max(prompts, key=lambda p: len(p["input_ids"]))
-    preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s)
+    if not preflight(w.api, stream_url, model, longest, w.ignore_eos, profile.timeout_s) and w.ignore_eos:
+        # the engine refused ignore_eos: measured without it, and the document says lengths were not forced
+        w = dataclasses.replace(w, ignore_eos=False, ignore_eos_refused=True)
+        profile = dataclasses.replace(profile, workload=w)
     server = server or sweep.Server(http_url=url)
-    doc, path = sweep.run_sweep(
+    manifest = options.manifest
+    return sweep.run_sweep(
         server=server, model=model, variant=manifest.name if manifest else file_safe(model),
-        payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, out_dir=out_dir,
-        manifest=manifest, repository_config=repository_config, command=command, limits=limits,
-        on_event=on_event, master_bind=master_bind, target=target, precision=precision, cancel=cancel,
+        payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, options=options,
     )  # fmt: skip
-    return doc, path
 
 
 def file_safe(name: str) -> str:
@@ -213,12 +233,19 @@ def run(
     tritonserver: str | None = None,
     server_log: str | os.PathLike | None = None,
     repeats: int = 1,
-    **kw: Any,
+    limits: Limits = DEFAULT_LIMITS,
+    command: str = "",
+    on_event: Callable[[Event], None] | None = None,
+    master_bind: MasterBind | None = None,
+    target: str | None = None,
+    precision: str | None = None,
+    cancel: Cancel | None = None,
 ) -> tuple[ResultDocument, Path]:
     """``accelbench loadtest`` for a generative model: an OpenAI-compatible engine at ``url``, a running
-    Triton at ``url``, or a local Triton started on ``repo``. ``workload`` counts tokens in its tokenizer, else
-    in the model's (``variant_tokenizer``: the variant's copy, else the card's: ``card_uri``, else the
-    manifest's). Returns the last repeat's (document, path)."""
+        Triton at ``url``, or a local Triton started on ``repo``. ``workload`` counts tokens in its tokenizer, else
+        in the model's (``variant_tokenizer``: the variant's copy, else the card's: ``card_uri``, else the
+        manifest's). The other keywords are ``api.loadtest``'s (``sweep.SweepOptions``). Returns the last repeat's
+    (document, path)."""
     if repeats < 1:
         raise BadInputError(f"--repeats must be a whole number >= 1, got {repeats!r}")
     api = workload.api
@@ -230,6 +257,10 @@ def run(
     spec = card.generative if card is not None else None
     streaming = profile.streaming(workload, variant_tokenizer(folder, spec.tokenizer if spec else None))
     context = spec.context_length if spec else None
+    options = sweep.SweepOptions(
+        out_dir=out_dir, manifest=manifest, command=command, limits=limits, on_event=on_event,
+        master_bind=master_bind, target=target, precision=precision, cancel=cancel,
+    )  # fmt: skip
 
     def sweep_all(
         server: sweep.Server | None, target_url: str, repository_config: str = ""
@@ -237,9 +268,9 @@ def run(
         found = [
             generative_loadtest(
                 url=target_url, model=model, profile=dataclasses.replace(streaming, repeat=repeat),
-                out_dir=out_dir, prompts_file=workload.prompts_file, trace_file=workload.trace_file, server=server,
-                manifest=manifest,
-                context_length=context, repository_config=repository_config, **kw,
+                options=dataclasses.replace(options, repository_config=repository_config),
+                prompts_file=workload.prompts_file, trace_file=workload.trace_file, server=server,
+                context_length=context,
             )
             for repeat in range(1, repeats + 1)
         ]  # fmt: skip
@@ -252,7 +283,7 @@ def run(
     with triton_server(repo, url, grpc_url, tritonserver, server_log) as triton:
         server = sweep.Server(http_url=triton.http_url, grpc_url=triton.grpc_url, metrics_url=triton.metrics_url,
                               version=triton.server_version or "")  # fmt: skip
-        if not _model_ready(triton.http_url, model):
+        if not model_ready(triton.http_url, model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         if triton_generative(triton.http_url, model) is None:
             raise BadInputError(f"model {model!r} on {triton.http_url} is not a streaming (decoupled) model")

@@ -1,7 +1,8 @@
 """Token-level figures of a generative step: per-request records from the load processes, merged, then the
 step's ``generative`` block (documents.GenerativeStep) with the statistics of docs/statistics.md.
 
-Definitions (docs/llm.md): TTFT = send -> first token event; ITL = every gap between two consecutive tokens
+Definitions (docs/llm.md): TTFT = send -> first token event of any kind (reasoning or output); TTFO = send ->
+first output (non-reasoning) token event; TTST = first -> second token event (AIPerf's TTST); ITL = every gap between two consecutive tokens
 (an event with k tokens after a gap of d gives k gaps of d/k; the extra tokens of the first event give gaps
 of 0); TPOT = (e2e - TTFT) / (output tokens - 1); e2e = send -> end of the stream. Only ``Record`` runs in the
 load processes; the rest is pure and runs in the caller's process (sweep.build_step).
@@ -14,6 +15,7 @@ import time
 import zlib
 from array import array
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,9 +23,13 @@ import numpy as np
 from accelbench.documents import Interval, ThroughputInterval, to_dict
 from accelbench.loadtests import histogram
 from accelbench.loadtests import statistics as st
+from accelbench.loadtests.streams import TOKEN_SOURCES, StreamAnswer
 
 # per-request columns, in completion order (µs; token counts)
-COLUMNS = ("done_us", "ttft_us", "e2e_us", "out_tokens", "in_tokens", "isl", "osl", "gaps")
+COLUMNS = ("done_us", "ttft_us", "e2e_us", "out_tokens", "in_tokens", "isl", "osl", "gaps", "ttfo_us", "ttst_us",
+           "reasoning_tokens", "cached_tokens", "count_source")  # fmt: skip
+# ttfo_us -1: no output token (all reasoning); ttst_us -1: one event; cached_tokens -1: not sent;
+# count_source: the index in streams.TOKEN_SOURCES of where the output count came from
 METRICS = ("ttft_us", "itl_us", "tpot_us", "e2e_us")
 SHORT_OUTPUT_RATIO = 0.90  # MLPerf: output length at least 90 % of the reference
 
@@ -39,6 +45,31 @@ def _unpack(text: str | None) -> np.ndarray:
     return np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype="<i8").astype(np.int64)
 
 
+@dataclass(frozen=True)
+class Extra:
+    """A request's figures beyond its token times: the first output (non-reasoning) token's arrival (None:
+    the first token was one, or none came), reasoning tokens, cached prompt tokens (None: not sent) and the
+    index in streams.TOKEN_SOURCES of where its output count came from."""
+
+    first_output_ns: int | None = None
+    reasoning: int = 0
+    cached: int | None = None
+    source: int = 0
+
+
+def extra(answer: StreamAnswer, counts: list[int], source: str) -> Extra:
+    """A streamed answer's reasoning tokens, first output token, cached prompt tokens and count source."""
+    first_output = None
+    reasoning = 0
+    for i, is_reasoning in enumerate(answer.reasoning):
+        if is_reasoning:
+            reasoning += counts[i]
+        elif first_output is None:
+            first_output = answer.times_ns[i]
+    return Extra(first_output_ns=first_output, reasoning=reasoning, cached=answer.cached_tokens,
+                 source=TOKEN_SOURCES.index(source))  # fmt: skip
+
+
 class Record:
     """One load process's completed requests in a measured window (appended in completion order)."""
 
@@ -51,8 +82,14 @@ class Record:
         self.t0_ns = time.perf_counter_ns()
 
     def add(self, start_ns: int, times_ns: list[int], counts: list[int], total: int, end_ns: int,
-            n_in: int, isl: int, osl: int, mismatch: bool) -> None:  # fmt: skip
+            n_in: int, isl: int, osl: int, mismatch: bool, extra: Extra | None = None) -> None:  # fmt: skip
         ttft = (times_ns[0] - start_ns) // 1000
+        x = extra or Extra()
+        first_out = (
+            x.first_output_ns
+            if x.first_output_ns is not None
+            else (times_ns[0] if x.reasoning == 0 else None)
+        )
         e2e = (end_ns - start_ns) // 1000
         gaps = [0] * (counts[0] - 1)
         for i in range(1, len(times_ns)):
@@ -68,6 +105,11 @@ class Record:
         c["isl"].append(isl)
         c["osl"].append(osl)
         c["gaps"].append(len(gaps))
+        c["ttfo_us"].append((first_out - start_ns) // 1000 if first_out is not None else -1)
+        c["ttst_us"].append((times_ns[1] - times_ns[0]) // 1000 if len(times_ns) > 1 else -1)
+        c["reasoning_tokens"].append(x.reasoning)
+        c["cached_tokens"].append(-1 if x.cached is None else x.cached)
+        c["count_source"].append(x.source)
         self.itl.extend(gaps)
         self.mismatches += mismatch
         h = self.hists
@@ -145,6 +187,29 @@ def _goodput(ttft: np.ndarray, tpot: np.ndarray, workload: dict[str, Any], span_
             "fraction": round(good / len(ok), 4) if len(ok) else None, "rps": round(good / span_s, 3)}  # fmt: skip
 
 
+def _reasoning_and_cache(kept: dict[str, np.ndarray]) -> dict[str, Any]:
+    """TTFO and TTST percentiles, reasoning and cached prompt tokens, and where the output counts came from
+    (columns missing in an older record give nothing)."""
+    out: dict[str, Any] = {}
+    if "ttfo_us" not in kept:
+        return out
+    for metric in ("ttfo_us", "ttst_us"):
+        x = kept[metric]
+        out[metric] = _latency(x[x >= 0].astype(float))[0] or None
+    reasoning = kept["reasoning_tokens"]
+    out["reasoning_tokens"] = {"total": int(reasoning.sum()), "mean": round(float(reasoning.mean()), 2),
+                               "requests": int((reasoning > 0).sum())}  # fmt: skip
+    cached = kept["cached_tokens"]
+    sent = cached >= 0
+    if sent.any():
+        prompt = int(kept["in_tokens"][sent].sum())
+        out["cached_tokens"] = {"total": int(cached[sent].sum()), "requests": int(sent.sum()),
+                                "fraction": round(float(cached[sent].sum()) / prompt, 4) if prompt else None}  # fmt: skip
+    sources = np.bincount(kept["count_source"], minlength=len(TOKEN_SOURCES))
+    out["output_token_sources"] = {TOKEN_SOURCES[i]: int(n) for i, n in enumerate(sources) if n}
+    return out
+
+
 def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s: float, failed: int,
          sample_floor: int, ci_batches: int = 10) -> tuple[dict[str, Any], list[str], list[str]]:  # fmt: skip
     """The step's ``generative`` block, its INVALID reasons (short outputs) and LOW-PRECISION reasons (too
@@ -182,9 +247,13 @@ def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s:
                       ("e2e_us", e2e)):  # fmt: skip
         out[metric], intervals[metric] = _latency(x)
     out["intervals"] = intervals
+    out.update(_reasoning_and_cache(kept))
     out["input_tokens"] = _counts(kept["in_tokens"], kept["isl"])
     out["output_tokens"] = _counts(outn, kept["osl"])
     out["short_outputs"] = int((outn < kept["osl"]).sum())
+    if "ignore_eos" in workload:
+        out["output_length_forced"] = bool(workload["ignore_eos"])
+    out["output_length_honoured"] = bool((outn == kept["osl"]).all())
     ratio = float(outn.mean() / kept["osl"].mean()) if kept["osl"].mean() else None
     out["output_length_ratio"] = round(ratio, 4) if ratio is not None else None
     rates, means = st.time_batches(done_s[cut:], outn.astype(float), start, end, ci_batches)

@@ -22,6 +22,8 @@ from typing import Any
 from locust import events
 
 from accelbench.loadtests import histogram, users
+from accelbench.loadtests.edge import LoadConfig
+from accelbench.loadtests.profiles import LoadProfile, Workload
 
 users.init_grpc_gevent()  # before any channel exists, or gRPC users share one request at a time
 
@@ -68,21 +70,12 @@ def _agent(environment, opts) -> users.Agent[bytes]:
     from accelbench.models.inputs import make_inputs
 
     card = load_card(opts.triton_card)
-    cfg = {
-        "protocol": opts.triton_protocol,
-        "url": environment.host or opts.host,
-        "model": opts.triton_model,
-        "batch_size": opts.triton_batch,
-        "expected_outputs": [o.to_dict() for o in card.outputs],
-        "timeout_s": 30.0,
-        "window_s": 1.0,
-        "max_in_flight": 1,
-        "seed": opts.triton_seed,
-    }
-    payloads = make_inputs(card, cfg["batch_size"], 64, cfg["seed"])
-    pool = users.RequestPool(
-        cfg["protocol"], payloads, [o.name for o in card.outputs], cfg["model"], cfg["url"]
-    )
+    profile = LoadProfile(kind="closed", levels=(1,), protocol=opts.triton_protocol, batch_size=opts.triton_batch,
+                          timeout_s=30.0, max_in_flight=1, seed=opts.triton_seed)  # fmt: skip
+    cfg = LoadConfig(profile, opts.triton_model, environment.host or opts.host,
+                     tuple(o.to_dict() for o in card.outputs))  # fmt: skip
+    payloads = make_inputs(card, profile.batch_size, 64, profile.seed)
+    pool = users.RequestPool(profile.protocol, payloads, [o.name for o in card.outputs], cfg.model, cfg.url)
     agent = users.Agent(cfg, pool, free_running=True)
     agent.environment = environment
     return agent
@@ -90,12 +83,11 @@ def _agent(environment, opts) -> users.Agent[bytes]:
 
 def _generative_agent(environment, opts) -> users.Agent[Any]:
     from accelbench.loadtests import genagent, workloads
-    from accelbench.loadtests.profiles import Workload
 
     workload = Workload(api=opts.llm_api, isl=opts.llm_isl, osl=opts.llm_osl, tokenizer=opts.llm_tokenizer)
-    cfg = {"protocol": "grpc" if workload.api == "triton-grpc" else "http", "url": environment.host or opts.host,
-           "model": opts.triton_model, "batch_size": 1, "expected_outputs": [], "timeout_s": 120.0, "window_s": 1.0,
-           "max_in_flight": 1, "seed": opts.triton_seed, "workload": workload.to_dict()}  # fmt: skip
+    profile = LoadProfile(kind="closed", levels=(1,), protocol="grpc" if workload.api == "triton-grpc" else "http",
+                          timeout_s=120.0, max_in_flight=1, seed=opts.triton_seed, workload=workload)  # fmt: skip
+    cfg = LoadConfig(profile, opts.triton_model, environment.host or opts.host)
     payloads = workloads.as_payloads(workloads.synthetic_prompts(workload, seed=opts.triton_seed))
     agent = genagent.GenerativeAgent(cfg, genagent.GenRequestPool(cfg, payloads), free_running=True)
     agent.environment = environment

@@ -18,6 +18,7 @@ import gevent
 import numpy as np
 
 from accelbench.loadtests import users
+from accelbench.loadtests.edge import LoadConfig
 from accelbench.loadtests.events import WireEvent, to_wire
 
 
@@ -43,33 +44,30 @@ def load_payloads(path) -> list[dict[str, np.ndarray]]:
     return [out[i] for i in sorted(out)]
 
 
-def make_agent(
-    cfg: dict[str, Any], process_index: int, payloads: list[dict[str, np.ndarray]] | None = None
-) -> users.Agent[Any]:
-    if cfg.get("workload"):  # a generative sweep: streamed requests, timed per token
+def make_agent(config: LoadConfig, payloads: list[dict[str, np.ndarray]]) -> users.Agent[Any]:
+    """This load process's Agent (``config.process_index`` says which it is), sending ``payloads``."""
+    if config.workload is not None:  # a generative sweep: streamed requests, timed per token
         from accelbench.loadtests import genagent
 
-        return genagent.make_agent(cfg, process_index, load_payloads(cfg["payloads_file"]) if payloads is None
-                                   else payloads)  # fmt: skip
-    names = [o["name"] for o in cfg["expected_outputs"]]
-    if payloads is None:
-        payloads = load_payloads(cfg["payloads_file"])
-    pool = users.RequestPool(cfg["protocol"], payloads, names, cfg["model"], cfg["url"])
-    return users.Agent({**cfg, "process_index": process_index}, pool, free_running=False)
+        return genagent.make_agent(config, payloads)
+    names = [o["name"] for o in config.expected_outputs]
+    pool = users.RequestPool(config.profile.protocol, payloads, names, config.model, config.url)
+    return users.Agent(config, pool, free_running=False)
 
 
-def user_class(cfg: dict[str, Any], agent: users.Agent[Any] | None = None) -> type:
-    """The user class of the sweep's loop, bound to this process's ``agent`` (a master, which runs no users,
-    gives none)."""
-    cls = users.ClosedLoopUser if cfg["kind"] == "closed" else users.OpenLoopUser
+def user_class(kind: str, agent: users.Agent[Any] | None = None) -> type:
+    """The user class of the sweep's loop (``kind`` closed or open), bound to this process's ``agent`` (a
+    master, which runs no users, gives none)."""
+    cls = users.ClosedLoopUser if kind == "closed" else users.OpenLoopUser
     return users.bind(cls, agent) if agent is not None else cls
 
 
 class ProcessSide:
     """Answers the controller's phase messages in one load process (local runner or worker)."""
 
-    def __init__(self, runner, agent: users.Agent[Any], cfg: dict[str, Any]) -> None:
-        self.runner, self.agent, self.cfg = runner, agent, cfg
+    def __init__(self, runner, agent: users.Agent[Any]) -> None:
+        self.runner, self.agent = runner, agent
+        self.profile = agent.config.profile
         self.windows: gevent.Greenlet | None = None
         runner.register_message("ab_phase", self.on_phase)
 
@@ -87,14 +85,14 @@ class ProcessSide:
             gevent.spawn(self._drain, data["token"])
 
     def _drain(self, token: int) -> None:
-        totals = self.agent.pause(self.cfg["timeout_s"] + 5)
+        totals = self.agent.pause(self.profile.timeout_s + 5)
         self.runner.send_message("ab_drained", {**totals, "token": token})
 
     def _report_windows(self, token: int) -> None:
         start, k = time.monotonic(), 0
         while True:
             k += 1
-            gevent.sleep(max(0.0, start + k * self.cfg["window_s"] - time.monotonic()))
+            gevent.sleep(max(0.0, start + k * self.profile.window_s - time.monotonic()))
             self.runner.send_message("ab_window", {**self.agent.take_window(), "k": k, "token": token})
 
 

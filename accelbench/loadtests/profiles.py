@@ -165,6 +165,7 @@ class Workload:
     prompts: str = knob(SYNTHETIC, "Prompts file: JSONL {prompt, output_tokens} per line, or a ShareGPT JSON "
                         "file (recorded as its name and sha256).", flag="--prompts", check=_path, path=True)  # fmt: skip
     prompts_sha256: str | None = knob(None, "sha256 of the prompts file", spec=False)
+    ignore_eos_refused: bool | None = knob(None, "the engine refused ignore_eos; it was dropped", spec=False)
     tokenizer: str | None = knob(None, "Tokenizer folder (tokenizer.json) counting tokens (default: the "
                                  "model's: its variant's tokenizer/ copy, else its card's (--card, else the "
                                  "manifest's); else builtin:minilm-wordpiece).", flag="--tokenizer", check=_path)  # fmt: skip
@@ -275,8 +276,9 @@ class Workload:
         return "-".join(parts)
 
 
-_LATER_FIELDS = frozenset({"prefix_tokens", "prefix_groups", "turns", "think_time_s", "trace", "trace_sha256",
-                           "trace_block_tokens", "cancel_after_ms", "cancel_fraction"})  # fmt: skip
+_LATER_FIELDS = frozenset({"ignore_eos_refused", "prefix_tokens", "prefix_groups", "turns", "think_time_s",
+                           "trace", "trace_sha256", "trace_block_tokens", "cancel_after_ms",
+                           "cancel_fraction"})  # fmt: skip
 
 
 SEARCH_MODES = ("concurrency", "rate")
@@ -430,16 +432,14 @@ class LoadProfile:
         protocol = "grpc" if w.api == "triton-grpc" else "http"
         return dataclasses.replace(self, protocol=protocol, batch_size=1, workload=w)
 
-    def steps(self) -> list[dict[str, Any]]:
-        """One plan per level: ``{"index", "offered": {"concurrency": n} | {"rate_rps": r}}``; none for a
-        search, whose steps are planned as they are measured (sweep.py)."""
+    def steps(self) -> list[StepPlan]:
+        """One plan per level: its index and its offered load (a concurrency, or a rate); none for a search,
+        whose steps are planned as they are measured (search_run.py)."""
         if self.search is not None:
             return []
-        key = "concurrency" if self.kind == "closed" else "rate_rps"
-        return [
-            {"index": i, "offered": {key: int(v) if self.kind == "closed" else float(v)}}
-            for i, v in enumerate(self.levels)
-        ]
+        if self.kind == "closed":
+            return [StepPlan(i, concurrency=int(v)) for i, v in enumerate(self.levels)]
+        return [StepPlan(i, rate_rps=float(v)) for i, v in enumerate(self.levels)]
 
     def label(self) -> str:
         if self.search is not None and self.workload:
@@ -447,6 +447,41 @@ class LoadProfile:
         if self.workload:
             return f"{self.kind}-{self.workload.label()}"
         return f"{self.kind}-{self.protocol}-b{self.batch_size}"
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step of a sweep as planned: its index and the load it offers, a closed loop's ``concurrency`` or an
+    open loop's ``rate_rps`` (exactly one). ``offered`` is the result document's ``offered``; ``to_wire`` /
+    ``from_wire`` the JSON the sweep sends its Locust child (``{"index", "offered"}``)."""
+
+    index: int
+    concurrency: int | None = None
+    rate_rps: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.rate_rps is None):
+            raise ValueError(f"step {self.index}: a concurrency or a rate, exactly one")
+
+    @property
+    def closed(self) -> bool:
+        return self.concurrency is not None
+
+    @property
+    def offered(self) -> dict[str, float]:
+        if self.concurrency is not None:
+            return {"concurrency": self.concurrency}
+        return {"rate_rps": float(self.rate_rps or 0.0)}
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"index": self.index, "offered": self.offered}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> StepPlan:
+        offered = data["offered"]
+        if "concurrency" in offered:
+            return cls(int(data["index"]), concurrency=int(offered["concurrency"]))
+        return cls(int(data["index"]), rate_rps=float(offered["rate_rps"]))
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,16 @@ Capacity and workload modes: ``--slots N`` (at most N answers generate at once, 
 order; a request's TTFT timer starts when it gets its slot, so the server's capacity is known: N streams,
 each ttft + (OSL - 1) · itl long). ``/v1/embeddings`` answers after ``--ttft-ms``. Every request is logged
 (``GET /v1/requests``): its arrival time on the server's monotonic clock, prompt tokens, messages and their
-token counts, the longest prefix it shares with any earlier prompt (what a prefix cache could reuse, also
-sent as ``usage.prompt_tokens_details.cached_tokens``), and whether the client went away before the end.
+token counts, the longest prefix it shares with any earlier prompt (what a prefix cache could reuse; with
+``--prefix-cache`` also sent as ``usage.prompt_tokens_details.cached_tokens``), and whether the client went
+away before the end.
+
+Engine behaviours: ``--reasoning N`` (the first N tokens of each answer stream as ``delta.reasoning_content``,
+as vLLM's reasoning parsers send them), ``--no-done`` (the stream ends after its ``finish_reason`` chunk,
+without ``[DONE]``, as ``transformers serve`` does), ``--refuse-ignore-eos`` (422 for a request carrying
+``ignore_eos``, as ``transformers serve`` answers), ``--cached-tokens N`` (usage says N prompt tokens came
+from the prefix cache). ``GET /metrics`` answers vLLM-named Prometheus gauges and counters (requests running
+and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 from accelbench.loadtests import tokens
 
@@ -58,6 +67,9 @@ class Reference:
         self.slots = asyncio.Semaphore(args.slots) if args.slots else None
         self.log: list[dict] = []  # one entry per generation request (GET /v1/requests)
         self.prefixes: set[int] = set()  # chained hashes of every prefix of every prompt seen
+        self.running = 0
+        self.prompt_tokens = 0
+        self.cache_hits = 0  # prompt tokens said to come from the prefix cache (usage, /metrics)
 
     def cached(self, ids: list[int]) -> int:
         """The longest prefix of ``ids`` some earlier prompt began with (in tokens); ``ids`` then joins them."""
@@ -83,6 +95,24 @@ class Reference:
             self.log.append(entry)
         return entry
 
+    def cached_of(self, entry: dict, n_in: int) -> int:
+        """The cached prompt tokens a request's usage reports: ``--cached-tokens`` where given, else with
+        ``--prefix-cache`` the longest prefix it shares with an earlier prompt, else none."""
+        if self.args.cached_tokens:
+            return min(self.args.cached_tokens, n_in)
+        return int(entry["cached_tokens"]) if self.args.prefix_cache else 0
+
+    def metrics(self) -> str:
+        """vLLM's metric names (its docs/design/metrics.md) over this server's state: one running request
+        holds 1 % of the KV cache; the prefix cache hits what each request's usage says was cached."""
+        hits = self.cache_hits
+        lines = [f'vllm:num_requests_running{{model_name="{self.args.model}"}} {self.running}',
+                 f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} 0',
+                 f'vllm:kv_cache_usage_perc{{model_name="{self.args.model}"}} {min(1.0, self.running / 100)}',
+                 f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
+                 f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}']  # fmt: skip
+        return "\n".join(lines) + "\n"
+
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
@@ -101,6 +131,8 @@ class Reference:
             return await _json(writer, 200, {"requests": self.log})
         if method == "POST" and path == "/v1/embeddings":
             return await self.embeddings(body, arrived, writer)
+        if method == "GET" and path.rstrip("/") == "/metrics":
+            return await _plain(writer, self.metrics())
         if method != "POST" or path not in ("/v1/completions", "/v1/chat/completions"):
             return await _json(writer, 404, {"error": {"message": f"no route {method} {path}"}})
         try:
@@ -111,6 +143,8 @@ class Reference:
             return await _json(
                 writer, 404, {"error": {"message": f"The model `{req.get('model')}` does not exist."}}
             )
+        if self.args.refuse_ignore_eos and "ignore_eos" in req:
+            return await _json(writer, 422, {"detail": "Unexpected keys in the request: {'ignore_eos'}"})
         chat = path.endswith("chat/completions")
         prompt = (
             " ".join(_text(m.get("content")) for m in req.get("messages", []))
@@ -127,6 +161,8 @@ class Reference:
         if self.args.max_output:
             n_out = min(n_out, self.args.max_output)
         self.requests += 1
+        self.prompt_tokens += n_in
+        self.cache_hits += self.cached_of(entry, n_in)
         if self.args.no_stream or not req.get("stream"):
             text = " ".join(self._words(n_out))
             await asyncio.sleep(self.args.ttft_ms / 1000 + (n_out - 1) * self.args.itl_ms / 1000)
@@ -165,9 +201,17 @@ class Reference:
                      b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
         if chat:
             _chunk(writer, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
-        cut = self.args.cut_every and self.requests % self.args.cut_every == 0
+        cut = bool(self.args.cut_every and self.requests % self.args.cut_every == 0)
         per_event = max(1, self.args.tokens_per_event)
         words = list(self._words(n_out))
+        self.running += 1
+        try:
+            return await self._tokens(writer, chat, n_in, n_out, arrived, req, cut, per_event, words, entry)
+        finally:
+            self.running -= 1
+
+    async def _tokens(self, writer, chat: bool, n_in: int, n_out: int, arrived: float, req: dict, cut: bool,
+                      per_event: int, words: list[str], entry: dict) -> bool:  # fmt: skip
         sent = 0
         while sent < n_out:
             k = min(per_event, n_out - sent)
@@ -179,7 +223,8 @@ class Reference:
             text = "".join(" " + w for w in words[sent : sent + k])
             sent += k
             finish = "length" if sent >= n_out else None
-            delta = {"delta": {"content": text}} if chat else {"text": text}
+            field = "reasoning_content" if sent <= self.args.reasoning else "content"
+            delta = {"delta": {field: text}} if chat else {"text": text}
             _chunk(writer, {"choices": [{"index": 0, **delta, "finish_reason": finish}]})
             if writer.is_closing() or writer.transport.get_extra_info("socket") is None:
                 entry["cancelled"] = True
@@ -190,12 +235,11 @@ class Reference:
                 entry["cancelled"] = True  # the client went away (a cancelled request)
                 return False
         if (req.get("stream_options") or {}).get("include_usage") and not self.args.no_usage:
-            usage = {
-                **_usage(n_in, n_out),
-                "prompt_tokens_details": {"cached_tokens": entry["cached_tokens"]},
-            }
+            usage: dict[str, Any] = dict(_usage(n_in, n_out))
+            if self.args.cached_tokens or self.args.prefix_cache:
+                usage["prompt_tokens_details"] = {"cached_tokens": self.cached_of(entry, n_in)}
             _chunk(writer, {"choices": [], "usage": usage})
-        writer.write(_frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        writer.write((b"" if self.args.no_done else _frame(b"data: [DONE]\n\n")) + b"0\r\n\r\n")
         await writer.drain()
         return True
 
@@ -221,9 +265,17 @@ def _chunk(writer, event: dict) -> None:
 
 async def _json(writer, status: int, obj: dict) -> bool:
     data = json.dumps(obj).encode()
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 422: "Unprocessable Entity"}[status]
     writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: "
                  f"{len(data)}\r\n\r\n".encode() + data)  # fmt: skip
+    await writer.drain()
+    return True
+
+
+async def _plain(writer, text: str) -> bool:
+    data = text.encode()
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(data), data))  # fmt: skip
     await writer.drain()
     return True
 
@@ -242,6 +294,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-stream", action="store_true")
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--slots", type=int, default=0, help="answers generated at once (0: no limit)")
+    p.add_argument("--reasoning", type=int, default=0)
+    p.add_argument("--no-done", action="store_true")
+    p.add_argument("--refuse-ignore-eos", action="store_true")
+    p.add_argument("--cached-tokens", type=int, default=0)
+    p.add_argument("--prefix-cache", action="store_true", help="usage reports each prompt's longest prefix "
+                   "shared with an earlier one as cached tokens")  # fmt: skip
     return p
 
 

@@ -27,6 +27,7 @@ from locust.rpc import Message
 
 from accelbench.loadtests import process_side as side
 from accelbench.loadtests import users
+from accelbench.loadtests.edge import ChildConfig, LoadConfig
 from accelbench.loadtests.events import (
     LoadDone,
     LoadFailed,
@@ -37,19 +38,20 @@ from accelbench.loadtests.events import (
     WorkersWaiting,
 )
 
-CONFIG_VERSION = 3  # bump when the ab_config message changes; a worker refuses another version
-CONFIG_KEYS = ("kind", "protocol", "url", "model", "batch_size", "expected_outputs", "timeout_s", "window_s",
-               "max_in_flight", "seed", "check_every", "workload")  # fmt: skip
+# bump when the ab_config message (edge.LoadConfig.to_wire) changes; a worker refuses another version
+CONFIG_VERSION = 4
 CONFIGURE_TIMEOUT_S = 60.0
 # A worker whose master vanished (killed, host down) gives up after this long without its heartbeat,
 # instead of Locust's 60 s, so no worker lingers long after a failed run.
 MASTER_SILENCE_S = 20
 
 
-def start_master(env, cfg: dict[str, Any], emit) -> tuple[Any, Any]:
+def start_master(env, cfg: ChildConfig, emit) -> tuple[Any, Any]:
     """Bind, wait for ``expect_workers`` workers, configure them; (runner, dead-check) or (None, None)."""
-    host, port, n = cfg["master_bind_host"], int(cfg["master_bind_port"]), int(cfg["expect_workers"])
-    where, timeout_s = f"{host}:{port}", float(cfg["worker_timeout_s"])
+    if cfg.bind is None:
+        raise ValueError("a master for workers elsewhere needs the configuration's bind")
+    host, port, n = cfg.bind.host, cfg.bind.port, cfg.bind.expect_workers
+    where, timeout_s = f"{host}:{port}", cfg.bind.timeout_s
     try:
         runner = env.create_master_runner(host, port)
     except (RPCError, OSError) as err:
@@ -78,7 +80,7 @@ def _fail(runner, emit, message: str) -> tuple[None, None]:
     return None, None
 
 
-def _configure(runner, cfg: dict[str, Any], client_ids: list[str]) -> dict[str, dict] | str:
+def _configure(runner, cfg: ChildConfig, client_ids: list[str]) -> dict[str, dict] | str:
     """Send each worker the configuration; its ready answers by client id, or why one refused."""
     answers: dict[str, dict] = {}
     refusals: list[str] = []
@@ -88,11 +90,11 @@ def _configure(runner, cfg: dict[str, Any], client_ids: list[str]) -> dict[str, 
     runner.register_message(
         "ab_refused", lambda environment, msg, **_kw: refusals.append(msg.data["message"])
     )
-    with open(cfg["payloads_file"], "rb") as handle:
+    with open(cfg.payloads_file, "rb") as handle:
         payloads = handle.read()
-    base = {key: cfg.get(key) for key in CONFIG_KEYS}
     for index, client_id in enumerate(client_ids):
-        data = {**base, "config_version": CONFIG_VERSION, "process_index": index, "payloads_npz": payloads}
+        load = dataclasses.replace(cfg.load, process_index=index).to_wire()
+        data = {"config_version": CONFIG_VERSION, "load": load, "payloads_npz": payloads}
         runner.send_message("ab_config", data, client_id=client_id)
     deadline = time.monotonic() + CONFIGURE_TIMEOUT_S
     while len(answers) < len(client_ids) and not refusals and time.monotonic() < deadline:
@@ -169,21 +171,21 @@ def serve(master: str, connect_timeout_s: float) -> int:
                     f"configuration version {data.get('config_version')}, this worker speaks "
                     f"{CONFIG_VERSION} (install the same accelbench on master and workers)"
                 )
-            cfg = {key: data.get(key) for key in CONFIG_KEYS}
+            load = LoadConfig.from_wire(data["load"])
             payloads = side.load_payloads(io.BytesIO(data["payloads_npz"]))
-            agent = side.make_agent(cfg, int(data["process_index"]), payloads)
+            agent = side.make_agent(load, payloads)
             env.user_classes = [users.bind(cls, agent) for cls in (users.ClosedLoopUser, users.OpenLoopUser)]
             agent.environment = env
-            side.ProcessSide(runner, agent, agent.config)
+            side.ProcessSide(runner, agent)
         except Exception as err:  # any bad configuration is refused with its reason, never half-run
             runner.send_message("ab_refused", {"message": side.one_line(err)})
             emit(LoadFailed(f"refused the master's configuration: {side.one_line(err)}"))
             return
-        info = WorkerInfo(index=int(data["process_index"]), host=socket.gethostname(), pid=os.getpid())
+        info = WorkerInfo(index=load.process_index, host=socket.gethostname(), pid=os.getpid())
         configured.append(info)
         runner.send_message("ab_ready", dataclasses.asdict(info))
-        emit(WorkerConfigured(index=info.index, host=info.host, pid=info.pid, model=cfg["model"], url=cfg["url"],
-                              protocol=cfg["protocol"], kind=cfg["kind"]))  # fmt: skip
+        emit(WorkerConfigured(index=info.index, host=info.host, pid=info.pid, model=load.model, url=load.url,
+                              protocol=load.profile.protocol, kind=load.profile.kind))  # fmt: skip
 
     runner.register_message("ab_config", on_config)
     runner.greenlet.join()  # ends when the master sends quit, or after MASTER_SILENCE_S without it

@@ -15,6 +15,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
@@ -28,14 +29,25 @@ import numpy as np  # noqa: E402
 from gevent.socket import wait_read  # noqa: E402
 
 from accelbench.loadtests import genstats, histogram, samples, users  # noqa: E402
-from accelbench.loadtests.events import LoadDone, LoadFailed, StepMeasured, StepProgress, StepsDone  # noqa: E402
+from accelbench.loadtests.edge import ChildConfig  # noqa: E402
+from accelbench.loadtests.events import (  # noqa: E402
+    LoadDone,
+    LoadFailed,
+    MeasuredStep,
+    ProcessShare,
+    StepMeasured,
+    StepProgress,
+    StepsDone,
+)
 from accelbench.loadtests.process_side import (  # noqa: E402
     ProcessSide,
     events_writer,
+    load_payloads,
     make_agent,
     one_line,
     user_class,
 )
+from accelbench.loadtests.profiles import StepPlan  # noqa: E402
 from accelbench.loadtests.statistics import warmup_cut  # noqa: E402
 from accelbench.processes import end_member, start_member  # noqa: E402
 
@@ -48,14 +60,15 @@ from locust.env import Environment  # noqa: E402
 class Controller:
     """Runs the step plan from the master (or local) side and reports each step."""
 
-    def __init__(self, runner, cfg: dict[str, Any], n_procs: int, emit, dead=None) -> None:
+    def __init__(self, runner, cfg: ChildConfig, n_procs: int, emit, dead=None) -> None:
         self.runner, self.cfg, self.n_procs, self.emit = runner, cfg, n_procs, emit
+        self.profile = cfg.profile
         self._dead = dead  # () -> why a load process is gone, or None
         self.token = 0
         self.drained: dict[int, list[dict]] = {}
         self.windows: dict[int, dict[int, list[dict]]] = {}
         # requests to wait for: the judged percentile's sample floor after the warm-up cut
-        self.floor = int(cfg.get("sample_floor", 0))
+        self.floor = cfg.sample_floor
         self.enough = int(self.floor * SAMPLE_MARGIN + 0.999)
         runner.register_message("ab_drained", self._on_drained)
         runner.register_message("ab_window", self._on_window)
@@ -74,7 +87,7 @@ class Controller:
 
     def _pause(self) -> list[dict]:
         token = self._send("pause")
-        deadline = time.monotonic() + self.cfg["timeout_s"] + 15
+        deadline = time.monotonic() + self.profile.timeout_s + 15
         while len(self.drained.get(token, [])) < self.n_procs and time.monotonic() < deadline:
             if self.dead_worker():
                 break
@@ -92,50 +105,50 @@ class Controller:
         while self.runner.user_count != count and time.monotonic() < deadline:
             gevent.sleep(0.05)
 
-    def run(self, more: Callable[[], list[dict[str, Any]]] = list) -> None:
+    def run(self, more: Callable[[], list[StepPlan]] = list) -> None:
         """Measure the planned steps, then each batch ``more`` gives (the caller's retries, on the same load
         processes and workers) until it gives none; a step cut short ends the run."""
-        plans: list[dict[str, Any]] = self.cfg["steps"]
+        plans = list(self.cfg.steps)
         while plans:
             for plan in plans:
                 step = self.run_step(plan)
                 self.emit(StepMeasured(step))
-                if step.get("aborted"):
+                if step.aborted:
                     return
             self.emit(StepsDone())
             plans = more()
 
-    def run_step(self, plan: dict[str, Any]) -> dict[str, Any]:
-        offered = plan["offered"]
-        closed = "concurrency" in offered
-        self._spawn_users(int(offered["concurrency"]) if closed else self.n_procs)
-        rate = None if closed else offered["rate_rps"] / self.n_procs
-        self._send("warmup", step=plan["index"], rate_rps=rate)
-        gevent.sleep(self.cfg["warmup_s"])
+    def run_step(self, plan: StepPlan) -> MeasuredStep:
+        self._spawn_users(plan.concurrency if plan.concurrency is not None else self.n_procs)
+        rate = None if plan.rate_rps is None else plan.rate_rps / self.n_procs
+        self._send("warmup", step=plan.index, rate_rps=rate)
+        gevent.sleep(self.profile.warmup_s)
         self._pause()
-        step: dict[str, Any] = {"index": plan["index"], "offered": offered, "aborted": None}
-        before, step["aborted"] = self.stats.snapshot()
-        if step["aborted"]:
-            return step
-        step["started_at"] = _utc_now()
+        before, aborted = self.stats.snapshot()
+        if aborted:
+            return MeasuredStep(plan.index, plan.offered, aborted=aborted)
+        started_at = _utc_now()
         token = self._send("measure")
         t0 = time.monotonic()
-        windows = self._watch(token, t0, plan, step)
-        step["duration_s"] = round(time.monotonic() - t0, 3)
+        windows, aborted = self._watch(token, t0, plan)
+        duration_s = round(time.monotonic() - t0, 3)
         totals = self._pause()
         after, failure = self.stats.snapshot()
+        aborted_by = None
         if len(totals) < self.n_procs:
-            step["aborted_by"] = "loadgen"
+            aborted_by = "loadgen"
             failure = self.dead_worker() or f"only {len(totals)} of {self.n_procs} load processes reported"
-        step["aborted"] = step["aborted"] or failure
-        step.update(_combine(totals, self.n_procs))
         if totals:
             # each process counted the requests it started between its own measure and pause messages;
             # their windows, not the master's, are what the counts divide by (messages can arrive late)
-            step["duration_s"] = round(sum(t["window_s"] for t in totals) / len(totals), 3)
-        step["windows"] = windows
-        step["server_stats"], step["metrics"] = self.stats.deltas(before, after)
-        return step
+            duration_s = round(sum(t["window_s"] for t in totals) / len(totals), 3)
+        server_stats, metrics = self.stats.deltas(before, after)
+        return _combine(
+            MeasuredStep(plan.index, plan.offered, aborted=aborted or failure, aborted_by=aborted_by,
+                         started_at=started_at, duration_s=duration_s, windows=tuple(windows),
+                         server_stats=server_stats, metrics=metrics),
+            totals, self.n_procs,
+        )  # fmt: skip
 
     def _enough(self, latencies: list[np.ndarray]) -> bool:
         """MSER-5 finds a steady state and the requests after its cut reach the sample floor (Hoad, Robinson
@@ -146,11 +159,11 @@ class Controller:
         cut = warmup_cut(lat)
         return cut.steady and len(lat) - cut.cut >= self.floor
 
-    def _watch(self, token: int, t0: float, plan: dict[str, Any], step: dict[str, Any]) -> list:
+    def _watch(self, token: int, t0: float, plan: StepPlan) -> tuple[list[tuple[float, float]], str | None]:
         """Measure at least ``duration_s``, then until the sample floor is reached, at most
-        ``max_duration_s``; note an abort in ``step``."""
-        minimum = self.cfg["duration_s"] or 0.0
-        maximum = max(self.cfg["max_duration_s"], minimum)
+        ``max_duration_s``; the windows seen, and why the step was cut short (None: it was not)."""
+        minimum = self.profile.duration_s or 0.0
+        maximum = max(self.profile.max_duration_s, minimum)
         seen: list[tuple[float, float]] = []
         latencies: list[np.ndarray] = []
         while True:
@@ -160,53 +173,53 @@ class Controller:
             while len(got.get(len(seen) + 1, [])) >= self.n_procs:
                 parts = got[len(seen) + 1]
                 merged = histogram.merge(p["histogram"] for p in parts)
-                rps = sum(p["requests"] for p in parts) / self.cfg["window_s"]
+                rps = sum(p["requests"] for p in parts) / self.profile.window_s
                 p99 = merged.get_value_at_percentile(99.0) if merged.get_total_count() else 0
                 latencies.append(samples.merge(p.get("samples") for p in parts)[1])
                 seen.append((rps, float(p99)))
-                self.emit(StepProgress(plan["index"], plan["offered"], round(elapsed, 1), rps, p99))
+                self.emit(StepProgress(plan.index, plan.offered, round(elapsed, 1), rps, p99))
                 if merged.get_total_count() == 0 and any(p["errors"]["connection"] for p in parts):
-                    step["aborted"] = "the server stopped answering (connection errors, no successes)"
-                    return seen
+                    return seen, "the server stopped answering (connection errors, no successes)"
             if self.dead_worker():
-                return seen
+                return seen, None
             if elapsed >= maximum or (elapsed >= minimum and self._enough(latencies)):
-                return seen
+                return seen, None
 
 
-def _combine(totals: list[dict], n_procs: int) -> dict[str, Any]:
-    """Add the processes' counts and merge their histograms exactly."""
+def _combine(step: MeasuredStep, totals: list[dict], n_procs: int) -> MeasuredStep:
+    """``step`` with the processes' counts added and their histograms merged exactly."""
     merged = histogram.merge(t["histogram"] for t in totals)
     errors = dict.fromkeys(users.ERROR_KINDS, 0)
     for t in totals:
         for kind, n in t["errors"].items():
             errors[kind] += n
     last_errors = [t["last_error"] for t in totals if t["last_error"]]
-    return {
-        "requests": sum(t["requests"] for t in totals),
-        "inferences": sum(t["inferences"] for t in totals),
-        "successes": merged.get_total_count(),
-        "errors": errors,
-        "drops": sum(t["drops"] for t in totals),
-        "histogram": histogram.encode(merged) if merged.get_total_count() else None,
-        "loadgen": [
-            {
-                "cpu_s": round(t["cpu_s"], 4),
-                "wall_s": round(t["wall_s"], 4),
-                "requests": t["requests"],
-                "index": t.get("process_index"),
-                "host": t.get("host"),
-                "pid": t.get("pid"),
-            }
+    return dataclasses.replace(
+        step,
+        requests=sum(t["requests"] for t in totals),
+        inferences=sum(t["inferences"] for t in totals),
+        successes=merged.get_total_count(),
+        errors=errors,
+        drops=sum(t["drops"] for t in totals),
+        histogram=histogram.encode(merged) if merged.get_total_count() else None,
+        loadgen=tuple(
+            ProcessShare(
+                cpu_s=round(t["cpu_s"], 4),
+                wall_s=round(t["wall_s"], 4),
+                requests=t["requests"],
+                index=t.get("process_index"),
+                host=t.get("host"),
+                pid=t.get("pid"),
+            )
             for t in sorted(totals, key=lambda t: t.get("process_index") or 0)
-        ],  # fmt: skip
-        "processes_reported": len(totals),
-        "processes_expected": n_procs,
-        "last_error": last_errors[0] if last_errors else None,
-        "loop_lag_us": _lag_summary(totals),
-        "samples": samples.merge_encoded(t.get("samples") for t in totals),
-        "generative": genstats.combine(t.get("generative") for t in totals),
-    }
+        ),  # fmt: skip
+        processes_reported=len(totals),
+        processes_expected=n_procs,
+        last_error=last_errors[0] if last_errors else None,
+        loop_lag_us=_lag_summary(totals),
+        samples=samples.merge_encoded(t.get("samples") for t in totals),
+        generative=genstats.combine(t.get("generative") for t in totals),
+    )
 
 
 def _lag_summary(totals: list[dict]) -> dict[str, float | int | None]:
@@ -218,13 +231,10 @@ def _lag_summary(totals: list[dict]) -> dict[str, float | int | None]:
 class _StatsProbe:
     """Triton's per-model statistics and metrics around a measured window."""
 
-    def __init__(self, cfg: dict[str, Any]) -> None:
-        self.http_url, self.metrics_url, self.model = (
-            cfg.get("http_url"),
-            cfg.get("metrics_url"),
-            cfg["model"],
-        )
-        if str((cfg.get("workload") or {}).get("api", "triton")).startswith("openai"):
+    def __init__(self, cfg: ChildConfig) -> None:
+        self.http_url, self.metrics_url, self.model = cfg.http_url, cfg.metrics_url, cfg.load.model
+        workload = cfg.load.workload
+        if workload is not None and workload.api.startswith("openai"):
             self.http_url = self.metrics_url = None  # not a Triton: no per-model statistics to read
 
     def snapshot(self) -> tuple[dict | None, str | None]:
@@ -266,27 +276,28 @@ def _utc_now() -> str:
     return utc_now_iso()
 
 
-def run_master(cfg: dict[str, Any], config_path: str) -> None:
+def run_master(cfg: ChildConfig, config_path: str) -> None:
     emit = events_writer()
-    n = int(cfg["processes"])
+    n = cfg.profile.processes
+    kind, url = cfg.profile.kind, cfg.load.url
     workers: list[subprocess.Popen] = []
-    if cfg.get("expect_workers"):
+    if cfg.bind is not None:
         from accelbench.loadtests import remote
 
-        env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
+        env = Environment(user_classes=[user_class(kind)], host=url)
         runner, dead = remote.start_master(env, cfg, emit)
         if runner is None:
             return
     elif n == 1:
-        agent = make_agent(cfg, 0)
-        env = Environment(user_classes=[user_class(cfg, agent)], host=cfg["url"])
+        agent = make_agent(cfg.load, load_payloads(cfg.payloads_file))
+        env = Environment(user_classes=[user_class(kind, agent)], host=url)
         runner = env.create_local_runner()
         agent.environment = env
-        ProcessSide(runner, agent, cfg)
+        ProcessSide(runner, agent)
         dead = None
     else:
-        env = Environment(user_classes=[user_class(cfg)], host=cfg["url"])
-        runner = env.create_master_runner("127.0.0.1", int(cfg["master_port"]))
+        env = Environment(user_classes=[user_class(kind)], host=url)
+        runner = env.create_master_runner("127.0.0.1", cfg.master_port)
         workers = [
             start_member(
                 [sys.executable, "-m", "accelbench.loadtests.runner", config_path, "--worker", str(i)],
@@ -318,7 +329,7 @@ def run_master(cfg: dict[str, Any], config_path: str) -> None:
         _finish(runner, workers)
 
 
-def read_steps(fd: int = 0) -> list[dict[str, Any]]:
+def read_steps(fd: int = 0) -> list[StepPlan]:
     """The next steps the caller sends on stdin (a JSON line ``{"steps": [...]}``; child.send_steps); none
     at EOF. The wait is cooperative: Locust keeps exchanging heartbeats with the workers meanwhile."""
     data = b""
@@ -328,7 +339,7 @@ def read_steps(fd: int = 0) -> list[dict[str, Any]]:
         if not chunk:
             return []
         data += chunk
-    return list(json.loads(data)["steps"])
+    return [StepPlan.from_wire(s) for s in json.loads(data)["steps"]]
 
 
 def _finish(runner, workers: list) -> None:
@@ -337,12 +348,12 @@ def _finish(runner, workers: list) -> None:
         end_member(w, grace_s=10)
 
 
-def run_worker(cfg: dict[str, Any], index: int) -> None:
-    agent = make_agent(cfg, index)
-    env = Environment(user_classes=[user_class(cfg, agent)], host=cfg["url"])
-    runner = env.create_worker_runner("127.0.0.1", int(cfg["master_port"]))
+def run_worker(cfg: ChildConfig, index: int) -> None:
+    agent = make_agent(dataclasses.replace(cfg.load, process_index=index), load_payloads(cfg.payloads_file))
+    env = Environment(user_classes=[user_class(cfg.profile.kind, agent)], host=cfg.load.url)
+    runner = env.create_worker_runner("127.0.0.1", cfg.master_port)
     agent.environment = env
-    ProcessSide(runner, agent, cfg)
+    ProcessSide(runner, agent)
     runner.greenlet.join()
 
 
@@ -351,8 +362,7 @@ def main(argv: list[str]) -> int:
         from accelbench.loadtests import remote
 
         return remote.serve(argv[1], float(argv[2]))
-    with open(argv[0]) as handle:
-        cfg = json.load(handle)
+    cfg = ChildConfig.read(argv[0])
     if len(argv) >= 3 and argv[1] == "--worker":
         run_worker(cfg, int(argv[2]))
     else:

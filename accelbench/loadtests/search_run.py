@@ -13,16 +13,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from accelbench.documents import Offered, ResultDocument, SearchResult, SearchStep, Step
 from accelbench.errors import BadInputError
 from accelbench.loadtests import results, search
-from accelbench.loadtests.profiles import LoadProfile
+from accelbench.loadtests.distributed import MasterBind
+from accelbench.loadtests.profiles import LoadProfile, StepPlan
 
 MAX_STEPS = 64  # a search that has not converged by then stops (its answer says so)
 
-Plans = list[dict]
+Plans = list[StepPlan]
 Measure = Callable[[str, Plans, Callable[[], Plans]], None]  # (closed | open, plans, more) -> None
 
 
@@ -79,8 +80,10 @@ class SearchRun:
         start = max([s.index for s in self.doc.steps] + [s.index for s in search_doc.steps] + [-1]) + 1
         out = []
         for i, (offered, phase) in enumerate(loads):
-            value = {"concurrency": int(offered["concurrency"])} if "concurrency" in offered else offered
-            out.append({"index": start + i, "offered": value})
+            if "concurrency" in offered:
+                out.append(StepPlan(start + i, concurrency=int(offered["concurrency"])))
+            else:
+                out.append(StepPlan(start + i, rate_rps=float(offered["rate_rps"])))
             search_doc.steps.append(SearchStep(index=start + i, phase=phase))
         self.save()
         return out
@@ -132,7 +135,9 @@ class Load(Protocol):
     doc: ResultDocument
     path: Path
     profile: LoadProfile
-    bind: Any
+
+    @property
+    def bind(self) -> MasterBind | None: ...
 
     def measure(self, plans: Plans, retry_rounds: int, more: Callable[[], Plans] | None = None) -> None: ...
 

@@ -5,8 +5,11 @@ Triton's gRPC ``ModelStreamInfer``.
 Like clients.py, a request is built once per prompt (whole HTTP request bytes) and sent with one
 ``sendall``; the answer is read into one reused buffer per connection. Per event the client keeps only the
 arrival time (``perf_counter_ns`` of the ``recv`` that delivered it) and the event's tokens (Triton: the
-count of ``output_ids``; OpenAI: the chunk's text, counted afterwards, and only when ``usage`` does not
-settle it). Plain sockets: gevent-patched in Locust processes, blocking in the caller's preflight.
+count of ``output_ids``; OpenAI: the chunk's token ids or logprobs where the engine sends them, else its
+text, counted afterwards and only when ``usage`` does not settle it). A chunk of ``delta.reasoning_content``
+/ ``delta.reasoning`` is a token event too, marked as reasoning. An OpenAI stream is complete at ``[DONE]``,
+or when the body ends after a chunk with a ``finish_reason`` (``transformers serve`` and others omit
+``[DONE]``). Plain sockets: gevent-patched in Locust processes, blocking in the caller's preflight.
 """
 
 from __future__ import annotations
@@ -32,17 +35,32 @@ class NotStreaming(Exception):
     """The endpoint answered without server-sent events."""
 
 
+# where a request's output token count came from (documents.GenerativeStep.output_token_sources)
+TOKEN_SOURCES = ("output_ids", "token_ids", "logprobs", "usage", "tokenizer")
+
+
 @dataclass
 class StreamAnswer:
-    """One streamed answer: per event with tokens, its arrival time (ns) and its token count (Triton) or
-    text (OpenAI; the other list stays empty); the server's ``usage`` and prompt length when it sent them."""
+    """One streamed answer: per event with tokens, its arrival time (ns) and its token count (Triton, or an
+    OpenAI chunk's ``token_ids`` / logprobs entries) or text (OpenAI; ``ids`` holds -1 where a chunk gave
+    no count), and whether it was reasoning; the server's ``usage`` and prompt length when it sent them."""
 
     times_ns: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)  # OpenAI: tokens the chunk's ids / logprobs say, else -1
+    ids_source: str = "token_ids"  # what ``ids`` were read from: token_ids or logprobs
+    reasoning: list[bool] = field(default_factory=list)  # OpenAI: per event, a reasoning chunk
     usage: dict[str, Any] | None = None
     input_tokens: int | None = None
     finish_reason: str | None = None
+
+    @property
+    def cached_tokens(self) -> int | None:
+        """``usage.prompt_tokens_details.cached_tokens`` (the engine's prefix-cache hit), when sent."""
+        details = (self.usage or {}).get("prompt_tokens_details") or {}
+        value = details.get("cached_tokens") if isinstance(details, dict) else None
+        return int(value) if isinstance(value, int | float) else None
 
 
 def split_url(url: str) -> tuple[str, int, str]:
@@ -88,14 +106,34 @@ def _openai_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None
     if "error" in event:
         raise ServerAnswer("stream", str(event["error"])[:300])
     for choice in event.get("choices") or ():
+        delta = choice.get("delta") or {}
         text = choice.get("text")
         if text is None:
-            text = (choice.get("delta") or {}).get("content")
-        if text:
-            answer.times_ns.append(now)
-            answer.texts.append(text)
+            text = delta.get("content")
+        thought = delta.get("reasoning_content") or delta.get("reasoning")  # vLLM, SGLang / OpenRouter
+        for piece, is_reasoning in ((thought, True), (text, False)):
+            if piece and isinstance(piece, str):
+                answer.times_ns.append(now)
+                answer.texts.append(piece)
+                answer.reasoning.append(is_reasoning)
+                answer.ids.append(_chunk_tokens(choice, answer) if not (thought and text) else -1)
         if choice.get("finish_reason"):
             answer.finish_reason = choice["finish_reason"]
+
+
+def _chunk_tokens(choice: dict[str, Any], answer: StreamAnswer) -> int:
+    """Tokens a chunk says it carries: its ``token_ids`` (vLLM ``return_token_ids``), else its logprobs
+    entries (chat ``logprobs.content``, completions ``logprobs.tokens``); -1 when it says neither."""
+    ids = choice.get("token_ids")
+    if isinstance(ids, list) and ids:
+        return len(ids)
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict):
+        entries = logprobs.get("content") or logprobs.get("tokens")
+        if isinstance(entries, list) and entries:
+            answer.ids_source = "logprobs"
+            return len(entries)
+    return -1
 
 
 def _triton_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None:
@@ -111,25 +149,31 @@ def _triton_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None
         answer.input_tokens = int(tokens[0] if isinstance(tokens, list) else tokens)
 
 
-def output_counts(answer: StreamAnswer, tokenizer: str) -> tuple[list[int], int, bool]:
-    """Tokens per event, the request's output tokens, and whether ``usage`` disagreed with the stream.
+def output_counts(answer: StreamAnswer, tokenizer: str) -> tuple[list[int], int, bool, str]:
+    """Tokens per event, the request's output tokens, whether ``usage`` disagreed with the stream, and
+    where the count came from (one of TOKEN_SOURCES).
 
-    Triton events carry their ``output_ids`` (several ids are several tokens). OpenAI chunks carry text:
-    when ``usage.completion_tokens`` equals the number of chunks each chunk is one token (no tokenizer
-    call); otherwise the chunks are counted with the tokenizer, and ``usage`` (when sent) is the total."""
+    Triton events carry their ``output_ids`` (several ids are several tokens). OpenAI chunks that carry
+    ``token_ids`` or logprobs are counted by them (the engine's own tokens: no re-tokenizing, which
+    miscounts special tokens). Otherwise, when ``usage.completion_tokens`` equals the number of chunks each
+    chunk is one token; else the chunks are counted with the tokenizer, and ``usage`` (when sent) is the
+    total."""
     if answer.counts or not answer.texts:
-        return answer.counts, sum(answer.counts), False
+        return answer.counts, sum(answer.counts), False, "output_ids"
     n_events = len(answer.texts)
     usage = (answer.usage or {}).get("completion_tokens")
+    if answer.ids and min(answer.ids) >= 1:
+        total = sum(answer.ids)
+        return list(answer.ids), total, usage is not None and int(usage) != total, answer.ids_source
     if usage == n_events:
-        return [1] * n_events, n_events, False
+        return [1] * n_events, n_events, False, "usage"
     from accelbench.loadtests import tokens
 
     counts = [max(1, c) for c in tokens.count_many(tokenizer, answer.texts)]
     total = sum(counts)
     if usage is None:
-        return counts, total, False
-    return counts, int(usage), int(usage) != total
+        return counts, total, False, "tokenizer"
+    return counts, int(usage), int(usage) != total, "usage"
 
 
 class _Body:
@@ -257,8 +301,8 @@ class SseConnection:
                     self.keep = False
                 return answer
             if body.done:
-                if openai and not finished:
-                    raise StreamBroken("the stream ended without [DONE]")
+                if openai and not finished and answer.finish_reason is None:
+                    raise StreamBroken("the stream ended before its finish_reason chunk and without [DONE]")
                 return answer
             if first_only and len(answer.times_ns) >= first_only:
                 self.keep = False
@@ -266,7 +310,8 @@ class SseConnection:
             try:
                 chunk = self._recv()
             except StreamBroken:
-                if body.left is None and not body.chunked and (finished or not openai):
+                complete = finished or not openai or answer.finish_reason is not None
+                if body.left is None and not body.chunked and complete:
                     self.keep = False
                     return answer  # close-delimited body
                 raise

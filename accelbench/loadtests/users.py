@@ -25,6 +25,8 @@ from locust.env import Environment
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from accelbench.loadtests import histogram, samples, wire
+from accelbench.loadtests.edge import LoadConfig
+from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.wire import WrongOutput
 
 
@@ -105,15 +107,15 @@ def close_client(client) -> None:
 
 
 class Agent(Generic[Request]):
-    """Per-process measurement state, sending what ``pool`` gives. ``config`` keys: protocol, url, model,
-    batch_size, payloads, expected_outputs, timeout_s, window_s, max_in_flight, seed, rate_rps (open loop, per
-    process), check_every (a full output check on every Nth answer)."""
+    """Per-process measurement state, sending what ``pool`` gives, as ``config`` says (its profile: protocol,
+    batch size, timeout, max in flight, seed, check_every: a full output check on every Nth answer).
+    ``rate_rps``: this process's share of an open loop's rate, set at each warm-up."""
 
-    def __init__(
-        self, config: dict[str, Any], pool: RequestSource[Request], free_running: bool = True
-    ) -> None:
+    def __init__(self, config: LoadConfig, pool: RequestSource[Request], free_running: bool = True) -> None:
         self.config = config
+        self.profile = profile = config.profile
         self.pool = pool
+        self.rate_rps: float | None = None
         self.running = gevent.event.Event()
         self.measuring = free_running
         self.epoch = 0
@@ -122,11 +124,11 @@ class Agent(Generic[Request]):
         self.environment: Environment | None = None
         self.process = psutil.Process()
         self._lag_watch: gevent.Greenlet | None = None
-        self.specs = wire.output_specs(config["expected_outputs"], int(config["batch_size"]))
-        self.check_every = max(1, int(config.get("check_every") or CHECK_EVERY))
+        self.specs = wire.output_specs(config.expected_outputs, profile.batch_size)
+        self.check_every = max(1, profile.check_every or CHECK_EVERY)
         # the lean or full check of an answer: an HttpAnswer or a gRPC response's bytes, as the client returns
         self._check: Callable[[Any, bool], None]
-        if config["protocol"] == "http":
+        if profile.protocol == "http":
             self._check = wire.HttpChecker(self.specs)
         else:
             self._check = lambda answer, full: wire.check_grpc(answer, self.specs, full)
@@ -156,7 +158,7 @@ class Agent(Generic[Request]):
     # -- phases (driven by runner.py through custom messages) -----------------------------------
     def warmup(self, step: int, rate_rps: float | None) -> None:
         self.step, self.measuring = step, False
-        self.config["rate_rps"] = rate_rps
+        self.rate_rps = rate_rps
         self.epoch += 1
         self.running.set()
 
@@ -192,7 +194,7 @@ class Agent(Generic[Request]):
         return {
             "step": self.step,
             # who measured: a merged step names every contributing process (several hosts when distributed)
-            "process_index": self.config.get("process_index", 0),
+            "process_index": self.config.process_index,
             "host": socket.gethostname(),
             "pid": self.process.pid,
             "histogram": histogram.encode(self.hist),
@@ -250,8 +252,8 @@ class Agent(Generic[Request]):
             self._count(latency_us, exc)
         if self.environment is not None:
             self.environment.events.request.fire(
-                request_type=f"triton-{self.config['protocol']}",
-                name=self.config["model"],
+                request_type=f"triton-{self.profile.protocol}",
+                name=self.config.model,
                 response_time=latency_us / 1000.0,
                 response_length=len(answer.body if isinstance(answer, wire.HttpAnswer) else answer or b""),
                 response=None,
@@ -283,7 +285,7 @@ class Agent(Generic[Request]):
         self.requests += 1
         self.window_requests += 1
         if exc is None:
-            self.inferences += self.config["batch_size"]
+            self.inferences += self.profile.batch_size
             histogram.record_us(self.hist, latency_us)
             histogram.record_us(self.window_hist, latency_us)
             self.done_us.append(int((time.perf_counter() - self.wall0) * 1e6))
@@ -316,14 +318,14 @@ class _TritonUser(User):
         if agent is None:
             raise RuntimeError(f"{type(self).__name__} is not bound to an Agent (users.bind)")
         agent.environment = self.environment
-        cfg = agent.config
+        profile = agent.profile
         self.agent = agent
         own = getattr(agent, "make_client", None)  # the generative agent streams (genagent.py)
-        self.client = (own(self._concurrency(cfg)) if own else
-                       make_client(cfg["protocol"], cfg["url"], self._concurrency(cfg), cfg["timeout_s"]))  # fmt: skip
+        self.client = (own(self._concurrency(profile)) if own else
+                       make_client(profile.protocol, agent.config.url, self._concurrency(profile), profile.timeout_s))  # fmt: skip
         self.pool = agent.pool
 
-    def _concurrency(self, cfg: dict[str, Any]) -> int:
+    def _concurrency(self, profile: LoadProfile) -> int:
         return 1
 
     def on_stop(self) -> None:
@@ -357,8 +359,8 @@ class OpenLoopUser(_TritonUser):
     queueing it causes (coordinated omission). Arrivals beyond ``max_in_flight`` are dropped and counted.
     """
 
-    def _concurrency(self, cfg: dict[str, Any]) -> int:
-        return int(cfg["max_in_flight"])
+    def _concurrency(self, profile: LoadProfile) -> int:
+        return profile.max_in_flight
 
     def on_start(self) -> None:
         super().on_start()
@@ -370,19 +372,19 @@ class OpenLoopUser(_TritonUser):
         if not agent.running.is_set():
             agent.running.wait(timeout=0.5)
             return
-        cfg = agent.config
-        rate = float(cfg.get("rate_rps") or 0)
+        rate = float(agent.rate_rps or 0)
         if rate <= 0:
             gevent.sleep(0.05)
             return
-        rng = random.Random(f"{cfg['seed']}/{cfg.get('process_index', 0)}/{agent.step}/{agent.epoch}")
-        cap = int(cfg["max_in_flight"])
+        seed, index = agent.profile.seed, agent.config.process_index
+        rng = random.Random(f"{seed}/{index}/{agent.step}/{agent.epoch}")
+        cap = agent.profile.max_in_flight
         next_ns = start_ns = time.perf_counter_ns()
         epoch = agent.epoch
         # a trace (genagent.GenRequestPool.replay) gives each request its own time, else Poisson gaps
         replay = getattr(self.pool, "replay", None) if getattr(self.pool, "arrivals", None) else None
-        trace = replay(rate * int(cfg.get("processes") or 1), int(cfg.get("process_index") or 0),
-                       int(cfg.get("processes") or 1)) if replay else None  # fmt: skip
+        processes = agent.profile.processes
+        trace = replay(rate * processes, index, processes) if replay else None
         while agent.running.is_set() and agent.epoch == epoch:
             request = None
             if trace is not None:
@@ -402,6 +404,6 @@ class OpenLoopUser(_TritonUser):
             self.in_flight_group.spawn(agent.issue, self.client, request or self.pool.next(), next_ns)
 
     def on_stop(self) -> None:
-        self.in_flight_group.join(timeout=self.agent.config["timeout_s"])
+        self.in_flight_group.join(timeout=self.agent.profile.timeout_s)
         self.in_flight_group.kill()
         super().on_stop()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import struct
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +116,7 @@ class OutputSpec:
         return None if self.datatype == "BYTES" else numpy_dtype(self.datatype).itemsize
 
 
-def output_specs(expected: list[dict[str, Any]], batch_size: int) -> list[OutputSpec]:
+def output_specs(expected: Sequence[Mapping[str, Any]], batch_size: int) -> list[OutputSpec]:
     """From ``{"name", "dtype", "shape"[, "batched"]}`` dicts (manifest, card or server metadata): the first
     dimension is the batch one, replaced by ``batch_size``, unless ``"batched": False`` (a model whose
     ``max_batch_size`` is 0 has no batch dimension)."""

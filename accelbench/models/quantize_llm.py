@@ -210,8 +210,10 @@ def _quantize(src: Path, dst: Path, recipe: str) -> dict[str, Any]:
     bits, block, level = NBITS[recipe]
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
+    model = onnx.load(str(src))
+    _fold_transposed_weights(model.graph)
     quantizer = MatMulNBitsQuantizer(
-        onnx.load(str(src)), bits=bits, block_size=block, is_symmetric=True, accuracy_level=level
+        model, bits=bits, block_size=block, is_symmetric=True, accuracy_level=level
     )
     quantizer.process()
     quantizer.model.save_model_to_file(str(dst), use_external_data_format=False)
@@ -224,6 +226,37 @@ def _quantize(src: Path, dst: Path, recipe: str) -> dict[str, Any]:
         "accuracy_level": level,
         "quantizer": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
     }
+
+
+def _fold_transposed_weights(graph: Any) -> None:
+    """Give each MatMul whose weight is ``Transpose(initializer)`` its own transposed initializer.
+
+    A tied LM head exports as ``MatMul(x, Transpose(embed_tokens))`` (transformers 4.57 with torch 2.13), a
+    weight the MatMulNBits quantizer does not see as constant ("MatMul doesn't have const weight"), so the
+    head, a third of llama-tiny's weights, stayed float32. The embedding table itself stays, for its Gather."""
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in graph.initializer}
+    transposed = {
+        n.output[0]: n
+        for n in graph.node
+        if n.op_type == "Transpose"
+        and n.input[0] in inits
+        and len(inits[n.input[0]].dims) == 2
+        and [list(a.ints) for a in n.attribute if a.name == "perm"] in ([], [[1, 0]])
+    }
+    for node in graph.node:
+        if node.op_type == "MatMul" and len(node.input) == 2 and node.input[1] in transposed:
+            source = transposed[node.input[1]].input[0]
+            name = f"{source}.transposed"
+            if name not in inits:
+                array = np.ascontiguousarray(numpy_helper.to_array(inits[source]).T)
+                inits[name] = numpy_helper.from_array(array, name)
+                graph.initializer.append(inits[name])
+            node.input[1] = name
+    used = {name for n in graph.node for name in n.input} | {o.name for o in graph.output}
+    for t in [n for n in transposed.values() if n.output[0] not in used]:
+        graph.node.remove(t)
 
 
 def weight_bytes_read(onnx_path: Path) -> int:

@@ -3,6 +3,8 @@ a 422 whose one line names the field (``result: field 'steps[3].latency_us.p99':
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from accelbench.documents import (
     RESULT_SCHEMA,
     VARIANT_SCHEMA,
@@ -21,9 +23,36 @@ def check_result(doc: object, name: str) -> ResultDocument:
     if not isinstance(doc, dict):
         raise ApiError(422, f"{name}: not an {RESULT_SCHEMA} document (not a JSON object)")
     try:
-        return load_result(doc, name=name)
+        result = load_result(doc, name=name)
     except BadInputError as err:
         raise ApiError(422, str(err)) from None
+    _check_created_at(result.provenance.created_at, name)
+    return result
+
+
+def created_at(value: object) -> datetime | None:
+    """A ``provenance.created_at`` as an aware datetime (UTC where it gives no offset); None where it does not
+    parse (such a result is stored without a time)."""
+    try:
+        when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _check_created_at(value: object, name: str) -> None:
+    """A ``provenance.created_at`` that is valid ISO 8601 but lies outside years 1-9999 once in UTC
+    (``9999-12-31T23:59:59-14:00``) is refused: stored, PostgreSQL could not hand it back to Python, and
+    every listing would answer 500 (issue 40)."""
+    when = created_at(value) if value else None
+    if when is None:
+        return
+    try:
+        when.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise ApiError(
+            422, f"{name}: field 'provenance.created_at': {value!r} lies outside years 1-9999 in UTC"
+        ) from None
 
 
 def check_variant(doc: object, name: str = "variant") -> VariantManifest:
