@@ -40,7 +40,7 @@ def server_log(url: str) -> list[dict]:
 
 
 def test_shared_prefix_reaches_the_server_as_asked(tmp_path):
-    with reference_server.running(free_port(), "--ttft-ms", "10", "--itl-ms", "2") as url:
+    with reference_server.running(free_port(), "--ttft-ms", "10", "--itl-ms", "2", "--prefix-cache") as url:
         doc = loadtest(url, tmp_path, "--api", "openai", "--isl", "32", "--osl", "2", "--prefix-tokens", "24",
                        "--prefix-groups", "2", "--concurrency", "4", *SHORT)  # fmt: skip
         log = server_log(url)
@@ -52,6 +52,9 @@ def test_shared_prefix_reaches_the_server_as_asked(tmp_path):
     first_sends = [e["cached_tokens"] for e in log if e["cached_tokens"] < 32]
     counts = Counter(first_sends)
     assert counts[0] == 2 and counts[24] >= 0.95 * (len(first_sends) - 2), counts
+    # the server reports that prefix as cached (--prefix-cache): at least 24 of each measured prompt's 32 tokens
+    cached = doc["steps"][0]["generative"]["cached_tokens"]
+    assert cached["requests"] >= 1 and 0.7 <= cached["fraction"] <= 1.0, cached
 
 
 @pytest.mark.parametrize("load", [("--concurrency", "2"), ("--rate", "8")])
