@@ -8,7 +8,8 @@ import pytest
 
 from accelbench.errors import BadInputError
 from accelbench.loadtests import search, traces, workloads
-from accelbench.loadtests.profiles import LoadProfile, ProfileError, Search, Workload
+from accelbench.loadtests.knobs import ProfileError
+from accelbench.loadtests.profiles import LoadProfile, Search, Workload
 
 DATA = __import__("pathlib").Path(__file__).parent / "data" / "traces"
 

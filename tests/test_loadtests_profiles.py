@@ -19,7 +19,8 @@ from accelbench.commands.load_options import load_options, take, take_plan, work
 from accelbench.errors import BadInputError
 from accelbench.experiment import pipeline
 from accelbench.experiment.spec import load_spec, parse_spec
-from accelbench.loadtests.profiles import LoadPlan, LoadProfile, Workload, knobs
+from accelbench.loadtests.knobs import knobs
+from accelbench.loadtests.profiles import LoadPlan, LoadProfile, Workload
 from tests.test_manifest import variant_manifest
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,15 +13,8 @@ from typing import Any, TypeVar
 import click
 
 from accelbench.errors import BadInputError
-from accelbench.loadtests.profiles import (
-    LoadPlan,
-    LoadProfile,
-    ProfileError,
-    Workload,
-    field_types,
-    knobs,
-    parse_levels,
-)
+from accelbench.loadtests.knobs import ProfileError, field_types, knobs
+from accelbench.loadtests.profiles import LoadPlan, LoadProfile, Workload, parse_levels
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")

@@ -19,7 +19,8 @@ from accelbench.commands.load_options import (
     workload_options,
 )
 from accelbench.hardware.catalog_schema import PRECISIONS
-from accelbench.loadtests.profiles import ProfileError, Search, Workload, offered_label
+from accelbench.loadtests.knobs import ProfileError
+from accelbench.loadtests.profiles import Search, Workload, offered_label
 
 
 def _progress(json_mode: bool):

@@ -18,15 +18,8 @@ from typing import Any
 
 from accelbench.errors import BadInputError, ToolchainMissingError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
-from accelbench.loadtests.profiles import (
-    LoadPlan,
-    LoadProfile,
-    ProfileError,
-    Search,
-    Workload,
-    from_table,
-    plan_from_table,
-)
+from accelbench.loadtests.knobs import ProfileError, from_table
+from accelbench.loadtests.profiles import LoadPlan, LoadProfile, Search, Workload, plan_from_table
 from accelbench.models.toolchains.llm_recipes import check_engine
 
 if sys.version_info >= (3, 11):

@@ -5,20 +5,31 @@ Each field carries a ``Knob``: its help text, its command-line flag and whether 
 ``[load]`` / ``[workload]`` table takes it. The ``loadtest`` and ``run`` options (commands/load_options.py), the
 spec's tables (experiment/spec.py, through ``from_table``) and the result document's ``load_profile``
 (``LoadProfile.to_dict``: its JSON is unchanged, so stored documents stay resumable) all come from here.
-Validation is pure and names the field: ``ProfileError.key``; the CLI names the flag, the spec its key.
+Validation is pure and names the field: ``ProfileError.key``; the CLI names the flag, the spec its key
+(the machinery, ``knob`` / ``validate`` / ``from_table``: knobs.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import typing
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import BadInputError
+from accelbench.loadtests.knobs import (
+    REQUIRED,
+    ProfileError,
+    from_table,
+    is_number,
+    knob,
+    knobs,
+    number,
+    optional,
+    validate,
+    whole,
+)
 from accelbench.loadtests.tokens import DEFAULT_TOKENIZER
 from accelbench.models.cards import parse_shape
 from accelbench.util import sha256_file
@@ -34,76 +45,9 @@ SYNTHETIC = "synthetic"
 if TYPE_CHECKING:  # pydantic loads when a document is made, not for `accelbench --help`
     from accelbench.documents import LoadProfile as LoadProfileDocument
 
-Check = Callable[[Any], "str | None"]  # why a value is wrong, or None
-
-
-class ProfileError(BadInputError):
-    """A profile value is wrong. ``key`` is the field; the CLI reports its flag, a spec its dotted key."""
-
-    def __init__(self, key: str, why: str) -> None:
-        super().__init__(f"{key}: {why}")
-        self.key, self.why = key, why
-
-
-@dataclass(frozen=True)
-class Knob:
-    """How one field is given: ``flag`` on the command line (None: no option of its own), ``spec``: a key
-    of the experiment spec's table; ``choices`` the allowed values; ``check`` says why a value is wrong."""
-
-    help: str
-    flag: str | None = None
-    spec: bool = True
-    choices: tuple[str, ...] = ()
-    check: Check | None = None
-    path: bool = False  # a file's path (the command line says FILE)
-
-    def problem(self, value: Any) -> str | None:
-        if self.choices and value not in self.choices:
-            return f"{value!r} is not one of {', '.join(self.choices)}"
-        return self.check(value) if self.check else None
-
-
-REQUIRED: Any = dataclasses.MISSING
-
-
-def knob(default: Any, help: str, **kw: Any) -> Any:
-    """A dataclass field with its ``Knob``; ``default=REQUIRED``: the field must be given."""
-    return field(default=default, metadata={"knob": Knob(help, **kw)})
-
-
-def knob_of(f: dataclasses.Field) -> Knob | None:
-    return f.metadata.get("knob")
-
-
-# ---- checks (the messages name the value; ProfileError adds the key) --------------------------------------
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def number(minimum: float = 0.0, *, strict: bool = True) -> Check:
-    def check(value: Any) -> str | None:
-        if _is_number(value) and (value > minimum if strict else value >= minimum):
-            return None
-        return f"{value!r} must be a number {'>' if strict else '>='} {minimum:g}"
-
-    return check
-
-
-def whole(minimum: int | None = 1, what: str = "") -> Check:
-    def check(value: Any) -> str | None:
-        if isinstance(value, int) and not isinstance(value, bool) and (minimum is None or value >= minimum):
-            return None
-        return f"{value!r} must be a whole number{what}" + (f" >= {minimum}" if minimum is not None else "")
-
-    return check
-
-
-def optional(check: Check) -> Check:
-    return lambda value: None if value is None else check(value)
-
 
 def _fraction(value: Any) -> str | None:
-    if _is_number(value) and 0 < value <= 1:
+    if is_number(value) and 0 < value <= 1:
         return None
     return f"{value!r} must be in (0, 1]: lengths uniform in [r·L, L]"
 
@@ -128,15 +72,6 @@ def _shapes(value: Any) -> str | None:
     for text in value:
         parse_shape(text)  # its own one-line error names --shape and the text
     return None
-
-
-def validate(obj: Any) -> None:
-    """Run every field's check; the first problem as a ProfileError naming the field."""
-    for f in dataclasses.fields(obj):
-        k = knob_of(f)
-        why = k.problem(getattr(obj, f.name)) if k else None
-        if why:
-            raise ProfileError(f.name, why)
 
 
 # ---- the generative workload -----------------------------------------------------------------------------
@@ -502,25 +437,6 @@ class LoadPlan:
         return [dataclasses.replace(self.profile, repeat=r) for r in range(1, self.repeats + 1)]
 
 
-T = TypeVar("T")
-
-
-def knobs(cls: type, *, spec: bool | None = None) -> list[tuple[dataclasses.Field, Knob]]:
-    """The fields of ``cls`` that have a Knob (``spec=True``: only those a spec's table takes)."""
-    out = [(f, k) for f in dataclasses.fields(cls) if (k := knob_of(f)) is not None]
-    return [(f, k) for f, k in out if spec is None or k.spec == spec]
-
-
-def from_table(cls: type[T], table: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> T:
-    """``cls`` from a spec's table (TOML lists become tuples); ProfileError naming an unknown or bad key."""
-    allowed = [f.name for f, _ in knobs(cls, spec=True)]
-    unknown = sorted(set(table) - set(allowed))
-    if unknown:
-        raise ProfileError(unknown[0], f"unknown key; allowed: {', '.join(allowed)}")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
-    return cls(**{**(defaults or {}), **values})
-
-
 def plan_from_table(table: Mapping[str, Any], defaults: Mapping[str, Any]) -> LoadPlan:
     """A spec's ``[load]`` table: the profile's spec keys and ``repeats``/``retries``."""
     own = {f.name for f, _ in knobs(LoadPlan)}
@@ -530,11 +446,6 @@ def plan_from_table(table: Mapping[str, Any], defaults: Mapping[str, Any]) -> Lo
         raise ProfileError(unknown[0], f"unknown key; allowed: {', '.join(allowed)}")
     profile = from_table(LoadProfile, {k: v for k, v in table.items() if k not in own}, defaults)
     return LoadPlan(profile, **{k: v for k, v in table.items() if k in own})
-
-
-def field_types(cls: type) -> dict[str, Any]:
-    """Each field's type (string annotations resolved), for option builders."""
-    return typing.get_type_hints(cls)
 
 
 def offered_label(offered: Mapping[str, Any]) -> str:
