@@ -53,7 +53,13 @@ def report_options(group: str):
     default=None,
     help="Folder for report.md, report.html, plots/, results.csv/.parquet [default: report; none with --json].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the table (or the comparison) as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the table (or the comparison) as JSON: the classic rows, then the generative ones "
+    '(marked "table": "generative", with their objectives and frontier points).',
+)
 @report_options(GENERATIVE)
 @click.option(
     "--compare",
@@ -90,7 +96,7 @@ def report_cmd(ctx, results, out_dir, as_json, compare, history, **given) -> Non
         raise click.UsageError("give one or more result files or folders (or --compare OLD NEW)")
     out = make_report(results, catalog_of(ctx), options, out_dir)
     if as_json:
-        click.echo(to_json_text(out.table), nl=False)
+        click.echo(to_json_text(out.json_rows), nl=False)
     else:
         for path in out.files:
             click.echo(str(path))
