@@ -5,6 +5,8 @@ the objectives they were judged at, after the classic rows (unchanged); from the
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -14,6 +16,7 @@ from accelbench.documents import load_result
 from accelbench.reports.rows import TOKEN_COLUMNS
 
 DATA = Path(__file__).parent / "data"
+ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
 HAND, TINY, CLASSIC = DATA / "llm" / "hand", DATA / "llm" / "tiny", DATA / "reports" / "cpu-local"
 
 
@@ -24,7 +27,7 @@ def _report(*args: str) -> str:
 
 
 def test_json_has_the_generative_rows_of_generative_json(tmp_path):
-    options = ["--slo-ttft-ms", "2000", "--slo-tpot-ms", "20", "--project", "l4"]
+    options = ["--slo-ttft-p99-ms", "2000", "--slo-tpot-p99-ms", "20", "--project", "l4"]
     rows = json.loads(_report(str(HAND), "--json", *options))
     _report(str(HAND), "--out", str(tmp_path / "rep"), *options)
     written = json.loads((tmp_path / "rep" / "generative.json").read_text())
@@ -42,7 +45,9 @@ def test_json_has_the_generative_rows_of_generative_json(tmp_path):
             written["objectives"]["tpot_p99_ms"],
         )
     measured = rows[0]
-    assert measured["slo_tpot_p99_ms"] == 20 and measured["slo_source"].startswith("--slo-ttft")
+    assert (
+        measured["slo_tpot_p99_ms"] == 20 and measured["slo_source"] == "--slo-ttft-p99-ms/--slo-tpot-p99-ms"
+    )
     # the capacity is the fastest point meeting both objectives; the points are the four committed steps
     assert len(measured["points"]) == len(list(HAND.glob("*.json"))) == 4
     passing = [p for p in measured["points"] if p["verdict"] == "PASS"]
@@ -72,3 +77,29 @@ def test_classic_rows_come_first_and_unchanged_beside_generative_ones():
         ("generative", "cpu-local", "measured"),
         ("generative", "a100-sxm4-80gb", "projected"),
     }
+
+
+def test_the_old_objective_flags_still_work_with_one_warning():
+    """--slo-ttft-ms / --slo-tpot-ms were the report's names for loadtest's --slo-ttft-p99-ms / --slo-tpot-p99-ms."""
+    new = subprocess.run([*ACCELBENCH, "report", str(HAND), "--json", "--slo-ttft-p99-ms", "900",
+                          "--slo-tpot-p99-ms", "20"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    old = subprocess.run([*ACCELBENCH, "report", str(HAND), "--json", "--slo-ttft-ms", "900",
+                          "--slo-tpot-ms", "20"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert new.returncode == old.returncode == 0, old.stderr
+    assert old.stdout == new.stdout and new.stderr == ""
+    assert old.stderr.splitlines() == [
+        "warning: --slo-ttft-ms is deprecated, use --slo-ttft-p99-ms",
+        "warning: --slo-tpot-ms is deprecated, use --slo-tpot-p99-ms",
+    ]
+    (row, *_) = json.loads(new.stdout)
+    assert (row["slo_ttft_p99_ms"], row["slo_tpot_p99_ms"]) == (900, 20)
+    assert row["slo_source"] == "--slo-ttft-p99-ms/--slo-tpot-p99-ms"
+    both = subprocess.run([*ACCELBENCH, "report", str(HAND), "--json", "--slo-ttft-ms", "900",
+                           "--slo-ttft-p99-ms", "900"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert both.returncode == 2 and "Traceback" not in both.stderr
+    assert "--slo-ttft-ms is the old spelling of --slo-ttft-p99-ms" in both.stderr.splitlines()[-1]
+
+
+def test_the_objectives_source_names_each_where_they_differ():
+    (row, *_) = json.loads(_report(str(HAND), "--json", "--slo-tpot-p99-ms", "20"))
+    assert row["slo_source"] == "TTFT p99: the workload's objectives; TPOT p99: --slo-tpot-p99-ms"

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from accelbench.reports.llm_report import GenerativeReport, GenPoint, token_row
 from accelbench.reports.rows import TokenRow
 
-GENERATIVE_TABLE = "generative"  # the marker of a generative row in the JSON table
+GENERATIVE_TABLE: Literal["generative"] = "generative"  # the marker of a generative row in the JSON table
 
 
 @dataclass(frozen=True)
