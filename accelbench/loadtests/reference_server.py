@@ -18,7 +18,8 @@ as vLLM's reasoning parsers send them), ``--no-done`` (the stream ends after its
 without ``[DONE]``, as ``transformers serve`` does), ``--refuse-ignore-eos`` (422 for a request carrying
 ``ignore_eos``, as ``transformers serve`` answers), ``--cached-tokens N`` (usage says N prompt tokens came
 from the prefix cache). ``GET /metrics`` answers vLLM-named Prometheus gauges and counters (requests running
-and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state.
+and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state. ``--slots N``: at most
+N answers stream at once, the others wait in arrival order (counted as waiting; a TTFT starts at the slot).
 """
 
 from __future__ import annotations
@@ -58,13 +59,15 @@ class Reference:
         self.requests = 0
         self.running = 0
         self.prompt_tokens = 0
+        self.slots = asyncio.Semaphore(args.slots) if args.slots else None
+        self.waiting = 0  # requests waiting for a slot (vllm:num_requests_waiting)
 
     def metrics(self) -> str:
         """vLLM's metric names (its docs/design/metrics.md) over this server's state: one running request
         holds 1 % of the KV cache; the prefix cache hits --cached-tokens of each prompt."""
         hits = min(self.args.cached_tokens, 10**9) * self.requests
         lines = [f'vllm:num_requests_running{{model_name="{self.args.model}"}} {self.running}',
-                 f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} 0',
+                 f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} {self.waiting}',
                  f'vllm:kv_cache_usage_perc{{model_name="{self.args.model}"}} {min(1.0, self.running / 100)}',
                  f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
                  f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}']  # fmt: skip
@@ -121,7 +124,17 @@ class Reference:
                                                                 if chat else {"text": text})}  # fmt: skip
             return await _json(writer, 200, {"id": "x", "object": "completion", "choices": [choice],
                                              "usage": _usage(n_in, n_out)})  # fmt: skip
-        return await self.stream(writer, chat, n_in, n_out, arrived, req)
+        if self.slots is None:
+            return await self.stream(writer, chat, n_in, n_out, arrived, req)
+        self.waiting += 1
+        try:
+            await self.slots.acquire()  # in arrival order (asyncio's semaphore is fair)
+        finally:
+            self.waiting -= 1
+        try:  # the TTFT timer starts when the request gets its slot
+            return await self.stream(writer, chat, n_in, n_out, time.monotonic(), req)
+        finally:
+            self.slots.release()
 
     def _words(self, n: int) -> Iterator[str]:
         rng = random.Random(self.requests)
@@ -221,6 +234,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-done", action="store_true")
     p.add_argument("--refuse-ignore-eos", action="store_true")
     p.add_argument("--cached-tokens", type=int, default=0)
+    p.add_argument("--slots", type=int, default=0)
     return p
 
 
