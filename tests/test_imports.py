@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,4 +260,85 @@ def test_function_local_and_relative_imports_are_read(tmp_path):
         "accelbench/models/a.py:2: accelbench.models.a imports accelbench.reports.c",
         "accelbench/models/a.py:3: accelbench.models.a imports accelbench.models.b",
         "accelbench/models/a.py:4: accelbench.models.a imports accelbench.models.b",
+    ]
+
+
+# ---- the files that run inside tritonserver ----------------------------------------------------------------
+
+SERVING = PACKAGE / "serving"
+# what the repository writers copy into a model folder (model.py and the files beside it); the discovery
+# below must find at least these
+SERVER_SIDE = {
+    "local_model.py",
+    "torch_model.py",
+    "llm_model.py",
+    "llm_engine.py",
+    "torch_runner.py",
+    "onnx_torch.py",
+}
+
+
+def server_side_files() -> set[str]:
+    """The serving modules that run with the server's python: those importing Triton's python-backend
+    module, and those the writers name as a ``"<file>.py"`` literal to copy."""
+    found = set()
+    for path in sorted(SERVING.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import) and any(
+                a.name == "triton_python_backend_utils" for a in node.names
+            ):
+                found.add(path.name)
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.endswith(".py")
+                and (SERVING / node.value).is_file()
+            ):
+                found.add(node.value)
+    return found
+
+
+def accelbench_imports(source: str, filename: str = "<source>") -> list[str]:
+    """Each statement of ``source`` importing accelbench (or anything relative), anywhere in the file."""
+    bad = []
+    for node in ast.walk(ast.parse(source, filename)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["." * node.level + (node.module or "")] if node.level else [node.module or ""]
+        bad += [
+            f"{filename}:{node.lineno}: {n}"
+            for n in names
+            if n.startswith(".") or n.split(".")[0] == "accelbench"
+        ]
+    return bad
+
+
+def test_server_side_files_import_nothing_of_accelbench():
+    """model.py and the files beside it run with the server's python, where accelbench need not exist."""
+    files = server_side_files()
+    assert files >= SERVER_SIDE, f"the discovery lost {sorted(SERVER_SIDE - files)}"
+    bad = [line for name in sorted(files) for line in accelbench_imports((SERVING / name).read_text(), name)]
+    assert not bad, "server-side files importing accelbench:\n" + "\n".join(bad)
+
+
+def test_accelbench_imports_finds_every_form():
+    source = textwrap.dedent("""\
+        import json
+        import accelbench.util
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from accelbench.serving import llm_engine
+        def f():
+            from . import sibling
+            from .x import y
+            import accelbenchmark, accelbench
+    """)
+    assert accelbench_imports(source) == [
+        "<source>:2: accelbench.util",
+        "<source>:5: accelbench.serving",
+        "<source>:7: .",
+        "<source>:8: .x",
+        "<source>:9: accelbench",
     ]
