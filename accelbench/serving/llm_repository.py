@@ -125,7 +125,7 @@ def _torch_dtype(precision: str) -> str:
 
 
 def _config(name: str, params: dict[str, str], defaults: Any, overrides: dict) -> Any:
-    pb = pbconfig._pb()
+    pb = pbconfig.pb_module()
     config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
     config.model_transaction_policy.decoupled = True
     for tensor_name, data_type, dims in INPUTS:
