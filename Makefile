@@ -31,8 +31,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check accelbench tests bench
-	$(BIN)/ruff format --check accelbench tests bench
+	$(BIN)/ruff check accelbench tests bench typings
+	$(BIN)/ruff format --check accelbench tests bench typings
 	$(BIN)/mypy
 
 bench: $(STAMP)

@@ -39,7 +39,8 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 # Generative variants add weight-only and 8-bit float precisions (docs/llm.md): int4 = 4-bit weights
 # (ONNX Runtime MatMulNBits on CPUs, AWQ W4A16 on GPUs), fp8 = E4M3 weights and activations (Ada, Hopper).
 VARIANT_PRECISIONS = (*PRECISIONS, "int4", "fp8")
-FORMATS = ("onnx", "tensorrt-plan", "neuron")
+# hf-checkpoint: a generative recipe folder whose model_file is its hf/ checkpoint
+FORMATS = ("onnx", "tensorrt-plan", "neuron", "hf-checkpoint")
 APIS = ("triton", "triton-grpc", "openai-completions", "openai-chat", "openai-embeddings")
 ORIGINS = ("accelbench-loadtest", "perf_analyzer-import", "locust-import", "device-check")
 

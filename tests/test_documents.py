@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from accelbench.documents import (
+    FORMATS,
     RESULT_SCHEMA,
+    VARIANT_PRECISIONS,
     VARIANT_SCHEMA,
     ResultDocument,
     Step,
@@ -252,3 +255,10 @@ def test_the_exported_json_schemas_accept_what_accelbench_writes_and_reject_bad_
     )  # fmt: skip
     assert variant.is_valid(manifest)
     assert not variant.is_valid({**manifest, "precision": "int3"})
+
+
+def test_the_manifest_allows_exactly_the_named_formats_and_precisions():
+    """FORMATS and VARIANT_PRECISIONS are what the manifest's fields accept (its Literal types)."""
+    fields = VariantManifest.model_fields
+    assert typing.get_args(fields["format"].annotation) == FORMATS
+    assert typing.get_args(fields["precision"].annotation) == VARIANT_PRECISIONS

@@ -25,7 +25,7 @@ REASONED_IGNORE = re.compile(r"# type: ignore\[[\w,-]+\]  # \S")
 @pytest.mark.parametrize("args", [["check"], ["format", "--check"]])
 def test_ruff_is_clean(args):
     run = subprocess.run(
-        [RUFF, *args, "accelbench", "tests", "bench"], cwd=ROOT, capture_output=True, text=True
+        [RUFF, *args, "accelbench", "tests", "bench", "typings"], cwd=ROOT, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-1000:]
 

@@ -12,7 +12,7 @@ import pytest
 from accelbench.documents import to_dict
 from accelbench.errors import BadInputError
 from accelbench.models.cards import card_from_dict, load_card
-from accelbench.models.generative import GenerativeSpec, spec_from_hf_config
+from accelbench.models.generative import GenerativeSpec, kv_dtype, spec_from_hf_config
 from accelbench.models.loader import generative_card, is_causal_lm_dir
 
 TINY = dict(
@@ -52,6 +52,26 @@ def test_counts_match_transformers_parameter_count():
     cost = spec.graph_cost("fp32")
     assert cost["weight_bytes"] == spec.params * 4 and cost["context_length"] == 2048
     assert cost["flops_per_decode_token"] > cost["flops_per_prefill_token"] > linear
+
+
+def test_weight_bytes_without_a_variant_are_the_projections_count():
+    """Nothing measured: the linear layers at the precision (INT4 with an FP16 scale per group of 128), the
+    embedding (tied: it is the LM head), norms at 16 bits, as hardware.llm_memory counts them."""
+    spec = GenerativeSpec(**TINY)
+    linear = 4 * (2 * 256 * 4 * 64 + 2 * 256 * 2 * 64 + 3 * 256 * 688)
+    kept = 30522 * 256 + (2 * 4 + 1) * 256
+    assert linear + kept == spec.params
+    assert spec.graph_cost("int8")["weight_bytes"] == int(linear * 1.0 + kept * 2.0)
+    assert spec.graph_cost("int4")["weight_bytes"] == int(linear * (0.5 + 2 / 128) + kept * 2.0)
+    assert spec.graph_cost("bf16")["weight_bytes"] == spec.params * 2 == spec.shape.weight_bytes("bf16")
+    assert [kv_dtype(p) for p in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")] == [
+        "float32",
+        "bfloat16",
+        "float16",
+        "fp8",
+        "float32",
+        "float32",
+    ]
 
 
 def test_llama_3_8b_kv_bytes_as_published():

@@ -229,9 +229,9 @@ def test_tensor_parallelism_divides_the_attention_heads(catalog):
     from accelbench.models.toolchains import neuron_llm
 
     big = catalog.get("inf2-48xlarge")
-    shape = llm_recipes.ModelShape("m", "llama", 2048, heads=4)
+    shape = llm_recipes.RecipeModel("m", "llama", 2048, heads=4)
     assert big.extra["neuroncores"] == 24 and neuron_llm.tp_degree(big, shape) == 4
-    assert neuron_llm.tp_degree(big, llm_recipes.ModelShape("m", "llama", 2048, heads=32)) == 16
+    assert neuron_llm.tp_degree(big, llm_recipes.RecipeModel("m", "llama", 2048, heads=32)) == 16
 
 
 # ---------------------------------------------------------------- the scripts, run against fake toolchains

@@ -118,3 +118,10 @@ def test_http_checker_remembers_verified_headers_but_never_skips_a_full_check():
     with pytest.raises(wire.ServerAnswer):
         check(wire.HttpAnswer(500, None, b'{"error": "x"}'), full=False)
     assert len(check.verified) == 1
+
+
+def test_a_json_header_that_is_not_an_object_is_a_wrong_output():
+    with pytest.raises(wire.WrongOutput, match="does not parse"):
+        wire.check_http(wire.HttpAnswer(200, None, b"{not json"), [], full=False)
+    with pytest.raises(wire.WrongOutput, match="a list, not an object"):
+        wire.check_http(wire.HttpAnswer(200, None, b"[1, 2]"), [], full=False)

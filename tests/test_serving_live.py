@@ -235,11 +235,10 @@ def test_bad_config_fails_with_tritons_reason(identity_repo, tmp_path):
 
     model_py = bad / "identity__cpu-local__fp32" / "1" / "model.py"
     shutil.copy(identity_repo / "identity__cpu-local__fp32" / "config.pbtxt", config)
+    initialize = "def initialize(self, args: dict[str, str]) -> None:"
+    assert initialize in model_py.read_text()
     model_py.write_text(
-        model_py.read_text().replace(
-            "def initialize(self, args):",
-            "def initialize(self, args):\n        raise RuntimeError('boom at load')",
-        )
+        model_py.read_text().replace(initialize, initialize + "\n        raise RuntimeError('boom at load')")
     )
     with pytest.raises(ServerError, match="RuntimeError: boom at load") as info:
         LocalTriton(bad, start_timeout_s=120).start()
@@ -247,9 +246,9 @@ def test_bad_config_fails_with_tritons_reason(identity_repo, tmp_path):
 
     # failing in a warmup request: Triton 2.51 either reports it or crashes; both end the start, in one line
     source = (identity_repo / "identity__cpu-local__fp32" / "1" / "model.py").read_text()
-    model_py.write_text(
-        source.replace("def execute(self, requests):", "def execute(self, requests):\n        1 / 0")
-    )
+    execute, body = "    def execute(self, requests: ", "        feeds: list[Feed | None] = []"
+    assert execute in source and body in source
+    model_py.write_text(source.replace(body, "        1 / 0\n" + body))
     with pytest.raises(ServerError, match="failed to load|crashed with") as info:
         LocalTriton(bad, start_timeout_s=120).start()
     assert "\n" not in str(info.value) and "not ready after" not in str(info.value)

@@ -207,7 +207,8 @@ def roofline_cmd(
 
 
 def _inspect_generative(card, precision: str, as_json: bool) -> None:
-    from accelbench.models.llm_roofline import describe, kv_dtype
+    from accelbench.models.generative import kv_dtype
+    from accelbench.models.llm_roofline import describe
 
     spec = card.generative
     cost = spec.graph_cost(precision, kv_dtype=kv_dtype(precision))
@@ -222,7 +223,8 @@ def _inspect_generative(card, precision: str, as_json: bool) -> None:
 
 
 def _roofline_generative(card, targets: list, batches: list[int], precision: str, as_json: bool) -> None:
-    from accelbench.models.llm_roofline import kv_dtype, phase_points
+    from accelbench.models.generative import kv_dtype
+    from accelbench.models.llm_roofline import phase_points
 
     spec = card.generative
     cost = spec.graph_cost(precision, kv_dtype=kv_dtype(precision))

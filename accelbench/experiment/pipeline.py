@@ -406,7 +406,9 @@ def _generative_sweep(server: LocalTriton | RemoteTriton, v: _Variant, name: str
 # ---- report -------------------------------------------------------------------------------------------
 
 
-def _report_options(spec: ExperimentSpec) -> ReportOptions:
+def report_options(spec: ExperimentSpec) -> ReportOptions:
+    """The report options a spec asks for (SLO, baseline, prices, projections): the run's report and the
+    service's campaign report use the same."""
     from accelbench.reports.options import ReportOptions
 
     pct = spec.slo.percentile
@@ -430,7 +432,7 @@ def _report(
     from accelbench.reports.report import make_report
 
     results_dir = out / "results"
-    options = _report_options(spec)
+    options = report_options(spec)
     files = sorted(results_dir.glob("*.json")) if results_dir.is_dir() else []
     if not files:
         raise BadInputError(f"{results_dir}: no result documents to report on (no target was measured)")

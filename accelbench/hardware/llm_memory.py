@@ -52,7 +52,17 @@ WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
     ),
     "fp4": (0.5 + 1.0 / 16, "NVFP4 weights, FP8 scale per block of 16"),
 }
-KV_DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0}
+# KV cache dtypes: precision name -> bytes per element, and the dtype name an exported graph's cache holds
+KV_DTYPES: dict[str, tuple[float, str]] = {
+    "fp32": (4.0, "float32"),
+    "fp16": (2.0, "float16"),
+    "bf16": (2.0, "bfloat16"),
+    "fp8": (1.0, "fp8"),
+    "int8": (1.0, "int8"),
+}
+KV_DTYPE_BYTES = {precision: size for precision, (size, _) in KV_DTYPES.items()}
+# a graph's KV cache dtype name -> its precision name
+KV_PRECISION = {name: precision for precision, (_, name) in KV_DTYPES.items()}
 # the precision a target's compute runs at for each weight format (weight-only formats compute in FP16)
 COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8",
                      "int4": "fp16", "fp4": "fp4"}  # fmt: skip

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
 from accelbench.hardware.llm_memory import COMPUTE_PRECISION, ModelShape, runs_precision
-from accelbench.hardware.roofline import _efficiency as _eff
+from accelbench.hardware.roofline import checked_efficiency as _eff
 
 TERA = 1e12
 GIGA = 1e9

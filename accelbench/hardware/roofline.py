@@ -101,14 +101,15 @@ def latency_lower_bound_s(
 
 def peak_flops_per_s(target: HardwareTarget, precision: str, efficiency: float = 1.0) -> float:
     """Dense peak for ``precision`` (int8/fp8 are TOPS in the catalog) in FLOP/s, times an efficiency."""
-    return target.peak_for(precision) * TERA * _efficiency("compute_efficiency", efficiency)
+    return target.peak_for(precision) * TERA * checked_efficiency("compute_efficiency", efficiency)
 
 
 def bandwidth_bytes_per_s(target: HardwareTarget, efficiency: float = 1.0) -> float:
-    return target.memory_bw_gbs * GIGA * _efficiency("bandwidth_efficiency", efficiency)
+    return target.memory_bw_gbs * GIGA * checked_efficiency("bandwidth_efficiency", efficiency)
 
 
-def _efficiency(name: str, value: float) -> float:
+def checked_efficiency(name: str, value: float) -> float:
+    """``value`` as a float when it is an efficiency in (0, 1]; else a BadInputError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise BadInputError(f"{name} must be in (0, 1], got {value!r}")
     return float(value)

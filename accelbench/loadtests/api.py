@@ -25,7 +25,7 @@ from accelbench.serving import LocalTriton, RemoteTriton
 
 
 def manifest_folder(
-    model: str, manifest_path: str | os.PathLike | None, repo: str | os.PathLike | None
+    model: str, manifest_path: str | os.PathLike[str] | None, repo: str | os.PathLike[str] | None
 ) -> Path | None:
     """The folder of the variant manifest: ``--manifest`` (folder or file), else the repository's model folder
     (or its version 1) when it keeps one."""
@@ -40,7 +40,7 @@ def manifest_folder(
 
 
 def find_manifest(
-    model: str, manifest_path: str | os.PathLike | None, repo: str | os.PathLike | None
+    model: str, manifest_path: str | os.PathLike[str] | None, repo: str | os.PathLike[str] | None
 ) -> VariantManifest | None:
     """The variant manifest: ``--manifest`` (folder or file), else one kept beside the repository's model."""
     folder = manifest_folder(model, manifest_path, repo)
@@ -88,18 +88,18 @@ def loadtest(
     *,
     model: str,
     profile: LoadProfile,
-    out_dir: str | os.PathLike,
-    repo: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike[str],
+    repo: str | os.PathLike[str] | None = None,
     url: str | None = None,
     grpc_url: str | None = None,
-    manifest_path: str | os.PathLike | None = None,
+    manifest_path: str | os.PathLike[str] | None = None,
     card_uri: str | None = None,
     tritonserver: str | None = None,
     limits: Limits = DEFAULT_LIMITS,
     command: str = "",
     on_event: Callable[[Event], None] | None = None,
     master_bind: MasterBind | None = None,
-    server_log: str | os.PathLike | None = None,
+    server_log: str | os.PathLike[str] | None = None,
     repeats: int = 1,
     target: str | None = None,
     precision: str | None = None,
@@ -138,11 +138,11 @@ def loadtest(
 
 
 def triton_server(
-    repo: str | os.PathLike | None,
+    repo: str | os.PathLike[str] | None,
     url: str | None,
     grpc_url: str | None = None,
     tritonserver: str | None = None,
-    server_log: str | os.PathLike | None = None,
+    server_log: str | os.PathLike[str] | None = None,
 ) -> LocalTriton | RemoteTriton:
     """A local Triton to start on ``repo``, or the running one at ``url``: exactly one of the two is given."""
     if repo is not None and url is None:
@@ -216,7 +216,7 @@ def model_ready(http_url: str, model: str) -> bool:
         raise ServerError(f"{http_url}: unreachable ({getattr(err, 'reason', err)})") from None
 
 
-def _repository_config(repo: str | os.PathLike | None, model: str) -> str:
+def _repository_config(repo: str | os.PathLike[str] | None, model: str) -> str:
     if repo is None:
         return ""
     path = Path(repo) / model / "config.pbtxt"

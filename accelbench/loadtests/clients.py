@@ -148,7 +148,8 @@ class GrpcClient:
         self.timeout_s = timeout_s
 
     def exchange(self, request: bytes) -> bytes:
-        return self.call(request, timeout=self.timeout_s)
+        reply: bytes = self.call(request, timeout=self.timeout_s)
+        return reply
 
     def close(self) -> None:
         self.channel.close()

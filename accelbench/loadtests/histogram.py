@@ -30,7 +30,8 @@ def record_us(hist: HdrHistogram, latency_us: int) -> None:
 
 def encode(hist: HdrHistogram) -> str:
     """Compressed base64 text (the HdrHistogram V2 encoding), safe to put in JSON."""
-    return hist.encode().decode("ascii")
+    encoded: bytes = hist.encode()
+    return encoded.decode("ascii")
 
 
 def decode(text: str) -> HdrHistogram:

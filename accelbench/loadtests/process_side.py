@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 import gevent
 import numpy as np
@@ -21,8 +21,13 @@ from accelbench.loadtests import users
 from accelbench.loadtests.edge import LoadConfig
 from accelbench.loadtests.events import WireEvent, to_wire
 
+if TYPE_CHECKING:  # only the types: the process imports locust where it starts the runner
+    from locust.env import Environment
+    from locust.rpc import Message
+    from locust.runners import Runner
 
-def load_payloads(path) -> list[dict[str, np.ndarray]]:
+
+def load_payloads(path: str | os.PathLike[str] | IO[bytes]) -> list[dict[str, np.ndarray]]:
     """Read every array now: a lazily opened .npz shared by several processes gave CRC errors.
 
     Keys are ``INDEX/NAME``; a BYTES tensor is stored as its Triton serialization under ``INDEX/NAME`` with
@@ -65,13 +70,13 @@ def user_class(kind: str, agent: users.Agent[Any] | None = None) -> type:
 class ProcessSide:
     """Answers the controller's phase messages in one load process (local runner or worker)."""
 
-    def __init__(self, runner, agent: users.Agent[Any]) -> None:
+    def __init__(self, runner: Runner, agent: users.Agent[Any]) -> None:
         self.runner, self.agent = runner, agent
         self.profile = agent.config.profile
         self.windows: gevent.Greenlet | None = None
         runner.register_message("ab_phase", self.on_phase)
 
-    def on_phase(self, environment, msg, **_kw) -> None:
+    def on_phase(self, environment: Environment, msg: Message, **_kw: Any) -> None:
         data = msg.data
         if data["phase"] == "warmup":
             self.agent.warmup(data["step"], data.get("rate_rps"))

@@ -106,7 +106,7 @@ def new_document(
     )
 
 
-def load_document(path: str | os.PathLike) -> ResultDocument | None:
+def load_document(path: str | os.PathLike[str]) -> ResultDocument | None:
     """The document at ``path``, or None when there is none; BadInputError when it is not ours."""
     path = Path(path)
     if not path.is_file():
@@ -154,12 +154,12 @@ def _previous_attempt(step: Step) -> Step | None:
     return previous
 
 
-def save(doc: ResultDocument, path: str | os.PathLike) -> None:
+def save(doc: ResultDocument, path: str | os.PathLike[str]) -> None:
     doc.steps = sorted(doc.steps, key=lambda s: s.index)
     atomic_write_text(path, dump_json(doc))
 
 
-def put_step(doc: ResultDocument, step: Step | Mapping[str, Any], path: str | os.PathLike) -> Step:
+def put_step(doc: ResultDocument, step: Step | Mapping[str, Any], path: str | os.PathLike[str]) -> Step:
     """Record ``step``, rewrite the file; the typed step. A finished step already at that index is being
     measured again (``--retries``): it is kept, with its own earlier attempts, in ``step.earlier_attempts``;
     one cut short is replaced."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 
 
-def encode(done_us: array, latency_us: array) -> str:
+def encode(done_us: array[int], latency_us: array[int]) -> str:
     pairs = np.stack([np.frombuffer(done_us, dtype=np.int64), np.frombuffer(latency_us, dtype=np.int64)])
     return base64.b64encode(zlib.compress(pairs.astype("<i8").tobytes(), 6)).decode("ascii")
 

@@ -77,7 +77,7 @@ def parse_shapes(texts: tuple[str, ...] | list[str]) -> dict[str, tuple[int, ...
     return dict(parse_shape(text) for text in texts)
 
 
-def make_payloads(served: ServedModel, batch_size: int, count: int, seed: int, input_data: str | os.PathLike,
+def make_payloads(served: ServedModel, batch_size: int, count: int, seed: int, input_data: str | os.PathLike[str],
                   shapes: dict[str, tuple[int, ...]]) -> list[dict[str, np.ndarray]]:  # fmt: skip
     """``count`` payloads (fewer when a data file has fewer batches), each input-name → array."""
     _check_batch(served, batch_size)
@@ -189,7 +189,9 @@ def _entry_array(model: str, tensor: ServedTensor, entry: dict[str, Any], given:
     content = value.get("content") if isinstance(value, dict) else value
     try:
         if isinstance(value, dict) and "b64" in value:
-            return wire.decode_tensor(base64.b64decode(value["b64"]), tensor.datatype, list(shape)).copy()
+            decoded = wire.decode_tensor(base64.b64decode(value["b64"]), tensor.datatype, list(shape))
+            copied: np.ndarray = decoded.copy()
+            return copied
         if tensor.datatype == "BYTES":
             items = [
                 c if isinstance(c, bytes) else str(c).encode()

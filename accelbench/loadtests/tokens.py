@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
+from typing import Any
 
 from accelbench.errors import BadInputError, ToolchainMissingError
 
@@ -19,7 +20,7 @@ BUILTIN = "builtin:minilm-wordpiece"
 DEFAULT_TOKENIZER = BUILTIN
 
 
-def tokenizer_file(spec: str | os.PathLike) -> Path:
+def tokenizer_file(spec: str | os.PathLike[str]) -> Path:
     """The tokenizer.json of ``spec`` (a folder, a tokenizer.json file, or ``builtin:minilm-wordpiece``)."""
     text = str(spec)
     if text == BUILTIN:
@@ -41,7 +42,7 @@ def tokenizer_file(spec: str | os.PathLike) -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def load_tokenizer(spec: str):
+def load_tokenizer(spec: str) -> Any:
     """A ``tokenizers.Tokenizer`` (cached per process); one line when it cannot be read."""
     try:
         from tokenizers import Tokenizer

@@ -214,9 +214,12 @@ class HttpAnswer:
     def header(self) -> dict[str, Any]:
         end = self.header_length if self.header_length is not None else len(self.body)
         try:
-            return json.loads(bytes(self.body[:end]))
+            parsed = json.loads(bytes(self.body[:end]))
         except ValueError:
             raise WrongOutput("the answer's JSON header does not parse") from None
+        if not isinstance(parsed, dict):
+            raise WrongOutput(f"the answer's JSON header is a {type(parsed).__name__}, not an object")
+        return parsed
 
     def raise_for_status(self) -> None:
         if self.status >= 400:
@@ -287,7 +290,8 @@ def grpc_request(model: str, payload: dict[str, np.ndarray], output_names: list[
         request.raw_input_contents.append(tensor_bytes(arr))
     for name in output_names:
         request.outputs.add(name=name)
-    return request.SerializeToString()
+    serialized: bytes = request.SerializeToString()
+    return serialized
 
 
 def check_grpc(raw: bytes, specs: list[OutputSpec], full: bool) -> None:

@@ -17,17 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
-from accelbench.hardware.llm_memory import kv_bytes_per_token
+from accelbench.hardware.llm_memory import KV_DTYPES, KV_PRECISION, ModelShape
 
 TASK = "text-generation"
 BUILTIN_TOKENIZER = "builtin:minilm-wordpiece"
 REFERENCE_ISL = 1024
 REFERENCE_OSL = 1024
 DEFAULT_AGREEMENT = 0.9  # the card's accuracy.tolerance when a checkpoint has no card (docs/llm.md)
-# the KV cache's numpy dtype name (what the exported graph holds) -> hardware/llm_memory's precision name
-KV_PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "int8": "int8"}
-# weight bytes per element by variant precision (int4: MatMulNBits packs two per byte, scales extra)
-PRECISION_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# the weight precisions whose exported graph keeps its KV cache at that precision; the others (weight-only
+# int8 / int4 on CPUs) keep a float32 cache
+FLOAT_KV_PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
 # the architectures hf:DIR accepts (config.json "model_type"); all are decoder-only with a KV cache
 MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "phi", "gemma", "gemma2", "gemma3_text")
 
@@ -64,20 +63,30 @@ class GenerativeSpec:
 
     # ------------------------------------------------------------------ counts
     @property
+    def shape(self) -> ModelShape:
+        """The transformer's shape, where its parameter, weight and KV counts are defined (hardware)."""
+        return ModelShape(
+            name="",
+            layers=self.layers,
+            hidden_size=self.hidden_size,
+            heads=self.heads,
+            kv_heads=self.kv_heads,
+            head_size=self.head_size,
+            intermediate_size=self.intermediate_size,
+            vocab_size=self.vocab_size,
+            context_length=self.context_length,
+            tie_word_embeddings=self.tie_word_embeddings,
+        )
+
+    @property
     def matmul_params(self) -> int:
         """Weights every token multiplies by: attention and MLP projections of all layers, and the LM head."""
-        q = self.heads * self.head_size
-        kv = self.kv_heads * self.head_size
-        attention = self.hidden_size * (q + 2 * kv) + q * self.hidden_size
-        mlp = 3 * self.hidden_size * self.intermediate_size
-        return self.layers * (attention + mlp) + self.hidden_size * self.vocab_size
+        return self.shape.matmul_params
 
     @property
     def params(self) -> int:
         """All parameters: the matmuls, the norms, and the embedding unless it is the LM head's matrix."""
-        norms = (2 * self.layers + 1) * self.hidden_size
-        embedding = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
-        return self.matmul_params + norms + embedding
+        return self.shape.params
 
     def flops_per_token(self, context: float) -> float:
         """One token through the model attending to ``context`` positions (QKᵀ and AV: 4·layers·heads·hd·c)."""
@@ -85,7 +94,7 @@ class GenerativeSpec:
         return 2.0 * self.matmul_params + attention
 
     def kv_cache_bytes_per_token(self, kv_dtype: str = "float32") -> int:
-        return int(kv_bytes_per_token(self.layers, self.kv_heads, self.head_size, KV_PRECISION[kv_dtype]))
+        return int(self.shape.kv_bytes_per_token(KV_PRECISION[kv_dtype]))
 
     @property
     def reference_isl(self) -> int:
@@ -107,8 +116,8 @@ class GenerativeSpec:
         self, precision: str, weight_bytes: float | None = None, kv_dtype: str = "float32"
     ) -> dict:
         """The manifest's ``graph_cost`` block (documents.GraphCost) for this model at ``precision``."""
-        if weight_bytes is None:
-            weight_bytes = self.params * PRECISION_BYTES.get(precision, 4.0)
+        if weight_bytes is None:  # nothing measured: the linear layers at the precision, the rest at 16 bits
+            weight_bytes = self.shape.weight_bytes(precision)
         decode = self.flops_per_token(self.decode_context)
         return {
             "params": self.params,
@@ -122,6 +131,12 @@ class GenerativeSpec:
             "kv_dtype": kv_dtype,
             "context_length": self.context_length,
         }
+
+
+def kv_dtype(precision: str) -> str:
+    """The KV cache's dtype name in a graph exported at a weight precision (weight-only int8/int4 keep a
+    float32 cache on CPU)."""
+    return KV_DTYPES[precision if precision in FLOAT_KV_PRECISIONS else "fp32"][1]
 
 
 def spec_from_table(table: dict[str, Any], origin: str) -> GenerativeSpec:

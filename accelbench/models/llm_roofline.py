@@ -14,9 +14,7 @@ from typing import Any
 
 from accelbench.hardware.catalog import HardwareTarget
 from accelbench.hardware.roofline import RooflinePoint, roofline_point
-from accelbench.models.generative import GenerativeSpec
-
-KV_DTYPE_BY_PRECISION = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "fp8"}
+from accelbench.models.generative import GenerativeSpec, kv_dtype
 
 
 @dataclass(frozen=True)
@@ -27,11 +25,6 @@ class PhasePoint:
 
     def to_dict(self) -> dict[str, Any]:
         return {"phase": self.phase, "tokens": self.tokens, **self.point.to_dict()}
-
-
-def kv_dtype(precision: str) -> str:
-    """The KV cache's dtype at a weight precision (weight-only int8/int4 keep a float32 cache on CPU)."""
-    return KV_DTYPE_BY_PRECISION.get(precision, "float32")
 
 
 def phase_points(

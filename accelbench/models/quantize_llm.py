@@ -32,8 +32,7 @@ from accelbench.hardware.catalog import HardwareTarget
 from accelbench.models.accuracy_llm import eval_tokens, teacher_forced_logits, text_gate
 from accelbench.models.cards import ModelCard
 from accelbench.models.export_llm import GenerativeFiles, generative_files
-from accelbench.models.generative import GenerativeSpec
-from accelbench.models.llm_roofline import kv_dtype
+from accelbench.models.generative import GenerativeSpec, kv_dtype
 from accelbench.models.manifest import variant_name, write_manifest
 from accelbench.models.toolchains import attempts
 from accelbench.models.variants import QuantizeRequest, progress, reusable_variant

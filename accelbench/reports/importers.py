@@ -112,9 +112,11 @@ def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int)
     )  # fmt: skip
 
 
-def _base_doc(
+def import_document(
     origin: str, model: str, target: str, precision: str, batch: int, src: Path, kind: str
 ) -> ResultDocument:
+    """The result document of an imported file, without steps: what every importer (here and
+    llm_importers) fills in."""
     command = f"accelbench import {origin.removesuffix('-import').replace('_', '-')} {src.name}"
     return ResultDocument(
         run_id=f"{model}__{target}__{precision}__{origin}-b{batch}", origin=origin, model=model,
@@ -143,7 +145,7 @@ def import_perf_analyzer(
     for i, step in enumerate(steps):
         step.index = i
     closed = steps[0].offered.concurrency is not None
-    doc = _base_doc("perf_analyzer-import", model, target, precision, batch_size, Path(csv_path),
+    doc = import_document("perf_analyzer-import", model, target, precision, batch_size, Path(csv_path),
                     "closed" if closed else "open")  # fmt: skip
     # every row has the same columns, so every step has the level its first one has
     doc.load_profile.levels = [level for s in steps
@@ -194,7 +196,7 @@ def import_locust(
         energy_per_request_j=None,
         verdict="VALID" if n_req > 0 else "INVALID", reasons=[] if n_req > 0 else ["no requests recorded"],
     )  # fmt: skip
-    doc = _base_doc("locust-import", model, target, precision, batch_size, Path(csv_path), "closed")
+    doc = import_document("locust-import", model, target, precision, batch_size, Path(csv_path), "closed")
     doc.load_profile.levels = [users] if users else []
     doc.provenance.note = "percentiles from Locust's bucketed histogram (whole ms below 100 ms); failures counted as server errors"
     doc.steps = [step]

@@ -34,7 +34,7 @@ from accelbench.documents import (
     Workload,
 )
 from accelbench.errors import BadInputError
-from accelbench.reports.importers import _base_doc
+from accelbench.reports.importers import import_document
 
 TOOLS = ("aiperf", "guidellm", "vllm-bench")
 
@@ -90,7 +90,7 @@ def _doc(tool: str, path: Path, target: str, model: str, precision: str, steps: 
          workload: Workload, note: str, packages: dict[str, str]) -> ResultDocument:  # fmt: skip
     if not steps:
         raise BadInputError(f"{path}: no benchmark results found in this {tool} file")
-    doc = _base_doc(f"{tool}-import", model, target, precision, 1, path, kind)
+    doc = import_document(f"{tool}-import", model, target, precision, 1, path, kind)
     doc.task = "text-generation"
     doc.steps = steps
     doc.load_profile.workload = workload

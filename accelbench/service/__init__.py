@@ -4,12 +4,35 @@ It wires the stages (documents, reports) behind an HTTP API and server-rendered 
 FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``service`` extra). Its clients
 (push, run --push, submit, the agent) are ``accelbench/client/``, which imports nothing from here.
 
-    db.py          engine (SQLite WAL / PostgreSQL), sessions, Alembic upgrade at start
-    models.py      ORM tables: results, variants, tokens (portable types only)
-    migrations/    Alembic scripts; revision ids are stable names ("0001_results", ...)
-    auth.py        API tokens (prefixed, sha256-hashed, scoped) and the FastAPI dependency ``require``
-    errors.py      every error is one line of JSON ``{"error": "..."}`` with the right status
-    ingest.py      POST /api/v1/results: size limit, validation, content-hash idempotency
-    api.py         the JSON API routes; web.py the HTML pages; app.py the app factory
-    server.py      ``accelbench server``: migrate, print where the database is, run uvicorn
+  the app
+    app.py             the app factory: ``create_app(Settings(...))``, a FastAPI app bound to one database
+    server.py          ``accelbench server``: migrate, print where the database is, run uvicorn
+    state.py           what one app holds, typed (``app.state.service``): settings, database, catalog, reports
+    deps.py            FastAPI dependencies shared by the API and the pages (a database session per request)
+  storage
+    db.py              engine (SQLite WAL / PostgreSQL), sessions, Alembic upgrade at start
+    models.py          ORM tables: results, variants, tokens (portable types only)
+    campaign_models.py ORM tables of campaigns, their jobs and the runner agents
+    migrations/        Alembic scripts; revision ids are stable names ("0001_results", ...)
+  results
+    ingest.py          POST /api/v1/results: size limit, validation, content-hash idempotency
+    validate.py        pushed documents checked with ``accelbench.documents``: a 422 naming the field
+    queries.py         reading stored results: listings, one result with provenance, report documents
+    history.py         one (model, target, precision) over time, with ``report --compare``'s rule
+    views.py           reports from stored documents (the ``accelbench report`` builder, fed by the database)
+  campaigns
+    jobs.py            the job state machine and lease arithmetic (pure)
+    queue.py           the job queue in the database: submit, claim atomically, heartbeat, finish, expire
+    campaign_reads.py  what both campaign routers read (campaigns, jobs, runners, a campaign's report)
+    campaigns.py       the campaign and queue API: submit campaigns, register runners, claim and work jobs
+    campaign_pages.py  the pages of campaigns and runners
+  HTTP
+    api.py             the JSON API routes under /api/v1 (health, results, report, history)
+    web.py             the HTML pages (Jinja2, no JavaScript): dashboard, report, result, history, login
+    templates/         the Jinja2 templates of the pages
+    tables.py          the pages' tables: cells for people and raw values for their CSV
+    auth.py            API tokens (prefixed, sha256-hashed, scoped) and the FastAPI dependency ``require``
+    errors.py          every error is one line of JSON ``{"error": "..."}`` with the right status
+    limits.py          limits that hold before any route or token check (ASGI middleware, outermost)
+    security.py        browser-facing defences: security headers, a cross-site check on unsafe methods
 """

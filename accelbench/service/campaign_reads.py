@@ -112,7 +112,7 @@ def campaign_report(reports: Reports, session: Session, campaign_id: int,
     (``render_report``, what ``accelbench report`` calls): ``.json_text``, ``.outputs["report.html"]``.
     ``reports`` (``views.Reports``) parses each document once per app."""
     from accelbench.errors import BadInputError
-    from accelbench.experiment.pipeline import _report_options
+    from accelbench.experiment.pipeline import report_options
     from accelbench.experiment.spec import parse_spec
     from accelbench.reports.report import render_report
 
@@ -121,7 +121,7 @@ def campaign_report(reports: Reports, session: Session, campaign_id: int,
     if not rows:
         raise ApiError(404, f"campaign {campaign_id} has no results yet")
     try:
-        options = _report_options(parse_spec(campaign.spec, f"campaign {campaign_id}"))
+        options = report_options(parse_spec(campaign.spec, f"campaign {campaign_id}"))
         return render_report(reports.documents(session, rows), reports.catalog, options, formats=formats)
     except BadInputError as err:
         raise ApiError(422, str(err)) from None

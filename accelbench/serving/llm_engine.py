@@ -1,6 +1,6 @@
 """Iteration-level scheduling of a causal LM with a KV cache (in-flight batching), for the Triton model.
 
-Copied beside the generative ``model.py`` (``llm_model.py.txt``) and imported from there: it must not import
+Copied beside the generative ``model.py`` (``llm_model.py``) and imported from there: it must not import
 accelbench (the server's python need not have it), only numpy and, by runner, onnxruntime or torch.
 
 A background thread owns the running batch. Each iteration it (1) admits waiting sequences up to

@@ -1,6 +1,6 @@
 """Triton models for generative variants (task text-generation): plan the decoupled python-backend model.
 
-The model (``llm_model.py.txt`` → ``model.py``, with ``llm_engine.py`` beside it) streams tokens with an
+The model (``llm_model.py`` → ``model.py``, with ``llm_engine.py`` beside it) streams tokens with an
 iteration-level scheduler. Flavor ``local`` runs ``model.onnx`` on ONNX Runtime (CPU); ``torch-cuda`` runs the
 variant's ``hf/`` checkpoint with transformers on CUDA in bf16 (``--set device=cpu --set dtype=float32``
 runs it on a CPU). Tensor names are fixed (LLM contract §4, docs/llm.md "Serving").
@@ -125,7 +125,7 @@ def _torch_dtype(precision: str) -> str:
 
 
 def _config(name: str, params: dict[str, str], defaults: Any, overrides: dict) -> Any:
-    pb = pbconfig._pb()
+    pb = pbconfig.pb_module()
     config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
     config.model_transaction_policy.decoupled = True
     for tensor_name, data_type, dims in INPUTS:
@@ -138,7 +138,7 @@ def _config(name: str, params: dict[str, str], defaults: Any, overrides: dict) -
     config.instance_group.add(kind=pb.ModelInstanceGroup.Kind.Value("KIND_CPU"), count=1)
     for key, value in params.items():
         config.parameters[key].string_value = value
-    # numeric tensors cross by DLPack under numpy 2; the BYTES ones then are left out (llm_model.py.txt)
+    # numeric tensors cross by DLPack under numpy 2; the BYTES ones then are left out (llm_model.py)
     config.parameters["tensor_transport"].string_value = "dlpack"
     return config
 
@@ -152,7 +152,7 @@ def _folder(src: Path, dest: str, required: bool) -> list[tuple[Path, str]]:
 
 
 def _template() -> Path:
-    return Path(str(resources.files("accelbench.serving") / "llm_model.py.txt"))
+    return Path(str(resources.files("accelbench.serving") / "llm_model.py"))
 
 
 def _engine() -> Path:

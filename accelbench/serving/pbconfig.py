@@ -11,7 +11,8 @@ from accelbench.errors import BadInputError
 from accelbench.serving.plans import triton_dtype
 
 
-def _pb():
+def pb_module() -> Any:
+    """tritonclient's generated ``model_config_pb2`` (imported when a config is built, not with this module)."""
     from tritonclient.grpc import model_config_pb2
 
     return model_config_pb2
@@ -84,7 +85,7 @@ class IoSpec:
 
 
 def _base(name: str, io: IoSpec, defaults: Any, overrides: dict) -> Any:
-    pb = _pb()
+    pb = pb_module()
     config = pb.ModelConfig(name=name)
     config.max_batch_size = 0 if io.full else int(overrides.get("max_batch_size", defaults.max_batch_size))
     batched = config.max_batch_size > 0
@@ -122,7 +123,7 @@ def _set_dims(tensor: Any, dims: tuple[int, ...]) -> None:
 
 
 def _add_warmup(config: Any, io: IoSpec) -> None:
-    pb = _pb()
+    pb = pb_module()
     sizes = sorted({1, config.max_batch_size} - {0})
     for size in sizes:
         warmup = config.model_warmup.add(name=f"zeros_b{size}", batch_size=size, count=1)

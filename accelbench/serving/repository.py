@@ -243,7 +243,7 @@ def _reference_shapes(variant_dir: Path) -> dict[str, tuple[int, ...]]:
 
 
 def _template_path() -> Path:
-    return Path(str(resources.files("accelbench.serving") / "local_model.py.txt"))
+    return Path(str(resources.files("accelbench.serving") / "local_model.py"))
 
 
 def write_repository(

@@ -1,5 +1,5 @@
 """Planning for the ``torch-cuda`` repository flavor: a python-backend model that runs the variant's ONNX graph
-with PyTorch on the GPU (``torch_model.py.txt`` → ``model.py``, with ``onnx_torch.py`` and ``torch_runner.py``
+with PyTorch on the GPU (``torch_model.py`` → ``model.py``, with ``onnx_torch.py`` and ``torch_runner.py``
 copied beside it), for targets whose server has PyTorch but no TensorRT or onnxruntime-gpu.
 
 Pure: turns the manifest, the target's defaults and the overrides into config parameters and the file list.
@@ -103,6 +103,6 @@ def instance_kind(overrides: dict, defaults: Any) -> str:
 
 def copies(onnx_file: Path) -> tuple[tuple[Path, str], ...]:
     package = resources.files("accelbench.serving")
-    files = [(onnx_file, "1/model.onnx"), (Path(str(package / "torch_model.py.txt")), "1/model.py")]
+    files = [(onnx_file, "1/model.onnx"), (Path(str(package / "torch_model.py")), "1/model.py")]
     files += [(Path(str(package / name)), f"1/{name}") for name in RUNTIME_FILES]
     return tuple(files)

@@ -53,7 +53,7 @@ def refusal(target: HardwareTarget, precision: str) -> str | None:
     return None
 
 
-def requirements(target: HardwareTarget, precision: str, shape: common.ModelShape) -> list[str]:
+def requirements(target: HardwareTarget, precision: str, shape: common.RecipeModel) -> list[str]:
     return [
         f"an {target.name} on JetPack 6.2 (L4T r36; /etc/nv_tegra_release says R36)",
         "TensorRT Edge-LLM 0.6.0: tensorrt-edgellm-quantize-llm and tensorrt-edgellm-export-llm on PATH "
@@ -90,7 +90,7 @@ def _export_function(precision: str) -> str:
     )
 
 
-def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
+def _script(target: HardwareTarget, precision: str, shape: common.RecipeModel, requires: list[str]) -> str:
     header = common.script_header(
         target, RECIPE[precision], VERSIONS, requires, SOURCES, "[check|export|build]  (default: build)"
     )
@@ -128,7 +128,7 @@ def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, re
     )
 
 
-def recipe(target: HardwareTarget, precision: str, shape: common.ModelShape) -> common.Recipe:
+def recipe(target: HardwareTarget, precision: str, shape: common.RecipeModel) -> common.Recipe:
     requires = requirements(target, precision, shape)
     quantize = ["tensorrt-edgellm-quantize-llm"] if QUANTIZATION[precision] else []
     return common.Recipe(

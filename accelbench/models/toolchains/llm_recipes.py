@@ -43,8 +43,9 @@ _HF_SUFFIXES = (".json", ".safetensors", ".model", ".txt", ".tiktoken", ".jinja"
 
 
 @dataclass(frozen=True)
-class ModelShape:
-    """What a recipe needs to know about the model: from the card's [generative] table and hf/config.json."""
+class RecipeModel:
+    """What a recipe needs to know about the model: from the card's [generative] table and hf/config.json.
+    Not the transformer's shape (``hardware.llm_memory.ModelShape``): its type, context, EOS, size, heads."""
 
     name: str
     model_type: str  # config.json "model_type" (llama, qwen2, ...)
@@ -110,7 +111,7 @@ def check_engine(target: HardwareTarget, engine: str) -> None:
         )
 
 
-def model_shape(card: Any, hf_dir: Path) -> ModelShape:
+def recipe_model(card: Any, hf_dir: Path) -> RecipeModel:
     """The model's type and context length from hf/config.json and the card."""
     config_path = hf_dir / "config.json"
     try:
@@ -126,7 +127,7 @@ def model_shape(card: Any, hf_dir: Path) -> ModelShape:
         eos = config["eos_token_id"]
     if not isinstance(context, int) or context < 2:
         raise BadInputError(f"{config_path}: no context length (max_position_embeddings) for the recipe")
-    return ModelShape(
+    return RecipeModel(
         name=card.name,
         model_type=str(config.get("model_type") or ""),
         context_length=context,
@@ -293,7 +294,7 @@ def write_recipe(
     chosen = choose_precision(module, target, precision)
     if not (Path(hf_dir) / "config.json").is_file():
         raise BadInputError(f"{hf_dir}: not a Hugging Face checkpoint (no config.json)")
-    shape = model_shape(card, Path(hf_dir))
+    shape = recipe_model(card, Path(hf_dir))
     recipe = module.recipe(target, chosen, shape)  # before any file is written: a refusal leaves nothing
     out = Path(out_dir) / variant_name(card.name, target.id, chosen)
     out.mkdir(parents=True, exist_ok=True)

@@ -45,14 +45,14 @@ def refusal(target: HardwareTarget, precision: str) -> str | None:
     return None
 
 
-def tp_degree(target: HardwareTarget, shape: common.ModelShape | None = None) -> int:
+def tp_degree(target: HardwareTarget, shape: common.RecipeModel | None = None) -> int:
     """The instance's NeuronCores, or the largest count below that divides the attention heads."""
     cores = int((getattr(target, "extra", None) or {}).get("neuroncores") or 2)  # the catalog's neuroncores
     heads = shape.heads if shape is not None and shape.heads else cores
     return max(tp for tp in range(1, cores + 1) if heads % tp == 0)
 
 
-def requirements(target: HardwareTarget, precision: str, shape: common.ModelShape) -> list[str]:
+def requirements(target: HardwareTarget, precision: str, shape: common.RecipeModel) -> list[str]:
     return [
         f"an {target.name} with the Neuron driver (/dev/neuron0; aws-neuronx-dkms) and {tp_degree(target, shape)} "
         "NeuronCores free",
@@ -61,7 +61,7 @@ def requirements(target: HardwareTarget, precision: str, shape: common.ModelShap
     ]
 
 
-def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
+def _script(target: HardwareTarget, precision: str, shape: common.RecipeModel, requires: list[str]) -> str:
     header = common.script_header(
         target, f"nxdi-{precision}", VERSIONS, requires, SOURCES, "[check|build]  (default: build)"
     )
@@ -94,7 +94,7 @@ def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, re
     return "\n".join([header + preflight, check, build, common.dispatch(actions, "build")])
 
 
-def recipe(target: HardwareTarget, precision: str, shape: common.ModelShape) -> common.Recipe:
+def recipe(target: HardwareTarget, precision: str, shape: common.RecipeModel) -> common.Recipe:
     if shape.model_type not in MODEL_TYPES:
         raise BadInputError(
             f"NxD Inference's inference_demo has no model type {shape.model_type!r} "

@@ -88,7 +88,7 @@ def refusal(target: HardwareTarget, precision: str) -> str | None:
     return None
 
 
-def requirements(target: HardwareTarget, precision: str, shape: common.ModelShape) -> list[str]:
+def requirements(target: HardwareTarget, precision: str, shape: common.RecipeModel) -> list[str]:
     cc = getattr(target, "compute_capability", None)
     lines = [
         f"an {target.name} GPU (compute capability {cc}) with an NVIDIA driver for CUDA 13 "
@@ -139,7 +139,7 @@ def _build_function(target: HardwareTarget, precision: str) -> str:
     )
 
 
-def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, requires: list[str]) -> str:
+def _script(target: HardwareTarget, precision: str, shape: common.RecipeModel, requires: list[str]) -> str:
     header = common.script_header(
         target, RECIPE[precision], VERSIONS, requires, SOURCES, "[check|build|serve]  (default: build)"
     )
@@ -181,7 +181,7 @@ def _script(target: HardwareTarget, precision: str, shape: common.ModelShape, re
     )
 
 
-def recipe(target: HardwareTarget, precision: str, shape: common.ModelShape) -> common.Recipe:
+def recipe(target: HardwareTarget, precision: str, shape: common.RecipeModel) -> common.Recipe:
     requires = requirements(target, precision, shape)
     notes = []
     if precision == "int8":

@@ -10,51 +10,82 @@ torch_mode (cuda_graphs|compile|eager), batch_buckets ("1,16,32"), static_dims (
 the batch), intra_op_num_threads (CPU only; 0: torch's default), tensor_transport (always "dlpack").
 """
 
+from __future__ import annotations
+
 import importlib.util
 import json
 import os
 import sys
+from types import ModuleType
+from typing import Any
 
 import torch
 import triton_python_backend_utils as pb_utils
 from torch.utils.dlpack import from_dlpack, to_dlpack
 
+Feed = dict[str, torch.Tensor]  # input name -> the tensor the runner gets
+
 _TORCH_TYPES = {
-    "TYPE_FP32": torch.float32, "TYPE_FP16": torch.float16, "TYPE_BF16": torch.bfloat16,
-    "TYPE_FP64": torch.float64, "TYPE_INT64": torch.int64, "TYPE_INT32": torch.int32,
-    "TYPE_INT16": torch.int16, "TYPE_INT8": torch.int8, "TYPE_UINT8": torch.uint8, "TYPE_BOOL": torch.bool,
+    "TYPE_FP32": torch.float32,
+    "TYPE_FP16": torch.float16,
+    "TYPE_BF16": torch.bfloat16,
+    "TYPE_FP64": torch.float64,
+    "TYPE_INT64": torch.int64,
+    "TYPE_INT32": torch.int32,
+    "TYPE_INT16": torch.int16,
+    "TYPE_INT8": torch.int8,
+    "TYPE_UINT8": torch.uint8,
+    "TYPE_BOOL": torch.bool,
 }
 # ONNX TensorProto element types -> config data types, to check config.pbtxt against the graph at load
-_ONNX_TYPES = {1: "TYPE_FP32", 2: "TYPE_UINT8", 3: "TYPE_INT8", 5: "TYPE_INT16", 6: "TYPE_INT32",
-               7: "TYPE_INT64", 9: "TYPE_BOOL", 10: "TYPE_FP16", 11: "TYPE_FP64", 16: "TYPE_BF16"}
+_ONNX_TYPES = {
+    1: "TYPE_FP32",
+    2: "TYPE_UINT8",
+    3: "TYPE_INT8",
+    5: "TYPE_INT16",
+    6: "TYPE_INT32",
+    7: "TYPE_INT64",
+    9: "TYPE_BOOL",
+    10: "TYPE_FP16",
+    11: "TYPE_FP64",
+    16: "TYPE_BF16",
+}
 
 
-def _sibling(version_dir, name):
+def _sibling(version_dir: str, name: str) -> ModuleType:
     """Import NAME.py from the version folder by path: the stub only appends it to sys.path, so an
     installed module of the same name would otherwise win."""
-    spec = importlib.util.spec_from_file_location(f"_accelbench_{name}", os.path.join(version_dir, f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(
+        f"_accelbench_{name}", os.path.join(version_dir, f"{name}.py")
+    )
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{name}.py is missing beside model.py in {version_dir}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
 
-def _check_io(config, graph):
+def _check_io(config: dict[str, Any], graph: Any) -> None:
     """Fail the load with a clear reason when config.pbtxt and the ONNX graph disagree."""
     for key, tensors in (("input", graph.input), ("output", graph.output)):
         found = {t.name: _ONNX_TYPES.get(t.type.tensor_type.elem_type, "?") for t in tensors}
         for entry in config.get(key, []):
             name, declared = entry["name"], entry["data_type"]
             if name not in found:
-                raise ValueError(f"{key} {name!r} of config.pbtxt is not in the ONNX graph (it has {sorted(found)})")
+                raise ValueError(
+                    f"{key} {name!r} of config.pbtxt is not in the ONNX graph (it has {sorted(found)})"
+                )
             if declared not in _TORCH_TYPES:
                 raise ValueError(f"{key} {name!r} is {declared}: DLPack carries numeric tensors only")
             if found[name] != declared:
-                raise ValueError(f"{key} {name!r} is {declared} in config.pbtxt but {found[name]} in the ONNX graph")
+                raise ValueError(
+                    f"{key} {name!r} is {declared} in config.pbtxt but {found[name]} in the ONNX graph"
+                )
 
 
 class TritonPythonModel:
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         import onnx
 
         config = json.loads(args["model_config"])
@@ -101,12 +132,15 @@ class TritonPythonModel:
             f"buckets {[b.size for b in self.runner.buckets]}, CUDA graphs {captured}"
         )
 
-    def execute(self, requests):
-        feeds = []
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> list[pb_utils.InferenceResponse | None]:
+        feeds: list[Feed] = []
         for request in requests:
-            feed = {}
+            feed: Feed = {}
             for name in self.input_names:
-                tensor = from_dlpack(pb_utils.get_input_tensor_by_name(request, name).to_dlpack())
+                given = pb_utils.get_input_tensor_by_name(request, name)
+                if given is None:  # Triton refuses a request without a required input before execute
+                    raise ValueError(f"no input {name!r}")
+                tensor = from_dlpack(given.to_dlpack())
                 if name in self.scalars:
                     tensor = tensor.reshape(())
                 if name in self.reshape:
@@ -114,29 +148,36 @@ class TritonPythonModel:
                     tensor = tensor.reshape(lead + self.reshape[name])
                 feed[name] = tensor
             feeds.append(feed)
-        responses = [None] * len(requests)
+        responses: list[pb_utils.InferenceResponse | None] = [None] * len(requests)
         for indices in self._groups(feeds):
             self._run_group(indices, feeds, responses)
         return responses
 
-    def _groups(self, feeds):
+    def _groups(self, feeds: list[Feed]) -> list[list[int]]:
         # Requests share one call only when every non-batch dimension matches (e.g. the same sequence length)
         if not self.batched:
             return [[i] for i in range(len(feeds))]
-        groups = {}
+        groups: dict[tuple[object, ...], list[int]] = {}
         for index, feed in enumerate(feeds):
-            key = tuple((name, tuple(feed[name].shape[1:]), str(feed[name].dtype)) for name in self.input_names)
+            key = tuple(
+                (name, tuple(feed[name].shape[1:]), str(feed[name].dtype)) for name in self.input_names
+            )
             groups.setdefault(key, []).append(index)
         return list(groups.values())
 
-    def _run_group(self, indices, feeds, responses):
+    def _run_group(
+        self, indices: list[int], feeds: list[Feed], responses: list[pb_utils.InferenceResponse | None]
+    ) -> None:
         try:
             if len(indices) == 1:
                 merged = feeds[indices[0]]
             else:
                 merged = {n: torch.cat([feeds[i][n] for i in indices]) for n in self.input_names}
             # one copy of the whole batch to host memory, in the declared output types
-            results = [out.to(dtype).cpu() for (_, dtype), out in zip(self.outputs, self.runner.run(merged))]
+            results = [
+                out.to(dtype).cpu()
+                for (_, dtype), out in zip(self.outputs, self.runner.run(merged), strict=True)
+            ]
         except Exception as err:  # one bad request must not take the instance down
             for i in indices:
                 responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(f"torch: {err}"))
@@ -145,11 +186,11 @@ class TritonPythonModel:
         for i in indices:
             size = next(iter(feeds[i].values())).shape[0] if self.batched else 0
             tensors = []
-            for (name, _), value in zip(self.outputs, results):
+            for (name, _), value in zip(self.outputs, results, strict=True):
                 part = (value[start : start + size] if self.batched else value).contiguous()
                 tensors.append(pb_utils.Tensor.from_dlpack(name, to_dlpack(part)))
             responses[i] = pb_utils.InferenceResponse(output_tensors=tensors)
             start += size
 
-    def finalize(self):
+    def finalize(self) -> None:
         self.runner = None

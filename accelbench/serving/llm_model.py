@@ -16,11 +16,16 @@ at all: a text_input request gets an error naming input_ids, and responses carry
 generator sends input_ids and counts output_ids).
 """
 
+from __future__ import annotations
+
+import importlib
 import json
 import os
 import sys
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import triton_python_backend_utils as pb_utils
 
 DEFAULT_MAX_TOKENS = 16
@@ -35,19 +40,19 @@ NO_TEXT = (
 class _Unreadable:
     """What a BYTES input becomes beside numpy 2 (see TritonPythonModel.initialize)."""
 
-    def reshape(self, *dims):
+    def reshape(self, *dims: int) -> _Unreadable:
         return self
 
 
-def _array(tensor):
+def _array(tensor: pb_utils.Tensor) -> npt.NDArray[Any]:
     return tensor.as_numpy() if BRIDGE else np.from_dlpack(tensor)
 
 
-def _tensor(name, array):
+def _tensor(name: str, array: npt.NDArray[Any]) -> pb_utils.Tensor:
     return pb_utils.Tensor(name, array) if BRIDGE else pb_utils.Tensor.from_dlpack(name, array)
 
 
-def _scalar(request, name, default):
+def _scalar(request: pb_utils.InferenceRequest, name: str, default: Any) -> Any:
     tensor = pb_utils.get_input_tensor_by_name(request, name)
     if tensor is None:
         return default
@@ -56,14 +61,14 @@ def _scalar(request, name, default):
 
 
 class TritonPythonModel:
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         if not BRIDGE:
             # the stub deserializes every BYTES input from its corrupt numpy view before execute() runs and dies
             # on the garbage lengths; a placeholder keeps it alive, and _sequence answers with NO_TEXT
             pb_utils.deserialize_bytes_tensor = lambda _: _Unreadable()
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         sys.path.insert(0, version_dir)  # llm_engine.py lies beside this file
-        import llm_engine
+        llm_engine = importlib.import_module("llm_engine")
         from tokenizers import Tokenizer
 
         self.engine_module = llm_engine
@@ -78,7 +83,9 @@ class TritonPythonModel:
                 threads=threads,
             )
         else:
-            runner = llm_engine.OrtRunner(os.path.join(version_dir, params.get("onnx_file") or "model.onnx"), threads)
+            runner = llm_engine.OrtRunner(
+                os.path.join(version_dir, params.get("onnx_file") or "model.onnx"), threads
+            )
         self.tokenizer = Tokenizer.from_file(
             os.path.join(version_dir, params.get("tokenizer_dir") or "tokenizer", "tokenizer.json")
         )
@@ -97,7 +104,7 @@ class TritonPythonModel:
         # made tokens arrive in bursts on a busy host (it waits for the GIL), which distorts the measured ITL
         self.scheduler.start()
 
-    def execute(self, requests):
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> None:
         for request in requests:
             sender = request.get_response_sender()
             try:
@@ -112,9 +119,9 @@ class TritonPythonModel:
             self.scheduler.submit(sequence)
         return None
 
-    def _sequence(self, request, sender):
-        ids = pb_utils.get_input_tensor_by_name(request, "input_ids")
-        ids = None if ids is None else _array(ids).reshape(-1)
+    def _sequence(self, request: pb_utils.InferenceRequest, sender: pb_utils.ResponseSender) -> Any:
+        given = pb_utils.get_input_tensor_by_name(request, "input_ids")
+        ids = None if given is None else _array(given).reshape(-1)
         if ids is not None and ids.size:
             prompt = [int(t) for t in ids]
         else:
@@ -136,32 +143,34 @@ class TritonPythonModel:
             tag={"sender": sender, "text": ""},
         )
 
-    def _emit(self, sequence, tokens, final):
+    def _emit(self, sequence: Any, tokens: list[int], final: bool) -> None:
         state = sequence.tag
         text = self.tokenizer.decode(sequence.generated)
         # the new text is what decoding all tokens so far adds (WordPiece joins "##" pieces to the word before)
-        new_text = text[len(state["text"]):] if text.startswith(state["text"]) else text
+        new_text = text[len(state["text"]) :] if text.startswith(state["text"]) else text
         state["text"] = text
         tensors = [
             _tensor("output_ids", np.asarray(tokens, dtype=np.int64)),
             _tensor("input_tokens", np.array([len(sequence.prompt)], dtype=np.int32)),
         ]
         if BRIDGE:
-            tensors.insert(0, pb_utils.Tensor("text_output", np.array([new_text.encode("utf-8")], dtype=np.object_)))
+            tensors.insert(
+                0, pb_utils.Tensor("text_output", np.array([new_text.encode("utf-8")], dtype=np.object_))
+            )
         response = pb_utils.InferenceResponse(output_tensors=tensors)
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0
         state["sender"].send(response, flags=flags)
 
-    def _fail(self, sequence, message):
+    def _fail(self, sequence: Any, message: str) -> None:
         self._error(sequence.tag["sender"], message)
 
-    def _error(self, sender, message):
+    def _error(self, sender: pb_utils.ResponseSender, message: str) -> None:
         sender.send(
             pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
         )
 
-    def finalize(self):
+    def finalize(self) -> None:
         self.scheduler.stop()
         steps = self.scheduler.steps
         rows = steps["decode_rows"] / max(steps["decode"], 1)
