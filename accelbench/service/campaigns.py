@@ -37,6 +37,7 @@ from accelbench.service.campaign_models import Job, Runner
 from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError, validation_message
 from accelbench.service.queries import iso
+from accelbench.service.runner_probe import check_probe
 from accelbench.service.state import service
 
 router = APIRouter(prefix="/api/v1")
@@ -168,7 +169,7 @@ def post_runner(
         raise ApiError(422, f"field target: {err}") from None
     try:
         runner, secret = queue.register_runner(
-            session, name=body.name, target=body.target, labels=body.labels, probe=body.probe,
+            session, name=body.name, target=body.target, labels=body.labels, probe=check_probe(body.probe),
             version=body.version, token_name=who.name, token_id=who.token_id, secret=body.secret,
         )  # fmt: skip
     except (queue.JobLost, queue.NameTaken) as err:

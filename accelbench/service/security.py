@@ -6,9 +6,8 @@ every unsafe method.
   nosniff``, ``Referrer-Policy: same-origin`` (a page's query names models and prices: no other site sees it;
   ``no-referrer`` would make a browser send ``Origin: null`` on the pages' own forms). FastAPI's ``/docs``
   page loads Swagger UI from a CDN and runs it: it gets a policy allowing that, and nothing else does.
-- CSRF: a POST/PUT/PATCH/DELETE without an ``Authorization`` header (so a browser's, carrying the session
-  cookie) is refused (403) when ``Sec-Fetch-Site`` says cross-site/same-site or ``Origin`` names another
-  origin than the one the request was sent to. The cookie is also SameSite=Strict and never accepted on /api.
+- CSRF: a POST/PUT/PATCH/DELETE is refused (403) when ``Sec-Fetch-Site`` says cross-site/same-site or
+  ``Origin`` names another origin than the one the request was sent to, whatever other headers it carries. The cookie is also SameSite=Strict and never accepted on /api.
 """
 
 from __future__ import annotations
@@ -30,14 +29,14 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def cross_site(method: str, headers: dict[bytes, bytes], behind_proxy: bool) -> str | None:
-    """Why an unsafe browser request is refused as cross-site, or None."""
-    if method not in UNSAFE or b"authorization" in headers:
+    """Why an unsafe browser request is refused as cross-site, or None. An ``Authorization`` header does not
+    exempt a request: a page can make a browser send ``Authorization: Basic`` with the session cookie, and no
+    API client sends ``Origin`` or ``Sec-Fetch-Site`` (issue 40, MEDIUM 8)."""
+    if method not in UNSAFE:
         return None
     fetch_site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
     if fetch_site and fetch_site not in ("same-origin", "none"):
         return f"a {fetch_site} request (Sec-Fetch-Site) may not change anything here"
-    if fetch_site == "same-origin":  # the browser itself says so (it is not a header a page can forge)
-        return None
     origin = headers.get(b"origin", b"").decode("latin-1")
     if origin and origin != "null":
         host = headers.get(

@@ -3,7 +3,9 @@ a 422 whose one line names the field (``result: field 'steps[3].latency_us.p99':
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
+from typing import Any
 
 from accelbench.documents import (
     RESULT_SCHEMA,
@@ -16,12 +18,41 @@ from accelbench.documents import (
 from accelbench.errors import BadInputError
 from accelbench.service.errors import ApiError
 
+# No measurement, count or size a document records comes near 1e18 (a byte count of 1 EB, 31,700 years in
+# microseconds); below it the reports' sums, products and squares stay finite and fit a 64-bit integer column.
+MEASURE_MAX = 1e18
+
+
+def out_of_bounds(value: Any, path: str = "") -> str | None:
+    """The path of the first number in a parsed JSON ``value`` beyond ±``MEASURE_MAX`` or not finite, or None."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+        elif isinstance(item, (int, float)) and not isinstance(item, bool) and not _measurable(item):
+            return where or "(the value)"
+    return None
+
+
+def _measurable(number: float) -> bool:
+    return (isinstance(number, int) or math.isfinite(number)) and abs(number) <= MEASURE_MAX
+
+
+def check_numbers(value: Any, name: str) -> None:
+    """ApiError 422 naming the field of the first number no measurement can be (see ``MEASURE_MAX``)."""
+    if (where := out_of_bounds(value)) is not None:
+        raise ApiError(422, f"{name}: field '{where}': must be a finite number within ±{MEASURE_MAX:.0e}")
+
 
 def check_result(doc: object, name: str) -> ResultDocument:
     """The ``ResultDocument`` for ``doc``, or ApiError 422."""
     name = name or "body"
     if not isinstance(doc, dict):
         raise ApiError(422, f"{name}: not an {RESULT_SCHEMA} document (not a JSON object)")
+    check_numbers(doc, name)
     try:
         result = load_result(doc, name=name)
     except BadInputError as err:
@@ -59,6 +90,7 @@ def check_variant(doc: object, name: str = "variant") -> VariantManifest:
     """The ``VariantManifest`` for ``doc``, or ApiError 422."""
     if not isinstance(doc, dict):
         raise ApiError(422, f"{name}: not an {VARIANT_SCHEMA} document (not a JSON object)")
+    check_numbers(doc, name)
     try:
         return load_manifest(doc, name=name)
     except BadInputError as err:
