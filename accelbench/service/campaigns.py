@@ -289,7 +289,11 @@ async def put_job_document(
         with service(request).sessions() as session:
             job = _owned(session, job_id, call)
             # compact: the indented dump runs json's pure-Python encoder, and the text is only read back parsed
-            queue.put_document(session, job, doc, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+            text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+            try:
+                queue.put_document(session, job, doc, text)
+            except queue.TooMuch as err:
+                raise ApiError(413, str(err)) from None
             return {"run_id": doc["run_id"], "steps": len(doc.get("steps") or [])}
 
     return await run_in_threadpool(write)

@@ -4,6 +4,7 @@ a 422 whose one line names the field (``result: field 'steps[3].latency_us.p99':
 from __future__ import annotations
 
 import math
+import unicodedata
 from datetime import datetime, timezone
 from typing import Any
 
@@ -58,7 +59,25 @@ def check_result(doc: object, name: str) -> ResultDocument:
     except BadInputError as err:
         raise ApiError(422, str(err)) from None
     _check_created_at(result.provenance.created_at, name)
+    for field in NAME_FIELDS:
+        _check_name(getattr(result, field), f"{name}: field '{field}'")
     return result
+
+
+NAME_FIELDS = ("run_id", "model", "variant", "target", "precision")  # the indexed names pages group by
+_INVISIBLE = ("Cc", "Cf", "Co", "Cn", "Zl", "Zp")  # controls, format (U+200B), private, unassigned, breaks
+
+
+def _check_name(value: object, where: str) -> None:
+    """A name that would make a second row reading like the first (``resnet50\\u200b``, a full-width
+    letter, a trailing space) is refused: it must be NFKC-normal, trimmed and free of invisible characters."""
+    if not isinstance(value, str) or not value:
+        return
+    odd = next((c for c in value if unicodedata.category(c) in _INVISIBLE), None)
+    if odd is not None:
+        raise ApiError(422, f"{where}: holds an invisible character (U+{ord(odd):04X})")
+    if value != value.strip() or unicodedata.normalize("NFKC", value) != value:
+        raise ApiError(422, f"{where}: must be trimmed and in Unicode NFKC form ({value!r})")
 
 
 def created_at(value: object) -> datetime | None:
