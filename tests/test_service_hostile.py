@@ -146,6 +146,12 @@ def test_a_runner_with_a_malformed_probe_is_refused_and_runners_still_answer(liv
     names = [r["name"] for r in listed.json()["runners"]]
     assert listed.status_code == 200 and "sound" in names and not any(n.startswith("hostile") for n in names)
     assert HTTP.get(live_server.base_url + "/runners", headers=_auth(live_server.token)).status_code == 200
+    sound_id = next(r["id"] for r in listed.json()["runners"] if r["name"] == "sound")
+    assert HTTP.delete(f"{url}/{sound_id}", headers=auth).status_code == 403  # an admin removes a runner
+    assert HTTP.delete(f"{url}/{sound_id}", headers=_auth(live_server.token)).status_code == 200
+    assert HTTP.delete(f"{url}/{sound_id}", headers=_auth(live_server.token)).status_code == 404
+    names = [r["name"] for r in HTTP.get(url, headers=_auth(live_server.token)).json()["runners"]]
+    assert "sound" not in names
 
 
 def test_a_nul_in_a_campaign_spec_escape_is_refused(live_server):
@@ -267,6 +273,8 @@ def test_a_job_holds_a_bounded_number_of_partial_documents(live_server, tokens):
     again = HTTP.put(api + f"/jobs/{job['id']}/documents", json={**ids, "document": _doc("partial-0")},
                      headers=runner)  # fmt: skip
     assert again.status_code == 200  # replacing one it holds is fine
+    busy = HTTP.delete(api + f"/runners/{made['id']}", headers=admin)
+    assert busy.status_code == 409 and "running job" in busy.json()["error"]
 
 
 def test_a_host_allow_list_refuses_a_rebound_name(request, tmp_path):

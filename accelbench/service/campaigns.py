@@ -182,6 +182,19 @@ def list_runners(session: DbSession, _who: Annotated[Principal, Depends(require(
     return {"runners": reads.runner_rows(session)}
 
 
+@router.delete("/runners/{runner_id}", tags=["runners"])
+def delete_runner(runner_id: PathId, session: DbSession,
+                  _who: Annotated[Principal, Depends(require("admin"))]) -> dict[str, Any]:  # fmt: skip
+    """Remove a runner (a host gone for good, or one registered with a bad probe); 409 while it runs a job.
+    Its past jobs keep their history; they no longer point at it."""
+    runner = session.get(Runner, runner_id)
+    if runner is None:
+        raise ApiError(404, f"no runner {runner_id}")
+    if queue.remove_runner(session, runner) is not None:
+        raise ApiError(409, f"runner {runner_id} holds a running job; cancel it first")
+    return {"id": runner_id, "removed": True}
+
+
 def _authenticated(session: Session, runner_id: int, secret: str) -> Runner:
     """The runner, when ``secret`` is its runner secret; 403 otherwise (an unknown id answers the same)."""
     try:

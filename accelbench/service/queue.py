@@ -264,6 +264,20 @@ def touch_runner(session: Session, runner_id: int) -> None:
     session.commit()
 
 
+def remove_runner(session: Session, runner: Runner) -> int | None:
+    """Delete ``runner``, its finished jobs unlinked from it; the id of a running job it holds instead (then
+    nothing changes). Commits."""
+    running = session.execute(
+        sa.select(Job.id).where(Job.runner_id == runner.id, Job.status == jobs.RUNNING)
+    ).scalar()
+    if running is not None:
+        return running
+    session.execute(sa.update(Job).where(Job.runner_id == runner.id).values(runner_id=None))
+    session.delete(runner)
+    session.commit()
+    return None
+
+
 MAX_JOB_DOCUMENTS = 32  # one per (model, precision, profile) sweep of a job: far more than a spec plans
 MAX_JOB_DOCUMENT_BYTES = 32 * 1024 * 1024  # all of a job's partial documents: every later claim gets them
 
