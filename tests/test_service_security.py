@@ -133,6 +133,14 @@ def test_over_tls_the_cookie_is_host_prefixed_and_secure(request, tmp_path):
         cookie = ok.headers["set-cookie"]
         assert cookie.startswith("__Host-accelbench_session=abs_") and "secure" in cookie.lower(), cookie
         assert "domain" not in cookie.lower()
+        assert ok.headers["strict-transport-security"].startswith("max-age=")
+        sid = browser.cookies["__Host-accelbench_session"]
+        html = {"Accept": "text/html"}
+        own = httpx.get(base + "/", headers=html, cookies={"__Host-accelbench_session": sid}, verify=False)
+        assert own.status_code == 200
+        # the plain cookie over TLS: what any plain-HTTP page of the domain could have planted
+        plain = httpx.get(base + "/", headers=html, cookies={"accelbench_session": sid}, verify=False)
+        assert plain.status_code == 303 and plain.headers["location"] == "/login"
         browser.close()
         assert "warning" not in log.read_text()
     finally:

@@ -51,11 +51,13 @@ def _db_url(db: str | None) -> str:
               help="A TLS reverse proxy is in front: trust its X-Forwarded-Proto/-Host (then let only the proxy reach the port).")  # fmt: skip
 @click.option("--job-time-limit", "job_time_limit_s", type=click.FloatRange(min=1), default=6 * 3600.0,
               show_default=True, help="Seconds a campaign job may run from its claim unless its campaign says (submit --time-limit-s).")  # fmt: skip
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Answer only requests whose Host is this name (repeat for more; *.example.com allowed): a DNS-rebinding page then cannot read the server. Default: any.")  # fmt: skip
 @click.pass_context
 def server_cmd(
     ctx: click.Context, db: str | None, host: str, port: int, public_read: bool, max_body_mb: float,
     request_timeout_s: float, ssl_certfile: str | None, ssl_keyfile: str | None, behind_proxy: bool,
-    job_time_limit_s: float,
+    job_time_limit_s: float, allowed_hosts: tuple[str, ...],
 ) -> None:  # fmt: skip
     """Collect result documents from every host and serve the comparison reports (API and web pages)."""
     _need_service_extra()
@@ -64,7 +66,8 @@ def server_cmd(
 
     settings = Settings(db_url=_db_url(db), public_read=public_read, max_body_bytes=int(max_body_mb * 1024 * 1024),
                         catalog_path=(ctx.obj or {}).get("catalog_path"), request_timeout_s=request_timeout_s,
-                        behind_proxy=behind_proxy, job_time_limit_s=job_time_limit_s)  # fmt: skip
+                        behind_proxy=behind_proxy, job_time_limit_s=job_time_limit_s,
+                        allowed_hosts=allowed_hosts)  # fmt: skip
     if bool(ssl_certfile) != bool(ssl_keyfile):
         from accelbench.errors import BadInputError
 

@@ -201,13 +201,16 @@ def build_report(
     catalog: Catalog,
     options: ReportOptions,
     roofline: ef.RooflineFn | None = None,
+    leave_out_unknown_targets: bool = False,
 ) -> ReportData:
-    """The table every output is rendered from. Unknown target ids raise BadInputError (catalog.get)."""
+    """The table every output is rendered from. Unknown target ids raise BadInputError (catalog.get), or,
+    with ``leave_out_unknown_targets`` (the results service: a stored result of a typo or of a newer catalog
+    must not take the report down), a document's unknown target leaves that result out, listed."""
     percentile_key(options.percentile)  # validate early: one clear line
     results = unique_results(documents)
     if not results:
         raise BadInputError("no result documents to report on")
-    results, left_out = priceable(results)
+    results, left_out = priceable(results, catalog.targets if leave_out_unknown_targets else None)
     if not results:
         raise BadInputError(
             f"no result document names the target and precision it ran at ({len(left_out)} without: "

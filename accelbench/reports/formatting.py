@@ -291,13 +291,29 @@ def attempts_text(step: Any, reasons: bool = True) -> str:
     return f"{getattr(step, 'attempt', None) or len(earlier) + 1} ({past})"
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as a CSV cell: None empty, a float with every digit, and text a spreadsheet would run as a
+    formula (``=HYPERLINK(...)`` as a model name) prefixed with a single quote (OWASP "CSV Injection").
+    Numbers are never prefixed: a negative number stays a number."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(float(value))
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def csv_text(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A table as CSV (a download: every digit kept)."""
+    """A table as CSV (a download: every digit kept, no formula, see ``csv_cell``)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(headers)
+    writer.writerow([csv_cell(h) for h in headers])
     for row in rows:
-        writer.writerow(["" if v is None else repr(float(v)) if isinstance(v, float) else v for v in row])
+        writer.writerow([csv_cell(v) for v in row])
     return buf.getvalue()
 
 

@@ -8,7 +8,7 @@ by content, so the same documents in any order (from a folder or a database) gro
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -85,15 +85,23 @@ class Group:
         return ";".join(f"{r.doc.run_id}@{r.sha256[:12]}" for r in self.results)
 
 
-def priceable(results: list[Result]) -> tuple[list[Result], list[str]]:
+def priceable(
+    results: list[Result], known_targets: Container[str] | None = None
+) -> tuple[list[Result], list[str]]:
     """The results that name their target and precision (a cost needs both), and a line per one that does
-    not: a load test of a model accelbench did not build records neither unless it is told."""
+    not: a load test of a model accelbench did not build records neither unless it is told. With
+    ``known_targets``, a result whose target is not among them is left out too."""
     kept, left_out = [], []
     for r in results:
         missing = [name for name in ("target", "precision") if not getattr(r.doc, name)]
         if missing:
             left_out.append(
                 f"{r.doc.run_id}@{r.sha256[:12]} (model {r.doc.model}): no {' or '.join(missing)}"
+            )
+        elif known_targets is not None and r.doc.target not in known_targets:
+            left_out.append(
+                f"{r.doc.run_id}@{r.sha256[:12]} (model {r.doc.model}): target {r.doc.target!r} "
+                "is not in this server's catalog"
             )
         else:
             kept.append(r)

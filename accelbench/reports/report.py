@@ -62,14 +62,15 @@ def render_report(
     options: ReportOptions,
     roofline: RooflineFn | None = None,
     formats: Iterable[str] = FORMATS,
+    leave_out_unknown_targets: bool = False,
 ) -> RenderedReport:
     """The report over ``documents`` in ``formats`` (a subset of FORMATS); the same documents in any order
-    give the same bytes."""
+    give the same bytes. ``leave_out_unknown_targets``: see ``build_report``."""
     formats = tuple(formats)
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise ValueError(f"unknown report formats {unknown}; known: {FORMATS}")
-    data = build_report(documents, catalog, options, roofline)
+    data = build_report(documents, catalog, options, roofline, leave_out_unknown_targets)
     table = flat_rows(data.rows)
     outputs: dict[str, bytes] = {}
     if "md" in formats or "html" in formats:

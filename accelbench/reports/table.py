@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from accelbench.reports.formatting import csv_cell
 from accelbench.reports.rows import REPORT_COLUMNS, ReportRow
 
 # (column, type): the order of the CSV/Parquet columns; names, types and units are ReportRow's (reports/rows.py).
@@ -52,9 +53,7 @@ def to_csv_text(flat: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(buf, fieldnames=COLUMN_NAMES, lineterminator="\n")
     writer.writeheader()
     for row in flat:
-        writer.writerow(
-            {k: ("" if v is None else repr(float(v)) if isinstance(v, float) else v) for k, v in row.items()}
-        )
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
     return buf.getvalue()
 
 

@@ -25,6 +25,7 @@ FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``ser
     queue.py           the job queue in the database: submit, claim atomically, heartbeat, finish, expire
     campaign_reads.py  what both campaign routers read (campaigns, jobs, runners, a campaign's report)
     campaigns.py       the campaign and queue API: submit campaigns, register runners, claim and work jobs
+    runner_probe.py    the typed, bounded probe a runner registers with (what /runners reads of it)
     campaign_pages.py  the pages of campaigns and runners
   HTTP
     api.py             the JSON API routes under /api/v1 (health, results, report, history)
@@ -34,5 +35,6 @@ FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``ser
     auth.py            API tokens (prefixed, sha256-hashed, scoped) and the FastAPI dependency ``require``
     errors.py          every error is one line of JSON ``{"error": "..."}`` with the right status
     limits.py          limits that hold before any route or token check (ASGI middleware, outermost)
+    framing.py         request framing a proxy can trust: an ambiguous body length is 400 and the connection closed
     security.py        browser-facing defences: security headers, a cross-site check on unsafe methods
 """

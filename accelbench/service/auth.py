@@ -109,14 +109,27 @@ def lookup(session: Session, token: str) -> Principal | None:
     return Principal(row.name, row.scope, row.id) if row else None
 
 
+MAX_SESSIONS_PER_TOKEN = 20  # a browser or two per person: a script logging in in a loop fills no table
+
+
 def start_session(session: Session, principal: Principal) -> str:
-    """A new browser session for ``principal``'s token; returns the session id (only its hash is stored)."""
+    """A new browser session for ``principal``'s token; returns the session id (only its hash is stored).
+    Expired and ended sessions are deleted here, and a token's oldest live sessions beyond
+    ``MAX_SESSIONS_PER_TOKEN`` are ended with them."""
     from datetime import timedelta
+
+    import sqlalchemy as sa
 
     from accelbench.service.models import WebSession, utcnow
 
     sid = SESSION_PREFIX + secrets.token_urlsafe(32)
     now = utcnow()
+    session.execute(sa.delete(WebSession).where(sa.or_(WebSession.expires_at <= now,
+                                                       WebSession.ended_at.is_not(None))))  # fmt: skip
+    kept = (sa.select(WebSession.id).where(WebSession.token_id == principal.token_id)
+            .order_by(WebSession.created_at.desc(), WebSession.id.desc()).limit(MAX_SESSIONS_PER_TOKEN - 1))  # fmt: skip
+    session.execute(sa.delete(WebSession).where(WebSession.token_id == principal.token_id,
+                                                WebSession.id.not_in(kept.scalar_subquery())))  # fmt: skip
     session.add(WebSession(session_hash=hash_token(sid), token_id=principal.token_id, created_at=now,
                            expires_at=now + timedelta(seconds=SESSION_MAX_AGE_S)))  # fmt: skip
     session.commit()
@@ -153,8 +166,39 @@ def session_principal(session: Session, sid: str) -> Principal | None:
     return Principal(row.name, row.scope, row.id) if row else None
 
 
+class LoginThrottle:
+    """Failed logins per client address in a sliding window: after ``limit`` failures in ``window_s`` the
+    address is refused (429) until the oldest leaves the window. Pure bookkeeping, the clock passed in; at
+    most ``max_addresses`` are tracked (the oldest forgotten first), so a flood of addresses is bounded too."""
+
+    def __init__(self, limit: int = 10, window_s: float = 60.0, max_addresses: int = 10_000) -> None:
+        self.limit, self.window_s, self.max_addresses = limit, window_s, max_addresses
+        self._failures: dict[str, list[float]] = {}
+
+    def wait_s(self, address: str, now: float) -> float:
+        """Seconds until ``address`` may try again; 0 when it may now."""
+        recent = [t for t in self._failures.get(address, []) if now - t < self.window_s]
+        if recent:
+            self._failures[address] = recent
+        else:
+            self._failures.pop(address, None)
+        return self.window_s - (now - recent[0]) if len(recent) >= self.limit else 0.0
+
+    def failed(self, address: str, now: float) -> None:
+        self._failures.setdefault(address, []).append(now)
+        while len(self._failures) > self.max_addresses:
+            self._failures.pop(next(iter(self._failures)))
+
+    def succeeded(self, address: str) -> None:
+        self._failures.pop(address, None)
+
+
 def session_cookie(request: Request) -> str:
-    return request.cookies.get(SECURE_COOKIE) or request.cookies.get(COOKIE) or ""
+    """The session id a browser sent. Over TLS only the ``__Host-`` cookie counts: a plain one could have been
+    set by a man in the middle of any plain HTTP page of the domain, which the prefix exists to rule out."""
+    if request.url.scheme == "https":
+        return request.cookies.get(SECURE_COOKIE) or ""
+    return request.cookies.get(COOKIE) or ""
 
 
 def require(scope: str, public: bool = False) -> Callable[..., Principal]:

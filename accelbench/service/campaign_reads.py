@@ -4,16 +4,25 @@ which import this and not each other."""
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 
 from accelbench.service import jobs, queue
 from accelbench.service.campaign_models import Campaign, Job, Runner
 from accelbench.service.errors import ApiError
 from accelbench.service.models import aware, utcnow
 from accelbench.service.queries import iso
+from accelbench.service.runner_probe import HostProbe
+from accelbench.service.validate import check_numbers
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -31,6 +40,7 @@ def parse_campaign_spec(text: str, catalog: Catalog) -> ExperimentSpec:
     from accelbench.errors import BadInputError
     from accelbench.experiment.spec import check_against_catalog, parse_spec
 
+    _check_spec_values(text)
     try:
         spec = parse_spec(text, "spec")
         check_against_catalog(spec, catalog)
@@ -39,6 +49,29 @@ def parse_campaign_spec(text: str, catalog: Catalog) -> ExperimentSpec:
     if not spec.measured_targets:
         raise ApiError(422, "field spec: no measured target (mode 'local' or 'url') to queue a job for")
     return spec
+
+
+def _check_spec_values(text: str) -> None:
+    """A NUL character (a TOML escape ``\\u0000``: PostgreSQL text cannot hold it) or a number no measurement
+    can be anywhere in the spec is a 422 naming the field; TOML errors are parse_spec's."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return
+    check_numbers(data, "spec")
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                path = f"{where}.{key}" if where else str(key)
+                if "\x00" in key:
+                    raise ApiError(422, f"field spec: key {path!r} holds a NUL character")
+                stack.append((path, value))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+        elif isinstance(item, str) and "\x00" in item:
+            raise ApiError(422, f"field spec: '{where}' holds a NUL character")
 
 
 def get_campaign(session: Session, campaign_id: int) -> Campaign:
@@ -76,7 +109,13 @@ def job_json(job: Job, runner: str | None) -> dict[str, Any]:
 
 
 def _probe_summary(probe: dict[str, Any]) -> dict[str, str]:
-    """What the runners page shows of a host probe: catalog match, accelerator, driver, toolchain versions."""
+    """What the runners page shows of a host probe: catalog match, accelerator, driver, toolchain versions.
+    A probe stored before it was typed (``runner_probe``) that does not fit is one line, not a 500."""
+    try:
+        HostProbe.model_validate(probe)
+    except ValidationError:
+        unread = "? (the stored probe is malformed)"
+        return {"catalog_match": "?", "accelerator": unread, "driver": "—", "toolchains": "—"}
     nvidia, neuron, jetson = probe.get("nvidia") or {}, probe.get("neuron") or {}, probe.get("jetson") or {}
     gpus = nvidia.get("gpus") or []
     if gpus:
@@ -122,6 +161,7 @@ def campaign_report(reports: Reports, session: Session, campaign_id: int,
         raise ApiError(404, f"campaign {campaign_id} has no results yet")
     try:
         options = report_options(parse_spec(campaign.spec, f"campaign {campaign_id}"))
-        return render_report(reports.documents(session, rows), reports.catalog, options, formats=formats)
+        return render_report(reports.documents(session, rows), reports.catalog, options, formats=formats,
+                             leave_out_unknown_targets=True)  # fmt: skip
     except BadInputError as err:
         raise ApiError(422, str(err)) from None

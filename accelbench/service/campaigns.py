@@ -37,6 +37,7 @@ from accelbench.service.campaign_models import Job, Runner
 from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError, validation_message
 from accelbench.service.queries import iso
+from accelbench.service.runner_probe import check_probe
 from accelbench.service.state import service
 
 router = APIRouter(prefix="/api/v1")
@@ -168,7 +169,7 @@ def post_runner(
         raise ApiError(422, f"field target: {err}") from None
     try:
         runner, secret = queue.register_runner(
-            session, name=body.name, target=body.target, labels=body.labels, probe=body.probe,
+            session, name=body.name, target=body.target, labels=body.labels, probe=check_probe(body.probe),
             version=body.version, token_name=who.name, token_id=who.token_id, secret=body.secret,
         )  # fmt: skip
     except (queue.JobLost, queue.NameTaken) as err:
@@ -179,6 +180,19 @@ def post_runner(
 @router.get("/runners", tags=["runners"])
 def list_runners(session: DbSession, _who: Annotated[Principal, Depends(require("read"))]) -> dict[str, Any]:
     return {"runners": reads.runner_rows(session)}
+
+
+@router.delete("/runners/{runner_id}", tags=["runners"])
+def delete_runner(runner_id: PathId, session: DbSession,
+                  _who: Annotated[Principal, Depends(require("admin"))]) -> dict[str, Any]:  # fmt: skip
+    """Remove a runner (a host gone for good, or one registered with a bad probe); 409 while it runs a job.
+    Its past jobs keep their history; they no longer point at it."""
+    runner = session.get(Runner, runner_id)
+    if runner is None:
+        raise ApiError(404, f"no runner {runner_id}")
+    if queue.remove_runner(session, runner) is not None:
+        raise ApiError(409, f"runner {runner_id} holds a running job; cancel it first")
+    return {"id": runner_id, "removed": True}
 
 
 def _authenticated(session: Session, runner_id: int, secret: str) -> Runner:
@@ -288,7 +302,11 @@ async def put_job_document(
         with service(request).sessions() as session:
             job = _owned(session, job_id, call)
             # compact: the indented dump runs json's pure-Python encoder, and the text is only read back parsed
-            queue.put_document(session, job, doc, json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+            text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+            try:
+                queue.put_document(session, job, doc, text)
+            except queue.TooMuch as err:
+                raise ApiError(413, str(err)) from None
             return {"run_id": doc["run_id"], "steps": len(doc.get("steps") or [])}
 
     return await run_in_threadpool(write)

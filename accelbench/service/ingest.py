@@ -153,7 +153,7 @@ def submission_of(obj: object, text: str | None = None) -> Submission:
     # is stored as it (compact, sorted keys: json's C encoder; an indented dump runs the pure-Python one)
     canonical = canonical_json_text(to_dict(result))
     content_hash = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-    return Submission(result, result_text or canonical + "\n", variant, source or f"{result.run_id}.json",
+    return Submission(result, result_text or canonical + "\n", variant, source or f"{result.run_id[:295]}.json",
                       content_hash)  # fmt: skip
 
 

@@ -264,11 +264,42 @@ def touch_runner(session: Session, runner_id: int) -> None:
     session.commit()
 
 
+def remove_runner(session: Session, runner: Runner) -> int | None:
+    """Delete ``runner``, its finished jobs unlinked from it; the id of a running job it holds instead (then
+    nothing changes). Commits."""
+    running = session.execute(
+        sa.select(Job.id).where(Job.runner_id == runner.id, Job.status == jobs.RUNNING)
+    ).scalar()
+    if running is not None:
+        return running
+    session.execute(sa.update(Job).where(Job.runner_id == runner.id).values(runner_id=None))
+    session.delete(runner)
+    session.commit()
+    return None
+
+
+MAX_JOB_DOCUMENTS = 32  # one per (model, precision, profile) sweep of a job: far more than a spec plans
+MAX_JOB_DOCUMENT_BYTES = 32 * 1024 * 1024  # all of a job's partial documents: every later claim gets them
+
+
+class TooMuch(Exception):
+    """A job's partial documents would exceed MAX_JOB_DOCUMENTS or MAX_JOB_DOCUMENT_BYTES."""
+
+
 def put_document(session: Session, job: Job, doc: dict[str, Any], text: str) -> None:
-    """Keep the latest partial copy of one result document of this job (replaced at each step). Commits."""
+    """Keep the latest partial copy of one result document of this job (replaced at each step). Commits.
+    TooMuch when the job's partial documents would go beyond their bounds (issue 40: unbounded before)."""
     row = session.execute(
         sa.select(JobDocument).where(JobDocument.job_id == job.id, JobDocument.run_id == doc["run_id"])
     ).scalar_one_or_none()
+    count, size = session.execute(
+        sa.select(sa.func.count(JobDocument.id), sa.func.coalesce(sa.func.sum(sa.func.length(JobDocument.document)), 0))
+        .where(JobDocument.job_id == job.id, JobDocument.run_id != doc["run_id"])
+    ).one()  # fmt: skip
+    if count + 1 > MAX_JOB_DOCUMENTS or size + len(text) > MAX_JOB_DOCUMENT_BYTES:
+        session.rollback()
+        raise TooMuch(f"job {job.id} may hold {MAX_JOB_DOCUMENTS} partial documents of "
+                      f"{MAX_JOB_DOCUMENT_BYTES // (1024 * 1024)} Mi characters in all; it holds {count} of {size}")  # fmt: skip
     if row is None:
         row = JobDocument(job_id=job.id, run_id=doc["run_id"])
         session.add(row)

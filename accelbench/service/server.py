@@ -25,6 +25,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_lev
     from accelbench.errors import ServerError
     from accelbench.service import db
     from accelbench.service.app import create_app
+    from accelbench.service.framing import GuardedH11Protocol
 
     _check_bindable(host, port)
     engine = db.open_database(settings.db_url)
@@ -41,7 +42,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_lev
         else {"proxy_headers": False}
     )
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, **proxy)  # fmt: skip
+                            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, http=GuardedH11Protocol, **proxy)  # fmt: skip
     server = uvicorn.Server(config)
     try:
         server.run()

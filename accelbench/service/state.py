@@ -30,6 +30,7 @@ class Settings:
     request_timeout_s: float = 120.0  # limits.REQUEST_TIMEOUT_S
     job_time_limit_s: float = 6 * 3600.0  # jobs.DEFAULT_TIME_LIMIT_S: a campaign's jobs unless it says
     behind_proxy: bool = False  # a TLS reverse proxy in front: trust its X-Forwarded-Proto/-Host
+    allowed_hosts: tuple[str, ...] = ()  # Host header names answered (--allowed-host); empty: any
 
 
 @dataclass(frozen=True)

@@ -334,7 +334,8 @@ class Reports:
                     formats: tuple[str, ...]) -> RenderedReport:  # fmt: skip
         rows = queries.stored_rows(session, model=model)
         try:
-            return render_report(self.documents(session, rows), self.catalog, options, formats=formats)
+            return render_report(self.documents(session, rows), self.catalog, options, formats=formats,
+                                 leave_out_unknown_targets=True)  # fmt: skip
         except BadInputError as err:
             raise ApiError(422, str(err)) from None
         except Exception as err:  # noqa: BLE001 - a stored document the report cannot take: one line, logged
@@ -487,7 +488,9 @@ def _build_in_child(options: ReportOptions, model: str | None, formats: tuple[st
             )
         try:
             docs = parse_documents(builder.parsed, session, queries.stored_rows(session, model=model))
-            rendered = render_report(docs, builder.catalog, options, formats=formats)
+            rendered = render_report(
+                docs, builder.catalog, options, formats=formats, leave_out_unknown_targets=True
+            )
         except BadInputError as err:
             return fingerprint, Problem(422, str(err))
         except Exception as err:  # noqa: BLE001 - shown as the page's one line; the traceback to the log

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
+from time import monotonic
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -27,6 +28,7 @@ from accelbench.service.auth import (
     LOGIN_SCOPES,
     SECURE_COOKIE,
     SESSION_MAX_AGE_S,
+    LoginThrottle,
     Principal,
     end_session,
     lookup,
@@ -35,7 +37,7 @@ from accelbench.service.auth import (
     start_session,
 )
 from accelbench.service.deps import DbSession
-from accelbench.service.errors import ApiError
+from accelbench.service.errors import ApiError, log
 from accelbench.service.models import Result
 from accelbench.service.state import service
 
@@ -269,8 +271,19 @@ def login(request: Request, token: Annotated[str, Form(max_length=200)]) -> Resp
     """Check a read or admin token and start a server-side session: the cookie holds the session id (HttpOnly,
     SameSite=Strict, Max-Age; ``__Host-`` and Secure over TLS), never the token. Runner and push tokens are
     refused: they belong to machines, and a browser session must not be able to act as one."""
+    throttle: LoginThrottle = request.app.state.login_throttle
+    address = request.client.host if request.client else "?"
+    if (wait := throttle.wait_s(address, monotonic())) > 0:
+        log.warning("login refused for %s: too many failed logins", address)
+        raise ApiError(429, f"too many failed logins; try again in {wait:.0f} s",
+                       {"Retry-After": str(max(1, round(wait)))})  # fmt: skip
     with service(request).sessions() as session:
         principal = lookup(session, token.strip())
+        if principal is None:
+            throttle.failed(address, monotonic())
+            log.warning("failed login from %s: unknown or revoked token", address)
+        else:
+            throttle.succeeded(address)
         if principal is None or principal.scope not in LOGIN_SCOPES:
             why = ("that token is unknown, revoked, or may not read" if principal is None else
                    f"a {principal.scope} token is for agents and pushes, not for the pages: use a read or admin token")  # fmt: skip
