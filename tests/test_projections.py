@@ -148,7 +148,9 @@ def test_a_transformer_is_projected_from_transformer_points_of_the_same_chip():
     h100 = ef.model_for(catalog, catalog.get("h100-sxm"), roofline_point, model="bert-base")
     assert "transformer offset" in h100.label
     offset = ef.class_offset(catalog, "tensorrt", "transformer", roofline_point)
-    assert offset is not None and math.exp(offset) > 1  # TensorRT runs BERT nearer its peak than ResNet-50
+    # per-sample terms compared (affine batch latency), BERT's and ResNet-50's kernels run at similar fractions
+    # of peak: the ×2.5 a power law in batch found was the gap between the batches they were published at
+    assert offset is not None and 0.5 < math.exp(offset) < 2
 
 
 def test_every_published_point_names_its_source_family():

@@ -73,16 +73,29 @@ class EfficiencyModel:
     floor_source: str = ""
     validation: tuple[float, float] | None = None  # (lowest, highest) projected ÷ published of the check
     validation_source: str = ""
+    # affine batch latency t(b) = t0 + b·t1 (fit_fixed_term): the fixed cost per batch in seconds; 0 = the
+    # older power law in batch. With it, ``intercept`` is log c∞, the fraction of peak of the per-sample term
+    t0_s: float = 0.0
 
-    def _curve(self, x: float | None) -> float:
+    def _curve(self, x: float | None, flops: float = 0.0, peak: float = 0.0) -> float:
+        if self.t0_s > 0 and flops > 0 and peak > 0:
+            return self._affine(x, flops, peak)
         log_x = self.log_x_max if x is None or not math.isfinite(x) or x <= 0 else math.log(x)
         log_x = min(max(log_x, self.log_x_min), self.log_x_max)
         return min(max(math.exp(self.intercept + self.slope * log_x), self.y_min), self.y_max)
 
-    def at(self, x: float | None) -> tuple[float, float, float]:
-        """The fitted curve (unscaled) at ``x``, clamped; low/high: the points' residuals and the jackknife."""
-        y = self._curve(x)
-        others = [m._curve(x) for m in self.jackknife]
+    def _affine(self, x: float | None, flops: float, peak: float) -> float:
+        """Fraction of peak at batch b when a batch takes t0 + b·t1 with t1 = FLOPs ÷ (c∞·peak):
+        c(b) = c∞·b ÷ (b + t0·c∞·peak ÷ FLOPs), which saturates at c∞ instead of growing without bound."""
+        c_inf = min(math.exp(self.intercept), 1.0)
+        b = float(x) if x is not None and math.isfinite(x) and x > 0 else 1.0
+        return c_inf * b / (b + self.t0_s * c_inf * peak / flops)
+
+    def at(self, x: float | None, flops: float = 0.0, peak: float = 0.0) -> tuple[float, float, float]:
+        """The fitted curve (unscaled) at ``x``, clamped; low/high: the points' residuals and the jackknife.
+        ``flops`` per inference and ``peak`` FLOP/s place the affine model's fixed term (``t0_s``)."""
+        y = self._curve(x, flops, peak)
+        others = [m._curve(x, flops, peak) for m in self.jackknife]
         lo = min([y, y * math.exp(self.resid_lo), *others])
         hi = max([y, y * math.exp(self.resid_hi), *others])
         return y, lo, hi
@@ -95,7 +108,7 @@ class EfficiencyModel:
             point.batch * float(point.bandwidth_bytes_per_s) / weight_bytes if weight_bytes > 0 else math.inf
         )
         out = []
-        for c in self.at(point.batch):
+        for c in self.at(point.batch, flops, float(point.peak_flops_per_s)):
             # no stack runs a graph faster than its dense peak (MLPerf BERT's fractions above 1 come from
             # skipping padding), nor, in a report, faster than the roofline the report calls an upper bound
             ips = float(point.peak_flops_per_s) * min(c, 1.0) / flops if flops > 0 else cap * c
@@ -276,8 +289,8 @@ def _describe(points: Iterable[FittedPoint]) -> str:
 def class_offset(
     catalog: Catalog, toolchain: str, cls: str, roofline: RooflineFn, use: Use = _all
 ) -> float | None:
-    """Mean log fraction of peak of ``cls`` points minus that of the other kind, batch slope removed, within
-    each chip that has both (median over chips); None when no chip of the toolchain has both kinds."""
+    """Mean log fraction of peak of the per-sample term t1 (``kind_fractions``) of ``cls`` points minus that of
+    the other kind, within each chip that has both (median over chips); None when no chip has both kinds."""
     by_arch: dict[str, list[FittedPoint]] = {}
     for tid, t in sorted(catalog.targets.items()):
         if t.toolchain == toolchain:
@@ -287,16 +300,19 @@ def class_offset(
         kinds = {model_class(p.point.model) for p in pts}
         if cls not in kinds or len(kinds - {cls, None}) == 0:
             continue
-        sxy, sxx, _ = within_model_slope(pts)
-        slope = sxy / sxx if sxx > 1e-12 else 0.0
-        resid: dict[bool, list[float]] = {True: [], False: []}
-        for p in pts:
-            if model_class(p.point.model) is not None:
-                resid[model_class(p.point.model) == cls].append(
-                    math.log(p.peak_fraction) - slope * math.log(p.point.batch)
-                )
-        offsets.append(statistics.fmean(resid[True]) - statistics.fmean(resid[False]))
+        mine = kind_fractions([p for p in pts if model_class(p.point.model) == cls], pts)
+        other = kind_fractions([p for p in pts if model_class(p.point.model) not in (cls, None)], pts)
+        offsets.append(statistics.fmean(mine) - statistics.fmean(other))
     return statistics.median(offsets) if offsets else None
+
+
+def kind_fractions(kind: list[FittedPoint], chip: list[FittedPoint]) -> list[float]:
+    """Log fractions of peak of the per-sample term of one kind's points on a chip, with the kind's fixed term
+    (else the chip's); the points that are mostly fixed term are left out where others remain. Comparing the
+    per-sample terms compares the kinds' kernels, not the batches they happened to be published at."""
+    t0 = fixed_term(kind) or fixed_term(chip) or 0.0
+    says = [p for p in kind if p.point.batch / p.point.throughput_ips >= 2 * t0] or kind
+    return [math.log(per_sample_fraction(p, t0)) for p in says]
 
 
 def _closest_sibling_points(
@@ -454,7 +470,52 @@ def _fit_points(
         (p.point.batch, p.peak_fraction * (math.exp(pool.offset) if i in pool.shifted else 1.0))
         for i, p in enumerate(pts)
     ]
-    return fit(samples, "published", label, slope=slope, x_range=batch_range)
+    t0 = (
+        fixed_term(pts)
+        or fixed_term([p for p in others if model_class(p.point.model) == cls])
+        or fixed_term(others)
+    )
+    if not t0:
+        return fit(samples, "published", label, slope=slope, x_range=batch_range)
+    # a point whose time is mostly the fixed term says little about t1: the others fit it where there are any
+    says = [i for i, p in enumerate(pts) if p.point.batch / p.point.throughput_ips >= 2 * t0] or range(
+        len(pts)
+    )
+    per_sample = [
+        (samples[i][0], per_sample_fraction(pts[i], t0) * samples[i][1] / pts[i].peak_fraction) for i in says
+    ]
+    label = label.split("; batch slope")[0] + (
+        f"; batch latency t0 + b·t1 with t0 = {t0 * 1e3:.3g} ms (median of the series published at several "
+        "batches), fraction of peak of t1 fitted"
+    )
+    return replace(fit(per_sample, "published", label, slope=0.0), t0_s=t0)
+
+
+def fixed_term(points: Iterable[FittedPoint]) -> float | None:
+    """Median over each (target, model, precision) series published at several batches of the intercept t0 of
+    batch latency b ÷ inf/s = t0 + b·t1 (least squares): the fixed cost per batch (launches, clocks, host)."""
+    series: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    for p in points:
+        key = (p.point.target, p.point.model, p.point.precision)
+        series.setdefault(key, []).append((float(p.point.batch), p.point.batch / p.point.throughput_ips))
+    t0s = []
+    for pts in series.values():
+        mb, mt = statistics.fmean(b for b, _ in pts), statistics.fmean(t for _, t in pts)
+        sbb = sum((b - mb) ** 2 for b, _ in pts)
+        if sbb <= 1e-12:
+            continue
+        t1 = sum((b - mb) * (t - mt) for b, t in pts) / sbb
+        t0s.append(min(max(mt - t1 * mb, 0.0), min(t for _, t in pts)))
+    return statistics.median(t0s) if t0s else None
+
+
+def per_sample_fraction(p: FittedPoint, t0: float) -> float:
+    """The fraction of peak of a point's per-sample term t1 = (b ÷ inf/s − t0) ÷ b, given the fixed term; a
+    point faster than t0 allows (another graph's t0) keeps at least half its time per sample."""
+    t_batch = p.point.batch / p.point.throughput_ips
+    t1 = max(t_batch - t0, 0.5 * t_batch) / p.point.batch
+    flops = float(p.roofline.flops_per_batch) / p.point.batch
+    return flops / (t1 * float(p.roofline.peak_flops_per_s))
 
 
 def toolchain_model(
