@@ -260,13 +260,71 @@ def point_roofline(
 def fitted_points(
     catalog: Catalog, target_id: str, roofline: RooflineFn, exclude_model: str | None = None, use: Use = _all
 ) -> list[FittedPoint]:
-    """The target's published points that enter its fit (``fit = true``), minus ``exclude_model``."""
+    """The target's published points that enter its fit (``fit = true``), minus ``exclude_model``; MLPerf's
+    variable-length BERT points too, with their graph's work scaled by ``work_factor`` where one is known."""
     target = catalog.get(target_id)
-    return [
-        point_roofline(p, catalog.published_costs[p.model][p.precision], target, roofline)
-        for p in catalog.published_for(target_id)
-        if p.fit and p.model != exclude_model and use(p)
-    ]
+    out = []
+    for p in catalog.published_for(target_id):
+        if p.model == exclude_model or not use(p):
+            continue
+        cost = catalog.published_costs[p.model][p.precision]
+        if p.fit:
+            out.append(point_roofline(p, cost, target, roofline))
+        elif variable_length(p):
+            k = work_factor(catalog, p.model, p.precision, roofline, use)
+            if k:
+                out.append(point_roofline(p, _less_work(cost, k), target, roofline))
+    return out
+
+
+def variable_length(p: PublishedPoint) -> bool:
+    """MLPerf BERT on the GPU alone: the harness runs each SQuAD sample at its own length (no padding)."""
+    return (
+        not p.fit
+        and p.family == "mlperf"
+        and p.engines == "gpu"
+        and p.model.startswith("bert")
+        and p.batch > 1
+    )
+
+
+def _less_work(cost: Mapping[str, float], k: float) -> dict[str, float]:
+    """The padded graph's cost with ``k`` times less work per sample (FLOPs and activations; same weights)."""
+    return {
+        **cost,
+        "flops_per_inference": float(cost["flops_per_inference"]) / k,
+        "activation_bytes_per_inference": float(cost["activation_bytes_per_inference"]) / k,
+    }
+
+
+def work_factor(
+    catalog: Catalog, model: str, precision: str, roofline: RooflineFn, use: Use = _all
+) -> float | None:
+    """How much more work the padded ``model`` graph counts than MLPerf's variable-length run does: on a chip
+    that published both (the MLPerf result and a fixed-length table of the same graph and precision, e.g. the
+    A100's demoBERT bert-large-384 tables), the fraction of peak of MLPerf's largest batch ÷ that of the table's
+    largest batch, both saturated; median over such pairs. None where no chip has both (the points stay out).
+    The factor is a property of the data set (SQuAD's lengths), so it carries to every target."""
+    ratios = []
+    for tid, t in sorted(catalog.targets.items()):
+        mine = [p for p in catalog.published_for(tid) if p.model == model and p.precision == precision
+                and variable_length(p) and use(p)]  # fmt: skip
+        if not mine:
+            continue
+        arch = architecture(t)
+        fixed = [
+            p for sid, s in sorted(catalog.targets.items()) if architecture(s) == arch
+            for p in catalog.published_for(sid)
+            if p.model == model and p.precision == precision and p.fit and use(p)
+        ]  # fmt: skip
+        if not fixed:
+            continue
+        cost = catalog.published_costs[model][precision]
+        a = point_roofline(max(mine, key=lambda p: p.batch), cost, t, roofline).peak_fraction
+        top = max(fixed, key=lambda p: p.batch)
+        b = point_roofline(top, cost, catalog.get(top.target), roofline).peak_fraction
+        ratios.append(a / b)
+    return statistics.median(ratios) if ratios else None
 
 
 def _siblings(catalog: Catalog, target: HardwareTarget) -> list[str]:
@@ -354,9 +412,13 @@ def _pool(
         return f"borrowed from {', '.join(sorted({p.point.target for p in pts}))} ({chip})"
 
     if cls is not None:
-        for pts, where in ((of_class(own), f"{target.id}'s"), (of_class(sib), None)):
-            if pts:
-                return _Pool(pts, frozenset(), 0.0, where or borrowed(pts))
+        # the chip's fractions are the chip's: its own points and its siblings' of the kind fit together
+        if of_class(own):
+            mine, theirs = of_class(own), of_class(sib)
+            both = f"{target.id}'s" + (f" and {borrowed(theirs)}" if theirs else "")
+            return _Pool(mine + theirs, frozenset(), 0.0, both)
+        if of_class(sib):
+            return _Pool(of_class(sib), frozenset(), 0.0, borrowed(of_class(sib)))
     for pts, where in ((own, f"{target.id}'s"), (sib, None)):
         if not pts:
             continue
@@ -488,24 +550,27 @@ def _fit_points(
         f"; batch latency t0 + b·t1 with t0 = {t0 * 1e3:.3g} ms (median of the series published at several "
         "batches), fraction of peak of t1 fitted"
     )
-    return replace(fit(per_sample, "published", label, slope=0.0), t0_s=t0)
+    # n_points: every point the fit rests on (the fixed term included), not only those that placed t1
+    return replace(fit(per_sample, "published", label, slope=0.0), t0_s=t0, n_points=len(pts))
 
 
 def fixed_term(points: Iterable[FittedPoint]) -> float | None:
     """Median over each (target, model, precision) series published at several batches of the intercept t0 of
-    batch latency b ÷ inf/s = t0 + b·t1 (least squares): the fixed cost per batch (launches, clocks, host)."""
-    series: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    batch latency b ÷ inf/s = t0 + b·t1 through its two smallest batches: the fixed cost per batch (launches,
+    clocks, host). The smallest batches, because that is where the line holds: at the largest ones a table
+    often stops gaining (the L40S's demoBERT rates fall from batch 32 to 128), and a least-squares line through
+    all of them puts t0 near zero."""
+    series: dict[tuple[str, str, str], dict[float, float]] = {}
     for p in points:
         key = (p.point.target, p.point.model, p.point.precision)
-        series.setdefault(key, []).append((float(p.point.batch), p.point.batch / p.point.throughput_ips))
+        series.setdefault(key, {})[float(p.point.batch)] = p.point.batch / p.point.throughput_ips
     t0s = []
     for pts in series.values():
-        mb, mt = statistics.fmean(b for b, _ in pts), statistics.fmean(t for _, t in pts)
-        sbb = sum((b - mb) ** 2 for b, _ in pts)
-        if sbb <= 1e-12:
+        if len(pts) < 2:
             continue
-        t1 = sum((b - mb) * (t - mt) for b, t in pts) / sbb
-        t0s.append(min(max(mt - t1 * mb, 0.0), min(t for _, t in pts)))
+        (b1, t1b), (b2, t2b) = sorted(pts.items())[:2]
+        slope = (t2b - t1b) / (b2 - b1)
+        t0s.append(min(max(t1b - slope * b1, 0.0), t1b))
     return statistics.median(t0s) if t0s else None
 
 
