@@ -30,13 +30,10 @@ RESULTS = ROOT / "bench" / "results" / "h200" / "2026-11-30" / "results"
 BASELINE = "a100-sxm4-80gb"
 TARGETS = ("l4", "t4", "l40s", "h100-sxm", "jetson-agx-orin-64gb")
 # issue 36: every ratio within 1.25× of the published one. The int8 rows (projected from the catalog's int8 graph
-# costs, not from a committed result) reach 1.32× on the small targets (L4 ResNet-50, T4 BERT): at the A100's
-# served batch (64) its fixed term is a larger share of a batch at 624 TOPS than the Offline result at batch 2048
-# shows; the published Server results at the A100's served batch that would check this are not in the catalog.
+# costs, not from a committed result) reach 1.31× on the L4's ResNet-50: at the A100's served batch (64) its fixed
+# term is a larger share of a batch at 624 TOPS than MLPerf Offline at batch 2048 shows, and the published Server
+# results at the A100's served batch that would check it are not in the catalog. Open, so held at 1.35×.
 BOUND = {"bf16": 1.25, "int8": 1.35}
-# Open, not met at 1.25×: the L4's BERT at its served batch (32) sits 1.28× above MLPerf Offline's ratio; the
-# L4 (72 W) holds its clocks below the boost clock its peak is quoted at, and the catalog has no sustained clock.
-KNOWN = {("bert-base", "l4", "bf16"): 1.3, ("bert-base", "l4", "int8"): 1.4}
 
 # report model → (catalog model, how the comparator is chosen). MLPerf's BERT (bert-large-384, variable length)
 # speaks for bert-base between accelerators: the ratio is what is compared, not the absolute rate.
@@ -139,7 +136,7 @@ def test_every_projected_ratio_to_the_a100_is_within_1_25x_of_the_published_one(
             continue
         # a GPU + DLA result bounds the GPU's ratio from above; its GPU share of the TOPS from below
         factor = max(ratio / pub.ratio, pub.low / ratio, 1.0)
-        if factor > KNOWN.get((model, target, precision), BOUND[precision]):
+        if factor > BOUND[precision]:
             off.append(
                 f"{model} {target} {precision}: projected {ratio:.3g}, published {pub.low:.3g}-{pub.ratio:.3g}"
             )

@@ -1,23 +1,25 @@
 """Per-target efficiency fitted on published results (catalog ``published_results.toml``), for any graph.
 
-A published point gives inferences/s for a model, precision and batch on a target. What carries over from one
-model to another on the same stack is the fraction of the dense peak it reached, ``c = inf/s × FLOPs per
-inference ÷ peak FLOP/s``, and how that fraction grows with batch (kernel launch and per-batch overheads
-amortise): per target, ``log c = a + b·log batch`` by least squares (b = 0 with one distinct batch), evaluated
-with the batch clamped to the fitted range and the result clamped to the fitted fractions, so it never
-extrapolates past what was published. The spread of the points around the fit, and of the fit with each point
-left out (jackknife), is the projected range. A target without points falls back to the median over its
-toolchain's points. Points marked ``fit = false`` (GPU + DLA results; MLPerf BERT, whose variable-length
-sequences make the padded graph's FLOPs overstate the work) are only used to check the fit.
+A published point gives inferences/s for a model, precision and batch on a target. Batch latency is affine,
+``t(b) = t0 + b·t1`` (a fixed cost per batch — kernel launches, clocks, the host round trip — plus a cost per
+sample), so throughput ``b ÷ (t0 + b·t1)`` saturates in batch. ``t0`` is a chip factor times a graph factor
+fitted on every series published at several batches (``fixed_term.py``); ``t1`` is FLOPs ÷ (c∞ × peak), where
+c∞, the fraction of the dense peak the per-sample term reaches, is what carries from one model to another on the
+same stack, fitted on the points whose time is not mostly t0. The spread of the points around the fit, and of
+the fit with each point left out (jackknife), is the projected range. A target without points uses its chip's,
+else its toolchain's. Points marked ``fit = false`` are checked, not fitted, except MLPerf's variable-length
+BERT Offline points, which enter with their padded graph's work divided by ``work_factor`` (measured where a chip
+published both MLPerf's BERT and demoBERT's fixed-length tables of the same graph).
 
 Projected throughput of a graph at batch b = min(c(b) × peak ÷ FLOPs, b × bandwidth ÷ weight bytes): the
 weights must stream from memory once per batch, while activations are taken to stay on chip; never above the
-dense peak nor above the roofline bound. That is what the
-published data says — at large batch these stacks reach compute fractions that the roofline's activation
-traffic (every matmul/conv operand through DRAM, ``graph_cost``) would forbid — and it is why the fit is on
-the compute fraction, not on achieved ÷ roofline directly. The report still shows the efficiency as achieved ÷
-roofline bound at the chosen batch (``at_point``). ``bench/projection_check.py`` validates it by leaving one
-model out per target.
+dense peak nor above the roofline bound. That is what the published data says — at large batch these stacks
+reach compute fractions that the roofline's activation traffic (every matmul/conv operand through DRAM,
+``graph_cost``) would forbid — and it is why the fit is on the compute fraction, not on achieved ÷ roofline
+directly. The report still shows the efficiency as achieved ÷ roofline bound at the chosen batch
+(``at_point``). ``bench/projection_check.py`` validates it (``validation.py``). Without ``t0`` (no series at
+several batches anywhere in the pool's toolchain) the older power law in batch, ``log c = a + b·log batch``,
+clamped to the fitted range, is the fallback.
 
 Pure functions over plain numbers and catalog dataclasses; the roofline is passed in.
 """
@@ -33,6 +35,8 @@ from typing import Protocol
 from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.published import PublishedPoint
 from accelbench.hardware.roofline import RooflinePoint
+from accelbench.reports.fixed_term import FixedTerms, series_t0
+from accelbench.reports.fixed_term import factor as factor_fixed_terms
 
 
 class RooflineFn(Protocol):
@@ -484,10 +488,10 @@ def target_model(
         for fp in fitted_points(catalog, tid, roofline, use=keep)
     ]
     cls = model_class(model)
-    eff = _fit_points(target_id, pool, others, target.toolchain, cls)
+    eff = _fit_points(target_id, pool, others, target.toolchain, cls, catalog, model)
     if len(pool.points) > 1:
         jackknife = tuple(
-            _fit_points(target_id, _without(pool, i), others, target.toolchain, cls)
+            _fit_points(target_id, _without(pool, i), others, target.toolchain, cls, catalog, model)
             for i in range(len(pool.points))
         )
         eff = replace(eff, jackknife=jackknife)
@@ -507,8 +511,32 @@ def _without(pool: _Pool, i: int) -> _Pool:
     return _Pool(pts, shifted, pool.offset, pool.where)
 
 
+def _kind_graphs(points: Iterable[FittedPoint], cls: str | None) -> list[str]:
+    return sorted({p.point.model for p in points if cls is not None and model_class(p.point.model) == cls})
+
+
+def _fixed_terms(
+    catalog: Catalog, points: list[FittedPoint], model: str | None
+) -> tuple[FixedTerms, list[str]]:
+    """The chip × graph fixed terms of ``points``' series, and the published graphs that are ``model`` (its name,
+    else the published graphs named ``model``-…, e.g. bert-base → bert-base-128, bert-base-384)."""
+    # a variable-length point's work is not its graph's: it places no fixed term
+    rows = [(architecture(catalog.get(p.point.target)), p.point.target, p.point.model, p.point.precision,
+             p.point.batch, p.point.batch / p.point.throughput_ips) for p in points if p.point.fit]  # fmt: skip
+    terms = factor_fixed_terms(series_t0(rows))
+    names = sorted(terms.graph)
+    graphs = [model] if model in terms.graph else [g for g in names if model and g.startswith(f"{model}-")]
+    return terms, graphs
+
+
 def _fit_points(
-    target_id: str, pool: _Pool, others: list[FittedPoint], toolchain: str, cls: str | None = None
+    target_id: str,
+    pool: _Pool,
+    others: list[FittedPoint],
+    toolchain: str,
+    cls: str | None,
+    catalog: Catalog,
+    model: str | None,
 ) -> EfficiencyModel:
     """The level from the pool; the batch slope from the pool's own models published at several batches, else
     from the toolchain's models of the kind (pool and others), else from all of the toolchain's."""
@@ -532,23 +560,27 @@ def _fit_points(
         (p.point.batch, p.peak_fraction * (math.exp(pool.offset) if i in pool.shifted else 1.0))
         for i, p in enumerate(pts)
     ]
-    t0 = (
-        fixed_term(pts)
-        or fixed_term([p for p in others if model_class(p.point.model) == cls])
-        or fixed_term(others)
-    )
+    everything = list({id(p.point): p for p in [*pts, *others]}.values())
+    terms, graphs = _fixed_terms(catalog, everything, model)
+    chip = architecture(catalog.get(target_id)) if target_id else ""
+    kinds = {k: _kind_graphs(everything, k) for k in {cls, *(model_class(p.point.model) for p in pts)}}
+    t0 = terms.at(chip, graphs, kinds[cls])
     if not t0:
         return fit(samples, "published", label, slope=slope, x_range=batch_range)
+    own = [terms.at(architecture(catalog.get(p.point.target)), [p.point.model],
+                    kinds[model_class(p.point.model)]) or t0 for p in pts]  # fmt: skip
     # a point whose time is mostly the fixed term says little about t1: the others fit it where there are any
-    says = [i for i, p in enumerate(pts) if p.point.batch / p.point.throughput_ips >= 2 * t0] or range(
+    says = [i for i, p in enumerate(pts) if p.point.batch / p.point.throughput_ips >= 2 * own[i]] or range(
         len(pts)
     )
     per_sample = [
-        (samples[i][0], per_sample_fraction(pts[i], t0) * samples[i][1] / pts[i].peak_fraction) for i in says
+        (samples[i][0], per_sample_fraction(pts[i], own[i]) * samples[i][1] / pts[i].peak_fraction)
+        for i in says
     ]
+    whose = f"{graphs[0]}'s" if graphs and graphs[0] in terms.graph else f"the median {cls or ''} graph's"
     label = label.split("; batch slope")[0] + (
-        f"; batch latency t0 + b·t1 with t0 = {t0 * 1e3:.3g} ms (median of the series published at several "
-        "batches), fraction of peak of t1 fitted"
+        f"; batch latency t0 + b·t1 with t0 = {t0 * 1e3:.3g} ms ({whose} fixed term on this chip: chip × graph "
+        f"factors fitted on {terms.n_series} series published at several batches), fraction of peak of t1 fitted"
     )
     # n_points: every point the fit rests on (the fixed term included), not only those that placed t1
     return replace(fit(per_sample, "published", label, slope=0.0), t0_s=t0, n_points=len(pts))
@@ -607,7 +639,7 @@ def toolchain_model(
         f"the {toolchain} toolchain (no published results for this target or its chip): "
         f"{', '.join(sorted({p.point.target for p in chosen}))}"
     )
-    eff = _fit_points("", _Pool(chosen, shifted, offset or 0.0, where), pts, toolchain, cls)
+    eff = _fit_points("", _Pool(chosen, shifted, offset or 0.0, where), pts, toolchain, cls, catalog, model)
     return replace(eff, kind="toolchain-median", label=eff.label.replace("published: ", "toolchain: ", 1))
 
 
