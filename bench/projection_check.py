@@ -68,7 +68,7 @@ def print_table(title: str, rows: list[CheckRow]) -> None:
         )
     for key, what in (("factor", "projected ÷ published"), ("ratio_factor", "ratio to the reference")):
         w, row = worst(rows, key)
-        if w is None:
+        if w is None or row is None:
             print(f"worst {what}: none counted")
         else:
             counted = "counted_factor" if key == "factor" else "counted"
