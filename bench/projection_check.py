@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from dataclasses import asdict
 
@@ -30,6 +31,7 @@ from accelbench.hardware.roofline import roofline_point
 from accelbench.reports.llm_projection import LlmCheckRow, LlmEfficiencies, leave_one_out
 from accelbench.reports.validation import (
     CheckRow,
+    coverage,
     cross_family,
     leave_one_model_out,
     leave_one_target_out,
@@ -66,15 +68,16 @@ def print_table(title: str, rows: list[CheckRow]) -> None:
         )
     for key, what in (("factor", "projected ÷ published"), ("ratio_factor", "ratio to the reference")):
         w, row = worst(rows, key)
-        if w is None:
+        if w is None or row is None:
             print(f"worst {what}: none counted")
         else:
             counted = "counted_factor" if key == "factor" else "counted"
             factors = [getattr(r, key) for r in rows if getattr(r, key) and getattr(r, counted)]
             within = sum(1 for f in factors if max(f, 1 / f) <= 1.25)
             n = len(factors)
+            median = statistics.median(max(f, 1 / f) for f in factors)
             print(f"worst {what}: {w:.3g}× ({row.target} {row.model} {row.precision} batch "
-                  f"{row.batch}: {getattr(row, key):.3g}); {within} of {n} within 1.25×")  # fmt: skip
+                  f"{row.batch}: {getattr(row, key):.3g}); median {median:.3g}×; {within} of {n} within 1.25×")  # fmt: skip
 
 
 def main() -> None:
@@ -100,6 +103,12 @@ def main() -> None:
         return
     for title, rows in results.items():
         print_table(title, rows)
+    cov = coverage(catalog, results["leave one target out"])
+    print(
+        f"\ncoverage, leave one target out: {cov.in_report_range} of {cov.points} published values "
+        f"({cov.share(cov.in_report_range):.0%}) inside the report's projected range (widened by the other "
+        f"targets' factors only); {cov.in_fit_range} ({cov.share(cov.in_fit_range):.0%}) inside the fit's own"
+    )
     print_generative(llm_rows)
 
 

@@ -88,3 +88,25 @@ def test_projection_check_prints_the_generative_leave_one_out():
     assert out.returncode == 0, out.stderr
     assert "worst generative projected ÷ published, point left out:" in out.stdout
     assert "| jetson-agx-thor | llama-3.1-8b | fp4 | 383/128 | 8 |" in out.stdout
+
+
+def test_a_decode_step_is_never_shorter_than_the_chips_published_batch_one_step(catalog, eff):
+    from accelbench.reports.llm_projection import project
+
+    thor = catalog.get("jetson-agx-thor")
+    e = eff.for_target(thor)
+    published = [p for p in eff.points if p.point.target == thor.id and p.point.batch == 1]
+    assert published and e.step_floor_s == pytest.approx(1 / published[0].point.output_tokens_per_s)
+    assert "llama-3.1-8b on jetson-agx-thor" in e.step_floor_source
+    tiny = load_shape("llama-tiny")
+    cost = LlmCost.of(tiny, "fp4", "fp16")
+    proj = project(cost, tiny.kv_heads, thor, "fp4", 128, 128, e)
+    assert (
+        proj.points and min(p.tpot_s for p in proj.points) >= e.step_floor_s
+    )  # the roofline alone: far below
+    assert tpot_s(cost, roof(thor, "fp4"), 1, 192.0) < e.step_floor_s / 10
+    rates = [p.output_tokens_per_s for p in proj.points]
+    assert all(b >= a for a, b in zip(rates, rates[1:], strict=False))  # grows with batch, never falls
+    # the datacenter GPUs' published LLM points are maximum-throughput runs: no floor, and the row says nothing
+    a100 = eff.for_target(catalog.get("a100-sxm4-80gb"))
+    assert a100.step_floor_s == 0 and a100.step_floor_source == ""

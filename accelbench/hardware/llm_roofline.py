@@ -116,8 +116,13 @@ def frontier(
     decode_efficiency: float = 1.0,
     prefill_efficiency: float = 1.0,
     batches: tuple[int, ...] = BATCHES,
+    step_floor_s: float = 0.0,
 ) -> list[FrontierPoint]:
-    """The projected throughput–interactivity frontier: one point per batch up to ``max_batch`` (included)."""
+    """The projected throughput–interactivity frontier: one point per batch up to ``max_batch`` (included).
+
+    ``step_floor_s``: no decode step is shorter (launches, sampling, scheduling cost time the roofline does not
+    see), so tokens/s grows with batch while the step stays at the floor and saturates once the roofline's step
+    is longer."""
     if isl < 1 or osl < 1:
         raise BadInputError(f"ISL and OSL must be >= 1, got {isl}/{osl}")
     context = isl + osl / 2.0
@@ -125,7 +130,7 @@ def frontier(
     sizes = sorted({b for b in batches if b <= max_batch} | ({max_batch} if max_batch >= 1 else set()))
     out = []
     for b in sizes:
-        step = tpot_s(cost, r, b, context, tp, decode_efficiency)
+        step = max(tpot_s(cost, r, b, context, tp, decode_efficiency), step_floor_s)
         thr = b * osl / (b * prefill + osl * step)
         compute = cost.decode_flops(b, context) / r.peak_flops_per_s
         bound = "compute" if compute > cost.decode_bytes(b, context) / r.bandwidth_bytes_per_s else "memory"

@@ -1,23 +1,25 @@
 """Per-target efficiency fitted on published results (catalog ``published_results.toml``), for any graph.
 
-A published point gives inferences/s for a model, precision and batch on a target. What carries over from one
-model to another on the same stack is the fraction of the dense peak it reached, ``c = inf/s × FLOPs per
-inference ÷ peak FLOP/s``, and how that fraction grows with batch (kernel launch and per-batch overheads
-amortise): per target, ``log c = a + b·log batch`` by least squares (b = 0 with one distinct batch), evaluated
-with the batch clamped to the fitted range and the result clamped to the fitted fractions, so it never
-extrapolates past what was published. The spread of the points around the fit, and of the fit with each point
-left out (jackknife), is the projected range. A target without points falls back to the median over its
-toolchain's points. Points marked ``fit = false`` (GPU + DLA results; MLPerf BERT, whose variable-length
-sequences make the padded graph's FLOPs overstate the work) are only used to check the fit.
+A published point gives inferences/s for a model, precision and batch on a target. Batch latency is affine,
+``t(b) = t0 + b·t1`` (a fixed cost per batch — kernel launches, clocks, the host round trip — plus a cost per
+sample), so throughput ``b ÷ (t0 + b·t1)`` saturates in batch. ``t0`` is a chip factor times a graph factor
+fitted on every series published at several batches (``fixed_term.py``); ``t1`` is FLOPs ÷ (c∞ × peak), where
+c∞, the fraction of the dense peak the per-sample term reaches, is what carries from one model to another on the
+same stack, fitted on the points whose time is not mostly t0. The spread of the points around the fit, and of
+the fit with each point left out (jackknife), is the projected range. A target without points uses its chip's,
+else its toolchain's. Points marked ``fit = false`` are checked, not fitted, except MLPerf's variable-length
+BERT Offline points, which enter with their padded graph's work divided by ``work_factor`` (measured where a chip
+published both MLPerf's BERT and demoBERT's fixed-length tables of the same graph).
 
 Projected throughput of a graph at batch b = min(c(b) × peak ÷ FLOPs, b × bandwidth ÷ weight bytes): the
 weights must stream from memory once per batch, while activations are taken to stay on chip; never above the
-dense peak nor above the roofline bound. That is what the
-published data says — at large batch these stacks reach compute fractions that the roofline's activation
-traffic (every matmul/conv operand through DRAM, ``graph_cost``) would forbid — and it is why the fit is on
-the compute fraction, not on achieved ÷ roofline directly. The report still shows the efficiency as achieved ÷
-roofline bound at the chosen batch (``at_point``). ``bench/projection_check.py`` validates it by leaving one
-model out per target.
+dense peak nor above the roofline bound. That is what the published data says — at large batch these stacks
+reach compute fractions that the roofline's activation traffic (every matmul/conv operand through DRAM,
+``graph_cost``) would forbid — and it is why the fit is on the compute fraction, not on achieved ÷ roofline
+directly. The report still shows the efficiency as achieved ÷ roofline bound at the chosen batch
+(``at_point``). ``bench/projection_check.py`` validates it (``validation.py``). Without ``t0`` (no series at
+several batches anywhere in the pool's toolchain) the older power law in batch, ``log c = a + b·log batch``,
+clamped to the fitted range, is the fallback.
 
 Pure functions over plain numbers and catalog dataclasses; the roofline is passed in.
 """
@@ -33,6 +35,8 @@ from typing import Protocol
 from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.published import PublishedPoint
 from accelbench.hardware.roofline import RooflinePoint
+from accelbench.reports.fixed_term import FixedTerms, series_t0
+from accelbench.reports.fixed_term import factor as factor_fixed_terms
 
 
 class RooflineFn(Protocol):
@@ -73,16 +77,29 @@ class EfficiencyModel:
     floor_source: str = ""
     validation: tuple[float, float] | None = None  # (lowest, highest) projected ÷ published of the check
     validation_source: str = ""
+    # affine batch latency t(b) = t0 + b·t1 (fit_fixed_term): the fixed cost per batch in seconds; 0 = the
+    # older power law in batch. With it, ``intercept`` is log c∞, the fraction of peak of the per-sample term
+    t0_s: float = 0.0
 
-    def _curve(self, x: float | None) -> float:
+    def _curve(self, x: float | None, flops: float = 0.0, peak: float = 0.0) -> float:
+        if self.t0_s > 0 and flops > 0 and peak > 0:
+            return self._affine(x, flops, peak)
         log_x = self.log_x_max if x is None or not math.isfinite(x) or x <= 0 else math.log(x)
         log_x = min(max(log_x, self.log_x_min), self.log_x_max)
         return min(max(math.exp(self.intercept + self.slope * log_x), self.y_min), self.y_max)
 
-    def at(self, x: float | None) -> tuple[float, float, float]:
-        """The fitted curve (unscaled) at ``x``, clamped; low/high: the points' residuals and the jackknife."""
-        y = self._curve(x)
-        others = [m._curve(x) for m in self.jackknife]
+    def _affine(self, x: float | None, flops: float, peak: float) -> float:
+        """Fraction of peak at batch b when a batch takes t0 + b·t1 with t1 = FLOPs ÷ (c∞·peak):
+        c(b) = c∞·b ÷ (b + t0·c∞·peak ÷ FLOPs), which saturates at c∞ instead of growing without bound."""
+        c_inf = min(math.exp(self.intercept), 1.0)
+        b = float(x) if x is not None and math.isfinite(x) and x > 0 else 1.0
+        return c_inf * b / (b + self.t0_s * c_inf * peak / flops)
+
+    def at(self, x: float | None, flops: float = 0.0, peak: float = 0.0) -> tuple[float, float, float]:
+        """The fitted curve (unscaled) at ``x``, clamped; low/high: the points' residuals and the jackknife.
+        ``flops`` per inference and ``peak`` FLOP/s place the affine model's fixed term (``t0_s``)."""
+        y = self._curve(x, flops, peak)
+        others = [m._curve(x, flops, peak) for m in self.jackknife]
         lo = min([y, y * math.exp(self.resid_lo), *others])
         hi = max([y, y * math.exp(self.resid_hi), *others])
         return y, lo, hi
@@ -95,7 +112,7 @@ class EfficiencyModel:
             point.batch * float(point.bandwidth_bytes_per_s) / weight_bytes if weight_bytes > 0 else math.inf
         )
         out = []
-        for c in self.at(point.batch):
+        for c in self.at(point.batch, flops, float(point.peak_flops_per_s)):
             # no stack runs a graph faster than its dense peak (MLPerf BERT's fractions above 1 come from
             # skipping padding), nor, in a report, faster than the roofline the report calls an upper bound
             ips = float(point.peak_flops_per_s) * min(c, 1.0) / flops if flops > 0 else cap * c
@@ -247,13 +264,71 @@ def point_roofline(
 def fitted_points(
     catalog: Catalog, target_id: str, roofline: RooflineFn, exclude_model: str | None = None, use: Use = _all
 ) -> list[FittedPoint]:
-    """The target's published points that enter its fit (``fit = true``), minus ``exclude_model``."""
+    """The target's published points that enter its fit (``fit = true``), minus ``exclude_model``; MLPerf's
+    variable-length BERT points too, with their graph's work scaled by ``work_factor`` where one is known."""
     target = catalog.get(target_id)
-    return [
-        point_roofline(p, catalog.published_costs[p.model][p.precision], target, roofline)
-        for p in catalog.published_for(target_id)
-        if p.fit and p.model != exclude_model and use(p)
-    ]
+    out = []
+    for p in catalog.published_for(target_id):
+        if p.model == exclude_model or not use(p):
+            continue
+        cost = catalog.published_costs[p.model][p.precision]
+        if p.fit:
+            out.append(point_roofline(p, cost, target, roofline))
+        elif variable_length(p):
+            k = work_factor(catalog, p.model, p.precision, roofline, use)
+            if k:
+                out.append(point_roofline(p, _less_work(cost, k), target, roofline))
+    return out
+
+
+def variable_length(p: PublishedPoint) -> bool:
+    """MLPerf BERT on the GPU alone: the harness runs each SQuAD sample at its own length (no padding)."""
+    return (
+        not p.fit
+        and p.family == "mlperf"
+        and p.engines == "gpu"
+        and p.model.startswith("bert")
+        and p.batch > 1
+    )
+
+
+def _less_work(cost: Mapping[str, float], k: float) -> dict[str, float]:
+    """The padded graph's cost with ``k`` times less work per sample (FLOPs and activations; same weights)."""
+    return {
+        **cost,
+        "flops_per_inference": float(cost["flops_per_inference"]) / k,
+        "activation_bytes_per_inference": float(cost["activation_bytes_per_inference"]) / k,
+    }
+
+
+def work_factor(
+    catalog: Catalog, model: str, precision: str, roofline: RooflineFn, use: Use = _all
+) -> float | None:
+    """How much more work the padded ``model`` graph counts than MLPerf's variable-length run does: on a chip
+    that published both (the MLPerf result and a fixed-length table of the same graph and precision, e.g. the
+    A100's demoBERT bert-large-384 tables), the fraction of peak of MLPerf's largest batch ÷ that of the table's
+    largest batch, both saturated; median over such pairs. None where no chip has both (the points stay out).
+    The factor is a property of the data set (SQuAD's lengths), so it carries to every target."""
+    ratios = []
+    for tid, t in sorted(catalog.targets.items()):
+        mine = [p for p in catalog.published_for(tid) if p.model == model and p.precision == precision
+                and variable_length(p) and use(p)]  # fmt: skip
+        if not mine:
+            continue
+        arch = architecture(t)
+        fixed = [
+            p for sid, s in sorted(catalog.targets.items()) if architecture(s) == arch
+            for p in catalog.published_for(sid)
+            if p.model == model and p.precision == precision and p.fit and use(p)
+        ]  # fmt: skip
+        if not fixed:
+            continue
+        cost = catalog.published_costs[model][precision]
+        a = point_roofline(max(mine, key=lambda p: p.batch), cost, t, roofline).peak_fraction
+        top = max(fixed, key=lambda p: p.batch)
+        b = point_roofline(top, cost, catalog.get(top.target), roofline).peak_fraction
+        ratios.append(a / b)
+    return statistics.median(ratios) if ratios else None
 
 
 def _siblings(catalog: Catalog, target: HardwareTarget) -> list[str]:
@@ -276,8 +351,8 @@ def _describe(points: Iterable[FittedPoint]) -> str:
 def class_offset(
     catalog: Catalog, toolchain: str, cls: str, roofline: RooflineFn, use: Use = _all
 ) -> float | None:
-    """Mean log fraction of peak of ``cls`` points minus that of the other kind, batch slope removed, within
-    each chip that has both (median over chips); None when no chip of the toolchain has both kinds."""
+    """Mean log fraction of peak of the per-sample term t1 (``kind_fractions``) of ``cls`` points minus that of
+    the other kind, within each chip that has both (median over chips); None when no chip has both kinds."""
     by_arch: dict[str, list[FittedPoint]] = {}
     for tid, t in sorted(catalog.targets.items()):
         if t.toolchain == toolchain:
@@ -287,16 +362,19 @@ def class_offset(
         kinds = {model_class(p.point.model) for p in pts}
         if cls not in kinds or len(kinds - {cls, None}) == 0:
             continue
-        sxy, sxx, _ = within_model_slope(pts)
-        slope = sxy / sxx if sxx > 1e-12 else 0.0
-        resid: dict[bool, list[float]] = {True: [], False: []}
-        for p in pts:
-            if model_class(p.point.model) is not None:
-                resid[model_class(p.point.model) == cls].append(
-                    math.log(p.peak_fraction) - slope * math.log(p.point.batch)
-                )
-        offsets.append(statistics.fmean(resid[True]) - statistics.fmean(resid[False]))
+        mine = kind_fractions([p for p in pts if model_class(p.point.model) == cls], pts)
+        other = kind_fractions([p for p in pts if model_class(p.point.model) not in (cls, None)], pts)
+        offsets.append(statistics.fmean(mine) - statistics.fmean(other))
     return statistics.median(offsets) if offsets else None
+
+
+def kind_fractions(kind: list[FittedPoint], chip: list[FittedPoint]) -> list[float]:
+    """Log fractions of peak of the per-sample term of one kind's points on a chip, with the kind's fixed term
+    (else the chip's); the points that are mostly fixed term are left out where others remain. Comparing the
+    per-sample terms compares the kinds' kernels, not the batches they happened to be published at."""
+    t0 = fixed_term(kind) or fixed_term(chip) or 0.0
+    says = [p for p in kind if p.point.batch / p.point.throughput_ips >= 2 * t0] or kind
+    return [math.log(per_sample_fraction(p, t0)) for p in says]
 
 
 def _closest_sibling_points(
@@ -338,9 +416,13 @@ def _pool(
         return f"borrowed from {', '.join(sorted({p.point.target for p in pts}))} ({chip})"
 
     if cls is not None:
-        for pts, where in ((of_class(own), f"{target.id}'s"), (of_class(sib), None)):
-            if pts:
-                return _Pool(pts, frozenset(), 0.0, where or borrowed(pts))
+        # the chip's fractions are the chip's: its own points and its siblings' of the kind fit together
+        if of_class(own):
+            mine, theirs = of_class(own), of_class(sib)
+            both = f"{target.id}'s" + (f" and {borrowed(theirs)}" if theirs else "")
+            return _Pool(mine + theirs, frozenset(), 0.0, both)
+        if of_class(sib):
+            return _Pool(of_class(sib), frozenset(), 0.0, borrowed(of_class(sib)))
     for pts, where in ((own, f"{target.id}'s"), (sib, None)):
         if not pts:
             continue
@@ -406,10 +488,10 @@ def target_model(
         for fp in fitted_points(catalog, tid, roofline, use=keep)
     ]
     cls = model_class(model)
-    eff = _fit_points(target_id, pool, others, target.toolchain, cls)
+    eff = _fit_points(target_id, pool, others, target.toolchain, cls, catalog, model)
     if len(pool.points) > 1:
         jackknife = tuple(
-            _fit_points(target_id, _without(pool, i), others, target.toolchain, cls)
+            _fit_points(target_id, _without(pool, i), others, target.toolchain, cls, catalog, model)
             for i in range(len(pool.points))
         )
         eff = replace(eff, jackknife=jackknife)
@@ -429,8 +511,32 @@ def _without(pool: _Pool, i: int) -> _Pool:
     return _Pool(pts, shifted, pool.offset, pool.where)
 
 
+def _kind_graphs(points: Iterable[FittedPoint], cls: str | None) -> list[str]:
+    return sorted({p.point.model for p in points if cls is not None and model_class(p.point.model) == cls})
+
+
+def _fixed_terms(
+    catalog: Catalog, points: list[FittedPoint], model: str | None
+) -> tuple[FixedTerms, list[str]]:
+    """The chip × graph fixed terms of ``points``' series, and the published graphs that are ``model`` (its name,
+    else the published graphs named ``model``-…, e.g. bert-base → bert-base-128, bert-base-384)."""
+    # a variable-length point's work is not its graph's: it places no fixed term
+    rows = [(architecture(catalog.get(p.point.target)), p.point.target, p.point.model, p.point.precision,
+             p.point.batch, p.point.batch / p.point.throughput_ips) for p in points if p.point.fit]  # fmt: skip
+    terms = factor_fixed_terms(series_t0(rows))
+    names = sorted(terms.graph)
+    graphs = [model] if model in terms.graph else [g for g in names if model and g.startswith(f"{model}-")]
+    return terms, graphs
+
+
 def _fit_points(
-    target_id: str, pool: _Pool, others: list[FittedPoint], toolchain: str, cls: str | None = None
+    target_id: str,
+    pool: _Pool,
+    others: list[FittedPoint],
+    toolchain: str,
+    cls: str | None,
+    catalog: Catalog,
+    model: str | None,
 ) -> EfficiencyModel:
     """The level from the pool; the batch slope from the pool's own models published at several batches, else
     from the toolchain's models of the kind (pool and others), else from all of the toolchain's."""
@@ -454,7 +560,59 @@ def _fit_points(
         (p.point.batch, p.peak_fraction * (math.exp(pool.offset) if i in pool.shifted else 1.0))
         for i, p in enumerate(pts)
     ]
-    return fit(samples, "published", label, slope=slope, x_range=batch_range)
+    everything = list({id(p.point): p for p in [*pts, *others]}.values())
+    terms, graphs = _fixed_terms(catalog, everything, model)
+    chip = architecture(catalog.get(target_id)) if target_id else ""
+    kinds = {k: _kind_graphs(everything, k) for k in {cls, *(model_class(p.point.model) for p in pts)}}
+    t0 = terms.at(chip, graphs, kinds[cls])
+    if not t0:
+        return fit(samples, "published", label, slope=slope, x_range=batch_range)
+    own = [terms.at(architecture(catalog.get(p.point.target)), [p.point.model],
+                    kinds[model_class(p.point.model)]) or t0 for p in pts]  # fmt: skip
+    # a point whose time is mostly the fixed term says little about t1: the others fit it where there are any
+    says = [i for i, p in enumerate(pts) if p.point.batch / p.point.throughput_ips >= 2 * own[i]] or range(
+        len(pts)
+    )
+    per_sample = [
+        (samples[i][0], per_sample_fraction(pts[i], own[i]) * samples[i][1] / pts[i].peak_fraction)
+        for i in says
+    ]
+    whose = f"{graphs[0]}'s" if graphs and graphs[0] in terms.graph else f"the median {cls or ''} graph's"
+    label = label.split("; batch slope")[0] + (
+        f"; batch latency t0 + b·t1 with t0 = {t0 * 1e3:.3g} ms ({whose} fixed term on this chip: chip × graph "
+        f"factors fitted on {terms.n_series} series published at several batches), fraction of peak of t1 fitted"
+    )
+    # n_points: every point the fit rests on (the fixed term included), not only those that placed t1
+    return replace(fit(per_sample, "published", label, slope=0.0), t0_s=t0, n_points=len(pts))
+
+
+def fixed_term(points: Iterable[FittedPoint]) -> float | None:
+    """Median over each (target, model, precision) series published at several batches of the intercept t0 of
+    batch latency b ÷ inf/s = t0 + b·t1 through its two smallest batches: the fixed cost per batch (launches,
+    clocks, host). The smallest batches, because that is where the line holds: at the largest ones a table
+    often stops gaining (the L40S's demoBERT rates fall from batch 32 to 128), and a least-squares line through
+    all of them puts t0 near zero."""
+    series: dict[tuple[str, str, str], dict[float, float]] = {}
+    for p in points:
+        key = (p.point.target, p.point.model, p.point.precision)
+        series.setdefault(key, {})[float(p.point.batch)] = p.point.batch / p.point.throughput_ips
+    t0s = []
+    for pts in series.values():
+        if len(pts) < 2:
+            continue
+        (b1, t1b), (b2, t2b) = sorted(pts.items())[:2]
+        slope = (t2b - t1b) / (b2 - b1)
+        t0s.append(min(max(t1b - slope * b1, 0.0), t1b))
+    return statistics.median(t0s) if t0s else None
+
+
+def per_sample_fraction(p: FittedPoint, t0: float) -> float:
+    """The fraction of peak of a point's per-sample term t1 = (b ÷ inf/s − t0) ÷ b, given the fixed term; a
+    point faster than t0 allows (another graph's t0) keeps at least half its time per sample."""
+    t_batch = p.point.batch / p.point.throughput_ips
+    t1 = max(t_batch - t0, 0.5 * t_batch) / p.point.batch
+    flops = float(p.roofline.flops_per_batch) / p.point.batch
+    return flops / (t1 * float(p.roofline.peak_flops_per_s))
 
 
 def toolchain_model(
@@ -481,7 +639,7 @@ def toolchain_model(
         f"the {toolchain} toolchain (no published results for this target or its chip): "
         f"{', '.join(sorted({p.point.target for p in chosen}))}"
     )
-    eff = _fit_points("", _Pool(chosen, shifted, offset or 0.0, where), pts, toolchain, cls)
+    eff = _fit_points("", _Pool(chosen, shifted, offset or 0.0, where), pts, toolchain, cls, catalog, model)
     return replace(eff, kind="toolchain-median", label=eff.label.replace("published: ", "toolchain: ", 1))
 
 

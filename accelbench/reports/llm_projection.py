@@ -51,6 +51,8 @@ class Efficiency:
     kind: str  # published | toolchain-median | all-llm-median
     label: str
     n_points: int
+    step_floor_s: float = 0.0  # no decode step shorter (step_floor): 0 where none is published on the chip
+    step_floor_source: str = ""
 
 
 def _shape(name: str) -> ModelShape:
@@ -113,6 +115,13 @@ class LlmEfficiencies:
         ``without_target`` all of the target's own (as if it had never been published)."""
         pts = [p for p in self.points if p.point is not exclude
                and not (without_target and p.point.target == target.id)]  # fmt: skip
+        eff = self._median(target, pts)
+        if eff is None:
+            return None
+        floor = step_floor(self.catalog, target, [p.point for p in pts])
+        return replace(eff, step_floor_s=floor[0], step_floor_source=floor[1]) if floor else eff
+
+    def _median(self, target: HardwareTarget, pts: list[PointEfficiency]) -> Efficiency | None:
         all_prefill = [p.prefill for p in pts if p.prefill is not None]
         own = [p for p in pts if p.point.target == target.id]
         if own:
@@ -129,6 +138,31 @@ class LlmEfficiencies:
             return _combine(pts, "all-llm-median", f"median of every published LLM point ({_describe(pts)} on "
                             f"{where}): no published {target.toolchain} LLM result", all_prefill)  # fmt: skip
         return None
+
+
+def step_floor(
+    catalog: Catalog, target: HardwareTarget, points: Iterable[LlmPoint]
+) -> tuple[float, str] | None:
+    """The shortest decode step published on the target (else on a target with its chip) at batch 1 for the
+    smallest model published there: 1 ÷ its output tokens/s. A smaller model's step is no shorter on that stack
+    (launches, sampling and scheduling do not shrink with the weights). None where no batch-1 point exists:
+    the datacenter GPUs' published LLM points are all maximum-throughput runs, whose step is not a floor."""
+    chip = target.compute_capability
+
+    def same_chip(tid: str) -> bool:
+        t = catalog.get(tid)
+        return (
+            tid == target.id or bool(chip) and (t.toolchain, t.compute_capability) == (target.toolchain, chip)
+        )
+
+    pts = [p for p in points if p.batch == 1 and same_chip(p.target)]
+    if not pts:
+        return None
+    smallest = min(_shape(p.model).params for p in pts)
+    best = max((p for p in pts if _shape(p.model).params == smallest), key=lambda p: p.output_tokens_per_s)
+    step = 1.0 / best.output_tokens_per_s
+    return step, (f"decode step floor {step * 1e3:.3g} ms: the fastest batch-1 step published on the chip, "
+                  f"{best.model} on {best.target} ({best.software.split(',')[0]}, {best.date})")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -158,6 +192,13 @@ class LlmCheckRow:
     counted_factor: ClassVar[bool] = True
 
 
+def _floored(p: PointEfficiency, eff: Efficiency) -> float:
+    """Projected output tokens/s of a published point: its roofline × the decode efficiency, and no more than
+    its batch per step floor allows."""
+    cap = p.batch / eff.step_floor_s if eff.step_floor_s > 0 else float("inf")
+    return min(p.bound_tokens_per_s * eff.decode, cap)
+
+
 def leave_one_out(eff: LlmEfficiencies) -> list[LlmCheckRow]:
     """Each published point projected from the others: projected ÷ published output tokens/s (``factor``), and
     from the other targets' points alone (``factor_target_out``: how a target never published would fare)."""
@@ -173,10 +214,10 @@ def leave_one_out(eff: LlmEfficiencies) -> list[LlmCheckRow]:
         )  # fmt: skip
         other = eff.for_target(target, without_target=True)
         if other is not None:
-            row = replace(row, factor_target_out=p.bound_tokens_per_s * other.decode / p.point.output_tokens_per_s,
+            row = replace(row, factor_target_out=_floored(p, other) / p.point.output_tokens_per_s,
                           target_out_from=f"{other.kind} ({other.n_points} point(s))")  # fmt: skip
         if model is not None:
-            projected = p.bound_tokens_per_s * model.decode
+            projected = _floored(p, model)
             row = replace(row, projected_tokens_per_s=projected, factor=projected / p.point.output_tokens_per_s,
                           fitted_from=f"{model.kind} ({model.n_points} point(s))")  # fmt: skip
         rows.append(row)
@@ -222,6 +263,7 @@ def project(cost: LlmCost, kv_heads: int, target: HardwareTarget, precision: str
         return Projection(target.id, precision, fit.tp, fit.sequences, [], None,
                           "no published LLM result to take an efficiency from")  # fmt: skip
     pts = frontier(cost, roof(target, precision), isl, osl, fit.sequences, fit.tp or 1,
-                   decode_efficiency=efficiency.decode, prefill_efficiency=efficiency.prefill)  # fmt: skip
+                   decode_efficiency=efficiency.decode, prefill_efficiency=efficiency.prefill,
+                   step_floor_s=efficiency.step_floor_s)  # fmt: skip
     return Projection(target.id, precision, fit.tp, fit.sequences, pts, efficiency,
                       f"projected: roofline × {efficiency.label}")  # fmt: skip

@@ -61,6 +61,8 @@ class CheckRow:
     ratio_factor: float | None = None
     reference: str | None = None  # the reference target of the ratio
     reason: str = ""
+    projected_low_ips: float | None = None  # the projection's own range (fit residuals and jackknife)
+    projected_high_ips: float | None = None
 
 
 def check_row(catalog: Catalog, p: PublishedPoint, eff: ef.EfficiencyModel | None,
@@ -78,8 +80,10 @@ def check_row(catalog: Catalog, p: PublishedPoint, eff: ef.EfficiencyModel | Non
         return replace(row, reason=reason or "no published point left to fit on")
     flops = float(catalog.published_costs[p.model][p.precision]["flops_per_inference"])
     eff = ef.with_floor(eff, catalog, target, roofline, flops, use)
-    projected_ips = fp.bound_ips * eff.at_point(fp.roofline, fp.weight_bytes)[0]
-    row = replace(row, projected_ips=projected_ips, factor=projected_ips / p.throughput_ips)
+    e, lo, hi = (fp.bound_ips * x for x in eff.at_point(fp.roofline, fp.weight_bytes))
+    projected_ips = e
+    row = replace(row, projected_ips=projected_ips, factor=projected_ips / p.throughput_ips,
+                  projected_low_ips=lo, projected_high_ips=hi)  # fmt: skip
     ref = _reference_point(catalog, p, baseline_id)
     if ref is not None and base_eff is not None and ref.target != p.target:
         rfp = ef.point_roofline(ref, catalog.published_costs[p.model][p.precision], catalog.get(ref.target),
@@ -164,6 +168,37 @@ def worst(rows: Sequence[Checked], key: str) -> tuple[float | None, Checked | No
         if best[0] is None or spread > best[0]:
             best = (spread, row)
     return best
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How often a held-out point's published value lies inside the projected range."""
+
+    points: int  # fitted GPU points (their factor counts)
+    in_fit_range: int  # inside the fit's own range (residuals and jackknife)
+    in_report_range: int  # inside the report's range: that one widened by the other targets' factors
+
+    def share(self, inside: int) -> float:
+        return inside / self.points if self.points else 0.0
+
+
+def coverage(catalog: Catalog, rows: Sequence[CheckRow]) -> Coverage:
+    """Coverage of the leave-one-target-out rows. The report widens a range to the leave-one-target-out factors
+    of its toolchain (``validation_range``); here each point's widening comes from the *other* targets' rows
+    only, so the point judged never widened its own range."""
+    counted = [r for r in rows if r.counted_factor and r.factor and r.projected_low_ips is not None]
+    in_fit = in_report = 0
+    for r in counted:
+        lo, hi = float(r.projected_low_ips or 0), float(r.projected_high_ips or 0)
+        in_fit += lo <= r.published_ips <= hi
+        toolchain = catalog.get(r.target).toolchain
+        others = [q.factor for q in counted if q.target != r.target and q.factor
+                  and catalog.get(q.target).toolchain == toolchain]  # fmt: skip
+        if others:
+            e = float(r.projected_ips or 0)
+            lo, hi = min(lo, e / max(others)), max(hi, e / min(others))
+        in_report += lo <= r.published_ips <= hi
+    return Coverage(len(counted), in_fit, in_report)
 
 
 _RANGES: dict[tuple[int, str], tuple[tuple[float, float], str] | None] = {}
