@@ -305,6 +305,34 @@ class CachedTokens(_Part):
     fraction: Number | None = Field(None, description="cached / prompt tokens of those requests")
 
 
+class EngineMetrics(_Part):
+    """The engine's Prometheus ``/metrics`` during the step (vLLM, SGLang, TGI or Triton names,
+    serving/engine_metrics.py): gauges sampled about every 0.5 s (mean and max), prefix-cache counters as the
+    step's difference. A scrape that failed is counted in ``failures``, never fatal."""
+
+    engine: str | None = Field(
+        None, description="vllm | sglang | tgi | triton: whose metric names were found"
+    )
+    samples: int | None = Field(None, description="scrapes that answered during the step")
+    failures: int | None = Field(None, description="scrapes that failed (the endpoint is asked no more after 3 "
+                                 "failures without an answer)")  # fmt: skip
+    last_error: str | None = None
+    running_mean: Number | None = Field(
+        None, description="requests the engine was running, mean of the samples"
+    )
+    running_max: Number | None = None
+    queue_mean: Number | None = Field(None, description="requests waiting in the engine's queue, mean")
+    queue_max: Number | None = None
+    kv_cache_usage_mean: Number | None = Field(None, description="fraction of the KV cache in use, 0-1, mean")
+    kv_cache_usage_max: Number | None = None
+    prefix_cache_hit_rate: Number | None = Field(
+        None, description="prefix-cache hits / queries (tokens) during the step, 0-1"
+    )
+    prefix_cache_hit_rate_from: str | None = Field(
+        None, description="counters (the step's difference) | gauge (the engine's own hit-rate gauge, mean)"
+    )
+
+
 class GenerativeStep(_Part):
     """A generative step's token-level figures: streamed TTFT, every inter-token gap (ITL), per-request
     TPOT = (e2e - TTFT) / (output tokens - 1), e2e, token counts and rates (docs/llm.md defines each)."""
@@ -348,6 +376,7 @@ class GenerativeStep(_Part):
     output_length_honoured: bool | None = Field(
         None, description="every measured request streamed exactly the output length it asked"
     )
+    engine_metrics: EngineMetrics | None = None
     short_outputs: int | None = Field(
         None, description="requests that ended before their asked output length"
     )

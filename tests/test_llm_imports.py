@@ -32,7 +32,7 @@ def _import(tmp_path, tool: str) -> Path:
 
 def _priced(tmp_path) -> dict:
     res = CliRunner().invoke(main, ["report", str(tmp_path / "res"), "--out", str(tmp_path / "rep"),
-                                    "--slo-ttft-ms", "60000", "--slo-tpot-ms", "1000"])  # fmt: skip
+                                    "--slo-ttft-p99-ms", "60000", "--slo-tpot-p99-ms", "1000"])  # fmt: skip
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(io.StringIO((tmp_path / "rep" / "generative.csv").read_text())))
     return next(r for r in rows if r["target"] == "cpu-local")

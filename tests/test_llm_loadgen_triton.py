@@ -56,6 +56,9 @@ def test_generate_stream_and_model_stream_infer(triton, tmp_path, protocol):
         g = step["generative"]
         assert g["output_tokens"]["min"] == g["output_tokens"]["max"] == OSL
         assert g["input_tokens"]["min"] == g["input_tokens"]["max"] == ISL  # the model's input_tokens
+        # a running Triton's metrics are looked for at its HTTP port + 2 (Triton's defaults; this fixture's ports
+        # are free ones): polled, and a failure is recorded in the block, the step measured all the same
+        assert g["engine_metrics"]["samples"] + g["engine_metrics"]["failures"] >= 1
         # the python backend's threads add a little; the check is that the harness sees the schedule. The
         # gRPC client under gevent costs several times the CPU of the HTTP one (docs/loadtests.md), which on
         # a loaded 2-core host shows in its TTFT: a wider margin there (the timing accuracy itself is
@@ -74,3 +77,16 @@ def test_context_and_unknown_model_are_one_line(triton, tmp_path):
     done = loadtest("--url", triton.http_url, "--api", "triton", "--model", "nope", "--concurrency", "1", "--out",
                     str(tmp_path))  # fmt: skip
     assert done.returncode != 0 and "'nope' is not loaded" in done.stderr.strip().splitlines()[-1]
+
+
+def test_the_served_models_triton_metrics_are_polled_per_step(tmp_path):
+    """accelbench serving the repository itself knows Triton's metrics port: every step has the engine's block,
+    its pending requests as the queue (Triton has no running-requests gauge outside TensorRT-LLM)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo)
+    done = loadtest(str(repo), "--concurrency", "4", "--isl", str(ISL), "--osl", str(OSL), "--duration", "3",
+                    "--max-duration", "3", "--out", str(tmp_path / "out"))  # fmt: skip
+    measured(done)
+    em = json.loads(done.stdout)["steps"][0]["generative"]["engine_metrics"]
+    assert em["engine"] == "triton" and em["samples"] >= 5 and em["failures"] == 0, json.dumps(em)
+    assert em["queue_max"] is not None and em["running_mean"] is None and em["kv_cache_usage_mean"] is None

@@ -80,14 +80,14 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
 @pytest.mark.slow
 def test_capacity_is_the_highest_load_meeting_both_objectives(tmp_path):
     # TPOT p99 at c = 4 is 14.2 ms [13.5, 14.9], at c = 8 25.5 ms: a 20 ms bound leaves c = 4 as the capacity
-    _, rows, _ = _report(tmp_path, "--slo-tpot-ms", "20")
+    _, rows, _ = _report(tmp_path, "--slo-tpot-p99-ms", "20")
     assert float(rows["cpu-local"]["capacity_concurrency"]) == 4
     # 14.5 ms straddles c = 4's interval: INCONCLUSIVE, so c = 2 sets it and the reason says why
-    _, rows, _ = _report(tmp_path, "--slo-tpot-ms", "14.5")
+    _, rows, _ = _report(tmp_path, "--slo-tpot-p99-ms", "14.5")
     assert float(rows["cpu-local"]["capacity_concurrency"]) == 2
     assert "INCONCLUSIVE" in rows["cpu-local"]["reason"]
     # TTFT p99 of c = 1 is 21 ms: nothing meets 10 ms
-    _, rows, _ = _report(tmp_path, "--slo-ttft-ms", "10")
+    _, rows, _ = _report(tmp_path, "--slo-ttft-p99-ms", "10")
     assert rows["cpu-local"]["meets_objective"] == "False"
     assert rows["cpu-local"]["reason"] == "does not meet the TTFT/TPOT objective"
 
@@ -151,7 +151,7 @@ def test_a_measured_document_from_the_load_generator_is_priced_by_the_formula(tm
     src = Path(__file__).parent / "data" / "llm" / "reference"
     out = tmp_path / "rep"
     res = CliRunner().invoke(
-        main, ["report", str(src), "--out", str(out), "--slo-ttft-ms", "1000", "--slo-tpot-ms", "50"]
+        main, ["report", str(src), "--out", str(out), "--slo-ttft-p99-ms", "1000", "--slo-tpot-p99-ms", "50"]
     )
     assert res.exit_code == 0, res.output
     doc = load_result(next(src.glob("*.json")))

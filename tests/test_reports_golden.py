@@ -136,7 +136,7 @@ REPORTS = {
                            "--include-failed", "--max-error-rate", "0.05"]),
     "generative-tiny": ([TINY], ["--min-tokens-per-user", "10", "--project", PROJECT_LLM, "--target-tokens-per-s",
                                  "1000", "--fit-model", "llama-3.1-8b", "--context", "8192"]),
-    "generative-mixed": ([HAND, CPU_LOCAL], ["--min-tokens-per-user", "100", "--slo-tpot-ms", "20",
+    "generative-mixed": ([HAND, CPU_LOCAL], ["--min-tokens-per-user", "100", "--slo-tpot-p99-ms", "20",
                                              "--project", "l4", "--slo-p99-ms", "100"]),
 }  # fmt: skip
 

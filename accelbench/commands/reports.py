@@ -14,7 +14,7 @@ from accelbench.reports.options import CLASSIC, GENERATIVE, OptionSpec, option_s
 def _click_option(spec: OptionSpec):
     """One report option as a click option, from its definition in reports/options.py."""
     m = spec.meta
-    kwargs: dict[str, Any] = {"help": spec.help or None}
+    kwargs: dict[str, Any] = {"help": spec.help or None}  # m["aliases"]: report_options adds them
     if m.get("is_flag"):
         kwargs["is_flag"] = True
     elif m.get("multiple"):
@@ -30,17 +30,50 @@ def _click_option(spec: OptionSpec):
     return click.option(spec.flag, spec.name, **kwargs)
 
 
+def _alias_option(spec: OptionSpec, alias: str):
+    """A deprecated spelling of an option: hidden, arriving as ``<field>__<alias>`` (``take_aliases`` folds it
+    into the field with a one-line warning)."""
+    kwargs: dict[str, Any] = {"hidden": True, "default": None}
+    if "low" in spec.meta or "high" in spec.meta:
+        kwargs["type"] = click.FloatRange(min=spec.meta.get("low"), max=spec.meta.get("high"),
+                                          min_open=spec.meta.get("low_open", False))  # fmt: skip
+    return click.option(alias, _alias_key(spec.name, alias), **kwargs)
+
+
+def _alias_key(name: str, alias: str) -> str:
+    return f"{name}__{alias.lstrip('-').replace('-', '_')}"
+
+
 def report_options(group: str):
     """A decorator adding every report option of ``group`` (CLASSIC or GENERATIVE) to a command, in the order
-    reports/options.py declares them; each arrives as a keyword argument named as its ReportOptions field."""
+    reports/options.py declares them; each arrives as a keyword argument named as its ReportOptions field
+    (a deprecated alias as its own argument: pass the arguments through ``take_aliases``)."""
     specs = option_specs(group)
 
     def decorate(func):
         for spec in reversed(specs):
+            for alias in spec.meta.get("aliases", ()):
+                func = _alias_option(spec, alias)(func)
             func = _click_option(spec)(func)
         return func
 
     return decorate
+
+
+def take_aliases(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with each deprecated alias folded into its option, warning once on stderr per alias used;
+    the option and its alias both given is a usage error."""
+    out = dict(given)
+    for spec in option_specs():
+        for alias in spec.meta.get("aliases", ()):
+            value = out.pop(_alias_key(spec.name, alias), None)
+            if value is None:
+                continue
+            if out.get(spec.name) is not None:
+                raise click.UsageError(f"{alias} is the old spelling of {spec.flag}: give one of them")
+            click.echo(f"warning: {alias} is deprecated, use {spec.flag}", err=True)
+            out[spec.name] = value
+    return out
 
 
 @click.command("report")
@@ -53,7 +86,13 @@ def report_options(group: str):
     default=None,
     help="Folder for report.md, report.html, plots/, results.csv/.parquet [default: report; none with --json].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the table (or the comparison) as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the table (or the comparison) as JSON: the classic rows, then the generative ones "
+    '(marked "table": "generative", with their objectives and frontier points).',
+)
 @report_options(GENERATIVE)
 @click.option(
     "--compare",
@@ -74,7 +113,7 @@ def report_options(group: str):
 @click.pass_context
 def report_cmd(ctx, results, out_dir, as_json, compare, history, **given) -> None:
     """Cost per million requests at the latency SLO, against the baseline: report.md, report.html, results.csv/.parquet."""
-    options = options_from(given)
+    options = options_from(take_aliases(given))
     if out_dir is None and not as_json:
         out_dir = "report"
     if compare:
@@ -90,7 +129,7 @@ def report_cmd(ctx, results, out_dir, as_json, compare, history, **given) -> Non
         raise click.UsageError("give one or more result files or folders (or --compare OLD NEW)")
     out = make_report(results, catalog_of(ctx), options, out_dir)
     if as_json:
-        click.echo(to_json_text(out.table), nl=False)
+        click.echo(to_json_text(out.json_rows), nl=False)
     else:
         for path in out.files:
             click.echo(str(path))

@@ -127,8 +127,9 @@ def default_load() -> LoadPlan:
 @dataclass(frozen=True)
 class SloSpec:
     """The latency target: the chosen percentile of request latency must stay within ``latency_ms``;
-    generative models: a request counts toward goodput when its own TTFT and TPOT are within
-    ``ttft_p99_ms`` and ``tpot_p99_ms``."""
+    generative models: a step's TTFT p99 and TPOT p99 objectives ``ttft_p99_ms`` and ``tpot_p99_ms`` (what
+    ``loadtest`` and ``report`` call ``--slo-ttft-p99-ms`` and ``--slo-tpot-p99-ms``); goodput counts the
+    requests whose own TTFT and TPOT are within them."""
 
     latency_ms: float = 100.0
     percentile: float = 99.0

@@ -69,7 +69,8 @@ class MeasuredStep:
     ``aborted``: why the step was cut short (``aborted_by`` "loadgen" when a load process failed, else the
     server); ``histogram`` / ``samples``: the merged exact latencies (histogram.encode, samples.encode);
     ``windows``: (requests/s, p99 µs) per window; ``generative``: the merged token records (genstats.combine);
-    ``server_stats`` / ``metrics``: Triton's statistics and metrics deltas (None when not read)."""
+    ``server_stats`` / ``metrics``: Triton's statistics and metrics deltas (None when not read);
+    ``engine_metrics``: a generative step's engine /metrics block (documents.EngineMetrics; None: not polled)."""
 
     index: int
     offered: dict[str, float]
@@ -93,6 +94,7 @@ class MeasuredStep:
     windows: tuple[tuple[float, float], ...] = ()
     server_stats: dict[str, Any] | None = None
     metrics: dict[str, Any] | None = None
+    engine_metrics: dict[str, Any] | None = None  # the engine's /metrics (serving/engine_metrics)
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer child sent that this one does not know
 
     @classmethod

@@ -104,10 +104,13 @@ class Workload:
     tokenizer: str | None = knob(None, "Tokenizer folder (tokenizer.json) counting tokens (default: the "
                                  "model's: its variant's tokenizer/ copy, else its card's (--card, else the "
                                  "manifest's); else builtin:minilm-wordpiece).", flag="--tokenizer", check=_path)  # fmt: skip
-    # a spec gives these in its [slo] table (ttft_p99_ms, tpot_p99_ms)
-    slo_ttft_p99_ms: float | None = knob(None, "Goodput: a request's TTFT objective (ms).",
+    # the step's p99 objectives, one name everywhere: a spec's [slo] ttft_p99_ms / tpot_p99_ms, the report's
+    # --slo-ttft-p99-ms / --slo-tpot-p99-ms; goodput counts the requests whose own TTFT / TPOT is within them
+    slo_ttft_p99_ms: float | None = knob(None, "A step's TTFT p99 objective (ms); goodput counts the requests "
+                                         "whose own TTFT is within it.",
                                          flag="--slo-ttft-p99-ms", spec=False, check=optional(number()))  # fmt: skip
-    slo_tpot_p99_ms: float | None = knob(None, "Goodput: a request's TPOT objective (ms).",
+    slo_tpot_p99_ms: float | None = knob(None, "A step's TPOT p99 objective (ms); goodput counts the requests "
+                                         "whose own TPOT is within it.",
                                          flag="--slo-tpot-p99-ms", spec=False, check=optional(number()))  # fmt: skip
     # the traffic teams run (docs/llm.md "Workloads"); each at its default is left out of the document
     prefix_tokens: int = knob(0, "Shared prefix: the first N tokens of every prompt are its group's system "

@@ -26,7 +26,8 @@ as vLLM's reasoning parsers send them), ``--no-done`` (the stream ends after its
 without ``[DONE]``, as ``transformers serve`` does), ``--refuse-ignore-eos`` (422 for a request carrying
 ``ignore_eos``, as ``transformers serve`` answers), ``--cached-tokens N`` (usage says N prompt tokens came
 from the prefix cache). ``GET /metrics`` answers vLLM-named Prometheus gauges and counters (requests running
-and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state.
+and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state. ``--slots N``: at most
+N answers stream at once, the others wait in arrival order (counted as waiting; a TTFT starts at the slot).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Reference:
         self.prefixes: set[int] = set()  # chained hashes of every prefix of every prompt seen
         self.running = 0
         self.prompt_tokens = 0
+        self.waiting = 0  # requests waiting for a slot (vllm:num_requests_waiting)
         self.cache_hits = 0  # prompt tokens said to come from the prefix cache (usage, /metrics)
 
     def cached(self, ids: list[int]) -> int:
@@ -107,7 +109,7 @@ class Reference:
         holds 1 % of the KV cache; the prefix cache hits what each request's usage says was cached."""
         hits = self.cache_hits
         lines = [f'vllm:num_requests_running{{model_name="{self.args.model}"}} {self.running}',
-                 f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} 0',
+                 f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} {self.waiting}',
                  f'vllm:kv_cache_usage_perc{{model_name="{self.args.model}"}} {min(1.0, self.running / 100)}',
                  f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
                  f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}']  # fmt: skip
@@ -172,8 +174,15 @@ class Reference:
                                              "usage": _usage(n_in, n_out)})  # fmt: skip
         if self.slots is None:
             return await self.stream(writer, chat, n_in, n_out, arrived, req, entry)
-        async with self.slots:  # waits in arrival order (asyncio's semaphore is fair)
+        self.waiting += 1
+        try:
+            await self.slots.acquire()  # in arrival order (asyncio's semaphore is fair)
+        finally:
+            self.waiting -= 1
+        try:  # the TTFT timer starts when the request gets its slot
             return await self.stream(writer, chat, n_in, n_out, time.monotonic(), req, entry)
+        finally:
+            self.slots.release()
 
     async def embeddings(self, body: bytes, arrived: float, writer) -> bool:
         try:

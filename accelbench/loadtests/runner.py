@@ -130,8 +130,10 @@ class Controller:
         started_at = _utc_now()
         token = self._send("measure")
         t0 = time.monotonic()
+        poller = _engine_poller(self.cfg)
         windows, aborted = self._watch(token, t0, plan)
         duration_s = round(time.monotonic() - t0, 3)
+        engine_metrics = poller.stop() if poller is not None else None
         totals = self._pause()
         after, failure = self.stats.snapshot()
         aborted_by = None
@@ -146,7 +148,7 @@ class Controller:
         return _combine(
             MeasuredStep(plan.index, plan.offered, aborted=aborted or failure, aborted_by=aborted_by,
                          started_at=started_at, duration_s=duration_s, windows=tuple(windows),
-                         server_stats=server_stats, metrics=metrics),
+                         server_stats=server_stats, metrics=metrics, engine_metrics=engine_metrics),
             totals, self.n_procs,
         )  # fmt: skip
 
@@ -260,6 +262,18 @@ class _StatsProbe:
         if before["metrics"] and after["metrics"]:
             metrics = metrics_delta(before["metrics"], after["metrics"], self.model)
         return stats_delta(before["stats"], after["stats"]), metrics
+
+
+def _engine_poller(cfg: ChildConfig):
+    """A generative step's poller of the engine's /metrics (serving/engine_metrics), started; None for a
+    classic step or where the metrics' place is not known (Triton over gRPC alone)."""
+    workload = cfg.load.workload
+    if workload is None:
+        return None
+    from accelbench.serving.engine_metrics import Poller, metrics_url
+
+    url = metrics_url(workload.api, cfg.load.url, cfg.metrics_url)
+    return Poller(url, cfg.load.model).start() if url else None
 
 
 def _serving(*names: str) -> list:

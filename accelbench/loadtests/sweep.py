@@ -122,6 +122,8 @@ def build_step(raw: MeasuredStep, kind: str, batch_size: int, limits: Limits) ->
             limits.ci_batches,
         )
         invalid, low = [*invalid, *more_invalid], [*low, *more_low]
+        if raw.engine_metrics is not None:  # the engine's /metrics during the step (serving/engine_metrics)
+            generative["engine_metrics"] = raw.engine_metrics
     verdict, reasons = judge(
         requests=requests,
         error_rate=error_rate,

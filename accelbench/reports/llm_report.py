@@ -220,18 +220,29 @@ def _workload(group: Group) -> tuple[int | None, int | None, float | None, float
 
 
 def objectives(options: ReportOptions, groups: Mapping[GroupKey, Group]) -> tuple[float, float, str]:
-    """(TTFT ms, TPOT ms, where they came from): the options, else the workload's, else MLPerf Llama3.1-8B's."""
-    ttft, tpot = options.slo_ttft_ms, options.slo_tpot_ms
+    """(TTFT ms, TPOT ms, where they came from): each the option, else the workload's, else MLPerf
+    Llama3.1-8B's; where the two came from different places the source names both."""
     wl = [_workload(g) for g in groups.values()]
-    src = "--slo-ttft-ms/--slo-tpot-ms"
-    if ttft is None:
-        ttft = next((w[2] for w in wl if w[2]), None)
-        src = "the workload's objectives" if ttft else src
-    if tpot is None:
-        tpot = next((w[3] for w in wl if w[3]), None)
-    if ttft is None or tpot is None:
-        src = "MLPerf Llama3.1-8B standard objectives (default)"
-    return ttft or MLPERF_LLAMA_8B_TTFT_MS, tpot or MLPERF_LLAMA_8B_TPOT_MS, src
+    ttft, ttft_src = _objective(options.slo_ttft_p99_ms, "--slo-ttft-p99-ms", [w[2] for w in wl],
+                                MLPERF_LLAMA_8B_TTFT_MS)  # fmt: skip
+    tpot, tpot_src = _objective(options.slo_tpot_p99_ms, "--slo-tpot-p99-ms", [w[3] for w in wl],
+                                MLPERF_LLAMA_8B_TPOT_MS)  # fmt: skip
+    if ttft_src == tpot_src:
+        return ttft, tpot, ttft_src
+    if ttft_src.startswith("--") and tpot_src.startswith("--"):
+        return ttft, tpot, f"{ttft_src}/{tpot_src}"
+    return ttft, tpot, f"TTFT p99: {ttft_src}; TPOT p99: {tpot_src}"
+
+
+def _objective(
+    given: float | None, flag: str, workloads: list[float | None], default: float
+) -> tuple[float, str]:
+    if given is not None:
+        return float(given), flag
+    stored = next((w for w in workloads if w), None)
+    if stored:
+        return stored, "the workload's objectives"
+    return default, "MLPerf Llama3.1-8B standard objectives (default)"
 
 
 def _prices(target: HardwareTarget, options: ReportOptions) -> dict[str, PriceQuote]:

@@ -16,6 +16,7 @@ from accelbench.documents import ResultDocument
 from accelbench.hardware.catalog import Catalog
 from accelbench.reports.build import ReportData, build_report
 from accelbench.reports.efficiency import RooflineFn
+from accelbench.reports.generative_table import json_table
 from accelbench.reports.inputs import load_documents
 from accelbench.reports.llm_report import generative_files
 from accelbench.reports.options import ReportOptions
@@ -29,20 +30,30 @@ FORMATS = ("md", "html", "csv", "parquet")  # the table as JSON is always there 
 @dataclass
 class RenderedReport:
     data: ReportData
-    table: list[dict[str, Any]]  # the flat rows (what --json prints)
+    table: list[dict[str, Any]]  # the classic flat rows (results.csv's)
     outputs: dict[str, bytes]  # path relative to the report folder → content (report.md, plots/x.svg, …)
+
+    @property
+    def json_rows(self) -> list[dict[str, Any]]:
+        """The classic rows, then the generative ones (reports/generative_table.py): what --json prints."""
+        return json_table(self.table, self.data.generative)
 
     @property
     def json_text(self) -> str:
         """The table as JSON: what ``accelbench report --json`` prints and the service's report API returns."""
-        return to_json_text(self.table)
+        return to_json_text(self.json_rows)
 
 
 @dataclass
 class ReportOutput:
     data: ReportData
-    table: list[dict[str, Any]]  # the flat rows (what --json prints)
+    table: list[dict[str, Any]]  # the classic flat rows (results.csv's)
     files: list[Path]
+
+    @property
+    def json_rows(self) -> list[dict[str, Any]]:
+        """The classic rows, then the generative ones: what ``accelbench report --json`` prints."""
+        return json_table(self.table, self.data.generative)
 
 
 def render_report(

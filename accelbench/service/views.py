@@ -70,11 +70,17 @@ def report_options(
     ] = DEFAULTS.amortization_years,
     usd_per_kwh: Annotated[float, Query(ge=0, le=1e3, allow_inf_nan=False)] = DEFAULTS.usd_per_kwh,
     # generative results; strings so that an empty form field means "not set" (the default)
+    slo_ttft_p99_ms: Annotated[
+        str | None, Query(max_length=20, description="generative: a step's TTFT p99 objective, ms")
+    ] = None,
+    slo_tpot_p99_ms: Annotated[
+        str | None, Query(max_length=20, description="generative: a step's TPOT p99 objective, ms")
+    ] = None,
     slo_ttft_ms: Annotated[
-        str | None, Query(max_length=20, description="generative: TTFT p99 objective, ms")
+        str | None, Query(max_length=20, deprecated=True, description="old spelling of slo_ttft_p99_ms")
     ] = None,
     slo_tpot_ms: Annotated[
-        str | None, Query(max_length=20, description="generative: TPOT p99 objective, ms")
+        str | None, Query(max_length=20, deprecated=True, description="old spelling of slo_tpot_p99_ms")
     ] = None,
     min_tokens_per_user: Annotated[
         str | None, Query(max_length=20, description="generative: tokens/s per user")
@@ -90,10 +96,18 @@ def report_options(
         "slo_ms": slo_p99_ms, "percentile": percentile, "baseline": baseline, "price_basis": price_basis,
         "price_overrides": overrides, "target_qps": target_qps, "headroom": headroom, "project": project,
         "include_failed": include_failed, "max_error_rate": max_error_rate, "amortization_years": amortization_years,
-        "usd_per_kwh": usd_per_kwh, "slo_ttft_ms": _positive("slo_ttft_ms", slo_ttft_ms),
-        "slo_tpot_ms": _positive("slo_tpot_ms", slo_tpot_ms),
+        "usd_per_kwh": usd_per_kwh, "slo_ttft_p99_ms": _objective("slo_ttft_p99_ms", slo_ttft_p99_ms, "slo_ttft_ms", slo_ttft_ms),
+        "slo_tpot_p99_ms": _objective("slo_tpot_p99_ms", slo_tpot_p99_ms, "slo_tpot_ms", slo_tpot_ms),
         "min_tokens_per_user": _positive("min_tokens_per_user", min_tokens_per_user),
     })  # fmt: skip
+
+
+def _objective(name: str, text: str | None, old_name: str, old_text: str | None) -> float | None:
+    """An objective given by its name or by its deprecated spelling (not both, unless one is empty)."""
+    value, old = _positive(name, text), _positive(old_name, old_text)
+    if value is not None and old is not None:
+        raise ApiError(422, f"field {old_name}: the old spelling of {name}; give one of them")
+    return value if value is not None else old
 
 
 def _positive(name: str, text: str | None) -> float | None:
