@@ -5,7 +5,10 @@ steps' plans), with measured values, times and hosts replaced by a placeholder.
 ``python tests/edge_documents.py RECORD_DIR`` wrote ``tests/data/edge/*.json`` from the code before the typed
 child configuration (issue 38); tests/test_loadtests_edge.py sweeps again and compares. The two generative
 recordings were written again after issue 39's new step fields (TTFO, TTST, reasoning tokens, the output
-count's source, whether lengths were forced and honoured): additions only, nothing else changed.
+count's source, whether lengths were forced and honoured): additions only, nothing else changed. The batch
+sizes in Triton's per-batch statistics are measured (a loaded host forms larger dynamic batches), so those
+maps are masked whole (``MEASURED_KEYS``), in the recordings too; the generative recordings gained the
+engine's /metrics per step (``generative.engine_metrics``, additions only).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ KEPT = {
     "steps.loadgen.processes",
 }  # fmt: skip
 PER_ELEMENT = {"steps"}  # lists whose length is deterministic (one element per planned step)
+# maps whose keys are measured: the batch sizes Triton's dynamic batcher happened to form (a loaded host
+# forms larger ones)
+MEASURED_KEYS = {"steps.server_stats.batch_histogram", "steps.server_stats.compute_infer_us_by_batch"}
 
 CLASSIC = {
     "closed-http": LoadProfile(kind="closed", levels=(1, 2), duration_s=1.0, warmup_s=0.3, max_duration_s=3.0),
@@ -54,6 +60,8 @@ def shape(value: Any, path: str = "") -> Any:
     """``value`` with every leaf outside ``KEPT`` replaced by ``"."`` (a measured flag such as ``drift`` too)."""
     if path in KEPT:
         return value
+    if path in MEASURED_KEYS and isinstance(value, dict):
+        return "{.}"
     if isinstance(value, dict):
         return {k: shape(v, f"{path}.{k}" if path else k) for k, v in sorted(value.items())}
     if isinstance(value, list):

@@ -176,26 +176,42 @@ def test_embeddings_endpoint(tmp_path):
 TTFT_MS, ITL_MS, OSL = 40, 10, 5  # a slot serves one answer for 40 + 4 x 10 = 80 ms
 
 
+def search_slots(out: Path, slots: int) -> dict:
+    with reference_server.running(free_port(), "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
+                                  "--slots", str(slots)) as url:  # fmt: skip
+        return loadtest(url, out, "--api", "openai", "--isl", "8", "--osl", str(OSL),
+                        "--search", "concurrency", "--search-max-concurrency", "32", "--search-between", "3",
+                        "--search-refinements", "6", "--slo-ttft-p99-ms", "80", "--slo-tpot-p99-ms", "30",
+                        "--warmup", "0.3", "--duration", "0.7", "--max-duration", "0.7",
+                        "--target", "cpu-local", "--precision", "fp32")  # fmt: skip
+
+
 @pytest.mark.parametrize("slots", [4, 16])
 def test_search_finds_the_servers_slots(tmp_path, slots):
     """Up to N in flight no request waits (TTFT 40 ms); above N one in N+1 waits a whole answer (TTFT about
     120 ms), which the p99 sees: the objective 80 ms is met exactly up to concurrency N. The report prices
-    the answer's step."""
-    with reference_server.running(free_port(), "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
-                                  "--slots", str(slots)) as url:  # fmt: skip
-        doc = loadtest(url, tmp_path / "res", "--api", "openai", "--isl", "8", "--osl", str(OSL),
-                       "--search", "concurrency", "--search-max-concurrency", "32", "--search-between", "3",
-                       "--search-refinements", "6", "--slo-ttft-p99-ms", "80", "--slo-tpot-p99-ms", "30",
-                       "--warmup", "0.3", "--duration", "0.7", "--max-duration", "0.7",
-                       "--target", "cpu-local", "--precision", "fp32")  # fmt: skip
-    s = doc["search"]
-    assert s["answer"] == {"concurrency": slots} and s["above"] == {"concurrency": slots + 1}, s
+    the answer's step.
+
+    The objective leaves 40 ms above an unqueued TTFT: a load process the shared host stalls longer than
+    half of that (its event-loop lag, in each step) can miss it at a concurrency below N. Such a search is
+    run again (three tries, else skipped with the lags); one whose load process ran on time must answer N."""
+    lags: list[list[int]] = []
+    for attempt in range(3):
+        res = tmp_path / f"res{attempt}"
+        doc = search_slots(res, slots)
+        s = doc["search"]
+        if s["answer"] == {"concurrency": slots} and s["above"] == {"concurrency": slots + 1}:
+            break
+        lags.append([x["loadgen"]["event_loop_lag_us"]["max"] for x in doc["steps"]])
+        assert max(lags[-1]) > 20_000, (s, lags[-1])
+    else:
+        pytest.skip(f"the host stalled the load process in 3 tries (event-loop lag max µs per step: {lags})")
     assert [x["phase"] for x in s["steps"][:2]] == ["synchronous", "saturation"]
     assert {x["index"] for x in s["steps"]} == {x["index"] for x in doc["steps"]} and s["complete"]
     assert doc["load_profile"]["search"]["mode"] == "concurrency"
     answer = next(x for x in doc["steps"] if x["index"] == s["answer_step"])
     assert answer["offered"] == {"concurrency": slots}
-    done = subprocess.run([*ACCELBENCH, "report", str(tmp_path / "res"), "--out", str(tmp_path / "rep")],
+    done = subprocess.run([*ACCELBENCH, "report", str(res), "--out", str(tmp_path / "rep")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     row = next(csv.DictReader(io.StringIO((tmp_path / "rep" / "generative.csv").read_text())))

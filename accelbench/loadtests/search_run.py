@@ -159,6 +159,7 @@ def drive(load: Load, was_complete: bool, stopped: Callable[[], bool]) -> None:
             if kind == load.profile.kind
             else dataclasses.replace(load.profile, kind=kind, search=None)
         )
-        dataclasses.replace(load, profile=own).measure(plans, retry_rounds=0, more=more)  # type: ignore[type-var]  # Load is the Protocol of a dataclass (sweep._Load)
+        # load is sweep._Load, a dataclass, which a Protocol cannot say
+        dataclasses.replace(load, profile=own).measure(plans, retry_rounds=0, more=more)  # type: ignore[type-var]  # see above
 
     run.run(measure, stopped)
