@@ -194,13 +194,17 @@ def test_search_finds_the_servers_slots(tmp_path, slots):
 
     The objective leaves 40 ms above an unqueued TTFT: a load process the shared host stalls longer than
     half of that (its event-loop lag, in each step) can miss it at a concurrency below N. Such a search is
-    run again (three tries, else skipped with the lags); one whose load process ran on time must answer N."""
+    run again (three tries, else skipped with the lags); one whose load process ran on time must answer N
+    within one refinement step (the issue's bound): at N + 1 closed-loop users that have fallen out of step,
+    the one waiting request waits for the next slot to free, a fraction of an answer, so N + 1 can meet the
+    objective too (seen at N = 16); the step above the answer must then miss it."""
     lags: list[list[int]] = []
     for attempt in range(3):
         res = tmp_path / f"res{attempt}"
         doc = search_slots(res, slots)
         s = doc["search"]
-        if s["answer"] == {"concurrency": slots} and s["above"] == {"concurrency": slots + 1}:
+        found = s["answer"].get("concurrency") if s["answer"] else None
+        if found in (slots, slots + 1) and s["above"] == {"concurrency": found + 1}:
             break
         lags.append([x["loadgen"]["event_loop_lag_us"]["max"] for x in doc["steps"]])
         assert max(lags[-1]) > 20_000, (s, lags[-1])
@@ -210,14 +214,14 @@ def test_search_finds_the_servers_slots(tmp_path, slots):
     assert {x["index"] for x in s["steps"]} == {x["index"] for x in doc["steps"]} and s["complete"]
     assert doc["load_profile"]["search"]["mode"] == "concurrency"
     answer = next(x for x in doc["steps"] if x["index"] == s["answer_step"])
-    assert answer["offered"] == {"concurrency": slots}
+    assert answer["offered"] == {"concurrency": found}
     done = subprocess.run([*ACCELBENCH, "report", str(res), "--out", str(tmp_path / "rep")],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     row = next(csv.DictReader(io.StringIO((tmp_path / "rep" / "generative.csv").read_text())))
-    assert float(row["capacity_concurrency"]) == slots, row
+    assert float(row["capacity_concurrency"]) == found, row
     assert row["reason"].startswith("the SLO-capacity search's answer: concurrency")
-    assert f"concurrency {slots} met" in (tmp_path / "rep" / "report.md").read_text()
+    assert f"concurrency {found} met" in (tmp_path / "rep" / "report.md").read_text()
     tps = answer["generative"]["output_tokens_per_s"]["value"]
     assert float(row["usd_per_million_output_tokens"]) == pytest.approx(
         CPU_LOCAL_USD_PER_HOUR / (tps * 3600) * 1e6
