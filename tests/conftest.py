@@ -1,6 +1,6 @@
 """Fixtures shared by several test files, and the two test tiers.
 
-``make test-fast`` runs ``pytest -m "not slow"``: every test that starts a server (tritonserver, ``accelbench
+``make test-fast`` runs ``pytest -m "not slow" -n 2``: every test that starts a server (tritonserver, ``accelbench
 server``, the reference/SSE test servers), PostgreSQL or Locust is marked ``slow``, explicitly or here by the
 fixtures it uses. A test not marked slow that starts one anyway fails, naming what it started
 (``tests/fast_tier_guard/``), in either tier.
