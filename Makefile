@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh Linux machine with Python >= 3.10 and make:
 #   make demo   - the main job: `accelbench run` on the embedded default (local CPU + bundled Triton)
 #   make test   - the whole test suite
-#   make test-fast - the tests not marked slow (no server, database or Locust; a few minutes)
+#   make test-fast - the tests not marked slow (no server, database or Locust), on two pytest-xdist workers
+# docs/testing.md says where the suite's time goes and what each tier guards.
 # Each creates .venv on first use and reinstalls only when pyproject.toml changes. numpy and pyarrow come at
 # their current releases (numpy 2); the embedded tritonserver (nvidia-pytriton, installed without its numpy<2
 # pin) and its python-backend stub's small numpy<2 environment come from accelbench.serving.install
@@ -28,7 +29,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=30 --durations-min=1
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check accelbench tests bench typings

@@ -1,6 +1,6 @@
 """Fixtures shared by several test files, and the two test tiers.
 
-``make test-fast`` runs ``pytest -m "not slow"``: every test that starts a server (tritonserver, ``accelbench
+``make test-fast`` runs ``pytest -m "not slow" -n 2``: every test that starts a server (tritonserver, ``accelbench
 server``, the reference/SSE test servers), PostgreSQL or Locust is marked ``slow``, explicitly or here by the
 fixtures it uses. A test not marked slow that starts one anyway fails, naming what it started
 (``tests/fast_tier_guard/``), in either tier.
@@ -96,6 +96,27 @@ def pytest_runtest_call(item: pytest.Item):
 
 def pytest_unconfigure() -> None:
     GUARD_LOG.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Where the time went (docs/testing.md keeps the table): setup/call/teardown shares, slowest modules."""
+    phases: dict[str, float] = {"setup": 0.0, "call": 0.0, "teardown": 0.0}
+    modules: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            when, duration = getattr(report, "when", None), getattr(report, "duration", 0.0)
+            if when in phases:
+                phases[when] += duration
+                module = report.nodeid.split("::")[0]
+                modules[module] = modules.get(module, 0.0) + duration
+    total = sum(phases.values())
+    if total < 60:  # a few tests: nothing to say
+        return
+    terminalreporter.section("time by phase and module")
+    shares = ", ".join(f"{k} {v:.0f} s ({v / total:.0%})" for k, v in phases.items())
+    terminalreporter.write_line(f"{total:.0f} s in tests: {shares}")
+    for module, seconds in sorted(modules.items(), key=lambda kv: -kv[1])[:20]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {module}")
 
 
 from service_fixtures import db_url, live_server, postgres_url  # noqa: E402,F401

@@ -158,7 +158,7 @@ def test_a_recipe_that_fails_is_a_one_line_refusal(cards, workdir):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_short_run_on_cpu_local(cards, run_out):
-    """One `accelbench run` over every corpus model: FP32 and INT8, one level, short steps."""
+    """One `accelbench run` over every corpus model: FP32 and INT8, one level, short steps, no re-quantizing."""
     if not cards:
         pytest.skip("no card test ran")
     models = "\n".join(
@@ -169,10 +169,16 @@ def test_short_run_on_cpu_local(cards, run_out):
         'name = "corpus"\n'
         + models
         + '[[targets]]\nid = "cpu-local"\nmode = "local"\n'
-        + "[load]\nlevels = [1]\nduration_s = 1.0\nwarmup_s = 0.25\n[slo]\nlatency_ms = 500\n"
+        # at most 3 s a step: the slow models never reach p99's sample floor, and waited 60 s each for it
+        + "[load]\nlevels = [1]\nduration_s = 1.0\nmax_duration_s = 3.0\nwarmup_s = 0.25\n"
+        + "[slo]\nlatency_ms = 500\n"
     )
     run = _cli("run", str(spec), "--out", str(run_out), timeout_s=2300)
     assert run.returncode == 0, run.stderr[-3000:]
+    # quantized once: the run serves the variants test_quantize_int8 made with `accelbench quantize`
+    steps = json.loads((run_out / "run.json").read_text())["steps"]
+    quantized = {s["item"].split()[0]: s["status"] for s in steps if s["stage"] == "quantize"}
+    assert quantized == {str(cards[name]): "skipped" for name in cards}, quantized
     results = sorted(p.name for p in (run_out / "results").glob("*.json"))
     for name in cards:  # every model was served and measured (its FP32 at least; INT8 if already quantized)
         precision = "int8" if BY_NAME[name].quantized else "fp32"

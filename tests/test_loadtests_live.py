@@ -189,7 +189,9 @@ def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
     from accelbench.models.inputs import make_inputs
 
     card = load_card("builtin:identity")
-    profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2)
+    # every answer is wrong, so no latency sample counts towards the floor: capped, or the step runs 60 s
+    profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0, warmup_s=0.2,
+                          max_duration_s=2.0)  # fmt: skip
     doc, _ = run_sweep(
         server=Server(triton.http_url, triton.grpc_url, triton.metrics_url),
         model=MODEL,

@@ -68,6 +68,10 @@ def quantize_command(
         reference=Path(reference) if reference else None,
     )
     manifests = quantize(request)
+    if precision and recipe is None and reference is None:  # what `accelbench run` would make: it reuses them
+        from accelbench.experiment.pipeline import record_variants
+
+        record_variants(Path(out_dir), model, target_id, precision, manifests)
     if as_json:
         click.echo(json.dumps([to_dict(m) for m in manifests], indent=2, sort_keys=True))
         return

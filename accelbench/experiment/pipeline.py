@@ -12,7 +12,8 @@ The composition root: it calls each stage's library API (docs/architecture.md) a
 Result documents are named by variant (which includes the target), so ``results/`` folders from several hosts
 merge by copying them side by side and running ``accelbench report`` over all of them.
 
-Resume: a variant whose manifest still matches its files and recorded hash is not re-quantized; a sweep whose
+Resume: a variant whose manifest still matches its files and recorded hash is not re-quantized (also one that
+`accelbench quantize --out <out>/variants` made with the default recipes); a sweep whose
 result document is complete for the same manifest hash and load profile is not re-run (and Triton is not even
 started); the report is not re-rendered when its inputs are unchanged. Ctrl-C leaves no process behind:
 LocalTriton stops in its context manager and the load generator's process group is ended by the sweep.
@@ -162,8 +163,7 @@ def _quantize_all(
 
 def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_path: str | None,
                   progress: Progress) -> list[_Variant]:  # fmt: skip
-    stamp = out / "variants" / ".done" / f"{_safe(uri)}__{target_id}__{precision}.json"
-    reused = _reusable_variants(stamp)
+    reused = _reusable_variants(_stamp(out / "variants", uri, target_id, precision))
     label = f"{uri} {target_id} {precision}"
     if reused is not None:
         progress.skip("quantize", label, "manifest hashes match")
@@ -176,10 +176,26 @@ def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_p
                             catalog_path=catalog_path)
         )  # fmt: skip
         notes.append(", ".join(f"{m.name} {m.verdict}" for m in manifests))
-    variants = [_Variant(out / "variants" / m.name, m) for m in manifests]
-    atomic_write_json(stamp, {"uri": uri, "source": _source_fingerprint(uri),
-                              "variants": {v.name: v.manifest.manifest_hash for v in variants}})  # fmt: skip
-    return variants
+    record_variants(out / "variants", uri, target_id, precision, manifests)
+    return [_Variant(out / "variants" / m.name, m) for m in manifests]
+
+
+def record_variants(variants_dir: Path, uri: str, target_id: str, precision: str,
+                    manifests: list[VariantManifest]) -> None:  # fmt: skip
+    """Stamp what quantize made in ``variants_dir`` so that a run with ``--out`` its parent reuses it.
+
+    `accelbench quantize` stamps its default-recipe variants too: a run over the same card then serves them
+    instead of quantizing again (the resume rule of ``_reusable_variants``)."""
+    done = {
+        "uri": uri,
+        "source": _source_fingerprint(uri),
+        "variants": {m.name: m.manifest_hash for m in manifests},
+    }
+    atomic_write_json(_stamp(variants_dir, uri, target_id, precision), done)
+
+
+def _stamp(variants_dir: Path, uri: str, target_id: str, precision: str) -> Path:
+    return variants_dir / ".done" / f"{_safe(uri)}__{target_id}__{precision}.json"
 
 
 def _safe(text: str) -> str:

