@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from accelbench.service.errors import ApiError, validation_message
-from accelbench.service.validate import out_of_bounds
+from accelbench.service.validate import out_of_bounds, unmeasurable
 
 
 class _Part(BaseModel):
@@ -61,7 +61,7 @@ class HostProbe(_Part):
     @classmethod
     def _bounded(cls, data: Any) -> Any:
         if (where := out_of_bounds(data)) is not None:
-            raise ValueError(f"'{where}' must be a finite number within ±1e18")
+            raise ValueError(unmeasurable(where))
         return data
 
 

@@ -42,10 +42,15 @@ def _measurable(number: float) -> bool:
     return (isinstance(number, int) or math.isfinite(number)) and abs(number) <= MEASURE_MAX
 
 
+def unmeasurable(where: str) -> str:
+    """What a number at ``where`` that no measurement can be is told (see ``MEASURE_MAX``)."""
+    return f"field '{where}': must be a finite number within ±{MEASURE_MAX:.0e}"
+
+
 def check_numbers(value: Any, name: str) -> None:
     """ApiError 422 naming the field of the first number no measurement can be (see ``MEASURE_MAX``)."""
     if (where := out_of_bounds(value)) is not None:
-        raise ApiError(422, f"{name}: field '{where}': must be a finite number within ±{MEASURE_MAX:.0e}")
+        raise ApiError(422, f"{name}: {unmeasurable(where)}")
 
 
 def check_result(doc: object, name: str) -> ResultDocument:

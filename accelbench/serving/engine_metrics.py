@@ -227,7 +227,7 @@ class Poller:
     def __init__(self, url: str, model: str | None = None, interval_s: float = 0.5,
                  scrape_fn: Callable[[str, str | None], EngineSample] | None = None) -> None:  # fmt: skip
         self.url, self.model, self.interval_s = url, model, interval_s
-        self._scrape = scrape_fn or (lambda u, m: scrape(u, m))
+        self._scrape = scrape_fn or scrape
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.summary = Summary()
