@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -229,46 +230,68 @@ def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
     assert steps[1]["verdict"] == "INVALID" and "load process 1 exited" in steps[1]["aborted"]
 
 
-# spins one core for {s} seconds, pinned to core 0
-HOG = "import os, time\nos.sched_setaffinity(0, {{0}})\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
+class Throttle:
+    """Slows a running server down the way a cgroup's CPU quota does: from ``start()`` on, its whole process group
+    is stopped for ``stop_s`` out of every ``stop_s + run_s`` (SIGSTOP/SIGCONT), for ``duration_s``. A slowdown
+    of a known size that does not depend on what else the machine runs, unlike CPU hogs, which the scheduler may
+    or may not put in the server's way (a CI run once measured no change at all under six of them)."""
+
+    def __init__(self, pgid: int, *, stop_s: float = 0.03, run_s: float = 0.02, duration_s: float = 10.0):
+        self.pgid, self.stop_s, self.run_s, self.duration_s = pgid, stop_s, run_s, duration_s
+        self.cycles = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        end = time.monotonic() + self.duration_s
+        while time.monotonic() < end and not self._done.is_set():
+            os.killpg(self.pgid, signal.SIGSTOP)
+            try:
+                self._done.wait(self.stop_s)
+            finally:
+                os.killpg(self.pgid, signal.SIGCONT)
+            self.cycles += 1
+            self._done.wait(self.run_s)
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
-def test_a_cpu_hog_halfway_through_a_step_is_drift(repo, tmp_path):
-    """Hogs from the middle of a 16 s step to its end slow the server down mid-step: the step must come out
-    INVALID "drift" with the size of the change (docs/statistics.md).
-
-    On a shared 2-core machine the system under test (this process's children: Triton and Locust) and six
-    hogs share one pinned core; each hog runs in its own session, because the kernel's autogroup scheduler
-    shares a core between sessions, not processes. Thirty batch means instead of the default twenty: a level
-    shift at the middle is Mann–Kendall's hardest case (its p reaches only ~0.001 with twenty, perfectly
-    separated), and this test is about catching the hog, not about the threshold. The step is then measured
-    again (``retries=1``), and the drifting attempt is the one kept inside it."""
+def test_a_server_slowed_halfway_through_a_step_is_drift(repo, tmp_path):
+    """A server slowed down from the middle of a 16 s step to its end (stopped 60 % of the time, as by a CPU
+    quota) must make the step INVALID "drift" with the size of the change (docs/statistics.md). Thirty batch
+    means instead of the default twenty: a level shift at the middle is Mann–Kendall's hardest case (its p reaches
+    only ~0.001 with twenty, perfectly separated), and this test is about catching the slowdown, not about the
+    threshold. The step is then measured again (``retries=1``), and the drifting attempt is the one kept inside
+    it."""
     profile = LoadProfile(kind="closed", protocol="http", levels=(2,), duration_s=16.0, max_duration_s=16.0,
                           warmup_s=1.0, processes=1)  # fmt: skip
-    hogs: list[subprocess.Popen] = []
+    throttles: list[Throttle] = []
+    with LocalTriton(repo) as server:
+        assert server.pid is not None
 
-    def on_event(event) -> None:
-        if isinstance(event, StepProgress) and event.elapsed_s >= 7.5 and not hogs:
-            hogs.extend(subprocess.Popen([sys.executable, "-c", HOG.format(s=10)], start_new_session=True)
-                        for _ in range(6))  # fmt: skip
+        def on_event(event) -> None:
+            if isinstance(event, StepProgress) and event.elapsed_s >= 7.5 and not throttles:
+                throttles.append(Throttle(os.getpgid(server.pid), duration_s=10.0))
+                throttles[0].start()
 
-    affinity = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {0})  # inherited by the server and the load generator started below
-    try:
-        with LocalTriton(repo) as server:
+        try:
             doc, _ = loadtest(model=MODEL, profile=profile, out_dir=tmp_path, url=server.http_url,
                               card_uri="builtin:identity", on_event=on_event,
                               limits=Limits(drift_batches=30, retries=1))  # fmt: skip
-    finally:
-        os.sched_setaffinity(0, affinity)
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+        finally:
+            for throttle in throttles:
+                throttle.close()
     measured = to_dict(doc)["steps"][0]
-    # the drifting step is measured once more (--retries 1; the hogs are gone by then) and kept inside it
+    # the drifting step is measured once more (--retries 1; the slowdown is over by then) and kept inside it
     assert measured["attempt"] == 2 and len(measured["earlier_attempts"]) == 1, measured["reasons"]
     step = measured["earlier_attempts"][0]
-    assert hogs, "the hog never started"
+    assert throttles and throttles[0].cycles > 50, "the slowdown never started"
     assert step["verdict"] == "INVALID", (step["reasons"], step["statistics"])
     assert step["reasons"] and all(r.startswith("drift: ") for r in step["reasons"]), step["reasons"]
     stats = step["statistics"]["drift"]
