@@ -110,3 +110,40 @@ def test_a_decode_step_is_never_shorter_than_the_chips_published_batch_one_step(
     # the datacenter GPUs' published LLM points are maximum-throughput runs: no floor, and the row says nothing
     a100 = eff.for_target(catalog.get("a100-sxm4-80gb"))
     assert a100.step_floor_s == 0 and a100.step_floor_source == ""
+
+
+def test_a_model_smaller_than_any_published_one_steps_no_faster_than_its_layers_fixed_cost(catalog, eff):
+    """Issue 36 item 5: llama-tiny on an A100 projected a 0.03 ms TPOT (the roofline of 10 M parameters). No
+    datacenter batch-1 decode step is published, so the floor is the chip's published fixed cost of a transformer
+    layer (BERT-Base-128's t0 from demoBERT's A100 tables ÷ its 12 layers) × the model's layers."""
+    from accelbench.hardware.roofline import roofline_point
+    from accelbench.models.builtin.transformer import BERT_BASE
+    from accelbench.reports import efficiency as ef
+    from accelbench.reports.llm_projection import FLOOR_GRAPH, project
+
+    a100 = catalog.get("a100-sxm4-80gb")
+    e = eff.for_target(a100)
+    t0, own_chip = ef.graph_fixed_term(catalog, a100, FLOOR_GRAPH, roofline_point)
+    assert own_chip and e.layer_floor_s == pytest.approx(t0 / BERT_BASE.layers)
+    assert "bert-base-128 on this chip" in e.layer_floor_source
+    tiny = load_shape("llama-tiny")
+    cost = LlmCost.of(tiny, "fp16", "fp16")
+    assert (
+        tpot_s(cost, roof(a100, "fp16"), 1, 192.0) < tiny.layers * e.layer_floor_s / 2
+    )  # the roofline alone
+    proj = project(cost, tiny.kv_heads, a100, "fp16", 128, 128, e)
+    assert proj.points and min(p.tpot_s for p in proj.points) >= tiny.layers * e.layer_floor_s
+    rates = [p.output_tokens_per_s for p in proj.points]
+    assert all(b >= a for a, b in zip(rates, rates[1:], strict=False))  # linear at the floor, then saturating
+    # a model whose step is long (the weights stream from memory) is not held by the floor
+    big = load_shape("llama-3.1-8b")
+    big_cost = LlmCost.of(big, "fp16", "fp16")
+    step = tpot_s(big_cost, roof(a100, "fp16"), 1, 192.0, 1, e.decode)
+    assert step > big.layers * e.layer_floor_s
+
+
+def test_a_chip_with_no_transformer_series_takes_the_median_chips_layer_floor_and_says_so(catalog, eff):
+    e = eff.for_target(catalog.get("h100-sxm"))
+    assert (
+        e.layer_floor_s > 0 and "median tensorrt chip (this one published no series)" in e.layer_floor_source
+    )

@@ -75,7 +75,7 @@ def comparator(catalog: Catalog, model: str, target: str, precision: str) -> Com
     if model in TABLE:
         table = TABLE_PRECISION[precision]
         mine = _largest_batch(catalog, [target], TABLE[model], table)
-        chip = [BASELINE, *ef._siblings(catalog, catalog.get(BASELINE))]
+        chip = [BASELINE, *ef.siblings(catalog, catalog.get(BASELINE))]
         ref = _largest_batch(catalog, chip, TABLE[model], table)
         if mine is not None and ref is not None and mine.batch == ref.batch:
             r = mine.throughput_ips / ref.throughput_ips

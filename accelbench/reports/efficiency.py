@@ -246,7 +246,8 @@ def architecture(target: HardwareTarget) -> str:
 Use = Callable[[PublishedPoint], bool]  # which published points may enter a fit (validation leaves some out)
 
 
-def _all(_point: PublishedPoint) -> bool:
+def every_point(_point: PublishedPoint) -> bool:
+    """The default ``Use``: every published point may enter a fit."""
     return True
 
 
@@ -262,7 +263,11 @@ def point_roofline(
 
 
 def fitted_points(
-    catalog: Catalog, target_id: str, roofline: RooflineFn, exclude_model: str | None = None, use: Use = _all
+    catalog: Catalog,
+    target_id: str,
+    roofline: RooflineFn,
+    exclude_model: str | None = None,
+    use: Use = every_point,
 ) -> list[FittedPoint]:
     """The target's published points that enter its fit (``fit = true``), minus ``exclude_model``; MLPerf's
     variable-length BERT points too, with their graph's work scaled by ``work_factor`` where one is known."""
@@ -302,7 +307,7 @@ def _less_work(cost: Mapping[str, float], k: float) -> dict[str, float]:
 
 
 def work_factor(
-    catalog: Catalog, model: str, precision: str, roofline: RooflineFn, use: Use = _all
+    catalog: Catalog, model: str, precision: str, roofline: RooflineFn, use: Use = every_point
 ) -> float | None:
     """How much more work the padded ``model`` graph counts than MLPerf's variable-length run does: on a chip
     that published both (the MLPerf result and a fixed-length table of the same graph and precision, e.g. the
@@ -331,7 +336,7 @@ def work_factor(
     return statistics.median(ratios) if ratios else None
 
 
-def _siblings(catalog: Catalog, target: HardwareTarget) -> list[str]:
+def siblings(catalog: Catalog, target: HardwareTarget) -> list[str]:
     """The other targets with the target's chip, those with its power limit first (SXM before PCIe)."""
     arch = architecture(target)
     same = [t for tid, t in sorted(catalog.targets.items()) if tid != target.id and architecture(t) == arch]
@@ -349,7 +354,7 @@ def _describe(points: Iterable[FittedPoint]) -> str:
 
 
 def class_offset(
-    catalog: Catalog, toolchain: str, cls: str, roofline: RooflineFn, use: Use = _all
+    catalog: Catalog, toolchain: str, cls: str, roofline: RooflineFn, use: Use = every_point
 ) -> float | None:
     """Mean log fraction of peak of the per-sample term t1 (``kind_fractions``) of ``cls`` points minus that of
     the other kind, within each chip that has both (median over chips); None when no chip has both kinds."""
@@ -383,7 +388,7 @@ def _closest_sibling_points(
     """The points of the same-chip targets nearest in power limit that have any (of ``cls`` if some do)."""
     by_tdp: dict[float, list[FittedPoint]] = {}
     tdp = target.tdp_w or 0
-    for tid in _siblings(catalog, target):
+    for tid in siblings(catalog, target):
         gap = abs((catalog.get(tid).tdp_w or 0) - tdp)
         by_tdp.setdefault(gap, []).extend(fitted_points(catalog, tid, roofline, use=use))
     groups = [pts for _, pts in sorted(by_tdp.items()) if pts]
@@ -436,14 +441,18 @@ def _pool(
 
 
 def latency_floor(
-    catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, flops: float | None, use: Use = _all
+    catalog: Catalog,
+    target: HardwareTarget,
+    roofline: RooflineFn,
+    flops: float | None,
+    use: Use = every_point,
 ) -> tuple[float, str] | None:
     """The fastest batch-1 inference published on the target (else on its chip) of a graph no bigger than
     ``flops``: a bigger graph does not complete faster on that stack (kernel launches, clocks and the host round
     trip cost time a roofline of FLOPs and bytes does not see). None when no such point exists."""
     if not flops:
         return None
-    for tids in ([target.id], _siblings(catalog, target)):
+    for tids in ([target.id], siblings(catalog, target)):
         pts = [
             p for tid in tids for p in catalog.published_for(tid)
             if p.batch == 1 and use(p) and p.engines == "gpu"
@@ -464,7 +473,7 @@ def target_model(
     roofline: RooflineFn,
     exclude_model: str | None = None,
     model: str | None = None,
-    use: Use = _all,
+    use: Use = every_point,
 ) -> EfficiencyModel | None:
     """Fit on the published points that speak for ``target_id`` (its own, else its chip's: ``_pool``) for a
     graph of ``model``'s kind; None when there are none.
@@ -499,7 +508,7 @@ def target_model(
 
 
 def with_floor(eff: EfficiencyModel, catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, flops: float | None,
-               use: Use = _all) -> EfficiencyModel:  # fmt: skip
+               use: Use = every_point) -> EfficiencyModel:  # fmt: skip
     """``eff`` with the target's latency floor for a graph of ``flops`` per inference, where one exists."""
     floor = latency_floor(catalog, target, roofline, flops, use)
     return replace(eff, floor_s=floor[0], floor_source=floor[1]) if floor else eff
@@ -586,6 +595,23 @@ def _fit_points(
     return replace(fit(per_sample, "published", label, slope=0.0), t0_s=t0, n_points=len(pts))
 
 
+def graph_fixed_term(
+    catalog: Catalog, target: HardwareTarget, graph: str, roofline: RooflineFn, use: Use = every_point
+) -> tuple[float, bool] | None:
+    """(t0 in seconds, whether the chip itself published a series) of the published ``graph`` on ``target``'s chip,
+    from the chip × graph factors fitted over every series of its toolchain (the median chip's where the chip
+    published none); None where the toolchain has no series or the graph was never published at several batches."""
+    pts = [
+        fp
+        for tid, t in sorted(catalog.targets.items())
+        if t.toolchain == target.toolchain
+        for fp in fitted_points(catalog, tid, roofline, use=use)
+    ]
+    terms, graphs = _fixed_terms(catalog, pts, graph)
+    t0 = terms.at(architecture(target), graphs, []) if graph in graphs else None
+    return (t0, architecture(target) in terms.chip) if t0 else None
+
+
 def fixed_term(points: Iterable[FittedPoint]) -> float | None:
     """Median over each (target, model, precision) series published at several batches of the intercept t0 of
     batch latency b ÷ inf/s = t0 + b·t1 through its two smallest batches: the fixed cost per batch (launches,
@@ -616,7 +642,7 @@ def per_sample_fraction(p: FittedPoint, t0: float) -> float:
 
 
 def toolchain_model(
-    catalog: Catalog, toolchain: str, roofline: RooflineFn, model: str | None = None, use: Use = _all
+    catalog: Catalog, toolchain: str, roofline: RooflineFn, model: str | None = None, use: Use = every_point
 ) -> EfficiencyModel | None:
     """Every fitted point of the toolchain's targets (of ``model``'s kind when there are any, else all, shifted
     by the class offset), fitted with the batch slope; range = the points' spread around it."""
@@ -644,7 +670,11 @@ def toolchain_model(
 
 
 def model_for(
-    catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, model: str | None = None, use: Use = _all
+    catalog: Catalog,
+    target: HardwareTarget,
+    roofline: RooflineFn,
+    model: str | None = None,
+    use: Use = every_point,
 ) -> EfficiencyModel | None:
     """The fit for ``model``'s kind on the target (or its chip), else its toolchain's, else None."""
     return target_model(catalog, target.id, roofline, model=model, use=use) or toolchain_model(

@@ -28,6 +28,9 @@ from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.llm_memory import ModelShape, fit_bytes, fit_on, load_shape
 from accelbench.hardware.llm_published import LlmPoint, load_llm_points
 from accelbench.hardware.llm_roofline import FrontierPoint, LlmCost, frontier, roof, tpot_s, ttft_s
+from accelbench.hardware.roofline import roofline_point
+from accelbench.models.builtin.transformer import BERT_BASE
+from accelbench.reports import efficiency as ef
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,15 @@ class Efficiency:
     n_points: int
     step_floor_s: float = 0.0  # no decode step shorter (step_floor): 0 where none is published on the chip
     step_floor_source: str = ""
+    # the fixed cost of one transformer layer on the chip's stack (layer_floor): × a model's layers, no decode
+    # step is shorter; 0 where the toolchain published no transformer at several batches
+    layer_floor_s: float = 0.0
+    layer_floor_source: str = ""
+
+    def floor_s(self, layers: int) -> float:
+        """The shortest decode step of a model of ``layers`` layers: the chip's published batch-1 step, and its
+        layers' fixed cost (a model whose layer count is unknown, 0, gets the published floor only)."""
+        return max(self.step_floor_s, self.layer_floor_s * max(layers, 0))
 
 
 def _shape(name: str) -> ModelShape:
@@ -119,7 +131,10 @@ class LlmEfficiencies:
         if eff is None:
             return None
         floor = step_floor(self.catalog, target, [p.point for p in pts])
-        return replace(eff, step_floor_s=floor[0], step_floor_source=floor[1]) if floor else eff
+        if floor:
+            eff = replace(eff, step_floor_s=floor[0], step_floor_source=floor[1])
+        per_layer = layer_floor(self.catalog, target)
+        return replace(eff, layer_floor_s=per_layer[0], layer_floor_source=per_layer[1]) if per_layer else eff
 
     def _median(self, target: HardwareTarget, pts: list[PointEfficiency]) -> Efficiency | None:
         all_prefill = [p.prefill for p in pts if p.prefill is not None]
@@ -165,6 +180,29 @@ def step_floor(
                   f"{best.model} on {best.target} ({best.software.split(',')[0]}, {best.date})")  # fmt: skip
 
 
+# The published transformer whose fixed term places a layer's: BERT-Base at sequence 128 (demoBERT's A100 and L40S
+# tables, the Neuron tables), the smallest per-layer work of the published transformers, so the lowest floor.
+FLOOR_GRAPH = "bert-base-128"
+
+
+def layer_floor(catalog: Catalog, target: HardwareTarget) -> tuple[float, str] | None:
+    """The fixed cost of one transformer layer on the target's stack: the fixed term t0 of BERT-Base-128 on its
+    chip (``efficiency.graph_fixed_term``: chip × graph factors of the published series at several batches) ÷
+    BERT-Base's layers. A decode step runs every layer's kernels once, whatever the weights' size, so a model of
+    L layers never steps faster than L × this (the launches alone; sampling and scheduling add to it, and no
+    datacenter batch-1 decode step is published to say how much). None where the toolchain has no series."""
+    got = ef.graph_fixed_term(catalog, target, FLOOR_GRAPH, roofline_point)
+    if got is None:
+        return None
+    t0, own_chip = got
+    per_layer = t0 / BERT_BASE.layers
+    chip = "this chip" if own_chip else f"the median {target.toolchain} chip (this one published no series)"
+    return per_layer, (
+        f"layer floor {per_layer * 1e6:.3g} µs per layer: the fixed term of {FLOOR_GRAPH} on {chip} "
+        f"({t0 * 1e3:.3g} ms, from the published series at several batches) ÷ its {BERT_BASE.layers} layers"
+    )
+
+
 @dataclass(frozen=True)
 class LlmCheckRow:
     """One published LLM point projected from the others: ``factor`` = projected ÷ published output tokens/s,
@@ -195,7 +233,8 @@ class LlmCheckRow:
 def _floored(p: PointEfficiency, eff: Efficiency) -> float:
     """Projected output tokens/s of a published point: its roofline × the decode efficiency, and no more than
     its batch per step floor allows."""
-    cap = p.batch / eff.step_floor_s if eff.step_floor_s > 0 else float("inf")
+    floor = eff.floor_s(_shape(p.point.model).layers)
+    cap = p.batch / floor if floor > 0 else float("inf")
     return min(p.bound_tokens_per_s * eff.decode, cap)
 
 
@@ -264,6 +303,6 @@ def project(cost: LlmCost, kv_heads: int, target: HardwareTarget, precision: str
                           "no published LLM result to take an efficiency from")  # fmt: skip
     pts = frontier(cost, roof(target, precision), isl, osl, fit.sequences, fit.tp or 1,
                    decode_efficiency=efficiency.decode, prefill_efficiency=efficiency.prefill,
-                   step_floor_s=efficiency.step_floor_s)  # fmt: skip
+                   step_floor_s=efficiency.floor_s(cost.layers))  # fmt: skip
     return Projection(target.id, precision, fit.tp, fit.sequences, pts, efficiency,
                       f"projected: roofline × {efficiency.label}")  # fmt: skip

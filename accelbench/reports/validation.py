@@ -32,7 +32,7 @@ def _reference_point(catalog: Catalog, p: PublishedPoint, baseline_id: str) -> P
     """The point of the baseline (else of a target with its chip) for the same model, precision and batch,
     else the same scenario."""
     base = catalog.get(baseline_id)
-    for tid in [baseline_id, *ef._siblings(catalog, base)]:
+    for tid in [baseline_id, *ef.siblings(catalog, base)]:
         pts = [q for q in catalog.published_for(tid) if (q.model, q.precision) == (p.model, p.precision)]
         same = [q for q in pts if q.batch == p.batch] or [q for q in pts if q.scenario == p.scenario]
         if len(same) == 1:
@@ -67,7 +67,7 @@ class CheckRow:
 
 def check_row(catalog: Catalog, p: PublishedPoint, eff: ef.EfficiencyModel | None,
               base_eff: ef.EfficiencyModel | None, baseline_id: str, roofline: RooflineFn, reason: str = "",
-              use: ef.Use = ef._all) -> CheckRow:  # fmt: skip
+              use: ef.Use = ef.every_point) -> CheckRow:  # fmt: skip
     """One published point against the projection ``eff`` makes of it (and ``base_eff`` of its reference)."""
     target = catalog.get(p.target)
     fp = ef.point_roofline(p, catalog.published_costs[p.model][p.precision], target, roofline)
