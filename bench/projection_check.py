@@ -30,9 +30,11 @@ from accelbench.hardware.catalog_schema import PUBLISHED_FAMILIES
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports.llm_projection import LlmCheckRow, LlmEfficiencies, leave_one_out
 from accelbench.reports.validation import (
+    HELD_OUT_FAMILY,
     CheckRow,
     coverage,
     cross_family,
+    held_out,
     leave_one_model_out,
     leave_one_target_out,
     worst,
@@ -109,7 +111,27 @@ def main() -> None:
         f"({cov.share(cov.in_report_range):.0%}) inside the report's projected range (widened by the other "
         f"targets' factors only); {cov.in_fit_range} ({cov.share(cov.in_fit_range):.0%}) inside the fit's own"
     )
+    print_held_out(held_out(catalog, roofline_point, baseline))
     print_generative(llm_rows)
+
+
+def _summary(rows: list[CheckRow], key: str) -> str:
+    w, row = worst(rows, key)
+    if w is None or row is None:
+        return "none counted"
+    counted = "counted_factor" if key == "factor" else "counted"
+    factors = [max(f, 1 / f) for f in (getattr(r, key) for r in rows if getattr(r, counted)) if f]
+    return (f"{w:.3g}× ({row.target} {row.model} {row.precision} batch {row.batch}), median "
+            f"{statistics.median(factors):.3g}× over {len(factors)}")  # fmt: skip
+
+
+def print_held_out(rows: list[CheckRow]) -> None:
+    """The family held out of development, projected from the other family's fits (docs/projections.md)."""
+    print(
+        f"\nheld-out family: {HELD_OUT_FAMILY} (excluded from tuning; fitted on the other family only): "
+        f"worst projected ÷ published {_summary(rows, 'factor')}; worst ratio to the reference "
+        f"{_summary(rows, 'ratio_factor')}"
+    )
 
 
 def print_generative(rows: list[LlmCheckRow]) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.catalog_schema import PUBLISHED_FAMILIES
 from accelbench.hardware.published import load_published
 from accelbench.hardware.roofline import roofline_point
 from accelbench.reports import efficiency as ef
@@ -222,6 +223,19 @@ def test_cross_family_fits_see_only_their_family():
     eff = ef.model_for(catalog, catalog.get("l4"), roofline_point, model="resnet50",
                        use=lambda q: q.family == "vendor-table")  # fmt: skip
     assert "MLPerf" not in eff.label and "l40s" in eff.label  # L4 has only MLPerf points: its chip speaks
+
+
+def test_the_held_out_family_is_only_ever_projected_from_the_other_familys_fits():
+    catalog = load_catalog()
+    assert validation.HELD_OUT_FAMILY in PUBLISHED_FAMILIES
+    rows = validation.held_out(catalog, roofline_point, "a100-sxm4-80gb")
+    assert rows and all(r.family == validation.HELD_OUT_FAMILY for r in rows)
+    others = [f for f in PUBLISHED_FAMILIES if f != validation.HELD_OUT_FAMILY]
+    fitted_on_others = [r for f in others for r in validation.cross_family(catalog, roofline_point,
+                        "a100-sxm4-80gb", f) if r.family == validation.HELD_OUT_FAMILY]  # fmt: skip
+    assert rows == fitted_on_others
+    docs = (ROOT / "docs" / "projections.md").read_text()
+    assert f"held-out family: **{validation.HELD_OUT_FAMILY}**" in docs
 
 
 # The worst factors bench/projection_check.py prints on the packaged data (docs/projections.md states them):
@@ -445,6 +459,7 @@ def test_projection_check_prints_the_table_and_rejects_an_unknown_baseline():
     assert ok.returncode == 0 and "worst ratio to the reference" in ok.stdout, ok.stderr
     for title in ("leave one model out", "leave one target out", "cross-family: fitted on mlperf only"):
         assert f"## {title}" in ok.stdout
+    assert f"held-out family: {validation.HELD_OUT_FAMILY} (excluded from tuning" in ok.stdout
     bad = subprocess.run(
         [sys.executable, script, "--baseline", "nope"], capture_output=True, text=True, env=env
     )

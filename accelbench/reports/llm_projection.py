@@ -134,7 +134,11 @@ class LlmEfficiencies:
         if floor:
             eff = replace(eff, step_floor_s=floor[0], step_floor_source=floor[1])
         per_layer = layer_floor(self.catalog, target)
-        return replace(eff, layer_floor_s=per_layer[0], layer_floor_source=per_layer[1]) if per_layer else eff
+        if per_layer:
+            eff = replace(eff, layer_floor_s=per_layer[0], layer_floor_source=per_layer[1])
+        floors = [f for f in (eff.step_floor_source, eff.layer_floor_source) if f]
+        # the row names what bounds its step from below, beside what its efficiency rests on
+        return replace(eff, label=f"{eff.label}; {' and '.join(floors)}") if floors else eff
 
     def _median(self, target: HardwareTarget, pts: list[PointEfficiency]) -> Efficiency | None:
         all_prefill = [p.prefill for p in pts if p.prefill is not None]
