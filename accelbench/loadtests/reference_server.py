@@ -40,7 +40,6 @@ import random
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -320,6 +319,15 @@ async def serve(args: argparse.Namespace) -> None:
         await server.serve_forever()
 
 
+def _answers(url: str) -> bool:
+    from accelbench.serving.http_client import Unreachable, request
+
+    try:
+        return request(url, timeout_s=2).ok
+    except Unreachable:
+        return False
+
+
 @contextlib.contextmanager
 def running(port: int, *options: str, ready_s: float = 60.0) -> Iterator[str]:
     """Run the reference server in its own process group; yields its ``http://127.0.0.1:PORT/v1``."""
@@ -330,16 +338,12 @@ def running(port: int, *options: str, ready_s: float = 60.0) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + ready_s
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    ended = proc.poll() is not None
-                    why = proc.stderr.read().decode()[-300:] if ended and proc.stderr else "no answer"
-                    raise RuntimeError(f"reference server did not start: {why}") from None
-                time.sleep(0.1)
+        while not _answers(f"{url}/models"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                ended = proc.poll() is not None
+                why = proc.stderr.read().decode()[-300:] if ended and proc.stderr else "no answer"
+                raise RuntimeError(f"reference server did not start: {why}")
+            time.sleep(0.1)
         yield url
     finally:
         end_group(proc)
