@@ -49,7 +49,7 @@ def triton_generative(http_url: str, model: str) -> dict[str, Any] | None:
     return config if decoupled else None
 
 
-def repository_generative(repo: str | os.PathLike, model: str) -> bool:
+def repository_generative(repo: str | os.PathLike[str], model: str) -> bool:
     """Whether the repository's config.pbtxt of ``model`` is decoupled (a streaming, generative model)."""
     path = Path(repo) / model / "config.pbtxt"
     if not path.is_file():
@@ -214,14 +214,14 @@ def run(
     model: str,
     profile: LoadProfile,
     workload: Workload,
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike[str],
     url: str | None = None,
-    repo: str | os.PathLike | None = None,
+    repo: str | os.PathLike[str] | None = None,
     grpc_url: str | None = None,
-    manifest_path: str | os.PathLike | None = None,
+    manifest_path: str | os.PathLike[str] | None = None,
     card_uri: str | None = None,
     tritonserver: str | None = None,
-    server_log: str | os.PathLike | None = None,
+    server_log: str | os.PathLike[str] | None = None,
     repeats: int = 1,
     limits: Limits = DEFAULT_LIMITS,
     command: str = "",

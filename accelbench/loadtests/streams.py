@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -327,7 +328,10 @@ def _embedding(text: str) -> StreamAnswer:
                         input_tokens=(usage or {}).get("prompt_tokens"))  # fmt: skip
 
 
-def _parse_events(data: bytearray, handle, answer: StreamAnswer, now: int) -> bool:
+EventHandler = Callable[[dict[str, Any], StreamAnswer, int], None]  # one decoded event into the answer
+
+
+def _parse_events(data: bytearray, handle: EventHandler, answer: StreamAnswer, now: int) -> bool:
     """Handle every complete event in ``data`` (removing them); True when one was ``[DONE]``."""
     start, finished = 0, False
     while True:
@@ -394,7 +398,8 @@ def grpc_stream_request(model: str, prompt: dict[str, Any], ignore_eos: bool) ->
     for name in ("output_ids", "input_tokens"):
         request.outputs.add(name=name)
     request.parameters["triton_enable_empty_final_response"].bool_param = True
-    return request.SerializeToString()
+    serialized: bytes = request.SerializeToString()
+    return serialized
 
 
 class GrpcStreamClient:
@@ -430,7 +435,7 @@ class GrpcStreamClient:
         self.channel.close()
 
 
-def _grpc_response(response, answer: StreamAnswer, now: int) -> bool:
+def _grpc_response(response: Any, answer: StreamAnswer, now: int) -> bool:
     """Record one response's tokens; True on the final one."""
     for i, out in enumerate(response.outputs):
         if i >= len(response.raw_output_contents):
