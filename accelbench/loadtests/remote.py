@@ -74,7 +74,7 @@ def start_master(
     infos = _configure(runner, cfg, ready)
     if isinstance(infos, str):
         return _fail(runner, emit, infos)
-    emit(WorkersJoined(where, tuple(WorkerInfo(**info) for info in infos.values())))
+    emit(WorkersJoined(where, tuple(infos.values())))
     return runner, lambda: _dead(runner, infos, where)
 
 
@@ -88,12 +88,12 @@ def _fail(
 
 def _configure(
     runner: locust_runners.MasterRunner, cfg: ChildConfig, client_ids: list[str]
-) -> dict[str, dict[str, Any]] | str:
-    """Send each worker the configuration; its ready answers (WorkerInfo's fields) by client id, or why one refused."""
-    answers: dict[str, dict[str, Any]] = {}
+) -> dict[str, WorkerInfo] | str:
+    """Send each worker the configuration; each one's WorkerInfo (its ready answer) by client id, or why one refused."""
+    answers: dict[str, WorkerInfo] = {}
     refusals: list[str] = []
     runner.register_message(
-        "ab_ready", lambda environment, msg, **_kw: answers.__setitem__(msg.node_id, msg.data)
+        "ab_ready", lambda environment, msg, **_kw: answers.__setitem__(msg.node_id, WorkerInfo(**msg.data))
     )
     runner.register_message(
         "ab_refused", lambda environment, msg, **_kw: refusals.append(msg.data["message"])
@@ -114,11 +114,11 @@ def _configure(
     return {cid: answers[cid] for cid in client_ids}
 
 
-def _dead(runner: locust_runners.MasterRunner, infos: dict[str, dict[str, Any]], where: str) -> str | None:
+def _dead(runner: locust_runners.MasterRunner, infos: dict[str, WorkerInfo], where: str) -> str | None:
     """Why a worker of this run is gone (or an extra one joined): either breaks the merged counts."""
     for client_id, info in infos.items():
         node = runner.clients.get(client_id)
-        label = f"worker {info['index']} ({info['host']} pid {info['pid']})"
+        label = f"worker {info.index} ({info.host} pid {info.pid})"
         if node is None:
             return f"{label} disconnected"
         if node.state == locust_runners.STATE_MISSING:
