@@ -56,3 +56,11 @@ def test_every_type_ignore_names_its_code_and_reason():
         if "type: ignore" in line and not REASONED_IGNORE.search(line)
     ]
     assert not bare, f"type: ignore without [code]  # reason: {bare}"
+
+
+def test_the_load_generator_is_typed_strictly():
+    """Every loadtests/ module is under the strict flags (issue 38): the strict override names the package."""
+    text = (ROOT / "pyproject.toml").read_text()
+    strict = text[text.index("# Strict:") :]
+    modules = strict[: strict.index("]")]
+    assert '"accelbench.loadtests", "accelbench.loadtests.*"' in modules

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from accelbench.errors import ServerError
+from accelbench.serving.http_client import http_base
 from accelbench.serving.metrics import metrics_delta, parse_metrics
-from accelbench.serving.stats import http_base, normalize_stats, stats_delta
+from accelbench.serving.stats import normalize_stats, stats_delta
 
 DATA = Path(__file__).parent / "data" / "serving"
 

@@ -22,6 +22,7 @@ from accelbench.models.cards import ModelCard, card_from_dict, load_card
 from accelbench.models.inputs import make_inputs
 from accelbench.models.manifest import MANIFEST_FILE, read_manifest
 from accelbench.serving import LocalTriton, RemoteTriton
+from accelbench.serving.http_client import TritonHttp
 
 
 def manifest_folder(
@@ -127,7 +128,7 @@ def loadtest(
     )  # fmt: skip
     with server_cm as triton:
         triton.check_model(model, manifest)  # a served config that differs from the variant stops here
-        if not model_ready(triton.http_url, model):
+        if not TritonHttp(triton.http_url).model_ready(model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         for repeat in range(1, repeats + 1):
             if on_event is not None and repeats > 1:
@@ -198,22 +199,6 @@ def measure(
         profile=profile,
         options=options,
     )
-
-
-def model_ready(http_url: str, model: str) -> bool:
-    """Whether Triton at ``http_url`` has ``model`` ready (ServerError when it does not answer at all)."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(
-            f"{http_url}/v2/models/{urllib.parse.quote(model, safe='')}/ready", timeout=10
-        ):
-            return True
-    except urllib.error.HTTPError:
-        return False
-    except (urllib.error.URLError, OSError) as err:
-        raise ServerError(f"{http_url}: unreachable ({getattr(err, 'reason', err)})") from None
 
 
 def _repository_config(repo: str | os.PathLike[str] | None, model: str) -> str:

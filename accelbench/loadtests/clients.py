@@ -1,6 +1,7 @@
 """The load generator's Triton clients: requests already encoded (wire.py) go out as bytes.
 
-HTTP: keep-alive HTTP/1.1 over plain sockets (gevent-patched in Locust processes). A request is one
+HTTP: keep-alive HTTP/1.1 over plain sockets in connections.py's pool (the one the streaming users take
+too; gevent-patched in Locust processes). A request is one
 ``sendall``; the answer is read as status line, headers and ``Content-Length`` bytes, nothing more. On the
 same pre-built request this took about half the client CPU of geventhttpclient (103 vs 191 µs per request
 on identity, bench/http_client_cost.py, 2-core VM). gRPC: a raw unary
@@ -10,8 +11,7 @@ as they are and the answer comes back as bytes for wire.check_grpc.
 
 from __future__ import annotations
 
-import socket
-
+from accelbench.loadtests.connections import Pool, Stale, open_socket, parse_head
 from accelbench.loadtests.wire import GRPC_INFER_METHOD, HttpAnswer
 
 _RECV = 65536
@@ -24,15 +24,19 @@ class _Connection:
     that buffer, valid until the connection's next exchange (the Agent checks it before sending again)."""
 
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = open_socket(host, port, timeout_s)
         self.used = False
         self.keep = True
         self.buf = bytearray(_RECV)
 
     def exchange(self, request: bytes) -> HttpAnswer:
         self.sock.sendall(request)
-        answer = self._read()
+        try:
+            answer = self._read()
+        except _Closed:
+            if self.used:  # closed while it sat idle: the pool sends again on a new one
+                raise Stale("the server had closed the kept-alive connection") from None
+            raise
         self.used = True
         return answer
 
@@ -59,12 +63,7 @@ class _Connection:
         while end < 0:
             got = self._fill(got, 0)
             end = self.buf.find(b"\r\n\r\n", 0, got)
-        lines = self.buf[:end].decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
+        status, headers = parse_head(self.buf[:end])
         if "content-length" not in headers:
             raise ConnectionError(f"answer without Content-Length (headers {sorted(headers)})")
         start = end + 4
@@ -89,47 +88,17 @@ class _Closed(ConnectionError):
     """The server closed a connection before answering (a kept-alive one may be closed when idle)."""
 
 
-class HttpClient:
-    """A small pool of keep-alive connections to one Triton; one per request in flight."""
+class HttpClient(Pool[_Connection]):
+    """connections.Pool of keep-alive connections to one Triton (``host:port``); one per request in flight."""
 
     def __init__(self, address: str, timeout_s: float) -> None:
         host, _, port = address.rpartition(":")
         self.host, self.port = host.strip("[]") or "127.0.0.1", int(port or 80)
         self.timeout_s = timeout_s
-        self.idle: list[_Connection] = []
+        super().__init__(lambda: _Connection(self.host, self.port, self.timeout_s))
 
     def exchange(self, request: bytes) -> HttpAnswer:
-        conn = self.idle.pop() if self.idle else _Connection(self.host, self.port, self.timeout_s)
-        try:
-            answer = conn.exchange(request)
-        except _Closed:
-            conn.close()
-            if not conn.used:
-                raise
-            # a kept-alive connection the server had closed: send again once, on a new one
-            conn = _Connection(self.host, self.port, self.timeout_s)
-            answer = self._once(conn, request)
-        except BaseException:
-            conn.close()
-            raise
-        if conn.keep:
-            self.idle.append(conn)
-        else:
-            conn.close()
-        return answer
-
-    @staticmethod
-    def _once(conn: _Connection, request: bytes) -> HttpAnswer:
-        try:
-            return conn.exchange(request)
-        except BaseException:
-            conn.close()
-            raise
-
-    def close(self) -> None:
-        for conn in self.idle:
-            conn.close()
-        self.idle = []
+        return self.use(lambda conn: conn.exchange(request))
 
 
 class GrpcClient:

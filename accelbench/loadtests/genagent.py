@@ -98,7 +98,7 @@ class GenerativeAgent(users.Agent[Any]):
         self.record = genstats.Record()
         self.sent = getattr(self, "sent", 0)  # requests drawn for cancellation, across phases
 
-    def make_client(self, concurrency: int = 1):
+    def make_client(self, concurrency: int = 1) -> streams.GrpcStreamClient | streams.SseClient:
         return streams.make_stream_client(self.workload.api, self.config.url, self.config.profile.timeout_s)
 
     def check(self, answer: Any) -> BaseException | None:
@@ -180,14 +180,14 @@ class GenerativeAgent(users.Agent[Any]):
                 self.record.add(start_ns, answer.times_ns, counts, total, end_ns, int(n_in), isl, osl, mismatch,
                                 genstats.extra(answer, counts, source))  # fmt: skip
         if self.environment is not None:
-            self.environment.events.request.fire(
-                request_type=f"llm-{self.workload.api}", name=self.config.model,
+            users.fire_request(
+                self.environment, request_type=f"llm-{self.workload.api}", name=self.config.model,
                 response_time=e2e_us / 1000.0, response_length=len(answer.times_ns) if answer else 0,
                 response=None, context={}, exception=exc,
             )  # fmt: skip
         return exc, answer
 
-    def pause(self, timeout_s: float) -> dict[str, Any]:
+    def pause(self, timeout_s: float) -> users.Totals:
         totals = super().pause(timeout_s)
         totals["generative"] = self.record.encode(self.workload.to_dict())
         return totals

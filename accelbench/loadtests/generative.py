@@ -10,56 +10,46 @@ preflight request shows that the endpoint streams and knows the model. Each prob
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import streams, sweep, workloads
-from accelbench.loadtests.api import find_manifest, manifest_folder, model_card, model_ready, triton_server
+from accelbench.loadtests.api import find_manifest, manifest_folder, model_card, triton_server
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.events import Cancel, Event
 from accelbench.loadtests.profiles import LoadProfile, Workload
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 from accelbench.loadtests.wire import ServerAnswer
-
-
-def _get_json(url: str, timeout_s: float = 10) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout_s) as answer:
-        return json.loads(answer.read())
+from accelbench.serving.http_client import HttpError, HttpStatus, NotJson, TritonHttp, Unreachable, get_json
 
 
 def openai_models(base_url: str) -> list[dict[str, Any]]:
     """The engine's ``/v1/models`` entries (empty when it has no such route)."""
     try:
-        data = _get_json(f"{base_url.rstrip('/')}/models")
-    except urllib.error.HTTPError:
+        data = get_json(f"{base_url.rstrip('/')}/models")
+    except (HttpStatus, NotJson):
         return []
-    except (urllib.error.URLError, OSError) as err:
-        raise ServerError(f"{base_url}: unreachable ({getattr(err, 'reason', err)})") from None
-    except ValueError:
-        return []
+    except Unreachable as err:
+        raise Unreachable(base_url, err.reason) from None
     return [m for m in (data.get("data") or []) if isinstance(m, dict)] if isinstance(data, dict) else []
 
 
 def triton_generative(http_url: str, model: str) -> dict[str, Any] | None:
     """The served model's config when it is decoupled (streams its answers), else None."""
     try:
-        config = _get_json(f"{http_url}/v2/models/{quote(model, safe='')}/config")
-    except (urllib.error.URLError, OSError, ValueError):
+        config = TritonHttp(http_url).model_config(model)
+    except HttpError:
         return None
     decoupled = (config.get("model_transaction_policy") or {}).get("decoupled")
     return config if decoupled else None
 
 
-def repository_generative(repo: str | os.PathLike, model: str) -> bool:
+def repository_generative(repo: str | os.PathLike[str], model: str) -> bool:
     """Whether the repository's config.pbtxt of ``model`` is decoupled (a streaming, generative model)."""
     path = Path(repo) / model / "config.pbtxt"
     if not path.is_file():
@@ -224,14 +214,14 @@ def run(
     model: str,
     profile: LoadProfile,
     workload: Workload,
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike[str],
     url: str | None = None,
-    repo: str | os.PathLike | None = None,
+    repo: str | os.PathLike[str] | None = None,
     grpc_url: str | None = None,
-    manifest_path: str | os.PathLike | None = None,
+    manifest_path: str | os.PathLike[str] | None = None,
     card_uri: str | None = None,
     tritonserver: str | None = None,
-    server_log: str | os.PathLike | None = None,
+    server_log: str | os.PathLike[str] | None = None,
     repeats: int = 1,
     limits: Limits = DEFAULT_LIMITS,
     command: str = "",
@@ -283,7 +273,7 @@ def run(
     with triton_server(repo, url, grpc_url, tritonserver, server_log) as triton:
         server = sweep.Server(http_url=triton.http_url, grpc_url=triton.grpc_url, metrics_url=triton.metrics_url,
                               version=triton.server_version or "")  # fmt: skip
-        if not model_ready(triton.http_url, model):
+        if not TritonHttp(triton.http_url).model_ready(model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         if triton_generative(triton.http_url, model) is None:
             raise BadInputError(f"model {model!r} on {triton.http_url} is not a streaming (decoupled) model")

@@ -34,7 +34,7 @@ METRICS = ("ttft_us", "itl_us", "tpot_us", "e2e_us")
 SHORT_OUTPUT_RATIO = 0.90  # MLPerf: output length at least 90 % of the reference
 
 
-def _pack(values: array | np.ndarray) -> str:
+def _pack(values: array[int] | np.ndarray) -> str:
     arr = np.asarray(values, dtype="<i8")
     return base64.b64encode(zlib.compress(arr.tobytes(), 6)).decode("ascii")
 
@@ -172,7 +172,9 @@ def _counts(values: np.ndarray, asked: np.ndarray) -> dict[str, Any]:
             "max": int(values.max()), "asked": round(float(asked.mean()), 2)}  # fmt: skip
 
 
-def _goodput(ttft: np.ndarray, tpot: np.ndarray, workload: dict[str, Any], span_s: float) -> dict | None:
+def _goodput(
+    ttft: np.ndarray, tpot: np.ndarray, workload: dict[str, Any], span_s: float
+) -> dict[str, Any] | None:
     """Requests whose own TTFT and TPOT both met the objectives (a one-token answer has no TPOT to miss)."""
     slo_ttft, slo_tpot = workload.get("slo_ttft_p99_ms"), workload.get("slo_tpot_p99_ms")
     if slo_ttft is None and slo_tpot is None:

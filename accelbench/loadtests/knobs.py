@@ -52,7 +52,7 @@ def knob(default: Any, help: str, **kw: Any) -> Any:
     return field(default=default, metadata={"knob": Knob(help, **kw)})
 
 
-def knob_of(f: dataclasses.Field) -> Knob | None:
+def knob_of(f: dataclasses.Field[Any]) -> Knob | None:
     return f.metadata.get("knob")
 
 
@@ -95,7 +95,7 @@ def validate(obj: Any) -> None:
 T = TypeVar("T")
 
 
-def knobs(cls: type, *, spec: bool | None = None) -> list[tuple[dataclasses.Field, Knob]]:
+def knobs(cls: type, *, spec: bool | None = None) -> list[tuple[dataclasses.Field[Any], Knob]]:
     """The fields of ``cls`` that have a Knob (``spec=True``: only those a spec's table takes)."""
     out = [(f, k) for f in dataclasses.fields(cls) if (k := knob_of(f)) is not None]
     return [(f, k) for f, k in out if spec is None or k.spec == spec]

@@ -16,10 +16,14 @@ histograms merged on the master) are printed when the test stops.
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 from locust import events
+from locust.env import Environment
+from locust.event import EventHook
 
 from accelbench.loadtests import histogram, users
 from accelbench.loadtests.edge import LoadConfig
@@ -28,8 +32,12 @@ from accelbench.loadtests.profiles import LoadProfile, Workload
 users.init_grpc_gevent()  # before any channel exists, or gRPC users share one request at a time
 
 
-@events.init_command_line_parser.add_listener
-def _options(parser) -> None:
+def _listen(hook: EventHook, handler: Callable[..., None]) -> None:
+    add: Callable[[Callable[..., None]], None] = hook.add_listener  # Locust's EventHook is untyped
+    add(handler)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument("--triton-model", default=env("ACCELBENCH_MODEL", ""), help="Triton model name")
     parser.add_argument(
@@ -46,26 +54,30 @@ def _options(parser) -> None:
     parser.add_argument("--llm-tokenizer", default="builtin:minilm-wordpiece", help="generative: tokenizer")
 
 
-@events.init.add_listener
-def _init(environment, **_kw) -> None:
+def _init(environment: Environment, **_kw: Any) -> None:
     """This run's agent, bound to its user classes, and its exact histograms: no module global keeps either."""
     from locust.runners import MasterRunner, WorkerRunner
 
     merged = _Merged()
     if isinstance(environment.runner, MasterRunner):  # the master sends no requests; it merges the workers'
-        environment.events.worker_report.add_listener(merged.keep)
+        _listen(environment.events.worker_report, merged.keep)
     else:
         opts = environment.parsed_options
-        if not opts.triton_model:
+        if opts is None or not opts.triton_model:
             raise SystemExit("locustfile: set --triton-model (or ACCELBENCH_MODEL)")
-        merged.agent = (_generative_agent if opts.llm_api else _agent)(environment, opts)
-        environment.user_classes = [users.bind(cls, merged.agent) for cls in environment.user_classes]
-        environment.events.report_to_master.add_listener(merged.send)
+        agent = (_generative_agent if opts.llm_api else _agent)(environment, opts)
+        merged.agent = agent
+        environment.user_classes = [users.bind(cls, agent) for cls in environment.user_classes]
+        _listen(environment.events.report_to_master, merged.send)
     if not isinstance(environment.runner, WorkerRunner):
-        environment.events.quitting.add_listener(merged.print_exact)
+        _listen(environment.events.quitting, merged.print_exact)
 
 
-def _agent(environment, opts) -> users.Agent[bytes]:
+_listen(events.init_command_line_parser, _options)
+_listen(events.init, _init)
+
+
+def _agent(environment: Environment, opts: argparse.Namespace) -> users.Agent[bytes]:
     from accelbench.models.cards import load_card
     from accelbench.models.inputs import make_inputs
 
@@ -81,7 +93,7 @@ def _agent(environment, opts) -> users.Agent[bytes]:
     return agent
 
 
-def _generative_agent(environment, opts) -> users.Agent[Any]:
+def _generative_agent(environment: Environment, opts: argparse.Namespace) -> users.Agent[Any]:
     from accelbench.loadtests import genagent, workloads
 
     workload = Workload(api=opts.llm_api, isl=opts.llm_isl, osl=opts.llm_osl, tokenizer=opts.llm_tokenizer)
@@ -107,19 +119,19 @@ class _Merged:
         record = getattr(self.agent, "record", None)
         return {m: histogram.encode(h) for m, h in record.hists.items()} if record is not None else {}
 
-    def send(self, client_id, data, **_kw) -> None:
+    def send(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         if self.agent is not None:
             data["accelbench_hist_us"] = histogram.encode(self.agent.hist)
             if tokens := self.own_tokens():
                 data["accelbench_tokens_us"] = tokens
 
-    def keep(self, client_id, data, **_kw) -> None:
+    def keep(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         if data.get("accelbench_hist_us"):
             self.latency[client_id] = data["accelbench_hist_us"]
         if data.get("accelbench_tokens_us"):
             self.tokens[client_id] = data["accelbench_tokens_us"]
 
-    def print_exact(self, environment, **_kw) -> None:
+    def print_exact(self, environment: Environment, **_kw: Any) -> None:
         encoded = list(self.latency.values())
         if self.agent is not None:
             encoded.append(histogram.encode(self.agent.hist))

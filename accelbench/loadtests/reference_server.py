@@ -40,9 +40,8 @@ import random
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 from accelbench.loadtests import tokens
 
@@ -59,6 +58,19 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str
     return method, path, headers, body, arrived
 
 
+class LogEntry(TypedDict):
+    """One request as ``GET /v1/requests`` lists it."""
+
+    arrived_s: float
+    path: str
+    prompt_tokens: int
+    cached_tokens: int
+    messages: list[str | None]
+    message_tokens: list[int]
+    max_tokens: int | None
+    cancelled: bool
+
+
 class Reference:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -66,7 +78,7 @@ class Reference:
                       for i in tokens.word_ids(args.tokenizer)]  # fmt: skip
         self.requests = 0
         self.slots = asyncio.Semaphore(args.slots) if args.slots else None
-        self.log: list[dict] = []  # one entry per generation request (GET /v1/requests)
+        self.log: list[LogEntry] = []  # one entry per generation request (GET /v1/requests)
         self.prefixes: set[int] = set()  # chained hashes of every prefix of every prompt seen
         self.running = 0
         self.prompt_tokens = 0
@@ -84,11 +96,11 @@ class Reference:
         self.prefixes.update(fresh)
         return longest
 
-    def entry(self, path: str, req: dict, prompt: str, arrived: float) -> dict:
+    def entry(self, path: str, req: dict[str, Any], prompt: str, arrived: float) -> LogEntry:
         """The request's log entry (kept at most 100,000)."""
         ids = tokens.load_tokenizer(self.args.tokenizer).encode(prompt, add_special_tokens=False).ids
         messages = req.get("messages") or []
-        entry = {"arrived_s": arrived, "path": path, "prompt_tokens": len(ids), "cached_tokens": self.cached(ids),
+        entry: LogEntry = {"arrived_s": arrived, "path": path, "prompt_tokens": len(ids), "cached_tokens": self.cached(ids),
                  "messages": [m.get("role") for m in messages if isinstance(m, dict)],
                  "message_tokens": [tokens.count(self.args.tokenizer, _text(m.get("content")))
                                     for m in messages if isinstance(m, dict)],
@@ -97,11 +109,11 @@ class Reference:
             self.log.append(entry)
         return entry
 
-    def cached_of(self, entry: dict, n_in: int) -> int:
+    def cached_of(self, entry: LogEntry, n_in: int) -> int:
         """The cached prompt tokens a request's usage reports: ``--cached-tokens`` where given, else with
         ``--prefix-cache`` the longest prefix it shares with an earlier prompt, else none."""
         if self.args.cached_tokens:
-            return min(self.args.cached_tokens, n_in)
+            return min(int(self.args.cached_tokens), n_in)
         return int(entry["cached_tokens"]) if self.args.prefix_cache else 0
 
     def metrics(self) -> str:
@@ -123,7 +135,9 @@ class Reference:
                     break
         writer.close()
 
-    async def route(self, method: str, path: str, body: bytes, arrived: float, writer) -> bool:
+    async def route(
+        self, method: str, path: str, body: bytes, arrived: float, writer: asyncio.StreamWriter
+    ) -> bool:
         if method == "GET" and path.rstrip("/") == "/v1/models":
             return await _json(writer, 200, {"object": "list", "data": [
                 {"id": self.args.model, "object": "model", "max_model_len": self.args.context}]})  # fmt: skip
@@ -184,7 +198,7 @@ class Reference:
         finally:
             self.slots.release()
 
-    async def embeddings(self, body: bytes, arrived: float, writer) -> bool:
+    async def embeddings(self, body: bytes, arrived: float, writer: asyncio.StreamWriter) -> bool:
         try:
             req = json.loads(body)
         except ValueError:
@@ -204,8 +218,8 @@ class Reference:
         rng = random.Random(self.requests)
         return (rng.choice(self.words) for _ in range(n))
 
-    async def stream(self, writer, chat: bool, n_in: int, n_out: int, arrived: float, req: dict,
-                     entry: dict) -> bool:  # fmt: skip
+    async def stream(self, writer: asyncio.StreamWriter, chat: bool, n_in: int, n_out: int, arrived: float,
+                     req: dict[str, Any], entry: LogEntry) -> bool:  # fmt: skip
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
         if chat:
@@ -219,8 +233,9 @@ class Reference:
         finally:
             self.running -= 1
 
-    async def _tokens(self, writer, chat: bool, n_in: int, n_out: int, arrived: float, req: dict, cut: bool,
-                      per_event: int, words: list[str], entry: dict) -> bool:  # fmt: skip
+    async def _tokens(self, writer: asyncio.StreamWriter, chat: bool, n_in: int, n_out: int, arrived: float,
+                      req: dict[str, Any], cut: bool, per_event: int, words: list[str],
+                      entry: LogEntry) -> bool:  # fmt: skip
         sent = 0
         while sent < n_out:
             k = min(per_event, n_out - sent)
@@ -253,11 +268,11 @@ class Reference:
         return True
 
 
-def _text(content) -> str:
+def _text(content: object) -> str:
     """A message's text: a string, or a list of content parts (``{"type": "text", "text": ...}``)."""
     if isinstance(content, list):
         return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content or ""
+    return content if isinstance(content, str) else ""
 
 
 def _usage(n_in: int, n_out: int) -> dict[str, int]:
@@ -268,11 +283,11 @@ def _frame(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def _chunk(writer, event: dict) -> None:
+def _chunk(writer: asyncio.StreamWriter, event: dict[str, object]) -> None:
     writer.write(_frame(b"data: " + json.dumps({"object": "chunk", **event}).encode() + b"\n\n"))
 
 
-async def _json(writer, status: int, obj: dict) -> bool:
+async def _json(writer: asyncio.StreamWriter, status: int, obj: dict[str, object]) -> bool:
     data = json.dumps(obj).encode()
     reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 422: "Unprocessable Entity"}[status]
     writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: "
@@ -281,7 +296,7 @@ async def _json(writer, status: int, obj: dict) -> bool:
     return True
 
 
-async def _plain(writer, text: str) -> bool:
+async def _plain(writer: asyncio.StreamWriter, text: str) -> bool:
     data = text.encode()
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s"
                  % (len(data), data))  # fmt: skip
@@ -320,6 +335,15 @@ async def serve(args: argparse.Namespace) -> None:
         await server.serve_forever()
 
 
+def _answers(url: str) -> bool:
+    from accelbench.serving.http_client import Unreachable, request
+
+    try:
+        return request(url, timeout_s=2).ok
+    except Unreachable:
+        return False
+
+
 @contextlib.contextmanager
 def running(port: int, *options: str, ready_s: float = 60.0) -> Iterator[str]:
     """Run the reference server in its own process group; yields its ``http://127.0.0.1:PORT/v1``."""
@@ -330,16 +354,12 @@ def running(port: int, *options: str, ready_s: float = 60.0) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + ready_s
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    ended = proc.poll() is not None
-                    why = proc.stderr.read().decode()[-300:] if ended and proc.stderr else "no answer"
-                    raise RuntimeError(f"reference server did not start: {why}") from None
-                time.sleep(0.1)
+        while not _answers(f"{url}/models"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                ended = proc.poll() is not None
+                why = proc.stderr.read().decode()[-300:] if ended and proc.stderr else "no answer"
+                raise RuntimeError(f"reference server did not start: {why}")
+            time.sleep(0.1)
         yield url
     finally:
         end_group(proc)

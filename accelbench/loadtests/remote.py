@@ -16,6 +16,7 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import gevent
@@ -31,6 +32,7 @@ from accelbench.loadtests.edge import ChildConfig, LoadConfig
 from accelbench.loadtests.events import (
     LoadDone,
     LoadFailed,
+    WireEvent,
     WorkerConfigured,
     WorkerConnected,
     WorkerInfo,
@@ -46,7 +48,9 @@ CONFIGURE_TIMEOUT_S = 60.0
 MASTER_SILENCE_S = 20
 
 
-def start_master(env, cfg: ChildConfig, emit) -> tuple[Any, Any]:
+def start_master(
+    env: Environment, cfg: ChildConfig, emit: Callable[[WireEvent], None]
+) -> tuple[locust_runners.MasterRunner, Callable[[], str | None]] | tuple[None, None]:
     """Bind, wait for ``expect_workers`` workers, configure them; (runner, dead-check) or (None, None)."""
     if cfg.bind is None:
         raise ValueError("a master for workers elsewhere needs the configuration's bind")
@@ -70,22 +74,26 @@ def start_master(env, cfg: ChildConfig, emit) -> tuple[Any, Any]:
     infos = _configure(runner, cfg, ready)
     if isinstance(infos, str):
         return _fail(runner, emit, infos)
-    emit(WorkersJoined(where, tuple(WorkerInfo(**info) for info in infos.values())))
+    emit(WorkersJoined(where, tuple(infos.values())))
     return runner, lambda: _dead(runner, infos, where)
 
 
-def _fail(runner, emit, message: str) -> tuple[None, None]:
+def _fail(
+    runner: locust_runners.Runner, emit: Callable[[WireEvent], None], message: str
+) -> tuple[None, None]:
     emit(LoadFailed(message))
     runner.quit()
     return None, None
 
 
-def _configure(runner, cfg: ChildConfig, client_ids: list[str]) -> dict[str, dict] | str:
-    """Send each worker the configuration; its ready answers by client id, or why one refused."""
-    answers: dict[str, dict] = {}
+def _configure(
+    runner: locust_runners.MasterRunner, cfg: ChildConfig, client_ids: list[str]
+) -> dict[str, WorkerInfo] | str:
+    """Send each worker the configuration; each one's WorkerInfo (its ready answer) by client id, or why one refused."""
+    answers: dict[str, WorkerInfo] = {}
     refusals: list[str] = []
     runner.register_message(
-        "ab_ready", lambda environment, msg, **_kw: answers.__setitem__(msg.node_id, msg.data)
+        "ab_ready", lambda environment, msg, **_kw: answers.__setitem__(msg.node_id, WorkerInfo(**msg.data))
     )
     runner.register_message(
         "ab_refused", lambda environment, msg, **_kw: refusals.append(msg.data["message"])
@@ -106,11 +114,11 @@ def _configure(runner, cfg: ChildConfig, client_ids: list[str]) -> dict[str, dic
     return {cid: answers[cid] for cid in client_ids}
 
 
-def _dead(runner, infos: dict[str, dict], where: str) -> str | None:
+def _dead(runner: locust_runners.MasterRunner, infos: dict[str, WorkerInfo], where: str) -> str | None:
     """Why a worker of this run is gone (or an extra one joined): either breaks the merged counts."""
     for client_id, info in infos.items():
         node = runner.clients.get(client_id)
-        label = f"worker {info['index']} ({info['host']} pid {info['pid']})"
+        label = f"worker {info.index} ({info.host} pid {info.pid})"
         if node is None:
             return f"{label} disconnected"
         if node.state == locust_runners.STATE_MISSING:
@@ -120,6 +128,11 @@ def _dead(runner, infos: dict[str, dict], where: str) -> str | None:
         # Locust would hand it users, which it cannot run unconfigured: the offered load would be wrong
         return f"{len(extra)} worker(s) not in this run connected to {where}"
     return None
+
+
+def _message(kind: str, data: Any, node_id: str) -> Message:
+    make: Callable[..., Message] = Message  # Locust's Message.__init__ is untyped
+    return make(kind, data, node_id)
 
 
 class _Worker(locust_runners.WorkerRunner):
@@ -134,7 +147,7 @@ class _Worker(locust_runners.WorkerRunner):
     def connect_to_master(self) -> None:
         while True:
             self.retry += 1
-            self.client.send(Message("client_ready", locust_version, self.client_id))
+            self.client.send(_message("client_ready", locust_version, self.client_id))
             if self.connection_event.wait(timeout=locust_runners.CONNECT_TIMEOUT):
                 self.connected = True
                 return
@@ -163,7 +176,7 @@ def serve(master: str, connect_timeout_s: float) -> int:
     emit(WorkerConnected(master))
     configured: list[WorkerInfo] = []
 
-    def on_config(environment, msg, **_kw) -> None:
+    def on_config(environment: Environment, msg: Message, **_kw: Any) -> None:
         data = msg.data
         try:
             if data.get("config_version") != CONFIG_VERSION:

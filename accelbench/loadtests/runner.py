@@ -22,7 +22,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 import gevent  # noqa: E402
 import numpy as np  # noqa: E402
@@ -38,6 +38,7 @@ from accelbench.loadtests.events import (  # noqa: E402
     StepMeasured,
     StepProgress,
     StepsDone,
+    WireEvent,
 )
 from accelbench.loadtests.process_side import (  # noqa: E402
     ProcessSide,
@@ -55,18 +56,33 @@ users.init_grpc_gevent()
 SAMPLE_MARGIN = 1.05  # no point judging before the floor plus a typical warm-up cut
 
 from locust.env import Environment  # noqa: E402
+from locust.rpc import Message  # noqa: E402
+from locust.runners import LocalRunner, MasterRunner  # noqa: E402
+
+if TYPE_CHECKING:
+    from accelbench.serving.engine_metrics import Poller
+
+Emit = Callable[[WireEvent], None]
+Dead = Callable[[], str | None]  # why a load process is gone, or None
 
 
 class Controller:
     """Runs the step plan from the master (or local) side and reports each step."""
 
-    def __init__(self, runner, cfg: ChildConfig, n_procs: int, emit, dead=None) -> None:
+    def __init__(
+        self,
+        runner: LocalRunner | MasterRunner,
+        cfg: ChildConfig,
+        n_procs: int,
+        emit: Emit,
+        dead: Dead | None = None,
+    ) -> None:
         self.runner, self.cfg, self.n_procs, self.emit = runner, cfg, n_procs, emit
         self.profile = cfg.profile
-        self._dead = dead  # () -> why a load process is gone, or None
+        self._dead = dead
         self.token = 0
-        self.drained: dict[int, list[dict]] = {}
-        self.windows: dict[int, dict[int, list[dict]]] = {}
+        self.drained: dict[int, list[users.Totals]] = {}  # by token
+        self.windows: dict[int, dict[int, list[users.Window]]] = {}  # by token, then window
         # requests to wait for: the judged percentile's sample floor after the warm-up cut
         self.floor = cfg.sample_floor
         self.enough = int(self.floor * SAMPLE_MARGIN + 0.999)
@@ -74,10 +90,10 @@ class Controller:
         runner.register_message("ab_window", self._on_window)
         self.stats = _StatsProbe(cfg)
 
-    def _on_drained(self, environment, msg, **_kw) -> None:
+    def _on_drained(self, environment: Environment, msg: Message, **_kw: Any) -> None:
         self.drained.setdefault(msg.data["token"], []).append(msg.data)
 
-    def _on_window(self, environment, msg, **_kw) -> None:
+    def _on_window(self, environment: Environment, msg: Message, **_kw: Any) -> None:
         self.windows.setdefault(msg.data["token"], {}).setdefault(msg.data["k"], []).append(msg.data)
 
     def _send(self, phase: str, **data: Any) -> int:
@@ -85,7 +101,7 @@ class Controller:
         self.runner.send_message("ab_phase", {"phase": phase, "token": self.token, **data})
         return self.token
 
-    def _pause(self) -> list[dict]:
+    def _pause(self) -> list[users.Totals]:
         token = self._send("pause")
         deadline = time.monotonic() + self.profile.timeout_s + 15
         while len(self.drained.get(token, [])) < self.n_procs and time.monotonic() < deadline:
@@ -188,7 +204,7 @@ class Controller:
                 return seen, None
 
 
-def _combine(step: MeasuredStep, totals: list[dict], n_procs: int) -> MeasuredStep:
+def _combine(step: MeasuredStep, totals: list[users.Totals], n_procs: int) -> MeasuredStep:
     """``step`` with the processes' counts added and their histograms merged exactly."""
     merged = histogram.merge(t["histogram"] for t in totals)
     errors = dict.fromkeys(users.ERROR_KINDS, 0)
@@ -224,7 +240,7 @@ def _combine(step: MeasuredStep, totals: list[dict], n_procs: int) -> MeasuredSt
     )
 
 
-def _lag_summary(totals: list[dict]) -> dict[str, float | int | None]:
+def _lag_summary(totals: list[users.Totals]) -> dict[str, float | int | None]:
     lag = histogram.merge(t.get("loop_lag") for t in totals)
     summary = histogram.summary_us(lag)
     return {k: summary[k] for k in ("p50", "p99", "max")}
@@ -239,12 +255,15 @@ class _StatsProbe:
         if workload is not None and workload.api.startswith("openai"):
             self.http_url = self.metrics_url = None  # not a Triton: no per-model statistics to read
 
-    def snapshot(self) -> tuple[dict | None, str | None]:
+    def snapshot(self) -> tuple[dict[str, Any] | None, str | None]:
         if not self.http_url:
             return None, None
-        scrape_metrics, stats_snapshot = _serving("scrape_metrics", "stats_snapshot")
+        # the serving stage, imported only when a server is probed
+        from accelbench.serving.metrics import scrape_metrics
+        from accelbench.serving.stats import stats_snapshot
+
         try:
-            snap = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
+            snap: dict[str, Any] = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
         except Exception as err:  # any failure here means the server is gone or broken
             return None, f"the server stopped answering ({one_line(err)})"
         if self.metrics_url:
@@ -254,17 +273,21 @@ class _StatsProbe:
                 snap["metrics"] = None
         return snap, None
 
-    def deltas(self, before: dict | None, after: dict | None) -> tuple[dict | None, dict | None]:
+    def deltas(
+        self, before: dict[str, Any] | None, after: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         if not before or not after:
             return None, None
-        stats_delta, metrics_delta = _serving("stats_delta", "metrics_delta")
+        from accelbench.serving.metrics import metrics_delta
+        from accelbench.serving.stats import stats_delta
+
         metrics = None
         if before["metrics"] and after["metrics"]:
             metrics = metrics_delta(before["metrics"], after["metrics"], self.model)
         return stats_delta(before["stats"], after["stats"]), metrics
 
 
-def _engine_poller(cfg: ChildConfig):
+def _engine_poller(cfg: ChildConfig) -> Poller | None:
     """A generative step's poller of the engine's /metrics (serving/engine_metrics), started; None for a
     classic step or where the metrics' place is not known (Triton over gRPC alone)."""
     workload = cfg.load.workload
@@ -274,14 +297,6 @@ def _engine_poller(cfg: ChildConfig):
 
     url = metrics_url(workload.api, cfg.load.url, cfg.metrics_url)
     return Poller(url, cfg.load.model).start() if url else None
-
-
-def _serving(*names: str) -> list:
-    """The serving stage's functions (docs/architecture.md §4), imported only when a server is probed."""
-    import accelbench.serving as serving
-    from accelbench.serving import metrics, stats
-
-    return [getattr(serving, n, None) or getattr(stats, n, None) or getattr(metrics, n) for n in names]
 
 
 def _utc_now() -> str:
@@ -294,7 +309,9 @@ def run_master(cfg: ChildConfig, config_path: str) -> None:
     emit = events_writer()
     n = cfg.profile.processes
     kind, url = cfg.profile.kind, cfg.load.url
-    workers: list[subprocess.Popen] = []
+    workers: list[subprocess.Popen[bytes]] = []
+    runner: LocalRunner | MasterRunner | None
+    dead: Dead | None
     if cfg.bind is not None:
         from accelbench.loadtests import remote
 
@@ -329,11 +346,13 @@ def run_master(cfg: ChildConfig, config_path: str) -> None:
             _finish(runner, workers)
             return
 
-        def dead() -> str | None:
+        def exited() -> str | None:
             for i, worker in enumerate(workers):
                 if worker.poll() is not None:
                     return f"load process {i} exited with code {worker.returncode}"
             return None
+
+        dead = exited
 
     controller = Controller(runner, cfg, n, emit, dead)
     try:
@@ -356,7 +375,7 @@ def read_steps(fd: int = 0) -> list[StepPlan]:
     return [StepPlan.from_wire(s) for s in json.loads(data)["steps"]]
 
 
-def _finish(runner, workers: list) -> None:
+def _finish(runner: LocalRunner | MasterRunner, workers: list[subprocess.Popen[bytes]]) -> None:
     runner.quit()  # the workers exit on the quit message; one that does not is killed
     for w in workers:
         end_member(w, grace_s=10)

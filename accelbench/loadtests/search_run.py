@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from accelbench.documents import Offered, ResultDocument, SearchResult, SearchStep, Step
+from accelbench.documents import LatencyUs, Offered, ResultDocument, SearchResult, SearchStep, Step
 from accelbench.errors import BadInputError
 from accelbench.loadtests import results, search
 from accelbench.loadtests.distributed import MasterBind
@@ -35,7 +35,7 @@ def plan_of(profile: LoadProfile) -> search.Plan:
     return search.Plan(s.mode, objectives, s.max_concurrency, s.between, s.refinements)
 
 
-def _p99_ms(latency) -> float | None:
+def _p99_ms(latency: LatencyUs | None) -> float | None:
     return latency.p99 / 1000 if latency is not None and latency.p99 is not None else None
 
 

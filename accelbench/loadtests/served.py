@@ -14,7 +14,6 @@ import base64
 import json
 import os
 import string
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,11 +54,11 @@ class ServedModel:
 
 def read_served(http_url: str, model: str) -> ServedModel:
     """The model's metadata and config from a running Triton."""
-    from accelbench.serving.stats import get_json
+    from accelbench.serving.http_client import TritonHttp
 
-    base = f"{http_url}/v2/models/{urllib.parse.quote(model, safe='')}"
-    meta = get_json(base, timeout_s=10)
-    config = get_json(f"{base}/config", timeout_s=10)
+    triton = TritonHttp(http_url, timeout_s=10)
+    meta = triton.model_metadata(model)
+    config = triton.model_config(model)
     max_batch = int(config.get("max_batch_size") or 0)
 
     def tensors(key: str) -> tuple[ServedTensor, ...]:

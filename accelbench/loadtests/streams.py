@@ -15,12 +15,13 @@ or when the body ends after a chunk with a ``finish_reason`` (``transformers ser
 from __future__ import annotations
 
 import json
-import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from accelbench.loadtests.connections import Pool, Stale, open_socket, parse_head
 from accelbench.loadtests.wire import ServerAnswer
 
 _RECV = 65536
@@ -215,8 +216,7 @@ class SseConnection:
     """One keep-alive HTTP/1.1 connection carrying one streamed answer at a time."""
 
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = open_socket(host, port, timeout_s)
         self.buf = bytearray(_RECV)
         self.keep = True
         self.used = False
@@ -239,12 +239,8 @@ class SseConnection:
                 break
             if len(got) > 65536:
                 raise ConnectionError("answer headers too long")
-        lines = got[:end].decode("latin-1").split("\r\n")
-        headers = {}
-        for line in lines[1:]:
-            key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
-        return int(lines[0].split(" ", 2)[1]), headers, bytes(got[end + 4 :])
+        status, headers = parse_head(got[:end])
+        return status, headers, bytes(got[end + 4 :])
 
     def stream(self, request: bytes, api: str, first_only: int = 0) -> StreamAnswer:
         """Send ``request`` and read its stream to the end (``first_only`` N: stop after N token events,
@@ -255,7 +251,7 @@ class SseConnection:
         except StreamBroken:
             if not self.used:
                 raise
-            raise _Idle() from None
+            raise Stale("the server had closed the kept-alive connection") from None
         self.used = True
         length = headers.get("content-length")
         body = _Body("chunked" in headers.get("transfer-encoding", "").lower(),
@@ -332,7 +328,10 @@ def _embedding(text: str) -> StreamAnswer:
                         input_tokens=(usage or {}).get("prompt_tokens"))  # fmt: skip
 
 
-def _parse_events(data: bytearray, handle, answer: StreamAnswer, now: int) -> bool:
+EventHandler = Callable[[dict[str, Any], StreamAnswer, int], None]  # one decoded event into the answer
+
+
+def _parse_events(data: bytearray, handle: EventHandler, answer: StreamAnswer, now: int) -> bool:
     """Handle every complete event in ``data`` (removing them); True when one was ``[DONE]``."""
     start, finished = 0, False
     while True:
@@ -356,10 +355,6 @@ def _parse_events(data: bytearray, handle, answer: StreamAnswer, now: int) -> bo
     return finished
 
 
-class _Idle(ConnectionError):
-    """A kept-alive connection the server had closed while idle: send again on a new one."""
-
-
 def _error_text(text: str) -> str:
     if text.startswith("data:"):  # Triton's generate_stream sends its error as an event
         text = text[5:].strip()
@@ -373,39 +368,16 @@ def _error_text(text: str) -> str:
     return str(err)[:300]
 
 
-class SseClient:
-    """A small pool of keep-alive connections to one server; one per request in flight."""
+class SseClient(Pool[SseConnection]):
+    """connections.Pool of keep-alive connections to one server; one per request in flight."""
 
     def __init__(self, url: str, api: str, timeout_s: float) -> None:
         self.host, self.port, _ = split_url(url)
         self.api, self.timeout_s = api, timeout_s
-        self.idle: list[SseConnection] = []
+        super().__init__(lambda: SseConnection(self.host, self.port, self.timeout_s))
 
     def exchange(self, request: bytes, first_only: int = 0) -> StreamAnswer:
-        conn = self.idle.pop() if self.idle else SseConnection(self.host, self.port, self.timeout_s)
-        try:
-            answer = conn.stream(request, self.api, first_only)
-        except _Idle:
-            conn.close()
-            conn = SseConnection(self.host, self.port, self.timeout_s)
-            try:
-                answer = conn.stream(request, self.api, first_only)
-            except BaseException:
-                conn.close()
-                raise
-        except BaseException:
-            conn.close()
-            raise
-        if conn.keep:
-            self.idle.append(conn)
-        else:
-            conn.close()
-        return answer
-
-    def close(self) -> None:
-        for conn in self.idle:
-            conn.close()
-        self.idle = []
+        return self.use(lambda conn: conn.stream(request, self.api, first_only))
 
 
 # ---------------------------------------------------------------- Triton gRPC ModelStreamInfer
@@ -426,7 +398,8 @@ def grpc_stream_request(model: str, prompt: dict[str, Any], ignore_eos: bool) ->
     for name in ("output_ids", "input_tokens"):
         request.outputs.add(name=name)
     request.parameters["triton_enable_empty_final_response"].bool_param = True
-    return request.SerializeToString()
+    serialized: bytes = request.SerializeToString()
+    return serialized
 
 
 class GrpcStreamClient:
@@ -462,7 +435,7 @@ class GrpcStreamClient:
         self.channel.close()
 
 
-def _grpc_response(response, answer: StreamAnswer, now: int) -> bool:
+def _grpc_response(response: Any, answer: StreamAnswer, now: int) -> bool:
     """Record one response's tokens; True on the final one."""
     for i, out in enumerate(response.outputs):
         if i >= len(response.raw_output_contents):

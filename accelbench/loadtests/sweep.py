@@ -203,7 +203,7 @@ def write_payloads(payloads: list[dict[str, np.ndarray]], path: Path) -> None:
     np.savez(path, allow_pickle=True, **arrays)  # the default, named: numpy 2 stubs read **arrays as it
 
 
-def result_path(out_dir: str | os.PathLike, variant: str, profile: LoadProfile) -> Path:
+def result_path(out_dir: str | os.PathLike[str], variant: str, profile: LoadProfile) -> Path:
     """Where the sweep of ``variant`` under ``profile`` keeps its result document."""
     return Path(out_dir) / f"{results.run_id(variant, profile.label(), profile.repeat)}.json"
 
@@ -217,7 +217,7 @@ def _kept_steps(path: Path, manifest_hash: str, profile: LoadProfile) -> tuple[l
     return results.finished_steps(old), old.complete
 
 
-def is_complete(path: str | os.PathLike, manifest_hash: str, profile: LoadProfile) -> bool:
+def is_complete(path: str | os.PathLike[str], manifest_hash: str, profile: LoadProfile) -> bool:
     """True when a sweep to ``path`` would measure nothing: every step kept and the document complete
     (the pipeline then need not even start a server)."""
     kept, complete = _kept_steps(Path(path), manifest_hash, profile)

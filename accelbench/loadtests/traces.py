@@ -112,7 +112,7 @@ def read_burstgpt(path: Path) -> list[TraceEntry]:
     return out
 
 
-def read_trace(path: str | os.PathLike) -> list[TraceEntry]:
+def read_trace(path: str | os.PathLike[str]) -> list[TraceEntry]:
     """A Mooncake JSONL or BurstGPT CSV trace (by its first character), sorted by arrival, times from 0."""
     path = Path(path)
     if not path.is_file():

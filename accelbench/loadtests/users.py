@@ -13,7 +13,7 @@ import socket
 import time
 from array import array
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 import gevent
 import gevent.event
@@ -25,6 +25,7 @@ from locust.env import Environment
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from accelbench.loadtests import histogram, samples, wire
+from accelbench.loadtests.clients import GrpcClient, HttpClient
 from accelbench.loadtests.edge import LoadConfig
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.wire import WrongOutput
@@ -87,8 +88,7 @@ class RequestPool:
         return req
 
 
-def make_client(protocol: str, url: str, concurrency: int, timeout_s: float):
-    from accelbench.loadtests.clients import GrpcClient, HttpClient
+def make_client(protocol: str, url: str, concurrency: int, timeout_s: float) -> GrpcClient | HttpClient:
 
     host = url.split("://", 1)[-1].rstrip("/")
     if protocol == "grpc":
@@ -96,14 +96,62 @@ def make_client(protocol: str, url: str, concurrency: int, timeout_s: float):
     return HttpClient(host, timeout_s)
 
 
-def close_client(client) -> None:
+class Client(Protocol):
+    """What a user holds: clients.py's HttpClient / GrpcClient, streams.py's SseClient / GrpcStreamClient."""
+
+    def close(self) -> None: ...
+
+
+def close_client(client: Client) -> None:
     """Close once. An open gRPC channel keeps Locust from exiting (FIELD-NOTES), and a second close at
     garbage collection or interpreter exit blocked forever in grpc's Channel._close under gevent (seen
     with py-spy), so later closes become no-ops."""
     try:
         client.close()
     finally:
-        client.close = lambda: None
+        client.close = lambda: None  # type: ignore[method-assign]  # on purpose: the instance's own, a no-op
+
+
+def fire_request(environment: Environment, **fields: Any) -> None:
+    """Report one call through Locust's ``events.request`` (its hook is untyped; ``fields`` are its keywords)."""
+    fire: Callable[..., None] = environment.events.request.fire
+    fire(**fields)
+
+
+class Window(TypedDict):
+    """One process's counts over one progress window (the ``ab_window`` message, plus ``k`` and ``token``)."""
+
+    step: int
+    histogram: str  # histogram.encode
+    requests: int
+    errors: dict[str, int]  # ERROR_KINDS -> count
+    samples: str  # samples.encode: (completion µs, latency µs) of the window's requests
+
+
+class _GenerativeTotals(TypedDict, total=False):
+    generative: dict[str, Any]  # genagent: the step's genstats.Record, encoded
+
+
+class Totals(_GenerativeTotals):
+    """One process's totals of a step (the ``ab_drained`` message, plus ``token``): runner._combine merges them."""
+
+    step: int
+    process_index: int
+    host: str
+    pid: int
+    histogram: str
+    requests: int
+    inferences: int
+    errors: dict[str, int]
+    drops: int
+    full_checks: int
+    stuck_in_flight: int
+    cpu_s: float
+    wall_s: float
+    window_s: float
+    last_error: str
+    loop_lag: str
+    samples: str
 
 
 class Agent(Generic[Request]):
@@ -179,7 +227,7 @@ class Agent(Generic[Request]):
                 self.lag_hist, (time.perf_counter_ns() - t0) // 1000 - int(LAG_PERIOD_S * 1e6)
             )
 
-    def pause(self, timeout_s: float) -> dict[str, Any]:
+    def pause(self, timeout_s: float) -> Totals:
         """Stop starting requests, wait for those in flight, and return this process's totals."""
         window_s = time.perf_counter() - self.wall0  # this process's own measured window, before the drain
         self.running.clear()
@@ -212,8 +260,8 @@ class Agent(Generic[Request]):
             "samples": samples.encode(self.done_us, self.latency_us),
         }
 
-    def take_window(self) -> dict[str, Any]:
-        out = {
+    def take_window(self) -> Window:
+        out: Window = {
             "step": self.step,
             "histogram": histogram.encode(self.window_hist),
             "requests": self.window_requests,
@@ -251,7 +299,8 @@ class Agent(Generic[Request]):
         if counted and epoch == self.epoch:
             self._count(latency_us, exc)
         if self.environment is not None:
-            self.environment.events.request.fire(
+            fire_request(
+                self.environment,
                 request_type=f"triton-{self.profile.protocol}",
                 name=self.config.model,
                 response_time=latency_us / 1000.0,
@@ -302,7 +351,10 @@ class Agent(Generic[Request]):
 SEND_LEAD_NS = 1_000_000
 
 
-def bind(user_class: type[_TritonUser], agent: Agent[Any]) -> type[_TritonUser]:
+AnyUser = TypeVar("AnyUser", bound=User)
+
+
+def bind(user_class: type[AnyUser], agent: Agent[Any]) -> type[AnyUser]:
     """``user_class`` for one run: its users take ``agent``, the process's measurement state. The same name,
     so a master's spawn messages (which name the class) find it."""
     return type(user_class.__name__, (user_class,), {"run_agent": agent, "__module__": user_class.__module__})

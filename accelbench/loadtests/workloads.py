@@ -83,7 +83,7 @@ def read_sharegpt(path: Path, data: Any, workload: Workload) -> list[dict[str, A
     return out
 
 
-def file_prompts(path: str | os.PathLike, workload: Workload) -> list[dict[str, Any]]:
+def file_prompts(path: str | os.PathLike[str], workload: Workload) -> list[dict[str, Any]]:
     """Prompts of a JSONL or ShareGPT file, tokenized; one line naming the file (and line) when bad."""
     path = Path(path)
     if not path.is_file():
@@ -108,7 +108,7 @@ def file_prompts(path: str | os.PathLike, workload: Workload) -> list[dict[str, 
 
 
 def make_prompts(
-    workload: Workload, prompts_file: str | os.PathLike | None, seed: int = 0
+    workload: Workload, prompts_file: str | os.PathLike[str] | None, seed: int = 0
 ) -> list[dict[str, Any]]:
     return file_prompts(prompts_file, workload) if prompts_file else synthetic_prompts(workload, seed=seed)
 
@@ -191,7 +191,7 @@ def conversations(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) 
     return out
 
 
-def trace_prompts(workload: Workload, path: str | os.PathLike) -> list[dict[str, Any]]:
+def trace_prompts(workload: Workload, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """A trace's requests in arrival order: each prompt exactly its input length (equal hash blocks give
     equal tokens), its output length, and ``at_s``, its arrival in seconds after the trace's first."""
     words = tokens.word_ids(_tokenizer(workload))
@@ -203,7 +203,7 @@ def trace_prompts(workload: Workload, path: str | os.PathLike) -> list[dict[str,
     return out
 
 
-def build_prompts(workload: Workload, prompts_file: str | os.PathLike | None, trace_file: str | os.PathLike | None,
+def build_prompts(workload: Workload, prompts_file: str | os.PathLike[str] | None, trace_file: str | os.PathLike[str] | None,
                   seed: int = 0) -> list[dict[str, Any]]:  # fmt: skip
     """The prompts a workload sends: a trace's, conversations, shared-prefix ones, a file's, or synthetic."""
     if trace_file is not None:

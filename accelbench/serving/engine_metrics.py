@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from accelbench.serving.http_client import HttpStatus, Unreachable, get_text
 
 GAUGES = ("running", "queue", "kv_cache_usage")
 MAX_FAILURES_BEFORE_ANY_SAMPLE = 3  # an endpoint that never answered is asked no more in the step
@@ -213,9 +213,8 @@ def metrics_url(api: str, url: str, triton_metrics_url: str | None) -> str | Non
 
 
 def scrape(url: str, model: str | None = None, timeout_s: float = SCRAPE_TIMEOUT_S) -> EngineSample:
-    """GET and parse ``url``; raises OSError (urllib's errors) or ValueError (unparsable text)."""
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-        return parse(resp.read().decode("utf-8", "replace"), model)
+    """GET and parse ``url``; raises http_client's errors or ValueError (unparsable text)."""
+    return parse(get_text(url, timeout_s), model)
 
 
 class Poller:
@@ -258,7 +257,9 @@ class Poller:
             return
         try:
             s.add(self._scrape(self.url, self.model))
-        except urllib.error.HTTPError as err:
-            s.fail(f"{self.url}: HTTP {err.code} {err.reason}")
-        except (OSError, ValueError) as err:  # URLError is an OSError
-            s.fail(f"{self.url}: {getattr(err, 'reason', None) or err}")
+        except HttpStatus as err:
+            s.fail(f"{self.url}: HTTP {err.status} {err.reason}")
+        except Unreachable as err:
+            s.fail(f"{self.url}: {err.reason}")
+        except (OSError, ValueError) as err:  # a scrape_fn of a test's own
+            s.fail(f"{self.url}: {err}")

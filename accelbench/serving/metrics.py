@@ -6,11 +6,10 @@ on a CPU-only host those keys are None rather than 0, so a report never shows a 
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from typing import Any
 
 from accelbench.errors import ServerError
+from accelbench.serving.http_client import get_text
 
 _GPU = {
     "nv_gpu_utilization": "utilization",
@@ -82,13 +81,8 @@ def _gpu_totals(gpus: dict[str, dict[str, float]]) -> dict[str, float | None]:
 
 
 def scrape_metrics(metrics_url: str, timeout_s: float = 10.0) -> dict:
-    """GET and parse the metrics endpoint (``http://host:port/metrics``)."""
-    try:
-        with urllib.request.urlopen(metrics_url, timeout=timeout_s) as resp:
-            text = resp.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError) as err:
-        raise ServerError(f"{metrics_url}: unreachable ({getattr(err, 'reason', err)})") from None
-    return parse_metrics(text)
+    """GET and parse the metrics endpoint (``http://host:port/metrics``); http_client's errors otherwise."""
+    return parse_metrics(get_text(metrics_url, timeout_s))
 
 
 def metrics_delta(before: dict, after: dict, model: str | None = None) -> dict:

@@ -3,13 +3,11 @@ service), checked before any stage relies on it: server live, model ready, serve
 
 from __future__ import annotations
 
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ServerError
-from accelbench.serving.stats import get_json, http_base
+from accelbench.serving.http_client import TritonHttp, http_base
 
 
 class RemoteTriton:
@@ -41,7 +39,7 @@ class RemoteTriton:
         """Nothing to stop: the server is not ours."""
 
     def check_live(self) -> dict:
-        meta = get_json(f"{self.http_url}/v2", timeout_s=5)
+        meta = TritonHttp(self.http_url).metadata(timeout_s=5)
         self.server_version = meta.get("version")
         return meta
 
@@ -57,26 +55,16 @@ def check_model(http_url: str, model: str, manifest: VariantManifest | None = No
     Returns the served config (JSON form). ServerError when the server or model is unavailable;
     BadInputError naming the first difference when the config does not match.
     """
-    quoted = urllib.parse.quote(model, safe="")
-    status = _status(f"{http_url}/v2/models/{quoted}/ready")
+    triton = TritonHttp(http_url, timeout_s=5)
+    status = triton.model_ready_status(model)
     if status != 200:
         raise ServerError(f"model {model!r} is not ready on {http_url} (HTTP {status})")
-    config = get_json(f"{http_url}/v2/models/{quoted}/config", timeout_s=5)
+    config = triton.model_config(model)
     if manifest is not None:
         problem = config_mismatch(config, manifest)
         if problem:
             raise BadInputError(f"model {model!r} on {http_url} does not match the variant: {problem}")
     return config
-
-
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status
-    except urllib.error.HTTPError as err:
-        return err.code
-    except (urllib.error.URLError, OSError) as err:
-        raise ServerError(f"{url}: unreachable ({getattr(err, 'reason', err)})") from None
 
 
 def config_mismatch(config: dict, manifest: VariantManifest) -> str | None:

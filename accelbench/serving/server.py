@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import errno
-import json
 import os
 import re
 import signal
@@ -18,14 +17,13 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ServerError
 from accelbench.processes import close_streams_of, end_group, start_group
 from accelbench.serving.embedded import TritonInstall, find_tritonserver
+from accelbench.serving.http_client import HttpError, TritonHttp, Unreachable
 
 # glog prefix "E1129 23:59:01.123456 1234 model_lifecycle.cc:654] "
 _GLOG = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
@@ -264,9 +262,11 @@ class LocalTriton:
                 if self._reader:
                     self._reader.join(timeout=5)
                 raise ServerError(f"tritonserver stopped during start-up: {self._reason()}")
-            if self._http_status("/v2/health/ready") == 200:
-                meta = self._http_json("/v2")
-                self.server_version = meta.get("version") if isinstance(meta, dict) else None
+            if self._ready():
+                try:
+                    self.server_version = TritonHttp(self.http_url, timeout_s=5).metadata().get("version")
+                except HttpError:
+                    self.server_version = None
                 return
             time.sleep(0.1)
         raise ServerError(f"tritonserver not ready after {self.start_timeout_s:.0f} s: {self._reason()}")
@@ -295,22 +295,11 @@ class LocalTriton:
             handle.write("\n".join(self._log) + "\n")
         return path
 
-    def _http_status(self, path: str) -> int | None:
+    def _ready(self) -> bool:
         try:
-            with urllib.request.urlopen(self.http_url + path, timeout=2) as resp:
-                return resp.status
-        except urllib.error.HTTPError as err:
-            return err.code
-        except (urllib.error.URLError, OSError):
-            return None
-
-    def _http_json(self, path: str, body: bytes | None = None) -> dict | list | None:
-        request = urllib.request.Request(self.http_url + path, data=body, method="POST" if body else "GET")
-        try:
-            with urllib.request.urlopen(request, timeout=5) as resp:
-                return json.loads(resp.read() or b"null")
-        except (urllib.error.URLError, OSError, ValueError):
-            return None
+            return TritonHttp(self.http_url, timeout_s=2).ready()
+        except Unreachable:  # not listening yet
+            return False
 
     def check_model(self, model: str, manifest: VariantManifest | None = None) -> dict:
         """Ready, and (given the variant manifest) serving the variant's inputs/outputs; the served config."""
@@ -320,7 +309,10 @@ class LocalTriton:
 
     def models(self) -> list[dict]:
         """Repository index: ``[{"name", "version", "state", "reason"}]``."""
-        return list(self._http_json("/v2/repository/index", b"{}") or [])
+        try:
+            return TritonHttp(self.http_url, timeout_s=5).repository_index()
+        except HttpError:
+            return []
 
     def wait(self, timeout_s: float) -> bool:
         """Block up to ``timeout_s``; True when the server has exited."""

@@ -6,41 +6,12 @@ snapshot before and after and reports the difference as per-request averages in 
 
 from __future__ import annotations
 
-import contextlib
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 from accelbench.errors import ServerError
+from accelbench.serving.http_client import TritonHttp, http_base
 
 STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
-
-
-def http_base(url: str) -> str:
-    """``http://host:port`` from ``host:port`` or a URL with a path."""
-    if "://" not in url:
-        url = "http://" + url
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-def get_json(url: str, timeout_s: float = 10.0) -> Any:
-    """GET a JSON document; ServerError (one line) when the server does not answer with one."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        body = err.read().decode("utf-8", "replace")
-        with contextlib.suppress(ValueError, AttributeError):
-            body = json.loads(body).get("error", body)
-        raise ServerError(f"{url}: HTTP {err.code}: {str(body).strip()[:200]}") from None
-    except (urllib.error.URLError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        raise ServerError(f"{url}: unreachable ({reason})") from None
-    except ValueError:
-        raise ServerError(f"{url}: answer is not JSON") from None
 
 
 def _int(value: Any) -> int:
@@ -74,9 +45,7 @@ def normalize_stats(doc: dict, model: str) -> dict:
 
 def stats_snapshot(http_url: str, model: str) -> dict:
     """Cumulative statistics of ``model`` now (see :func:`normalize_stats` for the shape)."""
-    base = http_base(http_url)
-    doc = get_json(f"{base}/v2/models/{urllib.parse.quote(model, safe='')}/stats")
-    return normalize_stats(doc, model)
+    return normalize_stats(TritonHttp(http_base(http_url)).model_stats(model), model)
 
 
 def _avg_us(before: dict, after: dict, key: str) -> float | None:
