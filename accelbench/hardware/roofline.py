@@ -81,6 +81,17 @@ def attainable_flops_per_s(intensity: float, peak_flops_per_s: float, bandwidth_
     return peak if math.isinf(intensity) else min(peak, intensity * bandwidth)
 
 
+def roof_polyline(
+    peak_flops_per_s: float, bandwidth_bytes_per_s: float, lo: float, hi: float
+) -> list[tuple[float, float]]:
+    """The roof, min(peak, bandwidth × intensity), over [lo, hi] FLOP/byte as the points a log-log chart joins:
+    the slope, the ridge and the flat roof (straight on log axes, so exact). Both roofline charts draw it (the
+    report's SVG, reports/plots.py; ``roofline --plot``'s PNG, models/roofline_report.py)."""
+    ridge = peak_flops_per_s / bandwidth_bytes_per_s
+    xs = [lo] + ([ridge] if lo < ridge < hi else []) + [hi]
+    return [(x, min(peak_flops_per_s, bandwidth_bytes_per_s * x)) for x in xs]
+
+
 def bytes_per_batch(weight_bytes: float, activation_bytes_per_inference: float, batch: int) -> float:
     """Bytes moved by one batch: weights once, activations per inference."""
     return _non_negative("weight_bytes", weight_bytes) + _batch(batch) * _non_negative(
@@ -141,15 +152,30 @@ def roofline_point(
     batch = _batch(batch)
     flops = _non_negative("flops_per_inference", flops_per_inference) * batch
     moved = bytes_per_batch(weight_bytes, bytes_per_inference, batch)
-    if flops == 0 and moved == 0:
-        raise BadInputError("a roofline needs FLOPs or bytes moved; both are 0")
     peak = peak_flops_per_s(target, precision, compute_efficiency)
     bandwidth = bandwidth_bytes_per_s(target, bandwidth_efficiency)
+    return batch_point(target.id, precision, batch, flops, moved, peak, bandwidth)
+
+
+def batch_point(
+    target_id: str,
+    precision: str,
+    batch: int,
+    flops: float,
+    moved: float,
+    peak: float,
+    bandwidth: float,
+) -> RooflinePoint:
+    """The roofline point of one batch that does ``flops`` FLOPs and moves ``moved`` bytes under a roof of
+    ``peak`` FLOP/s and ``bandwidth`` bytes/s (the generative phases come here too: hardware/llm_roofline)."""
+    batch = _batch(batch)
+    if flops == 0 and moved == 0:
+        raise BadInputError("a roofline needs FLOPs or bytes moved; both are 0")
     intensity = arithmetic_intensity_flop_per_byte(flops, moved)
     ridge = ridge_point_flop_per_byte(peak, bandwidth)
     latency_s = latency_lower_bound_s(flops, moved, peak, bandwidth)
     return RooflinePoint(
-        target_id=target.id,
+        target_id=target_id,
         precision=precision,
         batch=batch,
         flops_per_batch=flops,
