@@ -40,8 +40,9 @@ class RooflinePoint:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         # JSON has no infinity: a batch that moves no bytes has unbounded intensity
-        if math.isinf(data["intensity"]):
-            data["intensity"] = None
+        for key in ("intensity", "throughput_upper_bound_ips"):
+            if math.isinf(data[key]):
+                data[key] = None
         return data
 
 
@@ -186,7 +187,8 @@ def batch_point(
         ridge=ridge,
         bound="compute" if intensity >= ridge else "memory",
         latency_lower_bound_s=latency_s,
-        throughput_upper_bound_ips=batch / latency_s,
+        # a latency that underflows to 0 s (a subnormal amount of work) bounds nothing
+        throughput_upper_bound_ips=batch / latency_s if latency_s > 0 else math.inf,
     )
 
 
