@@ -90,7 +90,7 @@ def roof_polyline(
     report's SVG, reports/plots.py; ``roofline --plot``'s PNG, models/roofline_report.py)."""
     ridge = peak_flops_per_s / bandwidth_bytes_per_s
     xs = [lo] + ([ridge] if lo < ridge < hi else []) + [hi]
-    return [(x, min(peak_flops_per_s, bandwidth_bytes_per_s * x)) for x in xs]
+    return [(x, attainable_flops_per_s(x, peak_flops_per_s, bandwidth_bytes_per_s)) for x in xs]
 
 
 def bytes_per_batch(weight_bytes: float, activation_bytes_per_inference: float, batch: int) -> float:
