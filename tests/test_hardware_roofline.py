@@ -173,3 +173,28 @@ def test_attainable_never_exceeds_either_roof(intensity, peak, bw):
     attained = rf.attainable_flops_per_s(intensity, peak, bw)
     assert 0 <= attained <= peak
     assert attained <= intensity * bw * (1 + 1e-12)
+
+
+@given(
+    peak=st.floats(1e9, 1e16),
+    bandwidth=st.floats(1e8, 1e13),
+    lo=st.floats(1e-3, 10.0),
+    span=st.floats(2.0, 1e6),
+    t=st.floats(0.0, 1.0),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_charts_roof_polyline_is_the_roof_on_log_axes(peak, bandwidth, lo, span, t):
+    """Joined straight on log-log axes (what both roofline charts draw), the polyline is min(peak, bw × I)."""
+    hi = lo * span
+    points = rf.roof_polyline(peak, bandwidth, lo, hi)
+    assert points[0][0] == lo and points[-1][0] == hi
+    assert (len(points) == 3) == (lo < peak / bandwidth < hi)
+    for x, y in points:
+        assert y == pytest.approx(rf.attainable_flops_per_s(x, peak, bandwidth), rel=1e-12)
+    x = min(max(lo * span**t, lo), hi)  # any intensity between, on the joined segment
+    (x0, y0), (x1, y1) = next(
+        (a, b) for a, b in zip(points[:-1], points[1:], strict=True) if a[0] <= x <= b[0]
+    )
+    f = 0.0 if x1 == x0 else (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    y = math.exp(math.log(y0) + f * (math.log(y1) - math.log(y0)))
+    assert y == pytest.approx(rf.attainable_flops_per_s(x, peak, bandwidth), rel=1e-9)

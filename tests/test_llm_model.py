@@ -163,6 +163,36 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def test_the_roofline_command_projects_with_the_reports_llm_roofline():
+    """`roofline` on a generative card draws its points from hardware/llm_roofline, as the reports do: the
+    prefill point's latency is ttft_s, each decode point's tpot_s (untied embedding left out of the bytes)."""
+    from accelbench.hardware.catalog import load_catalog
+    from accelbench.hardware.llm_memory import KV_PRECISION
+    from accelbench.hardware.llm_roofline import LlmCost, roof, tpot_s, ttft_s
+    from accelbench.models.llm_roofline import phase_points
+
+    untied = GenerativeSpec(**{**TINY, "tie_word_embeddings": False})
+    targets = [load_catalog().get(t) for t in ("l4", "h100-sxm")]
+    for spec, precision in ((GenerativeSpec(**TINY), "fp32"), (untied, "int4"), (untied, "fp16")):
+        points = phase_points(spec, targets, [1, 64], precision)
+        cost = LlmCost.of(spec.shape, precision, KV_PRECISION[kv_dtype(precision)])
+        assert cost.weight_bytes < spec.shape.weight_bytes(precision) or spec.tie_word_embeddings
+        assert [(p.point.target_id, p.phase, p.tokens) for p in points] == [
+            (t.id, phase, n)
+            for t in targets
+            for phase, n in (("prefill", 1024), ("decode", 1), ("decode", 64))
+        ]
+        for p in points:
+            r = roof(next(t for t in targets if t.id == p.point.target_id), precision)
+            bound = (
+                ttft_s(cost, r, spec.reference_isl)
+                if p.phase == "prefill"
+                else tpot_s(cost, r, p.tokens, spec.decode_context)
+            )
+            assert p.point.latency_lower_bound_s == pytest.approx(bound, rel=1e-12)
+            assert p.point.peak_flops_per_s == r.peak_flops_per_s  # int4 computes at the FP16 peak
+
+
 @pytest.mark.slow
 def test_inspect_and_roofline_print_the_generative_counts():
     inspect = _cli("models", "inspect", "builtin:llama-tiny")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from accelbench.errors import BadInputError
 from accelbench.models.builtin import build_builtin
+from accelbench.models.card_writer import card_from_graph
 from accelbench.models.cards import card_from_dict, load_card, load_model_repository
 from accelbench.models.inputs import make_inputs
 from accelbench.models.loader import resolve_model
@@ -151,7 +153,9 @@ def test_resolve_card_with_relative_onnx_source(tmp_path: Path) -> None:
         resolve_model(tmp_path / "card.toml")
 
 
-def test_plain_onnx_gets_an_inferred_card(tmp_path: Path) -> None:
+def test_plain_onnx_gets_the_card_models_card_writes(tmp_path: Path) -> None:
+    """One inferrer: a bare .onnx is resolved to the card `accelbench models card` writes for it (docs/models.md's
+    guesses), with its source absolute and no card file."""
     onnx.save(build_builtin("minilm-l6"), tmp_path / "encoder.onnx")
     card = resolve_model(tmp_path / "encoder.onnx").card
     assert card.name == "encoder" and card.task == "embedding"
@@ -163,8 +167,15 @@ def test_plain_onnx_gets_an_inferred_card(tmp_path: Path) -> None:
     assert (card.accuracy.metric, card.metric_output) == ("cosine", "sentence_embedding")
     onnx.save(build_builtin("identity"), tmp_path / "null.onnx")
     card = resolve_model(tmp_path / "null.onnx").card
-    assert (card.accuracy.metric, card.metric_output, card.generator.kind) == ("max_abs", "y", "uniform")
+    # y [N, 16]: no class axis, not one value per row: "other maps and heads", cosine
+    assert (card.accuracy.metric, card.metric_output, card.generator.kind) == ("cosine", "y", "uniform")
     assert make_inputs(card, 3, 1, seed=0)[0]["x"].shape == (3, 16)
+    for name in ("encoder", "null"):
+        path = tmp_path / f"{name}.onnx"
+        written = card_from_graph(path, card_dir=tmp_path)
+        assert resolve_model(path).card == dataclasses.replace(
+            written, source=f"onnx:{path.resolve()}", card_path=None
+        )
 
 
 @pytest.mark.parametrize("content", [b"", b"\x08\x07garbage" * 100, bytes(range(256)) * 40])

@@ -228,7 +228,7 @@ def _roofline_generative(card, targets: list, batches: list[int], precision: str
 
     spec = card.generative
     cost = spec.graph_cost(precision, kv_dtype=kv_dtype(precision))
-    points = phase_points(spec, targets, batches, precision, cost["weight_bytes"])
+    points = phase_points(spec, targets, batches, precision)
     if as_json:
         _echo_json(
             {

@@ -15,6 +15,9 @@ from accelbench.errors import BadInputError
 KINDS = ("datacenter-gpu", "edge-gpu", "inferentia", "tpu", "cpu")
 TOOLCHAINS = ("tensorrt", "neuron", "onnxruntime-cpu", "xla")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")  # fp4: NVFP4 (Blackwell)
+# bytes of one dense element stored at a precision (fp4 has no whole byte: llm_memory.WEIGHT_FORMATS counts it
+# with its block scales); the graph cost, the weight formats and the KV cache dtypes all read it
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
 INSTANCE_KINDS = ("KIND_GPU", "KIND_CPU", "KIND_MODEL")
 
 # key -> (type tag, required). Type tags: "str", "num" (int or float, >= 0), "pos" (> 0), "int" (>= 1), "bool".

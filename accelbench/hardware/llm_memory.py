@@ -28,6 +28,7 @@ from typing import Any
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
+from accelbench.hardware.catalog_schema import ELEMENT_BYTES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,11 +42,14 @@ CARDS_DIR = Path(__file__).resolve().parent.parent / "models" / "cards"
 
 # precision -> bytes per weight of the blocks' linear layers (scales included), and what it stands for
 WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
-    "fp32": (4.0, "FP32 weights"),
-    "fp16": (2.0, "FP16 weights"),
-    "bf16": (2.0, "BF16 weights"),
-    "fp8": (1.0, "FP8 E4M3 weights (per-tensor scales)"),
-    "int8": (1.0, "INT8 weights (per-channel scales; SmoothQuant W8A8 or weight-only)"),
+    "fp32": (float(ELEMENT_BYTES["fp32"]), "FP32 weights"),
+    "fp16": (float(ELEMENT_BYTES["fp16"]), "FP16 weights"),
+    "bf16": (float(ELEMENT_BYTES["bf16"]), "BF16 weights"),
+    "fp8": (float(ELEMENT_BYTES["fp8"]), "FP8 E4M3 weights (per-tensor scales)"),
+    "int8": (
+        float(ELEMENT_BYTES["int8"]),
+        "INT8 weights (per-channel scales; SmoothQuant W8A8 or weight-only)",
+    ),
     "int4": (
         0.5 + 2.0 / INT4_GROUP_SIZE,
         "INT4 weights, FP16 scale per group of 128 (AWQ W4A16, MatMulNBits)",
@@ -53,12 +57,9 @@ WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
     "fp4": (0.5 + 1.0 / 16, "NVFP4 weights, FP8 scale per block of 16"),
 }
 # KV cache dtypes: precision name -> bytes per element, and the dtype name an exported graph's cache holds
+_KV_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "fp8", "int8": "int8"}
 KV_DTYPES: dict[str, tuple[float, str]] = {
-    "fp32": (4.0, "float32"),
-    "fp16": (2.0, "float16"),
-    "bf16": (2.0, "bfloat16"),
-    "fp8": (1.0, "fp8"),
-    "int8": (1.0, "int8"),
+    p: (float(ELEMENT_BYTES[p]), name) for p, name in _KV_NAMES.items()
 }
 KV_DTYPE_BYTES = {precision: size for precision, (size, _) in KV_DTYPES.items()}
 # a graph's KV cache dtype name -> its precision name

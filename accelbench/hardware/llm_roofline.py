@@ -24,11 +24,18 @@ from dataclasses import dataclass
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
 from accelbench.hardware.llm_memory import COMPUTE_PRECISION, ModelShape, runs_precision
+from accelbench.hardware.roofline import RooflinePoint, batch_point, latency_lower_bound_s
 from accelbench.hardware.roofline import checked_efficiency as _eff
 
 TERA = 1e12
 GIGA = 1e9
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+def token_flops(matmul_params: float, layers: int, heads: int, head_size: int, context: float) -> float:
+    """One token through the model attending to ``context`` positions: 2 × the matmul weights, plus QKᵀ and AV
+    over the context (4 × layers × heads × head size × context)."""
+    return 2.0 * matmul_params + 4.0 * layers * heads * head_size * context
 
 
 @dataclass(frozen=True)
@@ -48,11 +55,15 @@ class LlmCost:
         return cls(float(shape.matmul_params), shape.weight_bytes(precision) - lookup_only,
                    shape.kv_bytes_per_token(kv_dtype), shape.layers, shape.heads, shape.head_size)  # fmt: skip
 
+    def token_flops(self, context: float) -> float:
+        return token_flops(self.matmul_params, self.layers, self.heads, self.head_size, context)
+
     def prefill_flops(self, isl: int) -> float:
-        return 2.0 * self.matmul_params * isl + 2.0 * self.layers * self.heads * self.head_size * isl * isl
+        """ISL tokens, each attending on average to ISL / 2 positions (causal: half the square)."""
+        return isl * self.token_flops(isl / 2)
 
     def decode_flops(self, batch: int, context: float) -> float:
-        return batch * (2.0 * self.matmul_params + 4.0 * self.layers * self.heads * self.head_size * context)
+        return batch * self.token_flops(context)
 
     def decode_bytes(self, batch: int, context: float) -> float:
         return self.weight_bytes + batch * context * self.kv_bytes_per_token
@@ -79,10 +90,9 @@ def roof(target: HardwareTarget, precision: str) -> Roof:
 
 def ttft_s(cost: LlmCost, r: Roof, isl: int, tp: int = 1, prefill_efficiency: float = 1.0) -> float:
     """Prefill time of one ISL-token prompt: compute at the efficiency, never faster than reading the weights."""
-    compute_s = (
-        cost.prefill_flops(isl) / tp / (r.peak_flops_per_s * _eff("prefill_efficiency", prefill_efficiency))
-    )
-    return max(compute_s, cost.weight_bytes / tp / r.bandwidth_bytes_per_s)
+    peak = r.peak_flops_per_s * _eff("prefill_efficiency", prefill_efficiency)
+    flops, moved = cost.prefill_flops(isl) / tp, cost.weight_bytes / tp
+    return latency_lower_bound_s(flops, moved, peak, r.bandwidth_bytes_per_s)
 
 
 def tpot_s(
@@ -90,9 +100,22 @@ def tpot_s(
 ) -> float:
     """One decode step at ``batch`` with ``context`` tokens per sequence, at the decode efficiency."""
     e = _eff("decode_efficiency", decode_efficiency)
-    memory_s = cost.decode_bytes(batch, context) / tp / (r.bandwidth_bytes_per_s * e)
-    compute_s = cost.decode_flops(batch, context) / tp / (r.peak_flops_per_s * e)
-    return max(memory_s, compute_s)
+    flops, moved = cost.decode_flops(batch, context) / tp, cost.decode_bytes(batch, context) / tp
+    return latency_lower_bound_s(flops, moved, r.peak_flops_per_s * e, r.bandwidth_bytes_per_s * e)
+
+
+def prefill_point(cost: LlmCost, r: Roof, target_id: str, precision: str, isl: int) -> RooflinePoint:
+    """The prefill bound (ttft_s at efficiency 1) as a roofline point: one ISL-token prompt, weights read once."""
+    flops, moved = cost.prefill_flops(isl), cost.weight_bytes
+    return batch_point(target_id, precision, isl, flops, moved, r.peak_flops_per_s, r.bandwidth_bytes_per_s)
+
+
+def decode_point(
+    cost: LlmCost, r: Roof, target_id: str, precision: str, batch: int, context: float
+) -> RooflinePoint:
+    """The decode bound (tpot_s at efficiency 1) as a roofline point: one token for each of ``batch`` sequences."""
+    flops, moved = cost.decode_flops(batch, context), cost.decode_bytes(batch, context)
+    return batch_point(target_id, precision, batch, flops, moved, r.peak_flops_per_s, r.bandwidth_bytes_per_s)
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,9 @@ class RooflinePoint:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         # JSON has no infinity: a batch that moves no bytes has unbounded intensity
-        if math.isinf(data["intensity"]):
-            data["intensity"] = None
+        for key in ("intensity", "throughput_upper_bound_ips"):
+            if math.isinf(data[key]):
+                data[key] = None
         return data
 
 
@@ -79,6 +80,17 @@ def attainable_flops_per_s(intensity: float, peak_flops_per_s: float, bandwidth_
     bandwidth = _positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     intensity = _non_negative("intensity", intensity)
     return peak if math.isinf(intensity) else min(peak, intensity * bandwidth)
+
+
+def roof_polyline(
+    peak_flops_per_s: float, bandwidth_bytes_per_s: float, lo: float, hi: float
+) -> list[tuple[float, float]]:
+    """The roof, min(peak, bandwidth × intensity), over [lo, hi] FLOP/byte as the points a log-log chart joins:
+    the slope, the ridge and the flat roof (straight on log axes, so exact). Both roofline charts draw it (the
+    report's SVG, reports/plots.py; ``roofline --plot``'s PNG, models/roofline_report.py)."""
+    ridge = peak_flops_per_s / bandwidth_bytes_per_s
+    xs = [lo] + ([ridge] if lo < ridge < hi else []) + [hi]
+    return [(x, attainable_flops_per_s(x, peak_flops_per_s, bandwidth_bytes_per_s)) for x in xs]
 
 
 def bytes_per_batch(weight_bytes: float, activation_bytes_per_inference: float, batch: int) -> float:
@@ -141,15 +153,30 @@ def roofline_point(
     batch = _batch(batch)
     flops = _non_negative("flops_per_inference", flops_per_inference) * batch
     moved = bytes_per_batch(weight_bytes, bytes_per_inference, batch)
-    if flops == 0 and moved == 0:
-        raise BadInputError("a roofline needs FLOPs or bytes moved; both are 0")
     peak = peak_flops_per_s(target, precision, compute_efficiency)
     bandwidth = bandwidth_bytes_per_s(target, bandwidth_efficiency)
+    return batch_point(target.id, precision, batch, flops, moved, peak, bandwidth)
+
+
+def batch_point(
+    target_id: str,
+    precision: str,
+    batch: int,
+    flops: float,
+    moved: float,
+    peak: float,
+    bandwidth: float,
+) -> RooflinePoint:
+    """The roofline point of one batch that does ``flops`` FLOPs and moves ``moved`` bytes under a roof of
+    ``peak`` FLOP/s and ``bandwidth`` bytes/s (the generative phases come here too: hardware/llm_roofline)."""
+    batch = _batch(batch)
+    if flops == 0 and moved == 0:
+        raise BadInputError("a roofline needs FLOPs or bytes moved; both are 0")
     intensity = arithmetic_intensity_flop_per_byte(flops, moved)
     ridge = ridge_point_flop_per_byte(peak, bandwidth)
     latency_s = latency_lower_bound_s(flops, moved, peak, bandwidth)
     return RooflinePoint(
-        target_id=target.id,
+        target_id=target_id,
         precision=precision,
         batch=batch,
         flops_per_batch=flops,
@@ -160,7 +187,8 @@ def roofline_point(
         ridge=ridge,
         bound="compute" if intensity >= ridge else "memory",
         latency_lower_bound_s=latency_s,
-        throughput_upper_bound_ips=batch / latency_s,
+        # a latency that underflows to 0 s (a subnormal amount of work) bounds nothing
+        throughput_upper_bound_ips=batch / latency_s if latency_s > 0 else math.inf,
     )
 
 

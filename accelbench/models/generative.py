@@ -18,6 +18,7 @@ from typing import Any
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.llm_memory import KV_DTYPES, KV_PRECISION, ModelShape
+from accelbench.hardware.llm_roofline import token_flops
 
 TASK = "text-generation"
 BUILTIN_TOKENIZER = "builtin:minilm-wordpiece"
@@ -89,9 +90,8 @@ class GenerativeSpec:
         return self.shape.params
 
     def flops_per_token(self, context: float) -> float:
-        """One token through the model attending to ``context`` positions (QKᵀ and AV: 4·layers·heads·hd·c)."""
-        attention = 4 * self.layers * self.heads * self.head_size * context
-        return 2.0 * self.matmul_params + attention
+        """One token through the model attending to ``context`` positions (hardware/llm_roofline.token_flops)."""
+        return token_flops(self.matmul_params, self.layers, self.heads, self.head_size, context)
 
     def kv_cache_bytes_per_token(self, kv_dtype: str = "float32") -> int:
         return int(self.shape.kv_bytes_per_token(KV_PRECISION[kv_dtype]))

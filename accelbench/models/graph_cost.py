@@ -44,11 +44,11 @@ import numpy as np
 import onnx
 
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog_schema import ELEMENT_BYTES
 from accelbench.models.graph_shapes import static_shapes
 from accelbench.models.intake import INDEX_TYPES as _INDEX_TYPES
 from accelbench.models.intake import subgraph_weight_elements
 
-BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
 COMPUTE_OPS = {
     "MatMul",
     "Gemm",
@@ -298,9 +298,9 @@ def graph_cost(
     """
     if batch_size < 1:
         raise BadInputError(f"batch size must be ≥ 1, got {batch_size}")
-    if precision not in BYTES_PER_ELEMENT:
-        raise BadInputError(f"unknown precision {precision!r}; allowed: {', '.join(BYTES_PER_ELEMENT)}")
-    pb = BYTES_PER_ELEMENT[precision]
+    if precision not in ELEMENT_BYTES:
+        raise BadInputError(f"unknown precision {precision!r}; allowed: {', '.join(ELEMENT_BYTES)}")
+    pb = ELEMENT_BYTES[precision]
     proto, weights, shapes = static_shapes(model, batch_size, input_shapes or {}, batch_axes, values)
     graph_io = {v.name for v in list(proto.graph.input) + list(proto.graph.output)} - set(weights)
     by_op: dict[str, OpCost] = {}

@@ -1,9 +1,10 @@
 """Projected prefill and decode bounds of a generative model on catalog targets (nothing here is measured).
 
-Prefill: one prompt of the reference ISL, its tokens batched through the model once (weights read once, each
-token's K and V written): the bound on TTFT and on prefill tokens/s. Decode: one token per sequence for a batch
-of sequences at the reference decode context (weights read once per step, each sequence's KV cache read): the
-bound on TPOT and on output tokens/s. Reference workload: accelbench.models.generative.
+The bounds are the LLM roofline's (accelbench/hardware/llm_roofline.py: what the reports project from), on the
+card's reference workload (accelbench.models.generative). Prefill: one prompt of the reference ISL, its tokens
+batched through the model once (the weights read once): the bound on TTFT and on prefill tokens/s. Decode: one
+token per sequence for a batch of sequences at the reference decode context (weights read once per step, each
+sequence's KV cache read): the bound on TPOT and on output tokens/s.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from accelbench.hardware.catalog import HardwareTarget
-from accelbench.hardware.roofline import RooflinePoint, roofline_point
+from accelbench.hardware.llm_memory import KV_PRECISION
+from accelbench.hardware.llm_roofline import LlmCost, decode_point, prefill_point, roof
+from accelbench.hardware.roofline import RooflinePoint
 from accelbench.models.generative import GenerativeSpec, kv_dtype
 
 
@@ -28,33 +31,17 @@ class PhasePoint:
 
 
 def phase_points(
-    spec: GenerativeSpec,
-    targets: Sequence[HardwareTarget],
-    batches: Sequence[int],
-    precision: str,
-    weight_bytes: float,
+    spec: GenerativeSpec, targets: Sequence[HardwareTarget], batches: Sequence[int], precision: str
 ) -> list[PhasePoint]:
-    kv = spec.kv_cache_bytes_per_token(kv_dtype(precision))
+    """Per target the prefill point at the reference ISL, then a decode point per batch."""
+    cost = LlmCost.of(spec.shape, precision, KV_PRECISION[kv_dtype(precision)])
     points = []
     for target in targets:
-        prefill = roofline_point(
-            spec.flops_per_token(spec.prefill_context),
-            kv,
-            spec.reference_isl,
-            target,
-            precision,
-            weight_bytes=weight_bytes,
-        )
+        r = roof(target, precision)
+        prefill = prefill_point(cost, r, target.id, precision, spec.reference_isl)
         points.append(PhasePoint("prefill", spec.reference_isl, prefill))
         for batch in batches:
-            decode = roofline_point(
-                spec.flops_per_token(spec.decode_context),
-                kv * spec.decode_context,
-                batch,
-                target,
-                precision,
-                weight_bytes=weight_bytes,
-            )
+            decode = decode_point(cost, r, target.id, precision, batch, spec.decode_context)
             points.append(PhasePoint("decode", batch, decode))
     return points
 

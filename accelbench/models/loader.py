@@ -11,18 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import onnx
-
 from accelbench.errors import BadInputError
 from accelbench.models.builtin import builtin_onnx_path, default_cache_dir
 from accelbench.models.card_writer import card_from_graph
 from accelbench.models.cards import AccuracySpec, GeneratorSpec, ModelCard, TensorSpec, card_name, load_card
 from accelbench.models.generative import DEFAULT_AGREEMENT, TASK, spec_from_hf_config
 from accelbench.models.intake import check_onnx_file
-
-# A plain .onnx has no card: compare outputs by max abs error at a loose default (write a card to do better).
-INFERRED_MAX_ABS_TOLERANCE = 1e-2
-INFERRED_COSINE_TOLERANCE = 0.99
 
 
 @dataclass(frozen=True)
@@ -44,8 +38,7 @@ def resolve_model(arg: str | os.PathLike, shapes: Sequence[str] = ()) -> Resolve
                 "[[inputs]] shapes"
             )
         path = Path(text).expanduser()
-        card = card_from_graph(path, shapes)  # its source is relative to a card file; here there is none
-        return ResolvedModel(dataclasses.replace(card, source=f"onnx:{path.resolve()}"), path)
+        return ResolvedModel(bare_onnx_card(path, shapes), path)
     if text.startswith("builtin:"):
         card = load_card(text)
         return ResolvedModel(card, onnx_for_card(card))
@@ -54,13 +47,20 @@ def resolve_model(arg: str | os.PathLike, shapes: Sequence[str] = ()) -> Resolve
         return ResolvedModel(card, onnx_for_card(card))
     if text.startswith("hf:"):
         path = _export_hf(text)
-        return ResolvedModel(infer_card(path, name=card_name(text[3:])), path)
+        return ResolvedModel(bare_onnx_card(path, name=card_name(text[3:])), path)
     path = Path(text).expanduser()
     if path.suffix.lower() == ".toml":
         card = load_card(path)
         return ResolvedModel(card, onnx_for_card(card))
-    check_onnx_file(path)
-    return ResolvedModel(infer_card(path), path)
+    return ResolvedModel(bare_onnx_card(path), path)
+
+
+def bare_onnx_card(path: Path, shapes: Sequence[str] = (), name: str | None = None) -> ModelCard:
+    """The card of an ONNX file that has none: what ``accelbench models card`` would write for it
+    (card_writer.card_from_graph, docs/models.md), its source absolute as there is no card file to be relative
+    to."""
+    card = card_from_graph(path, shapes, name=name)
+    return dataclasses.replace(card, source=f"onnx:{path.resolve()}", card_path=None)
 
 
 def generative_card(arg: str | os.PathLike) -> ModelCard | None:
@@ -90,65 +90,6 @@ def onnx_for_card(card: ModelCard) -> Path:
     path = card.resolve_path(value)
     check_onnx_file(path)
     return path
-
-
-def _tensor_specs(values, skip: set[str], batch: str, axes: dict[str, int | None]) -> tuple[TensorSpec, ...]:
-    """Specs as the graph declares them: -1 where dynamic, the batch axis where ``axes`` (or, for outputs,
-    the first axis when it is the batch) says."""
-    specs = []
-    fixed = batch.partition(":")[2]
-    for value in values:
-        if value.name in skip:
-            continue
-        tensor_type = value.type.tensor_type
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type).name
-        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim]
-        if value.name in axes:
-            axis = axes[value.name]
-        else:  # an output: its first axis, when that is where a batch can be
-            axis = 0 if dims and (dims[0] == -1 if batch == "dynamic" else str(dims[0]) == fixed) else None
-        if axis is not None and batch == "dynamic":
-            dims[axis] = -1
-        specs.append(TensorSpec(value.name, dtype, tuple(dims), batch_axis=axis))
-    return tuple(specs)
-
-
-def infer_card(path: Path, name: str | None = None) -> ModelCard:
-    """A card for a bare ONNX file: tensors from the graph, metric max_abs on the first output (cosine on
-    ``sentence_embedding`` when the graph is a sentence-transformers export)."""
-    model = onnx.load(str(path), load_external_data=False)
-    initializers = {t.name for t in model.graph.initializer}
-    from accelbench.models.graph_batch import graph_batch
-
-    found = graph_batch([v for v in model.graph.input if v.name not in initializers], set())
-    inputs = _tensor_specs(model.graph.input, initializers, found.batch, found.axes)
-    outputs = _tensor_specs(model.graph.output, set(), found.batch, {})
-    token_like = any(s.dtype.startswith("int") and "ids" in s.name for s in inputs)
-    seq = next((s.shape[1] for s in inputs if len(s.shape) > 1 and s.shape[1] > 0), None)
-    generator = (
-        GeneratorSpec(kind="tokens", seq_len=seq or 128)
-        if token_like
-        else GeneratorSpec(kind="uniform", low=-1.0, high=1.0)
-    )
-    # A sentence-transformers export (optimum, FIELD-NOTES) is an embedding model: compare by cosine.
-    embedding = next((o.name for o in outputs if o.name == "sentence_embedding"), None)
-    accuracy = (
-        AccuracySpec("cosine", INFERRED_COSINE_TOLERANCE, embedding)
-        if embedding
-        else AccuracySpec("max_abs", INFERRED_MAX_ABS_TOLERANCE, outputs[0].name if outputs else None)
-    )
-    return ModelCard(
-        name=name or card_name(path.stem),
-        source=f"onnx:{path.resolve()}",
-        task="embedding" if embedding else "other",
-        batch=found.batch,
-        inputs=inputs,
-        outputs=outputs,
-        generator=generator,
-        accuracy=accuracy,
-        description=f"inferred from {path.name}",
-        card_path=None,
-    )
 
 
 def is_causal_lm_dir(text: str) -> bool:

@@ -5,13 +5,14 @@ Everything here is a projection from the graph cost and catalog peaks, labelled 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from accelbench.hardware.catalog import HardwareTarget
-from accelbench.hardware.roofline import RooflinePoint, roofline_point
+from accelbench.hardware.roofline import RooflinePoint, roof_polyline, roofline_point
 from accelbench.models.cards import ModelCard
 from accelbench.models.graph_cost import GraphCost, graph_cost
 from accelbench.util import atomic_write_bytes
@@ -85,10 +86,9 @@ def plot_roofline(points: Sequence[RooflinePoint], model_name: str, path: str | 
     import io
 
     import matplotlib.pyplot as plt
-    import numpy as np
 
-    intensities = [p.intensity for p in points if np.isfinite(p.intensity)] + [p.ridge for p in points]
-    x = np.logspace(np.log10(min(intensities) / 10), np.log10(max(intensities) * 10), 200)
+    intensities = [p.intensity for p in points if math.isfinite(p.intensity)] + [p.ridge for p in points]
+    lo, hi = min(intensities) / 10, max(intensities) * 10
     fig, ax = plt.subplots(figsize=(8, 5.5))
     by_target: dict[str, list[RooflinePoint]] = {}
     for p in points:
@@ -96,7 +96,8 @@ def plot_roofline(points: Sequence[RooflinePoint], model_name: str, path: str | 
     for i, (target_id, pts) in enumerate(by_target.items()):
         color = f"C{i % 10}"
         peak, bw = pts[0].peak_flops_per_s, pts[0].bandwidth_bytes_per_s
-        ax.loglog(x, np.minimum(peak, bw * x) / 1e12, color=color, label=f"{target_id} ({pts[0].precision})")
+        xs, ys = zip(*roof_polyline(peak, bw, lo, hi), strict=True)
+        ax.loglog(xs, [y / 1e12 for y in ys], color=color, label=f"{target_id} ({pts[0].precision})")
         for p in pts:
             attained = p.flops_per_batch / p.latency_lower_bound_s / 1e12
             ax.scatter([p.intensity], [attained], color=color, zorder=3)

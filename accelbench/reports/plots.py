@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelbench.documents import Step
 from accelbench.hardware.catalog import HardwareTarget
+from accelbench.hardware.roofline import roof_polyline
 from accelbench.reports import projection as proj
 from accelbench.reports.capacity import (
     latency_at,
@@ -129,13 +130,6 @@ def _roof(target: HardwareTarget, precision: str) -> tuple[float, float, str] | 
     return float(target.peak_tflops[used]) * 1e12, float(target.memory_bw_gbs) * 1e9, used
 
 
-def _roof_line(peak: float, bandwidth: float, lo: float = 0.1, hi: float = 1e4) -> list[tuple[float, float]]:
-    """min(peak, bandwidth × intensity) over [lo, hi] FLOP/byte: the slope, the ridge and the flat roof."""
-    ridge = peak / bandwidth
-    xs = [lo] + ([ridge] if lo < ridge < hi else []) + [hi]
-    return [(x, min(peak, bandwidth * x)) for x in xs]
-
-
 def roofline_chart(data: ReportData) -> str:
     """Each target's roof, min(peak, bandwidth × intensity), with every row's point at its capacity."""
     colors = _colors(list(data.targets))
@@ -155,7 +149,7 @@ def roofline_chart(data: ReportData) -> str:
         color = colors[row.target]
         if (row.target, roof[2]) not in drawn:
             drawn.add((row.target, roof[2]))
-            ax.line(_roof_line(roof[0], roof[1]), Style(color, None, line=_LINES.get(roof[2], "dashdot"), width=1.0),
+            ax.line(roof_polyline(roof[0], roof[1], 0.1, 1e4), Style(color, None, line=_LINES.get(roof[2], "dashdot"), width=1.0),
                     label=f"{row.target} roof ({roof[2]})")  # fmt: skip
         gc = data.graph_costs.get((row.model, row.precision))
         if not gc or not row.capacity_ips:
