@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from accelbench import __version__
 from accelbench.reports.options import ReportOptions
-from accelbench.service import history, ingest, queries, views
+from accelbench.service import history, ingest, queries, query_options
 from accelbench.service.auth import Principal, require
 from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError
@@ -213,7 +213,7 @@ def get_report(
     request: Request,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
-    options: Annotated[ReportOptions, Depends(views.report_options)],
+    options: Annotated[ReportOptions, Depends(query_options.report_options)],
     model: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     """The report table, byte for byte what ``accelbench report --json`` prints for the same documents."""
@@ -226,7 +226,7 @@ def get_history(
     request: Request,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
-    options: Annotated[ReportOptions, Depends(views.report_options)],
+    options: Annotated[ReportOptions, Depends(query_options.report_options)],
     model: Annotated[str, Query(min_length=1, max_length=200)],
     target: Annotated[str, Query(min_length=1, max_length=100)],
     precision: Annotated[str, Query(min_length=1, max_length=20)],

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from accelbench.experiment.spec import ExperimentSpec
     from accelbench.hardware.catalog import Catalog
     from accelbench.reports.report import RenderedReport
-    from accelbench.service.views import Reports
+    from accelbench.service.report_cache import Reports
 
 OFFLINE_AFTER_S = 120.0  # an agent polls every few seconds; two minutes of silence means it is gone
 
@@ -149,7 +149,7 @@ def campaign_report(reports: Reports, session: Session, campaign_id: int,
                     formats: tuple[str, ...] = ()) -> RenderedReport:  # fmt: skip
     """The report over the campaign's stored results with its spec's SLO, prices, baseline and projections
     (``render_report``, what ``accelbench report`` calls): ``.json_text``, ``.outputs["report.html"]``.
-    ``reports`` (``views.Reports``) parses each document once per app."""
+    ``reports`` (``report_cache.Reports``) parses each document once per app."""
     from accelbench.errors import BadInputError
     from accelbench.experiment.pipeline import report_options
     from accelbench.experiment.spec import parse_spec

@@ -16,9 +16,10 @@ from accelbench.errors import BadInputError
 from accelbench.reports.options import ReportOptions
 from accelbench.reports.rows import ReportRow
 from accelbench.service import queries
+from accelbench.service.build_process import problem_line
 from accelbench.service.errors import ApiError
 from accelbench.service.models import aware
-from accelbench.service.views import Reports, problem_line
+from accelbench.service.report_cache import Reports
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
