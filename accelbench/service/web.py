@@ -216,13 +216,13 @@ def result_page(request: Request, content_hash: str, session: DbSession, _who: R
     detail = queries.detail(row, session)
     doc = service(request).reports.documents(session, [row])[0]
     page_tables = [tables.steps_table(doc.steps), tables.attempts_table(doc.steps),
-                   tables.accuracy_table(detail["document"].get("accuracy")),
-                   tables.probe_table(detail["provenance"].get("host"))]  # fmt: skip
+                   tables.accuracy_table(detail.document.get("accuracy")),
+                   tables.probe_table(detail.provenance.get("host"))]  # fmt: skip
     if fmt == "csv":
         return _csv(page_tables, table, f"result-{content_hash[:12]}")
-    return _page(request, "result.html", r=detail, doc=detail["document"], tables={t.id: t for t in page_tables},
-                 host=formatting.host_summary(detail["provenance"].get("host")),
-                 provenance=formatting.provenance_items(detail["provenance"]))  # fmt: skip
+    return _page(request, "result.html", r=detail, doc=detail.document, tables={t.id: t for t in page_tables},
+                 host=formatting.host_summary(detail.provenance.get("host")),
+                 provenance=formatting.provenance_items(detail.provenance))  # fmt: skip
 
 
 @router.get("/history", response_class=HTMLResponse)
