@@ -23,6 +23,12 @@ class Answer(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+class Error(Answer):
+    """Every refusal and failure (4xx, 5xx): one line saying why."""
+
+    error: str
+
+
 # ---- the service and results ---------------------------------------------------------------------------------
 
 

@@ -13,7 +13,16 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from accelbench import __version__
-from accelbench.answers import BatchStored, Health, HideAnswer, History, ResultDetail, ResultList, Stored
+from accelbench.answers import (
+    BatchStored,
+    Error,
+    Health,
+    HideAnswer,
+    History,
+    ResultDetail,
+    ResultList,
+    Stored,
+)
 from accelbench.reports.options import ReportOptions
 from accelbench.service import history, ingest, queries, query_options
 from accelbench.service.auth import Principal, require
@@ -23,7 +32,7 @@ from accelbench.service.state import service
 
 router = APIRouter(prefix="/api/v1")
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"description": why, "content": {"application/json": {"example": {"error": why}}}}
+    code: {"description": why, "model": Error, "content": {"application/json": {"example": {"error": why}}}}
     for code, why in ((400, "malformed JSON"), (401, "no or invalid token"), (403, "token lacks the scope"),
                       (404, "no such result or model"), (413, "body over the size limit"),
                       (422, "invalid document or parameter, naming the field"))

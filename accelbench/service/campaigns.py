@@ -41,7 +41,14 @@ from accelbench.service.queries import iso
 from accelbench.service.runner_probe import check_probe
 from accelbench.service.state import service
 
-router = APIRouter(prefix="/api/v1")
+# every route's refusals, each one line {"error": ...} (answers.Error), instead of FastAPI's own 422 shape
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"description": why, "model": answers.Error}
+    for code, why in ((401, "no or invalid token"), (403, "token lacks the scope, or not this runner's job"),
+                      (404, "no such campaign, job or runner"), (409, "the job is no longer this runner's, or its state does not allow it"),
+                      (413, "body over the size limit"), (422, "invalid body or parameter, naming the field"))
+}  # fmt: skip
+router = APIRouter(prefix="/api/v1", responses=ERRORS)
 MAX_WAIT_S = 60.0  # a long poll answers within this; GitHub's runners hold ~50 s
 POLL_S = 0.5
 MAX_ID = 2**31 - 1  # ids are 32-bit integer columns: a larger one is a 422, not a database error
@@ -353,6 +360,7 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
 
 @router.post(
     "/jobs/{job_id}/results", tags=["jobs"], status_code=201,
+    responses={200: {"description": "already stored (same content hash)", "model": answers.Stored}},
     openapi_extra=_job_body(**api.SUBMISSION_PROPERTIES),
 )  # fmt: skip
 async def post_job_result(
