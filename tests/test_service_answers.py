@@ -53,6 +53,8 @@ def test_every_json_answer_is_described_by_its_model(openapi):
     assert not untyped, "answers without a model:\n" + "\n".join(untyped)
     assert not errors, "refusals not described as {error}:\n" + "\n".join(errors)
     assert set(openapi["components"]["schemas"]["Error"]["properties"]) == {"error"}
+    for method, path in RAW_REPORTS:  # described as what they are: the report's rows
+        assert _schema(openapi["paths"][path][method]["responses"]["200"])["type"] == "array", path
 
 
 def test_the_history_change_carries_every_field_of_the_compare_judgement():

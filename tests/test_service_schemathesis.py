@@ -20,7 +20,13 @@ EXPLORE = os.environ.get("ACCELBENCH_FUZZ") == "random"
 
 @pytest.fixture(scope="module")
 def api_schema(live_server):
-    return schemathesis.openapi.from_url(live_server.base_url + "/openapi.json")
+    # read here, not by schemathesis' loader: its 10 s read timeout is too short for the first /openapi.json
+    # (built on that request) on a loaded 2-core machine
+    import httpx
+
+    return schemathesis.openapi.from_dict(
+        httpx.get(live_server.base_url + "/openapi.json", timeout=120).json()
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -224,7 +224,16 @@ for _hidden in (True, False):
     )  # fmt: skip
 
 
-@router.get("/report", tags=["reports"], responses=ERRORS)
+# a report is ``accelbench report --json``'s bytes: its rows belong to the report writer, not to a service model
+REPORT_ROWS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the report's rows: the classic ones, then the generative ones (table: generative)",
+        "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
+    }
+}
+
+
+@router.get("/report", tags=["reports"], responses={**ERRORS, **REPORT_ROWS})
 def get_report(
     request: Request,
     session: DbSession,

@@ -149,7 +149,7 @@ def get_campaign(
     return reads.campaign_answer(session, reads.get_campaign(session, campaign_id))
 
 
-@router.get("/campaigns/{campaign_id}/report", tags=["campaigns"])
+@router.get("/campaigns/{campaign_id}/report", tags=["campaigns"], responses=api.REPORT_ROWS)
 def get_campaign_report(
     campaign_id: PathId,
     request: Request,
