@@ -1,7 +1,8 @@
 """The results service (``accelbench server``): a second composition root beside ``accelbench/cli.py``.
 
 It wires the stages (documents, reports) behind an HTTP API and server-rendered pages; no stage imports it.
-FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``service`` extra). Its clients
+FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``service`` extra). What the JSON
+routes answer is typed in ``accelbench/answers.py`` (below this package and the client, which reads it). Its clients
 (push, run --push, submit, the agent) are ``accelbench/client/``, which imports nothing from here.
 
   the app
