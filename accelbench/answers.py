@@ -29,7 +29,7 @@ class Error(Answer):
     error: str
 
 
-# ---- the service and results ---------------------------------------------------------------------------------
+# ---- the service and results -------------------------------------------------------------------------------
 
 
 class Health(Answer):
@@ -85,7 +85,8 @@ class ResultList(Answer):
 
 
 class ResultDetail(ResultSummary):
-    """``GET /api/v1/results/{id}``: the summary, the provenance, the document as pushed, its variant manifest."""
+    """``GET /api/v1/results/{id}``: the summary, the provenance, the document as pushed, its variant
+    manifest."""
 
     provenance: dict[str, Any]
     document: dict[str, Any]  # schema accelbench.result/1 (docs/schema/)
@@ -107,7 +108,7 @@ class HideAnswer(Answer):
     log: list[HideLogEntry]
 
 
-# ---- history ---------------------------------------------------------------------------------------------------
+# ---- history -----------------------------------------------------------------------------------------------
 
 
 class Change(Answer):
@@ -171,7 +172,7 @@ class History(Answer):
     runs: list[HistoryRun]
 
 
-# ---- campaigns, runners, jobs ----------------------------------------------------------------------------------
+# ---- campaigns, runners, jobs ------------------------------------------------------------------------------
 
 
 class Job(Answer):

@@ -3,7 +3,8 @@
 It wires the stages (documents, reports) behind an HTTP API and server-rendered pages; no stage imports it.
 FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``service`` extra). Its clients
 (push, run --push, submit, the agent) are ``accelbench/client/``, which imports nothing from here. What the
-JSON routes answer is typed in ``accelbench/answers.py``, below both: the server returns it, the client reads it.
+JSON routes answer is typed in ``accelbench/answers.py``, below both: the server returns it, the client
+reads it.
 
   the app
     app.py             the app factory: ``create_app(Settings(...))``, a FastAPI app bound to one database
