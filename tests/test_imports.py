@@ -34,7 +34,7 @@ ROOTS = {
 ROOT_IMPORTS = {"cli": {"experiment", "service", "client"}, "service": {"experiment"}, "client": {"experiment"},
                 "experiment": set()}  # fmt: skip
 BASE = -1  # below every stage: imports nothing of accelbench but other base modules
-BASE_MODULES = ("__init__", "documents", "errors", "util", "processes", "watchdog")
+BASE_MODULES = ("__init__", "answers", "documents", "errors", "util", "processes", "watchdog")
 
 
 @dataclass(frozen=True)

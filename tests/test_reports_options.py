@@ -76,8 +76,8 @@ def test_bad_option_values_are_refused_by_the_ranges_of_the_definition():
 
 
 def test_the_servers_query_parameters_default_to_the_same_definition():
-    views = pytest.importorskip("accelbench.service.views")
-    params = inspect.signature(views.report_options).parameters
+    query_options = pytest.importorskip("accelbench.service.query_options")
+    params = inspect.signature(query_options.report_options).parameters
     for spec in option_specs():
         if spec.name in NOT_ON_THE_SERVER:
             assert QUERY_NAMES.get(spec.name, spec.name) not in params
@@ -89,4 +89,4 @@ def test_the_servers_query_parameters_default_to_the_same_definition():
         else:
             assert default == spec.default, name
     # the page with no query reports with the options the CLI uses with no flags (and caches them as one)
-    assert views.default_page_options() == ReportOptions()
+    assert query_options.default_page_options() == ReportOptions()

@@ -6,4 +6,5 @@
     job.py      one claimed job: the pipeline run with ``JobSink`` (steps and results pushed), heartbeats
 
 It imports neither FastAPI nor SQLAlchemy nor ``accelbench.service``: a host that measures needs only httpx.
+The server's answers are read as the models the server returns (``accelbench/answers.py``, below both).
 """

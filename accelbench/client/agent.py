@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import __version__
-from accelbench.client.http import Conflict, ServerClient
+from accelbench.answers import ClaimedJob, RunnerRegistered
+from accelbench.client.http import Conflict, ServerClient, read_answer
 from accelbench.client.job import run_job
 from accelbench.errors import BadInputError
 from accelbench.loadtests.events import Cancel
@@ -110,14 +111,14 @@ def register(client: ServerClient, cfg: AgentConfig) -> int:
     body = {"name": cfg.runner_name, "target": cfg.target, "labels": cfg.labels, "probe": probe,
             "version": __version__, "secret": known.get("secret")}  # fmt: skip
     try:
-        answer = client.call("POST", "/runners", body)
+        answer = client.answer(RunnerRegistered, "POST", "/runners", body)
     except Conflict as err:  # the name belongs to another runner
         raise BadInputError(f"{client.url}: {err}") from None
-    secret = answer.get("secret") or known.get("secret") or ""
-    if answer.get("secret"):
-        _keep_identity(cfg, {"name": cfg.runner_name, "id": answer["id"], "secret": secret})
-    cfg.secrets[answer["id"]] = secret
-    return answer["id"]
+    secret = answer.secret or known.get("secret") or ""
+    if answer.secret:
+        _keep_identity(cfg, {"name": cfg.runner_name, "id": answer.id, "secret": secret})
+    cfg.secrets[answer.id] = secret
+    return answer.id
 
 
 def run_agent(cfg: AgentConfig, stop: Cancel | None = None,
@@ -140,13 +141,15 @@ def run_agent(cfg: AgentConfig, stop: Cancel | None = None,
                 "runner_secret": cfg.secret_for(runner_id),
                 "wait_s": CLAIM_WAIT_S,
             }
-            job = client.call("POST", "/jobs/claim", claim, timeout_s=CLAIM_WAIT_S + 30)
-            if job is None:
+            # None: 204, no job came within the wait
+            found = client.call("POST", "/jobs/claim", claim, timeout_s=CLAIM_WAIT_S + 30)
+            if found is None:
                 if cfg.idle_exit_s is not None and time.monotonic() - idle_since >= cfg.idle_exit_s:
                     say(f"no {cfg.target} job for {cfg.idle_exit_s:g} s; exiting")
                     outcomes["idle"] = 1
                     break
                 continue
+            job = read_answer(ClaimedJob, found, f"{client.url}/api/v1/jobs/claim")
             outcome = run_job(client, cfg, runner_id, job, stop, say)
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
             if cfg.once:

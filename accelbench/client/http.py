@@ -10,19 +10,24 @@ What an answer means, whoever asks::
     other 5xx                ServerError (exit 4): the server's own trouble, try again later
     no answer, 502/503/504   retried for ``retry_s`` seconds (0: not at all), then Unreachable (a ServerError)
 
-Bodies are JSON; every error the server sends is ``{"error": "one line"}`` (docs/service.md).
+Bodies are JSON; every error the server sends is ``{"error": "one line"}`` (docs/service.md). ``answer``
+reads a 2xx answer as its typed model (``accelbench.answers``); one that does not fit is a ServerError.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench.errors import BadInputError, ServerError
 
+if TYPE_CHECKING:
+    from accelbench.answers import Answer as TypedAnswer
+
 TIMEOUT_S = 30.0
 RETRIED = (502, 503, 504)  # a proxy in front of a restarting server, or the server's own "busy, retry"
+A = TypeVar("A", bound="TypedAnswer")
 
 
 class Conflict(Exception):
@@ -65,6 +70,13 @@ class ServerClient:
     def call(self, method: str, path: str, body: Any = None, *, timeout_s: float = TIMEOUT_S) -> Any:
         """The answer's JSON; the table in the module docstring for everything else."""
         return self.request(method, path, body, timeout_s=timeout_s).body
+
+    def answer(self, model: type[A], method: str, path: str, body: Any = None, *,
+               timeout_s: float = TIMEOUT_S) -> A:  # fmt: skip
+        """The 2xx answer read as ``model`` (what the server's route answers: accelbench/answers.py)."""
+        return read_answer(
+            model, self.call(method, path, body, timeout_s=timeout_s), f"{self.url}/api/v1{path}"
+        )
 
     def request(self, method: str, path: str, body: Any = None, *, timeout_s: float = TIMEOUT_S,
                 label: str = "", accept: tuple[int, ...] = ()) -> Answer:  # fmt: skip
@@ -109,6 +121,20 @@ class ServerClient:
         raise BadInputError(
             f"{label or self.url + '/api/v1' + path}: the server refused it ({status}): {message}{hint}"
         )
+
+
+def read_answer(model: type[A], payload: Any, where: str) -> A:
+    """``payload`` as ``model``; an answer that does not fit (another server, another version) is one line."""
+    from pydantic import ValidationError
+
+    from accelbench.documents import describe_error
+
+    try:
+        return model.model_validate(payload)
+    except ValidationError as err:
+        raise ServerError(
+            f"{where}: the results server's answer is not the {model.__name__} expected: {describe_error(err)}"
+        ) from None
 
 
 def _error(response: Any) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelbench.answers import ClaimedJob
 from accelbench.client.http import Conflict, ServerClient, Unreachable
 from accelbench.client.push import envelope
 from accelbench.documents import ResultDocument, VariantManifest, to_dict
@@ -140,30 +141,30 @@ def prepare_work_dir(work: Path, documents: list[dict[str, Any]]) -> Path:
     return results
 
 
-def run_job(client: ServerClient, cfg: Any, runner_id: int, job: dict[str, Any], stop: Cancel,
+def run_job(client: ServerClient, cfg: Any, runner_id: int, job: ClaimedJob, stop: Cancel,
             say: Callable[[str], None]) -> str:  # fmt: skip
     """Run one claimed job to its end; returns done, failed, released, lost or unreachable."""
     from accelbench.experiment.engines import prepare as prepare_engines
     from accelbench.experiment.pipeline import run_experiment
     from accelbench.experiment.spec import parse_spec
 
-    job_id = job["id"]
-    call = {"runner_id": runner_id, "runner_secret": cfg.secret_for(runner_id), "attempt": job["attempt"],
-            "lease_secret": job.get("lease_secret") or ""}  # fmt: skip
+    job_id = job.id
+    call = {"runner_id": runner_id, "runner_secret": cfg.secret_for(runner_id), "attempt": job.attempt,
+            "lease_secret": job.lease_secret}  # fmt: skip
     work = cfg.work_dir / f"job-{job_id}"
-    prepare_work_dir(work, job.get("documents") or [])
+    prepare_work_dir(work, job.documents)
     progress = TailProgress(quiet=cfg.quiet)
-    sink = JobSink(client, job_id, call, stop.child(), progress.tail, max(0.5, float(job["lease_s"]) / 3))
+    sink = JobSink(client, job_id, call, stop.child(), progress.tail, max(0.5, float(job.lease_s) / 3))
     sink.start()
-    say(f"job {job_id}: {job['campaign']} on {job['target']}, attempt {job['attempt']} "
-        f"({sum(len(d.get('steps') or []) for d in job.get('documents') or [])} step(s) already pushed)")  # fmt: skip
+    say(f"job {job_id}: {job.campaign} on {job.target}, attempt {job.attempt} "
+        f"({sum(len(d.get('steps') or []) for d in job.documents)} step(s) already pushed)")  # fmt: skip
     try:
-        spec = parse_spec(job["spec"], f"campaign {job['campaign_id']}").only_target(job["target"])
+        spec = parse_spec(job.spec, f"campaign {job.campaign_id}").only_target(job.target)
         # engine = "trtllm" | "vllm": run the recipe's build_engine.sh here; no toolchain fails in one line
         spec = prepare_engines(spec, work, cfg.catalog_path, lambda line: progress.note("engine", line))
         outcome = run_experiment(spec, out_dir=work, catalog_path=cfg.catalog_path, progress=progress, sink=sink,
                                  cancel=sink.cancel,
-                                 command=f"accelbench agent --target {cfg.target} (campaign {job['campaign_id']}, job {job_id})")  # fmt: skip
+                                 command=f"accelbench agent --target {cfg.target} (campaign {job.campaign_id}, job {job_id})")  # fmt: skip
         sink.end()
         if sink.lost is None:
             sink.flush()  # the steps the heartbeat thread had not sent yet

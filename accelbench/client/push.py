@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from accelbench.client.http import ServerClient
+from accelbench.answers import BatchStored
+from accelbench.client.http import ServerClient, read_answer
 from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests.events import StepFinished
@@ -62,7 +63,8 @@ def send_batch(client: ServerClient, bodies: list[dict[str, Any]], label: str) -
     answer = client.request("POST", "/results/batch", {"results": bodies}, label=label, accept=(404, 405))
     if answer.status in (404, 405):
         return None
-    return int(answer.body["created"]), int(answer.body["existing"])
+    stored = read_answer(BatchStored, answer.body, f"{client.url}/api/v1/results/batch")
+    return stored.created, stored.existing
 
 
 def push_paths(paths: list[str], server_url: str, token: str | None) -> dict[str, int]:

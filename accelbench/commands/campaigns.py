@@ -76,6 +76,7 @@ def agent_cmd(ctx: click.Context, server: str, token: str | None, target_id: str
 def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, lease_s: float, max_attempts: int,
                time_limit_s: float | None, labels: tuple[str, ...], wait: bool) -> None:  # fmt: skip
     """Turn SPEC into a campaign on SERVER: one job per measured target; prints the campaign's page."""
+    from accelbench.answers import Campaign
     from accelbench.client.http import ServerClient
     from accelbench.errors import BadInputError
     from accelbench.experiment.spec import load_spec
@@ -88,18 +89,16 @@ def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, le
     with ServerClient(server, token, retry_s=10.0, scope="admin") as api:
         body = {"spec": text, "lease_s": lease_s, "max_attempts": max_attempts, "labels": _labels(labels),
                 "time_limit_s": time_limit_s}  # fmt: skip
-        campaign = api.call("POST", "/campaigns", body)
-        click.echo(f"campaign {campaign['id']}: {len(campaign['jobs'])} job(s) "
-                   f"({', '.join(j['target'] for j in campaign['jobs'])}); {api.url}{campaign['url']}")  # fmt: skip
+        campaign = api.answer(Campaign, "POST", "/campaigns", body)
+        click.echo(f"campaign {campaign.id}: {len(campaign.jobs)} job(s) "
+                   f"({', '.join(j.target for j in campaign.jobs)}); {api.url}{campaign.url}")  # fmt: skip
         if wait:
-            while campaign["status"] in ("queued", "running"):
+            while campaign.status in ("queued", "running"):
                 time.sleep(2.0)
-                campaign = api.call("GET", f"/campaigns/{campaign['id']}", None)
-            for job in campaign["jobs"]:
-                click.echo(
-                    f"  {job['target']}: {job['status']}" + (f" ({job['reason']})" if job["reason"] else "")
-                )
-            ctx.exit(0 if campaign["status"] == "done" else 1)
+                campaign = api.answer(Campaign, "GET", f"/campaigns/{campaign.id}")
+            for job in campaign.jobs:
+                click.echo(f"  {job.target}: {job.status}" + (f" ({job.reason})" if job.reason else ""))
+            ctx.exit(0 if campaign.status == "done" else 1)
 
 
 @click.group("job")
@@ -108,16 +107,17 @@ def job_group() -> None:
 
 
 def _job_change(event: str, job_ids: tuple[int, ...], server: str, token: str | None) -> None:
+    from accelbench.answers import Job
     from accelbench.client.http import Conflict, ServerClient
     from accelbench.errors import BadInputError
 
     with ServerClient(server, token, retry_s=10.0, scope="admin") as api:
         for job_id in job_ids:
             try:
-                job = api.call("POST", f"/jobs/{job_id}/{event}", {})
+                job = api.answer(Job, "POST", f"/jobs/{job_id}/{event}", {})
             except Conflict as err:  # its state does not allow it (e.g. cancel a finished job)
                 raise BadInputError(f"{api.url}: {err}") from None
-            click.echo(f"job {job['id']} ({job['target']}): {job['status']}")
+            click.echo(f"job {job.id} ({job.target}): {job.status}")
 
 
 @job_group.command("cancel")

@@ -138,11 +138,12 @@ def result_group() -> None:
 
 
 def _hide_call(result_id: str, server: str, token: str | None, action: str, reason: str) -> None:
+    from accelbench.answers import HideAnswer
     from accelbench.client.http import ServerClient
 
     with ServerClient(server, token, retry_s=10.0, scope="admin") as api:
-        answer = api.call("POST", f"/results/{result_id}/{action}", {"reason": reason})
-    click.echo(f"result {answer['id']}: {'hidden' if answer['hidden'] else 'shown'} on {server}")
+        answer = api.answer(HideAnswer, "POST", f"/results/{result_id}/{action}", {"reason": reason})
+    click.echo(f"result {answer.id}: {'hidden' if answer.hidden else 'shown'} on {server}")
 
 
 @result_group.command("hide")

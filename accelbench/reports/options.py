@@ -3,8 +3,8 @@ range in its field.
 
 Every front end builds its options from this one definition: ``accelbench report``'s flags are made from the
 fields (commands/reports.py, shared click decorators as sqlite-utils makes them), the results server's query
-parameters take their defaults from it (service/views.py ``report_options``), and both turn what they were given
-into a ``ReportOptions`` with ``options_from``. Light on purpose: the CLI imports it to build its help.
+parameters take their defaults from it (service/query_options.py ``report_options``), and both turn what they
+were given into a ``ReportOptions`` with ``options_from``. Light on purpose: the CLI imports it to build its help.
 """
 
 from __future__ import annotations

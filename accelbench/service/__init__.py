@@ -2,7 +2,9 @@
 
 It wires the stages (documents, reports) behind an HTTP API and server-rendered pages; no stage imports it.
 FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``service`` extra). Its clients
-(push, run --push, submit, the agent) are ``accelbench/client/``, which imports nothing from here.
+(push, run --push, submit, the agent) are ``accelbench/client/``, which imports nothing from here. What the
+JSON routes answer is typed in ``accelbench/answers.py``, below both: the server returns it, the client
+reads it.
 
   the app
     app.py             the app factory: ``create_app(Settings(...))``, a FastAPI app bound to one database
@@ -19,7 +21,9 @@ FastAPI, SQLAlchemy and Alembic are imported only inside this package (the ``ser
     validate.py        pushed documents checked with ``accelbench.documents``: a 422 naming the field
     queries.py         reading stored results: listings, one result with provenance, report documents
     history.py         one (model, target, precision) over time, with ``report --compare``'s rule
-    views.py           reports from stored documents (the ``accelbench report`` builder, fed by the database)
+    report_cache.py    reports from stored documents, kept per app and rebuilt after a push (``Reports``)
+    build_process.py   what the niced report build processes run and hand back
+    query_options.py   the report's options as query parameters (the API's and the pages')
   campaigns
     jobs.py            the job state machine and lease arithmetic (pure)
     queue.py           the job queue in the database: submit, claim atomically, heartbeat, finish, expire

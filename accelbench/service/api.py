@@ -9,12 +9,22 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as FastPath
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from accelbench import __version__
+from accelbench.answers import (
+    BatchStored,
+    Error,
+    Health,
+    HideAnswer,
+    History,
+    ResultDetail,
+    ResultList,
+    Stored,
+)
 from accelbench.reports.options import ReportOptions
-from accelbench.service import history, ingest, queries, views
+from accelbench.service import history, ingest, queries, query_options
 from accelbench.service.auth import Principal, require
 from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError
@@ -22,7 +32,7 @@ from accelbench.service.state import service
 
 router = APIRouter(prefix="/api/v1")
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"description": why, "content": {"application/json": {"example": {"error": why}}}}
+    code: {"description": why, "model": Error, "content": {"application/json": {"example": {"error": why}}}}
     for code, why in ((400, "malformed JSON"), (401, "no or invalid token"), (403, "token lacks the scope"),
                       (404, "no such result or model"), (413, "body over the size limit"),
                       (422, "invalid document or parameter, naming the field"))
@@ -30,7 +40,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 @router.get("/health", tags=["service"])
-def health(request: Request) -> dict[str, Any]:
+def health(request: Request) -> Health:
     """200 when the database answers a query; 503 otherwise."""
     engine = service(request).engine
     try:
@@ -38,7 +48,7 @@ def health(request: Request) -> dict[str, Any]:
             conn.execute(sa.text("SELECT 1"))
     except sa.exc.SQLAlchemyError:
         raise ApiError(503, f"database {engine.url.get_backend_name()} is not reachable") from None
-    return {"status": "ok", "database": engine.url.get_backend_name(), "version": __version__}
+    return Health(status="ok", database=engine.url.get_backend_name(), version=__version__)
 
 
 RESULT_REF = {"$ref": "#/components/schemas/ResultDocument"}  # components: see document_components
@@ -90,9 +100,11 @@ def document_components() -> dict[str, Any]:
     tags=["results"],
     status_code=201,
     openapi_extra={"requestBody": _RESULT_BODY},
-    responses={200: {"description": "already stored (same content hash)"}, **ERRORS},
+    responses={200: {"description": "already stored (same content hash)", "model": Stored}, **ERRORS},
 )
-async def post_result(request: Request, _who: Annotated[Principal, Depends(require("push"))]) -> Response:
+async def post_result(
+    request: Request, response: Response, _who: Annotated[Principal, Depends(require("push"))]
+) -> Stored:
     """Store a result document once by content hash: 201 when new, 200 when it was already stored."""
     body = await ingest.read_body(request, service(request).settings.max_body_bytes)
     sub = await run_in_threadpool(ingest.parse_submission, body)  # CPU work off the event loop
@@ -101,17 +113,20 @@ async def post_result(request: Request, _who: Annotated[Principal, Depends(requi
         with service(request).sessions() as session:
             return ingest.store(session, sub)
 
-    return stored_answer(request, sub, await run_in_threadpool(write))
+    return stored_answer(request, response, sub, await run_in_threadpool(write))
 
 
-def stored_answer(request: Request, sub: ingest.Submission, stored: ingest.Stored) -> JSONResponse:
+def stored_answer(
+    request: Request, response: Response, sub: ingest.Submission, stored: ingest.Stored
+) -> Stored:
     """201 with the result's id and URL when it is new (its model's reports are rebuilt), 200 when it was
-    already stored."""
+    already stored (``response``: the route's, whose status this sets)."""
     if stored.created:
         service(request).reports.after_push([sub.result.model])
-    payload = {"id": stored.content_hash, "created": stored.created,
-               "url": f"/api/v1/results/{stored.content_hash}"}  # fmt: skip
-    return JSONResponse(payload, status_code=201 if stored.created else 200)
+    response.status_code = 201 if stored.created else 200
+    return Stored(
+        id=stored.content_hash, created=stored.created, url=f"/api/v1/results/{stored.content_hash}"
+    )
 
 
 _BATCH_BODY = {
@@ -127,7 +142,7 @@ _BATCH_BODY = {
 @router.post("/results/batch", tags=["results"], openapi_extra={"requestBody": _BATCH_BODY}, responses=ERRORS)
 async def post_results_batch(
     request: Request, _who: Annotated[Principal, Depends(require("push"))]
-) -> Response:
+) -> BatchStored:
     """Store up to 500 documents in one transaction (what ``accelbench push`` sends): each once by content
     hash; one invalid document refuses the batch with 422 naming it (``results[3]: …``)."""
     body = await ingest.read_body(request, service(request).settings.max_body_bytes)
@@ -142,8 +157,9 @@ async def post_results_batch(
         sorted({sub.result.model for sub, one in zip(subs, stored, strict=True) if one.created})
     )
     created = sum(one.created for one in stored)
-    return JSONResponse({"created": created, "existing": len(stored) - created,
-                         "ids": [one.content_hash for one in stored]})  # fmt: skip
+    return BatchStored(
+        created=created, existing=len(stored) - created, ids=[one.content_hash for one in stored]
+    )
 
 
 @router.get("/results", tags=["results"], responses=ERRORS)
@@ -157,11 +173,11 @@ def list_results(
     host: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
-) -> dict[str, Any]:
+) -> ResultList:
     """Stored results, newest first, filtered by the indexed columns."""
     filters = {"model": model, "target": target, "precision": precision, "variant": variant, "host": host}
     rows, total = queries.list_results(session, filters, limit, offset)
-    return {"total": total, "results": [queries.summary(r).as_json() for r in rows]}
+    return ResultList(total=total, results=[queries.summary(r) for r in rows])
 
 
 @router.get("/results/{content_hash}", tags=["results"], responses=ERRORS)
@@ -169,7 +185,7 @@ def get_result(
     content_hash: str,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
-) -> dict[str, Any]:
+) -> ResultDetail:
     """One result: its indexed columns, the document as pushed, and the variant manifest when known."""
     return queries.detail(queries.get_result(session, content_hash), session)
 
@@ -178,20 +194,20 @@ class HideIn(BaseModel):
     reason: str = Field("", max_length=500, description="why (shown in the result's hide log)")
 
 
-def _hide(hidden: bool) -> Callable[..., dict[str, Any]]:
+def _hide(hidden: bool) -> Callable[..., HideAnswer]:
     def endpoint(
         request: Request,
         content_hash: Annotated[str, FastPath(max_length=64)],
         body: HideIn,
         session: DbSession,
         who: Annotated[Principal, Depends(require("admin"))],
-    ) -> dict[str, Any]:
+    ) -> HideAnswer:
         if hidden and not body.reason.strip():
             raise ApiError(422, "field reason: say why the result is hidden (one line)")
         reason = " ".join(body.reason.replace("\x00", "").split())
         row = queries.set_hidden(session, content_hash, hidden, who.name, reason)
         service(request).reports.forget(row.model)
-        return {"id": row.content_hash, "hidden": row.hidden_at is not None, "log": row.hidden_log}
+        return queries.hide_answer(row)
 
     endpoint.__doc__ = (
         "Hide a result from every listing, page and report (kept, and recorded: who, when, why)."
@@ -208,12 +224,21 @@ for _hidden in (True, False):
     )  # fmt: skip
 
 
-@router.get("/report", tags=["reports"], responses=ERRORS)
+# a report is ``accelbench report --json``'s bytes: its rows belong to the report writer, not to a service model
+REPORT_ROWS: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the report's rows: the classic ones, then the generative ones (table: generative)",
+        "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
+    }
+}
+
+
+@router.get("/report", tags=["reports"], responses={**ERRORS, **REPORT_ROWS})
 def get_report(
     request: Request,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
-    options: Annotated[ReportOptions, Depends(views.report_options)],
+    options: Annotated[ReportOptions, Depends(query_options.report_options)],
     model: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     """The report table, byte for byte what ``accelbench report --json`` prints for the same documents."""
@@ -226,11 +251,11 @@ def get_history(
     request: Request,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read", public=True))],
-    options: Annotated[ReportOptions, Depends(views.report_options)],
+    options: Annotated[ReportOptions, Depends(query_options.report_options)],
     model: Annotated[str, Query(min_length=1, max_length=200)],
     target: Annotated[str, Query(min_length=1, max_length=100)],
     precision: Annotated[str, Query(min_length=1, max_length=20)],
-) -> dict[str, Any]:
+) -> History:
     """Every stored run of one (model, target, precision), oldest first, flagged when it moved beyond
     its intervals from the run before (the --compare rule)."""
-    return history.history(service(request).reports, session, options, model, target, precision).as_json()
+    return history.history(service(request).reports, session, options, model, target, precision).answer()

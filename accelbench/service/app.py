@@ -24,7 +24,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     from accelbench.hardware.catalog import load_catalog
     from accelbench.service import api, db, errors, web
     from accelbench.service.models import utcnow
-    from accelbench.service.views import Reports
+    from accelbench.service.report_cache import Reports
 
     engine = engine or db.open_database(settings.db_url)
     catalog = load_catalog(settings.catalog_path)

@@ -50,7 +50,7 @@ def campaigns_page(
 def _campaigns(request: Request, session: Session, error: str | None = None, spec: str = "",
                status: int = 200) -> HTMLResponse:  # fmt: skip
     queue.reap_expired(session, service(request).started_at)
-    campaigns = [reads.campaign_json(session, c) for c in reads.recent_campaigns(session)]
+    campaigns = [reads.campaign_answer(session, c).model_dump() for c in reads.recent_campaigns(session)]
     return _render("campaigns.html", status, campaigns=campaigns, error=error, spec=spec,
                    lease_s=jobs.DEFAULT_LEASE_S, max_attempts=jobs.DEFAULT_MAX_ATTEMPTS)  # fmt: skip
 
@@ -97,7 +97,7 @@ def campaign_page(
     live: Annotated[bool, Query(description="reload the page every 5 s while the campaign runs")] = False,
 ) -> Response:
     queue.reap_expired(session, service(request).started_at)
-    data = reads.campaign_json(session, reads.get_campaign(session, campaign_id))
+    data = reads.campaign_answer(session, reads.get_campaign(session, campaign_id)).model_dump()
     if fmt == "csv":
         return _jobs_csv(campaign_id, data["jobs"])
     for job in data["jobs"]:
@@ -127,4 +127,8 @@ def campaign_report_page(
 
 @router.get("/runners", response_class=HTMLResponse, include_in_schema=False)
 def runners_page(session: DbSession, _who: Annotated[Principal, Depends(require("read"))]) -> HTMLResponse:
-    return _render("runners.html", runners=reads.runner_rows(session), offline_after_s=reads.OFFLINE_AFTER_S)
+    return _render(
+        "runners.html",
+        runners=[r.model_dump() for r in reads.runner_rows(session)],
+        offline_after_s=reads.OFFLINE_AFTER_S,
+    )

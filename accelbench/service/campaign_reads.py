@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from pydantic import ValidationError
 
+from accelbench import answers
 from accelbench.service import jobs, queue
 from accelbench.service.campaign_models import Campaign, Job, Runner
 from accelbench.service.errors import ApiError
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from accelbench.experiment.spec import ExperimentSpec
     from accelbench.hardware.catalog import Catalog
     from accelbench.reports.report import RenderedReport
-    from accelbench.service.views import Reports
+    from accelbench.service.report_cache import Reports
 
 OFFLINE_AFTER_S = 120.0  # an agent polls every few seconds; two minutes of silence means it is gone
 
@@ -85,20 +86,26 @@ def recent_campaigns(session: Session, limit: int = 200) -> list[Campaign]:
     return list(session.execute(sa.select(Campaign).order_by(Campaign.id.desc()).limit(limit)).scalars())
 
 
-def campaign_json(session: Session, campaign: Campaign) -> dict[str, Any]:
+def campaign_answer(session: Session, campaign: Campaign) -> answers.Campaign:
     job_rows = queue.campaign_jobs(session, campaign.id)
     names = queue.runner_names(session, {j.runner_id for j in job_rows if j.runner_id})
     summary = jobs.summarize([j.status for j in job_rows])
-    return {
-        "id": campaign.id, "name": campaign.name, "status": summary.status, "counts": dict(summary.counts),
-        "projected": campaign.projected, "created_by": campaign.created_by,
-        "created_at": iso(campaign.created_at), "url": f"/campaigns/{campaign.id}",
-        "results": [r.content_hash for r in queue.campaign_result_rows(session, campaign.id)],
-        "jobs": [job_json(j, names.get(j.runner_id) if j.runner_id else None) for j in job_rows],
-    }  # fmt: skip
+    return answers.Campaign(
+        id=campaign.id, name=campaign.name, status=summary.status, counts=dict(summary.counts),
+        projected=campaign.projected, created_by=campaign.created_by,
+        created_at=iso(campaign.created_at), url=f"/campaigns/{campaign.id}",
+        results=[r.content_hash for r in queue.campaign_result_rows(session, campaign.id)],
+        jobs=[answers.Job.model_validate(job_fields(j, names.get(j.runner_id) if j.runner_id else None))
+              for j in job_rows],
+    )  # fmt: skip
 
 
-def job_json(job: Job, runner: str | None) -> dict[str, Any]:
+def job_answer(job: Job, runner: str | None) -> answers.Job:
+    return answers.Job.model_validate(job_fields(job, runner))
+
+
+def job_fields(job: Job, runner: str | None) -> dict[str, Any]:
+    """A job's fields as the API shows them (``answers.Job``; a claim adds its own)."""
     return {
         "id": job.id, "target": job.target, "labels": job.labels, "status": job.status, "runner": runner,
         "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
@@ -134,13 +141,15 @@ def _probe_summary(probe: dict[str, Any]) -> dict[str, str]:
             "driver": str(driver or "—"), "toolchains": toolchains or "—"}  # fmt: skip
 
 
-def runner_rows(session: Session) -> list[dict[str, Any]]:
+def runner_rows(session: Session) -> list[answers.Runner]:
     now = utcnow()
     rows = session.execute(sa.select(Runner).order_by(Runner.name)).scalars()
     return [
-        {"id": r.id, "name": r.name, "target": r.target, "labels": r.labels, "version": r.version,
-         "last_seen": aware(r.last_seen).isoformat(), "token": r.token_name,
-         "online": now - aware(r.last_seen) < timedelta(seconds=OFFLINE_AFTER_S), **_probe_summary(r.probe or {})}
+        answers.Runner.model_validate(
+            {"id": r.id, "name": r.name, "target": r.target, "labels": r.labels, "version": r.version,
+             "last_seen": aware(r.last_seen).isoformat(), "token": r.token_name,
+             "online": now - aware(r.last_seen) < timedelta(seconds=OFFLINE_AFTER_S), **_probe_summary(r.probe or {})}
+        )
         for r in rows
     ]  # fmt: skip
 
@@ -149,7 +158,7 @@ def campaign_report(reports: Reports, session: Session, campaign_id: int,
                     formats: tuple[str, ...] = ()) -> RenderedReport:  # fmt: skip
     """The report over the campaign's stored results with its spec's SLO, prices, baseline and projections
     (``render_report``, what ``accelbench report`` calls): ``.json_text``, ``.outputs["report.html"]``.
-    ``reports`` (``views.Reports``) parses each document once per app."""
+    ``reports`` (``report_cache.Reports``) parses each document once per app."""
     from accelbench.errors import BadInputError
     from accelbench.experiment.pipeline import report_options
     from accelbench.experiment.spec import parse_spec

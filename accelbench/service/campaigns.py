@@ -26,10 +26,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 from sqlalchemy.orm import Session
 
+from accelbench import answers
 from accelbench.service import api, ingest, jobs, queue
 from accelbench.service import campaign_reads as reads
 from accelbench.service.auth import Principal, require
@@ -40,7 +41,14 @@ from accelbench.service.queries import iso
 from accelbench.service.runner_probe import check_probe
 from accelbench.service.state import service
 
-router = APIRouter(prefix="/api/v1")
+# every route's refusals, each one line {"error": ...} (answers.Error), instead of FastAPI's own 422 shape
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"description": why, "model": answers.Error}
+    for code, why in ((401, "no or invalid token"), (403, "token lacks the scope, or not this runner's job"),
+                      (404, "no such campaign, job or runner"), (409, "the job is no longer this runner's, or its state does not allow it"),
+                      (413, "body over the size limit"), (422, "invalid body or parameter, naming the field"))
+}  # fmt: skip
+router = APIRouter(prefix="/api/v1", responses=ERRORS)
 MAX_WAIT_S = 60.0  # a long poll answers within this; GitHub's runners hold ~50 s
 POLL_S = 0.5
 MAX_ID = 2**31 - 1  # ids are 32-bit integer columns: a larger one is a 422, not a database error
@@ -108,13 +116,13 @@ def post_campaign(
     request: Request,
     session: DbSession,
     who: Annotated[Principal, Depends(require("admin"))],
-) -> JSONResponse:
+) -> answers.Campaign:
     """Queue one job per measured target of the spec; projected targets are computed by the report."""
     spec = reads.parse_campaign_spec(body.spec, service(request).catalog)
     limit_s = body.time_limit_s or service(request).settings.job_time_limit_s
     campaign = queue.create_campaign(session, spec, body.spec, created_by=who.name, lease_s=body.lease_s,
                                      max_attempts=body.max_attempts, labels=body.labels, time_limit_s=limit_s)  # fmt: skip
-    return JSONResponse(reads.campaign_json(session, campaign), status_code=201)
+    return reads.campaign_answer(session, campaign)
 
 
 @router.get("/campaigns", tags=["campaigns"])
@@ -122,9 +130,11 @@ def list_campaigns(
     request: Request,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
-) -> dict[str, Any]:
+) -> answers.CampaignList:
     queue.reap_expired(session, service(request).started_at)
-    return {"campaigns": [reads.campaign_json(session, c) for c in reads.recent_campaigns(session)]}
+    return answers.CampaignList(
+        campaigns=[reads.campaign_answer(session, c) for c in reads.recent_campaigns(session)]
+    )
 
 
 @router.get("/campaigns/{campaign_id}", tags=["campaigns"])
@@ -133,13 +143,13 @@ def get_campaign(
     request: Request,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
-) -> dict[str, Any]:
+) -> answers.Campaign:
     """Every job of the campaign (status, runner, attempts, last heartbeat, log tail) and its results."""
     queue.reap_expired(session, service(request).started_at)
-    return reads.campaign_json(session, reads.get_campaign(session, campaign_id))
+    return reads.campaign_answer(session, reads.get_campaign(session, campaign_id))
 
 
-@router.get("/campaigns/{campaign_id}/report", tags=["campaigns"])
+@router.get("/campaigns/{campaign_id}/report", tags=["campaigns"], responses=api.REPORT_ROWS)
 def get_campaign_report(
     campaign_id: PathId,
     request: Request,
@@ -158,7 +168,7 @@ def post_runner(
     request: Request,
     session: DbSession,
     who: Annotated[Principal, Depends(require("runner"))],
-) -> dict[str, Any]:
+) -> answers.RunnerRegistered:
     """Register (or refresh) an agent: its id and, for a new runner (or one re-registered by the token that
     made it, without its secret), its runner secret, shown once. Another runner's name is 409."""
     from accelbench.errors import BadInputError
@@ -174,17 +184,19 @@ def post_runner(
         )  # fmt: skip
     except (queue.JobLost, queue.NameTaken) as err:
         raise ApiError(409, str(err)) from None
-    return {"id": runner.id, "name": runner.name, "secret": secret}
+    return answers.RunnerRegistered(id=runner.id, name=runner.name, secret=secret)
 
 
 @router.get("/runners", tags=["runners"])
-def list_runners(session: DbSession, _who: Annotated[Principal, Depends(require("read"))]) -> dict[str, Any]:
-    return {"runners": reads.runner_rows(session)}
+def list_runners(
+    session: DbSession, _who: Annotated[Principal, Depends(require("read"))]
+) -> answers.RunnerList:
+    return answers.RunnerList(runners=reads.runner_rows(session))
 
 
 @router.delete("/runners/{runner_id}", tags=["runners"])
 def delete_runner(runner_id: PathId, session: DbSession,
-                  _who: Annotated[Principal, Depends(require("admin"))]) -> dict[str, Any]:  # fmt: skip
+                  _who: Annotated[Principal, Depends(require("admin"))]) -> answers.RunnerRemoved:  # fmt: skip
     """Remove a runner (a host gone for good, or one registered with a bad probe); 409 while it runs a job.
     Its past jobs keep their history; they no longer point at it."""
     runner = session.get(Runner, runner_id)
@@ -192,7 +204,7 @@ def delete_runner(runner_id: PathId, session: DbSession,
         raise ApiError(404, f"no runner {runner_id}")
     if queue.remove_runner(session, runner) is not None:
         raise ApiError(409, f"runner {runner_id} holds a running job; cancel it first")
-    return {"id": runner_id, "removed": True}
+    return answers.RunnerRemoved(id=runner_id, removed=True)
 
 
 def _authenticated(session: Session, runner_id: int, secret: str) -> Runner:
@@ -203,15 +215,15 @@ def _authenticated(session: Session, runner_id: int, secret: str) -> Runner:
         raise ApiError(403, str(err)) from None
 
 
-@router.post("/jobs/claim", tags=["jobs"], response_model=None,
+@router.post("/jobs/claim", tags=["jobs"], response_model=answers.ClaimedJob,
              responses={204: {"description": "no job within wait_s"}})  # fmt: skip
 async def claim_job(
     body: ClaimIn, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
-) -> Response | dict[str, Any]:
+) -> Response | answers.ClaimedJob:
     """Long-poll: the oldest queued job for the runner's target and labels, or 204 after ``wait_s``."""
     parts = service(request)
 
-    def attempt() -> dict[str, Any] | None:
+    def attempt() -> answers.ClaimedJob | None:
         with parts.sessions() as session:
             runner = _authenticated(session, body.runner_id, body.runner_secret)
             queue.touch_runner(session, runner.id)
@@ -219,7 +231,7 @@ async def claim_job(
             claimed = queue.claim(parts.engine, runner.id, runner.target, dict(runner.labels or {}))
             if claimed is None:
                 return None
-            return {**_claimed(session, claimed[0]), "lease_secret": claimed[1]}
+            return _claimed(session, claimed[0], claimed[1])
 
     deadline = time.monotonic() + body.wait_s
     while True:
@@ -231,13 +243,15 @@ async def claim_job(
         await asyncio.sleep(POLL_S)
 
 
-def _claimed(session: Session, job_id: int) -> dict[str, Any]:
+def _claimed(session: Session, job_id: int, lease_secret: str) -> answers.ClaimedJob:
     job = session.get(Job, job_id)
     if job is None:  # claimed a moment ago; jobs are never deleted
         raise ApiError(404, f"no job {job_id}")
     campaign = reads.get_campaign(session, job.campaign_id)
-    return {**reads.job_json(job, None), "campaign_id": campaign.id, "campaign": campaign.name, "spec": campaign.spec,
-            "attempt": job.attempts, "documents": queue.documents(session, job.id)}  # fmt: skip
+    return answers.ClaimedJob.model_validate(
+        {**reads.job_fields(job, None), "campaign_id": campaign.id, "campaign": campaign.name, "spec": campaign.spec,
+         "attempt": job.attempts, "documents": queue.documents(session, job.id), "lease_secret": lease_secret}
+    )  # fmt: skip
 
 
 def _owned(session: Session, job_id: int, call: JobCall) -> Job:
@@ -259,12 +273,12 @@ def job_heartbeat(
     request: Request,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("runner"))],
-) -> dict[str, Any]:
+) -> answers.Heartbeat:
     """Extend the lease; 409 (stop) when the lease expired, the time limit passed or an admin cancelled it."""
     queue.reap_expired(session, service(request).started_at)
     job = _owned(session, job_id, call)
     until = queue.heartbeat(session, job, call.log_tail)
-    return {"lease_until": iso(until), "time_limit_s": job.time_limit_s}
+    return answers.Heartbeat(lease_until=iso(until), time_limit_s=job.time_limit_s)
 
 
 @router.get("/jobs/{job_id}/documents", tags=["jobs"])
@@ -272,9 +286,9 @@ def get_job_documents(
     job_id: PathId,
     session: DbSession,
     _who: Annotated[Principal, Depends(require("read"))],
-) -> dict[str, Any]:
+) -> answers.JobDocuments:
     """The partial result documents pushed for a job so far (what a requeued attempt resumes from)."""
-    return {"documents": queue.documents(session, job_id)}
+    return answers.JobDocuments(documents=queue.documents(session, job_id))
 
 
 def _job_body(**documents: Any) -> dict[str, Any]:
@@ -293,12 +307,12 @@ def _job_body(**documents: Any) -> dict[str, Any]:
 @router.put("/jobs/{job_id}/documents", tags=["jobs"], openapi_extra=_job_body(document=api.RESULT_REF))
 async def put_job_document(
     job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
-) -> dict[str, Any]:
+) -> answers.DocumentKept:
     """``{runner_id, attempt, document}``: the partial result document as it stands after a step."""
     body = await _json_body(request)
     call, doc = _call_and_document(body)
 
-    def write() -> dict[str, Any]:
+    def write() -> answers.DocumentKept:
         with service(request).sessions() as session:
             job = _owned(session, job_id, call)
             # compact: the indented dump runs json's pure-Python encoder, and the text is only read back parsed
@@ -307,7 +321,7 @@ async def put_job_document(
                 queue.put_document(session, job, doc, text)
             except queue.TooMuch as err:
                 raise ApiError(413, str(err)) from None
-            return {"run_id": doc["run_id"], "steps": len(doc.get("steps") or [])}
+            return answers.DocumentKept(run_id=doc["run_id"], steps=len(doc.get("steps") or []))
 
     return await run_in_threadpool(write)
 
@@ -346,11 +360,15 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
 
 @router.post(
     "/jobs/{job_id}/results", tags=["jobs"], status_code=201,
+    responses={200: {"description": "already stored (same content hash)", "model": answers.Stored}},
     openapi_extra=_job_body(**api.SUBMISSION_PROPERTIES),
 )  # fmt: skip
 async def post_job_result(
-    job_id: PathId, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
-) -> JSONResponse:
+    job_id: PathId,
+    request: Request,
+    response: Response,
+    _who: Annotated[Principal, Depends(require("runner"))],
+) -> answers.Stored:
     """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job."""
     body = await _json_body(request)
     call = _call(body)  # what remains is the submission: parsed once, validated once
@@ -363,16 +381,16 @@ async def post_job_result(
             queue.link_result(session, job, stored.id)
             return stored
 
-    return api.stored_answer(request, sub, await run_in_threadpool(write))
+    return api.stored_answer(request, response, sub, await run_in_threadpool(write))
 
 
-def _finish(event: str) -> Callable[..., dict[str, Any]]:
+def _finish(event: str) -> Callable[..., answers.JobStatus]:
     def endpoint(
         job_id: PathId,
         call: JobCall,
         session: DbSession,
         _who: Annotated[Principal, Depends(require("runner"))],
-    ) -> dict[str, Any]:
+    ) -> answers.JobStatus:
         _authenticated(session, call.runner_id, call.runner_secret)
         done = session.get(Job, job_id)
         if (
@@ -381,12 +399,12 @@ def _finish(event: str) -> Callable[..., dict[str, Any]]:
             == ({"done": jobs.DONE, "fail": jobs.FAILED}.get(event), call.runner_id, call.attempt)
             and queue.same_hash(done.lease_hash, call.lease_secret)
         ):  # the same call again (its answer was lost on the way): the same answer, not a 409
-            return {"id": done.id, "status": done.status}
+            return answers.JobStatus(id=done.id, status=done.status)
         job = _owned(session, job_id, call)
         if event == "fail" and not (call.reason or "").strip():
             raise ApiError(422, "field reason: a failed job needs its one-line reason")
         queue.finish(session, job, event, call.reason)
-        return {"id": job.id, "status": job.status}
+        return answers.JobStatus(id=job.id, status=job.status)
 
     endpoint.__doc__ = {"done": "The job finished: every sweep pushed.",
                         "fail": "The job failed; ``reason`` is the one line shown on the campaign page.",
@@ -394,12 +412,12 @@ def _finish(event: str) -> Callable[..., dict[str, Any]]:
     return endpoint
 
 
-def _admin(event: str) -> Callable[..., dict[str, Any]]:
+def _admin(event: str) -> Callable[..., answers.Job]:
     def endpoint(
         job_id: PathId,
         session: DbSession,
         who: Annotated[Principal, Depends(require("admin"))],
-    ) -> dict[str, Any]:
+    ) -> answers.Job:
         job = session.get(Job, job_id)
         if job is None:
             raise ApiError(404, f"no job {job_id}")
@@ -407,7 +425,7 @@ def _admin(event: str) -> Callable[..., dict[str, Any]]:
             queue.admin_change(session, job, event, who.name)
         except jobs.TransitionError as err:
             raise ApiError(409, f"job {job_id}: {err}") from None
-        return reads.job_json(job, None)
+        return reads.job_answer(job, None)
 
     endpoint.__doc__ = {"cancel": "Cancel a queued or running job; a running one's agent is told to stop (409 on "
                                   "its next call).",

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from accelbench import answers
+from accelbench.answers import GenerativeFigures, ResultSummary
 from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError
 from accelbench.reports.options import ReportOptions
 from accelbench.reports.rows import ReportRow
 from accelbench.service import queries
+from accelbench.service.build_process import problem_line
 from accelbench.service.errors import ApiError
 from accelbench.service.models import aware
-from accelbench.service.views import Reports, problem_line
+from accelbench.service.report_cache import Reports
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -40,25 +43,14 @@ class Change:
     latency_change: float | None
     judgement: Judgement
 
-    def as_json(self) -> dict[str, Any]:
-        return {"capacity_change": self.capacity_change, "latency_change": self.latency_change,
-                **asdict(self.judgement)}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class GenerativeFigures:
-    """One generative run at the objective (its fastest step when none meets it)."""
-
-    output_tokens_per_s: float
-    ttft_p99_ms: float | None
-    tpot_p99_ms: float | None
-    tokens_per_s_per_user: float | None
-    concurrency: float | None
-    usd_per_million_output_tokens: float | None
-    ttft_objective_ms: float
-    tpot_objective_ms: float
-    meets_objective: bool
-    reason: str
+    def answer(self) -> answers.Change:
+        return answers.Change.model_validate(
+            {
+                "capacity_change": self.capacity_change,
+                "latency_change": self.latency_change,
+                **asdict(self.judgement),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -66,7 +58,7 @@ class HistoryRun:
     """One stored run of the series: its capacity at the SLO with the intervals, and the change from the run
     before of the same load (None for the first); a generative run has its token figures instead."""
 
-    result: queries.Summary
+    result: ResultSummary
     host_label: str | None
     capacity_rps: float | None = None
     latency_us: float | None = None
@@ -81,7 +73,7 @@ class HistoryRun:
     generative: GenerativeFigures | None = None
 
     @classmethod
-    def measured(cls, result: queries.Summary, host_label: str | None, row: ReportRow,
+    def measured(cls, result: ResultSummary, host_label: str | None, row: ReportRow,
                  change: Change | None) -> HistoryRun:  # fmt: skip
         return cls(result, host_label, capacity_rps=row.capacity_rps, latency_us=row.latency_us,
                    capacity_low=row.capacity_low, capacity_high=row.capacity_high,
@@ -98,15 +90,14 @@ class HistoryRun:
     def regression(self) -> bool:
         return self.change is not None and self.change.judgement.regression
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            **self.result.as_json(), "host_label": self.host_label, "capacity_rps": self.capacity_rps,
-            "latency_us": self.latency_us, "capacity_low": self.capacity_low, "capacity_high": self.capacity_high,
-            "latency_low_us": self.latency_low_us, "latency_high_us": self.latency_high_us,
-            "meets_slo": self.meets_slo, "cost_per_million_usd": self.cost_per_million_usd, "reason": self.reason,
-            "change": self.change.as_json() if self.change else None,
-            "generative": asdict(self.generative) if self.generative else None,
-        }  # fmt: skip
+    def answer(self) -> answers.HistoryRun:
+        return answers.HistoryRun(
+            **dict(self.result), host_label=self.host_label, capacity_rps=self.capacity_rps,
+            latency_us=self.latency_us, capacity_low=self.capacity_low, capacity_high=self.capacity_high,
+            latency_low_us=self.latency_low_us, latency_high_us=self.latency_high_us,
+            meets_slo=self.meets_slo, cost_per_million_usd=self.cost_per_million_usd, reason=self.reason,
+            change=self.change.answer() if self.change else None, generative=self.generative,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -119,11 +110,11 @@ class History:
     percentile: str
     runs: list[HistoryRun]  # oldest first
 
-    def as_json(self) -> dict[str, Any]:
+    def answer(self) -> answers.History:
         """What ``GET /api/v1/history`` answers."""
-        return {"model": self.model, "target": self.target, "precision": self.precision, "rule": self.rule,
-                "slo_ms": self.slo_ms, "percentile": self.percentile,
-                "runs": [run.as_json() for run in self.runs]}  # fmt: skip
+        return answers.History(model=self.model, target=self.target, precision=self.precision, rule=self.rule,
+                               slo_ms=self.slo_ms, percentile=self.percentile,
+                               runs=[run.answer() for run in self.runs])  # fmt: skip
 
 
 # per-run figures kept per app, as many as parsed documents (a run's figures depend on its document and options)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from accelbench.answers import HideAnswer, ResultDetail, ResultSummary
 from accelbench.service.errors import ApiError
 from accelbench.service.models import Result, StoredDocument, Variant, aware
 
@@ -103,40 +103,21 @@ def iso(value: datetime | None) -> str | None:
     return aware(value).isoformat() if value is not None else None
 
 
-@dataclass(frozen=True)
-class Summary:
-    """A stored result as listings show it: the columns copied out of its document at ingest (what
-    ``GET /api/v1/results`` lists, ``as_json``)."""
-
-    id: str  # the content hash
-    run_id: str
-    source: str
-    model: str
-    variant: str | None
-    target: str
-    precision: str
-    manifest_hash: str | None
-    host: str | None
-    accelbench_version: str | None
-    origin: str | None
-    created_at: str | None  # ISO 8601
-    received_at: str | None
-    steps: int | None
-    verdicts: dict[str, int] | None  # verdict → how many steps
-    url: str
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def summary(row: Result) -> Summary:
-    return Summary(
+def summary_fields(row: Result) -> dict[str, Any]:
+    """A stored result's columns as listings show them (``ResultSummary``'s fields, and the start of the
+    answers that extend it)."""
+    return dict(
         id=row.content_hash, run_id=row.run_id, source=row.source, model=row.model, variant=row.variant,
         target=row.target, precision=row.precision, manifest_hash=row.manifest_hash, host=row.host,
         accelbench_version=row.accelbench_version, origin=row.origin, created_at=iso(row.created_at),
         received_at=iso(row.received_at), steps=row.summary.get("steps"), verdicts=row.summary.get("verdicts"),
         url=f"/api/v1/results/{row.content_hash}",
     )  # fmt: skip
+
+
+def summary(row: Result) -> ResultSummary:
+    """A stored result as listings show it (what ``GET /api/v1/results`` lists)."""
+    return ResultSummary(**summary_fields(row))
 
 
 def get_result(session: Session, content_hash: str, hidden_too: bool = False) -> Result:
@@ -157,17 +138,17 @@ def document_texts(session: Session, ids: list[int]) -> dict[int, str]:
     return {r.result_id: r.document for r in session.execute(query)}
 
 
-def detail(row: Result, session: Session) -> dict[str, Any]:
+def detail(row: Result, session: Session) -> ResultDetail:
     """One result as ``GET /api/v1/results/{id}`` answers: its summary, provenance, the document as pushed and
     the variant manifest when it came along."""
     variant = session.get(Variant, row.variant_id) if row.variant_id else None
     doc = json.loads(document_texts(session, [row.id])[row.id])
-    return {
-        **summary(row).as_json(),
-        "provenance": doc.get("provenance") or {},
-        "document": doc,
-        "variant_manifest": json.loads(variant.document) if variant else None,
-    }
+    return ResultDetail(
+        **summary_fields(row),
+        provenance=doc.get("provenance") or {},
+        document=doc,
+        variant_manifest=json.loads(variant.document) if variant else None,
+    )
 
 
 def stored_rows(session: Session, model: str | None = None, target: str | None = None,
@@ -210,3 +191,10 @@ def set_hidden(session: Session, content_hash: str, hidden: bool, who: str, reas
     row.hidden_at, row.hidden_by, row.hidden_reason = (now, who, reason) if hidden else (None, None, None)
     session.commit()
     return row
+
+
+def hide_answer(row: Result) -> HideAnswer:
+    """What hide and unhide answer: the result's id, whether it is hidden now, its hide log."""
+    return HideAnswer.model_validate(
+        {"id": row.content_hash, "hidden": row.hidden_at is not None, "log": row.hidden_log or []}
+    )

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
     from accelbench.hardware.catalog import Catalog
-    from accelbench.service.views import Reports
+    from accelbench.service.report_cache import Reports
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Service:
     engine: Engine
     sessions: sessionmaker[Session]
     catalog: Catalog
-    reports: Reports  # built reports, parsed documents and the build processes (views.py)
+    reports: Reports  # built reports, parsed documents and the build processes (report_cache.py)
     started_at: datetime  # a lease that ran out while the server was down is not the agent's fault (queue.py)
 
 

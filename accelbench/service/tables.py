@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from accelbench.documents import Step
 from accelbench.reports import formatting as f
 from accelbench.reports.rows import ReportRow
-from accelbench.service.queries import Summary
 
 if TYPE_CHECKING:
+    from accelbench.answers import ResultSummary
     from accelbench.service.history import HistoryRun
 
 
@@ -40,7 +40,7 @@ class PageTable:
         return f.csv_text(self.raw_headers or self.headers, self.raw)
 
 
-def results_table(rows: list[Summary], labels: Mapping[str, str]) -> PageTable:
+def results_table(rows: list[ResultSummary], labels: Mapping[str, str]) -> PageTable:
     """The stored results list; ``labels`` maps a content hash to its host label."""
     table = PageTable("results", "Result documents", ["created", "model", "target", "precision", "host", "origin",
                       "steps", "verdicts", "result"],

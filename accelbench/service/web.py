@@ -22,7 +22,7 @@ from accelbench.reports import formatting
 from accelbench.reports.options import ReportOptions
 from accelbench.reports.rows import ReportRow
 from accelbench.service import history as hist
-from accelbench.service import queries, tables, views
+from accelbench.service import queries, query_options, tables
 from accelbench.service.auth import (
     COOKIE,
     LOGIN_SCOPES,
@@ -36,6 +36,7 @@ from accelbench.service.auth import (
     session_cookie,
     start_session,
 )
+from accelbench.service.build_process import problem_line
 from accelbench.service.deps import DbSession
 from accelbench.service.errors import ApiError, log
 from accelbench.service.models import Result
@@ -45,7 +46,7 @@ router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.filters.update(formatting.FILTERS)
 Reader = Annotated[Principal, Depends(require("read", public=True))]
-Options = Annotated[ReportOptions, Depends(views.report_options)]
+Options = Annotated[ReportOptions, Depends(query_options.report_options)]
 PERCENTILES = ("50", "90", "95", "99", "99.9")
 Format = Annotated[Literal["html", "csv"], Query(description="csv: download the table named by `table`")]
 TableId = Annotated[str, Query(max_length=40, description="which table of the page to download as CSV")]
@@ -108,7 +109,7 @@ def dashboard(request: Request, session: DbSession, _who: Reader,
             if rendered is None:
                 raise ApiError(503, "its report is being prepared; reload in a moment")
         except Exception as err:  # noqa: BLE001 - e.g. only results without a target; logged when unexpected
-            overview.append(ModelOverview(model, problem=views.problem_line(err, model)))
+            overview.append(ModelOverview(model, problem=problem_line(err, model)))
             continue
         overview.append(ModelOverview.of(model, rendered.data.rows))
     # a history is one (model, target, precision) series; results without a target have none
@@ -215,13 +216,13 @@ def result_page(request: Request, content_hash: str, session: DbSession, _who: R
     detail = queries.detail(row, session)
     doc = service(request).reports.documents(session, [row])[0]
     page_tables = [tables.steps_table(doc.steps), tables.attempts_table(doc.steps),
-                   tables.accuracy_table(detail["document"].get("accuracy")),
-                   tables.probe_table(detail["provenance"].get("host"))]  # fmt: skip
+                   tables.accuracy_table(detail.document.get("accuracy")),
+                   tables.probe_table(detail.provenance.get("host"))]  # fmt: skip
     if fmt == "csv":
         return _csv(page_tables, table, f"result-{content_hash[:12]}")
-    return _page(request, "result.html", r=detail, doc=detail["document"], tables={t.id: t for t in page_tables},
-                 host=formatting.host_summary(detail["provenance"].get("host")),
-                 provenance=formatting.provenance_items(detail["provenance"]))  # fmt: skip
+    return _page(request, "result.html", r=detail, doc=detail.document, tables={t.id: t for t in page_tables},
+                 host=formatting.host_summary(detail.provenance.get("host")),
+                 provenance=formatting.provenance_items(detail.provenance))  # fmt: skip
 
 
 @router.get("/history", response_class=HTMLResponse)

@@ -4,185 +4,64 @@ The documents come out of the database exactly as pushed, so the JSON and the HT
 byte-identical to what ``accelbench report`` renders from the result folders they were pushed from.
 
 Building a report over hundreds of runs takes up to a second of CPU (the builder goes over every step; the
-plots are written directly as SVG), so the server keeps what it built, per app (``Reports``, ``state.Service.reports``), and builds off the
-request process: in a build process of its own (spawned, niced: a build in a thread would hold the GIL the
-request handlers need), scheduled on every push for the pushed models' default page and dashboard row. A page
-shows the last build for its query until the fresh one is in; the JSON report and ``/report.html`` wait for
-a build of exactly what is stored (the request waits; the server does not).
+plots are written directly as SVG), so the server keeps what it built, per app (``Reports``,
+``state.Service.reports``), and builds off the request process: in a build process of its own (spawned,
+niced: a build in a thread would hold the GIL the request handlers need), scheduled on every push for the
+pushed models' default page and dashboard row. A page shows the last build for its query until the fresh one
+is in; the JSON report and ``/report.html`` wait for a build of exactly what is stored (the request waits; the
+server does not).
+
+The build process itself is ``build_process``; the query options are ``query_options``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from fastapi import Query
 from markupsafe import Markup
 
-from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError
-from accelbench.reports.cost import PRICE_BASES, parse_price_overrides
-from accelbench.reports.options import DEFAULTS, ReportOptions, options_from
-from accelbench.reports.report import RenderedReport, render_report  # at import: the first push must not pay
-from accelbench.reports.rows import ReportRow
+from accelbench.reports.options import ReportOptions
+from accelbench.reports.report import RenderedReport, render_report
 from accelbench.service import queries
+from accelbench.service.build_process import (
+    Answer,
+    BuiltReport,
+    Problem,
+    build_in_child,
+    parse_documents,
+    problem_line,
+    start_builder,
+)
 from accelbench.service.errors import ApiError, log
 from accelbench.service.models import Result
 from accelbench.service.queries import Fingerprint
+from accelbench.service.query_options import default_page_options
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlalchemy.orm import Session
 
+    from accelbench.documents import ResultDocument
     from accelbench.hardware.catalog import Catalog
-
-if TYPE_CHECKING:
-    PriceBasis = str  # mypy reads no Literal made from a tuple; FastAPI checks the values at run time
-else:
-    PriceBasis = Literal[PRICE_BASES]
-
-
-def report_options(
-    slo_p99_ms: Annotated[
-        float, Query(gt=0, le=1e7, allow_inf_nan=False, description="latency SLO, ms")
-    ] = DEFAULTS.slo_ms,
-    percentile: Annotated[str, Query(max_length=10, description="50 90 95 99 99.9")] = DEFAULTS.percentile,
-    baseline: Annotated[
-        str | None, Query(max_length=100, description="target id to compare against")
-    ] = DEFAULTS.baseline,
-    price_basis: PriceBasis = DEFAULTS.price_basis,
-    price: Annotated[list[str], Query(description="ID=USD per accelerator-hour, repeatable")] = [],  # noqa: B006
-    project: Annotated[list[str], Query(description="also project these target ids")] = [],  # noqa: B006
-    target_qps: Annotated[float | None, Query(gt=0, le=1e9, allow_inf_nan=False)] = DEFAULTS.target_qps,
-    headroom: Annotated[float, Query(ge=0, lt=1, allow_inf_nan=False)] = DEFAULTS.headroom,
-    include_failed: bool = DEFAULTS.include_failed,
-    max_error_rate: Annotated[float, Query(ge=0, le=1, allow_inf_nan=False)] = DEFAULTS.max_error_rate,
-    amortization_years: Annotated[
-        float | None, Query(gt=0, le=100, allow_inf_nan=False)
-    ] = DEFAULTS.amortization_years,
-    usd_per_kwh: Annotated[float, Query(ge=0, le=1e3, allow_inf_nan=False)] = DEFAULTS.usd_per_kwh,
-    # generative results; strings so that an empty form field means "not set" (the default)
-    slo_ttft_p99_ms: Annotated[
-        str | None, Query(max_length=20, description="generative: a step's TTFT p99 objective, ms")
-    ] = None,
-    slo_tpot_p99_ms: Annotated[
-        str | None, Query(max_length=20, description="generative: a step's TPOT p99 objective, ms")
-    ] = None,
-    slo_ttft_ms: Annotated[
-        str | None, Query(max_length=20, deprecated=True, description="old spelling of slo_ttft_p99_ms")
-    ] = None,
-    slo_tpot_ms: Annotated[
-        str | None, Query(max_length=20, deprecated=True, description="old spelling of slo_tpot_p99_ms")
-    ] = None,
-    min_tokens_per_user: Annotated[
-        str | None, Query(max_length=20, description="generative: tokens/s per user")
-    ] = None,
-) -> ReportOptions:
-    """The options of ``accelbench report`` as query parameters: the same names, and the defaults of the one
-    definition both read (reports/options.py); the HTTP bounds are the API's own."""
-    try:
-        overrides = parse_price_overrides(tuple(price))
-    except BadInputError as err:
-        raise ApiError(422, f"field price: {err}") from None
-    return options_from({
-        "slo_ms": slo_p99_ms, "percentile": percentile, "baseline": baseline, "price_basis": price_basis,
-        "price_overrides": overrides, "target_qps": target_qps, "headroom": headroom, "project": project,
-        "include_failed": include_failed, "max_error_rate": max_error_rate, "amortization_years": amortization_years,
-        "usd_per_kwh": usd_per_kwh, "slo_ttft_p99_ms": _objective("slo_ttft_p99_ms", slo_ttft_p99_ms, "slo_ttft_ms", slo_ttft_ms),
-        "slo_tpot_p99_ms": _objective("slo_tpot_p99_ms", slo_tpot_p99_ms, "slo_tpot_ms", slo_tpot_ms),
-        "min_tokens_per_user": _positive("min_tokens_per_user", min_tokens_per_user),
-    })  # fmt: skip
-
-
-def _objective(name: str, text: str | None, old_name: str, old_text: str | None) -> float | None:
-    """An objective given by its name or by its deprecated spelling (not both, unless one is empty)."""
-    value, old = _positive(name, text), _positive(old_name, old_text)
-    if value is not None and old is not None:
-        raise ApiError(422, f"field {old_name}: the old spelling of {name}; give one of them")
-    return value if value is not None else old
-
-
-def _positive(name: str, text: str | None) -> float | None:
-    """An optional positive number from a query string; empty means not set, anything else is a 422."""
-    if text is None or not text.strip():
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (0 < value <= 1e7):
-        raise ApiError(422, f"field {name}: must be a number in (0, 1e7], got {text!r}")
-    return value
-
 
 SMALL = 50  # a report over fewer results is built in the request process (tens of ms, no plots queued)
 RENDERED_MAX = 64  # reports kept per app, least recently used out
-PARSED_MAX = 20000  # parsed documents kept per app (a stored document never changes)
 MEMO_MAX = 64
 PAGES_KEPT = 8  # rendered pages per built report (one per URL: the default query and a few others)
 BUILD_PROCESSES = 2  # one for the builds scheduled on ingest, one free for a request waiting on its report
 DEBOUNCE_S = 0.5  # pushes come in bursts: a scheduled build starts after the burst, not once per push
-NICE = 10  # the build processes yield the cores to the request handlers
-
-
-def parse_documents(
-    cache: dict[str, ResultDocument], session: Session, rows: list[Result]
-) -> list[ResultDocument]:
-    """Stored rows → ResultDocuments, each parsed once into ``cache`` (by content hash); the texts of those not
-    parsed yet are read in one query per chunk (``results`` rows do not carry their documents)."""
-    from accelbench.documents import load_result
-
-    found = {r.content_hash: doc for r in rows if (doc := cache.get(r.content_hash)) is not None}
-    missing = [r for r in rows if r.content_hash not in found]
-    for start in range(0, len(missing), 500):
-        chunk = missing[start : start + 500]
-        texts = queries.document_texts(session, [r.id for r in chunk])
-        if len(cache) + len(chunk) > PARSED_MAX:
-            cache.clear()  # another thread may be reading it: each keeps what it found in ``found``
-        for row in chunk:
-            found[row.content_hash] = cache[row.content_hash] = load_result(
-                json.loads(texts[row.id]), name=row.source
-            )
-    return [found[r.content_hash] for r in rows]
-
-
-@dataclass(frozen=True)
-class _Data:
-    rows: list[ReportRow]
-    baseline_id: str
-
-
-@dataclass(frozen=True)
-class BuiltReport:
-    """What a build process hands back (picklable): what the routes read of a RenderedReport."""
-
-    data: _Data
-    outputs: dict[str, bytes]
-    json_text: str
 
 
 Built = RenderedReport | BuiltReport  # built here, or in a build process
 Key = tuple[str | None, str, tuple[str, ...]]  # a report's query: (model, repr(options), formats)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A report that could not be built: the status and the one line the page or the API answers with."""
-
-    status: int
-    message: str
-
-
-Answer = tuple[Fingerprint, BuiltReport | Problem]  # what a build process hands back
 
 
 @dataclass
@@ -359,7 +238,7 @@ class Reports:
 
     def _submit(self, options: ReportOptions, model: str | None, formats: tuple[str, ...],
                 debounce_s: float) -> tuple[ProcessPoolExecutor, Future[Answer]]:  # fmt: skip
-        """(the pool, the future of ``_build_in_child``) in a build process."""
+        """(the pool, the future of ``build_in_child``) in a build process."""
         with self.lock:
             if self.closed:
                 raise ApiError(503, "the server is stopping")
@@ -368,11 +247,11 @@ class Reports:
 
                 self.pool = ProcessPoolExecutor(
                     max_workers=BUILD_PROCESSES, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_start_builder, initargs=(self.db_url, self.catalog_path),
+                    initializer=start_builder, initargs=(self.db_url, self.catalog_path),
                 )  # fmt: skip
             pool = self.pool
         try:
-            return pool, pool.submit(_build_in_child, options, model, formats, debounce_s)
+            return pool, pool.submit(build_in_child, options, model, formats, debounce_s)
         except Exception:  # a broken pool (a build process died): the next build starts a new one
             self._drop_pool(pool)
             raise
@@ -444,69 +323,3 @@ class Reports:
             for proc in list((getattr(pool, "_processes", None) or {}).values()):  # a private map: may go
                 proc.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-# -- the build process -------------------------------------------------------------------------------------------
-@dataclass
-class _Builder:
-    """A build process's own engine, catalog and parsed documents."""
-
-    engine: Engine
-    catalog: Catalog
-    parsed: dict[str, ResultDocument] = field(default_factory=dict)
-
-
-_BUILDER: _Builder | None = None  # in a build process only
-
-
-def _start_builder(db_url: str, catalog_path: str | None) -> None:
-    """A build process starts: lower priority than the server's, its own engine and catalog."""
-    from accelbench.hardware.catalog import load_catalog
-    from accelbench.service import db
-
-    global _BUILDER
-    with contextlib.suppress(OSError):
-        os.nice(NICE)
-    _BUILDER = _Builder(db.make_engine(db_url), load_catalog(catalog_path))
-
-
-def _build_in_child(options: ReportOptions, model: str | None, formats: tuple[str, ...],
-                    debounce_s: float) -> Answer:  # fmt: skip
-    """In a build process: (fingerprint, the report) or (fingerprint, the problem)."""
-    import time
-
-    from accelbench.service import db
-
-    time.sleep(debounce_s)
-    builder = _BUILDER
-    assert builder is not None, "_start_builder runs first in every build process"
-    with db.sessionmaker_for(builder.engine)() as session:
-        fingerprint = queries.fingerprint(session, model)
-        if not fingerprint[0]:
-            return fingerprint, Problem(
-                404, f"no results stored for model {model!r}" if model else "no results"
-            )
-        try:
-            docs = parse_documents(builder.parsed, session, queries.stored_rows(session, model=model))
-            rendered = render_report(
-                docs, builder.catalog, options, formats=formats, leave_out_unknown_targets=True
-            )
-        except BadInputError as err:
-            return fingerprint, Problem(422, str(err))
-        except Exception as err:  # noqa: BLE001 - shown as the page's one line; the traceback to the log
-            return fingerprint, Problem(422, problem_line(err, model or "(all)"))
-    data = _Data(list(rendered.data.rows), rendered.data.baseline_id)
-    return fingerprint, BuiltReport(data, dict(rendered.outputs), rendered.json_text)
-
-
-def default_page_options() -> ReportOptions:
-    """The options the report page has with no query (``report_options``' defaults)."""
-    return report_options(price=[], project=[])
-
-
-def problem_line(err: Exception, model: str) -> str:
-    """The one line a page shows where one model's report could not be built (unexpected errors are logged)."""
-    if isinstance(err, ApiError):
-        return err.message
-    log.exception("the report of model %r could not be built", model)
-    return f"this model's report could not be built ({type(err).__name__}); the server log has the details"
