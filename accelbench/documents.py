@@ -75,8 +75,11 @@ def _non_negative(value: Any) -> int | float:
 _BOUNDED = {"minimum": -FLOAT_MAX, "maximum": FLOAT_MAX}
 Number = Annotated[int | float, PlainValidator(_number), WithJsonSchema({"type": "number", **_BOUNDED})]
 # durations, latencies, rates: never negative
-Amount = Annotated[int | float, PlainValidator(_non_negative),
-                   WithJsonSchema({"type": "number", "minimum": 0, "maximum": FLOAT_MAX})]  # fmt: skip
+Amount = Annotated[
+    int | float,
+    PlainValidator(_non_negative),
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": FLOAT_MAX}),
+]
 Count = Annotated[int, Field(ge=0, le=2**63 - 1)]  # requests, errors, processes: whole and never negative
 # the strings the results service indexes, bounded to their database columns (the same on SQLite and
 # PostgreSQL: SQLite would store a longer one, PostgreSQL would refuse it)
@@ -315,8 +318,10 @@ class EngineMetrics(_Part):
         None, description="vllm | sglang | tgi | triton: whose metric names were found"
     )
     samples: int | None = Field(None, description="scrapes that answered during the step")
-    failures: int | None = Field(None, description="scrapes that failed (the endpoint is asked no more after 3 "
-                                 "failures without an answer)")  # fmt: skip
+    failures: int | None = Field(
+        None,
+        description="scrapes that failed (the endpoint is asked no more after 3 failures without an answer)",
+    )
     last_error: str | None = None
     running_mean: Number | None = Field(
         None, description="requests the engine was running, mean of the samples"

@@ -108,9 +108,14 @@ class _Supervisor:
         from accelbench.watchdog import Proc, start_time
 
         # no death signal for it: it has to outlive us to do its work, and exits when it reads EOF
-        proc = subprocess.Popen([sys.executable, "-m", "accelbench.watchdog"], stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                close_fds=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "accelbench.watchdog"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
         owner = Proc(os.getpid(), start_time(os.getpid()) or 0.0, " ".join(sys.argv)[:200])
         first: dict[str, Any] = {"owner": vars(owner)}
         if self.file is not None:

@@ -108,8 +108,14 @@ def register(client: ServerClient, cfg: AgentConfig) -> int:
     catalog.get(cfg.target)  # an unknown --target is one line before anything is sent
     probe = probe_host(known_ids=list(catalog.targets))
     known = _identity(cfg)
-    body = {"name": cfg.runner_name, "target": cfg.target, "labels": cfg.labels, "probe": probe,
-            "version": __version__, "secret": known.get("secret")}  # fmt: skip
+    body = {
+        "name": cfg.runner_name,
+        "target": cfg.target,
+        "labels": cfg.labels,
+        "probe": probe,
+        "version": __version__,
+        "secret": known.get("secret"),
+    }
     try:
         answer = client.answer(RunnerRegistered, "POST", "/runners", body)
     except Conflict as err:  # the name belongs to another runner
@@ -121,8 +127,9 @@ def register(client: ServerClient, cfg: AgentConfig) -> int:
     return answer.id
 
 
-def run_agent(cfg: AgentConfig, stop: Cancel | None = None,
-              say: Callable[[str], None] | None = None) -> dict[str, int]:  # fmt: skip
+def run_agent(
+    cfg: AgentConfig, stop: Cancel | None = None, say: Callable[[str], None] | None = None
+) -> dict[str, int]:
     """Register, then claim and run jobs until ``stop`` (or one job with ``once``); counts per outcome."""
     stop = stop or Cancel()
     say = say or (lambda line: print(f"accelbench agent: {line}", file=sys.stderr, flush=True))

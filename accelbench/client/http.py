@@ -71,15 +71,24 @@ class ServerClient:
         """The answer's JSON; the table in the module docstring for everything else."""
         return self.request(method, path, body, timeout_s=timeout_s).body
 
-    def answer(self, model: type[A], method: str, path: str, body: Any = None, *,
-               timeout_s: float = TIMEOUT_S) -> A:  # fmt: skip
+    def answer(
+        self, model: type[A], method: str, path: str, body: Any = None, *, timeout_s: float = TIMEOUT_S
+    ) -> A:
         """The 2xx answer read as ``model`` (what the server's route answers: accelbench/answers.py)."""
         return read_answer(
             model, self.call(method, path, body, timeout_s=timeout_s), f"{self.url}/api/v1{path}"
         )
 
-    def request(self, method: str, path: str, body: Any = None, *, timeout_s: float = TIMEOUT_S,
-                label: str = "", accept: tuple[int, ...] = ()) -> Answer:  # fmt: skip
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout_s: float = TIMEOUT_S,
+        label: str = "",
+        accept: tuple[int, ...] = (),
+    ) -> Answer:
         """Like ``call`` with the status kept; a status in ``accept`` is returned rather than raised.
         ``label`` names what was sent in a refusal (a file), instead of the URL."""
         import httpx

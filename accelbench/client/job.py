@@ -44,8 +44,15 @@ class TailProgress(Progress):
 class JobSink:
     """The job's ``StepSink`` and its heartbeat thread (every ``interval_s``, and at once after a step)."""
 
-    def __init__(self, client: ServerClient, job_id: int, call: dict[str, Any], cancel: Cancel,
-                 tail: deque, interval_s: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: ServerClient,
+        job_id: int,
+        call: dict[str, Any],
+        cancel: Cancel,
+        tail: deque,
+        interval_s: float,
+    ) -> None:
         self.client, self.job_id, self.call, self.cancel, self.tail = client, job_id, call, cancel, tail
         self.interval_s = interval_s
         # one sender of documents at a time (the thread, or ``flush`` at the end); ``lock`` guards ``pending``
@@ -141,36 +148,51 @@ def prepare_work_dir(work: Path, documents: list[dict[str, Any]]) -> Path:
     return results
 
 
-def run_job(client: ServerClient, cfg: Any, runner_id: int, job: ClaimedJob, stop: Cancel,
-            say: Callable[[str], None]) -> str:  # fmt: skip
+def run_job(
+    client: ServerClient, cfg: Any, runner_id: int, job: ClaimedJob, stop: Cancel, say: Callable[[str], None]
+) -> str:
     """Run one claimed job to its end; returns done, failed, released, lost or unreachable."""
     from accelbench.experiment.engines import prepare as prepare_engines
     from accelbench.experiment.pipeline import run_experiment
     from accelbench.experiment.spec import parse_spec
 
     job_id = job.id
-    call = {"runner_id": runner_id, "runner_secret": cfg.secret_for(runner_id), "attempt": job.attempt,
-            "lease_secret": job.lease_secret}  # fmt: skip
+    call = {
+        "runner_id": runner_id,
+        "runner_secret": cfg.secret_for(runner_id),
+        "attempt": job.attempt,
+        "lease_secret": job.lease_secret,
+    }
     work = cfg.work_dir / f"job-{job_id}"
     prepare_work_dir(work, job.documents)
     progress = TailProgress(quiet=cfg.quiet)
     sink = JobSink(client, job_id, call, stop.child(), progress.tail, max(0.5, float(job.lease_s) / 3))
     sink.start()
-    say(f"job {job_id}: {job.campaign} on {job.target}, attempt {job.attempt} "
-        f"({sum(len(d.get('steps') or []) for d in job.documents)} step(s) already pushed)")  # fmt: skip
+    say(
+        f"job {job_id}: {job.campaign} on {job.target}, attempt {job.attempt} "
+        f"({sum(len(d.get('steps') or []) for d in job.documents)} step(s) already pushed)"
+    )
     try:
         spec = parse_spec(job.spec, f"campaign {job.campaign_id}").only_target(job.target)
         # engine = "trtllm" | "vllm": run the recipe's build_engine.sh here; no toolchain fails in one line
         spec = prepare_engines(spec, work, cfg.catalog_path, lambda line: progress.note("engine", line))
-        outcome = run_experiment(spec, out_dir=work, catalog_path=cfg.catalog_path, progress=progress, sink=sink,
-                                 cancel=sink.cancel,
-                                 command=f"accelbench agent --target {cfg.target} (campaign {job.campaign_id}, job {job_id})")  # fmt: skip
+        outcome = run_experiment(
+            spec,
+            out_dir=work,
+            catalog_path=cfg.catalog_path,
+            progress=progress,
+            sink=sink,
+            cancel=sink.cancel,
+            command=f"accelbench agent --target {cfg.target} (campaign {job.campaign_id}, job {job_id})",
+        )
         sink.end()
         if sink.lost is None:
             sink.flush()  # the steps the heartbeat thread had not sent yet
         if sink.lost is not None:
-            say(f"job {job_id}: {sink.lost}; stopped after the step running then ({sink.lost_after} step(s) "
-                f"recorded here when told, {sink.steps} in all); dropped")  # fmt: skip
+            say(
+                f"job {job_id}: {sink.lost}; stopped after the step running then ({sink.lost_after} step(s) "
+                f"recorded here when told, {sink.steps} in all); dropped"
+            )
             return "lost"
         if outcome.cancelled:
             client.call("POST", f"/jobs/{job_id}/release", call)

@@ -94,8 +94,10 @@ def push_paths(paths: list[str], server_url: str, token: str | None) -> dict[str
                         )
                         answer = (answer[0] + created, answer[1] + (not created))
             except ServerError as err:
-                raise ServerError(f"{err}; {start} of {len(results)} sent, the files stay on disk: "
-                                  "run accelbench push again when it is up") from None  # fmt: skip
+                raise ServerError(
+                    f"{err}; {start} of {len(results)} sent, the files stay on disk: "
+                    "run accelbench push again when it is up"
+                ) from None
             counts["created"] += answer[0]
             counts["existing"] += answer[1]
     return counts
@@ -109,8 +111,9 @@ class PushSink:
     CLI points at stderr) says how to send it later.
     """
 
-    def __init__(self, server_url: str, token: str | None, results_dir_hint: str,
-                 warn: Callable[[str], None]) -> None:  # fmt: skip
+    def __init__(
+        self, server_url: str, token: str | None, results_dir_hint: str, warn: Callable[[str], None]
+    ) -> None:
         self.client = ServerClient(server_url, token, scope="push")
         self.hint, self.warn, self.failed = results_dir_hint, warn, 0
 
@@ -123,8 +126,10 @@ class PushSink:
         except (ServerError, BadInputError) as err:
             self.failed += 1
             if self.failed == 1:
-                self.warn(f"accelbench: push failed, the results stay on disk ({err}); send them later with: "
-                          f"accelbench push {self.hint} --server {self.client.url}")  # fmt: skip
+                self.warn(
+                    f"accelbench: push failed, the results stay on disk ({err}); send them later with: "
+                    f"accelbench push {self.hint} --server {self.client.url}"
+                )
 
     def close(self) -> None:
         self.client.close()

@@ -23,8 +23,14 @@ def token_option(scope: str) -> Any:
     """``--token`` of a command that talks to a results server: the option, else $ACCELBENCH_TOKEN."""
     import click
 
-    return click.option("--token", envvar=TOKEN_ENV, show_envvar=True, default=None, metavar="TOKEN",
-                        help=f"API token with the {scope} scope.")  # fmt: skip
+    return click.option(
+        "--token",
+        envvar=TOKEN_ENV,
+        show_envvar=True,
+        default=None,
+        metavar="TOKEN",
+        help=f"API token with the {scope} scope.",
+    )
 
 
 def server_options(scope: str) -> Any:
@@ -33,8 +39,14 @@ def server_options(scope: str) -> Any:
     line wins, else $ACCELBENCH_SERVER and $ACCELBENCH_TOKEN (docs/service.md)."""
     import click
 
-    server = click.option("--server", envvar=SERVER_ENV, show_envvar=True, required=True, metavar="URL",
-                          help="The results server, e.g. http://127.0.0.1:8080")  # fmt: skip
+    server = click.option(
+        "--server",
+        envvar=SERVER_ENV,
+        show_envvar=True,
+        required=True,
+        metavar="URL",
+        help="The results server, e.g. http://127.0.0.1:8080",
+    )
 
     def decorate(command: Any) -> Any:
         return server(token_option(scope)(command))

@@ -31,15 +31,36 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
     "--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label jobs may ask for (repeat)."
 )
 @click.option("--once", is_flag=True, help="Take one job, run it, and exit (ephemeral cloud hosts).")
-@click.option("--work-dir", type=click.Path(file_okay=False), default="accelbench-agent", show_default=True,
-              help="Where jobs run (variants, results, logs), one folder per job.")  # fmt: skip
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False),
+    default="accelbench-agent",
+    show_default=True,
+    help="Where jobs run (variants, results, logs), one folder per job.",
+)
 @click.option("--name", default="", help="Runner name shown on the runners page [default: HOST-TARGET].")
 @click.option("--quiet", is_flag=True, help="No pipeline progress lines; only one line per job.")
-@click.option("--idle-exit", "idle_exit_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
-              help="Exit when no job came for this long (a rented host with nothing to do stops billing).")  # fmt: skip
+@click.option(
+    "--idle-exit",
+    "idle_exit_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Exit when no job came for this long (a rented host with nothing to do stops billing).",
+)
 @click.pass_context
-def agent_cmd(ctx: click.Context, server: str, token: str | None, target_id: str, labels: tuple[str, ...],
-              once: bool, work_dir: str, name: str, quiet: bool, idle_exit_s: float | None) -> None:  # fmt: skip
+def agent_cmd(
+    ctx: click.Context,
+    server: str,
+    token: str | None,
+    target_id: str,
+    labels: tuple[str, ...],
+    once: bool,
+    work_dir: str,
+    name: str,
+    quiet: bool,
+    idle_exit_s: float | None,
+) -> None:
     """Long-poll SERVER for jobs of --target and run each (quantize, serve, sweep), pushing results.
 
     SIGTERM or Ctrl-C: the running step finishes, what it measured is pushed, and the job goes back to the queue.
@@ -47,13 +68,24 @@ def agent_cmd(ctx: click.Context, server: str, token: str | None, target_id: str
     from accelbench.client.agent import AgentConfig, run_agent
     from accelbench.loadtests.events import Cancel
 
-    cfg = AgentConfig(server=server, target=target_id, token=token, labels=_labels(labels), once=once,
-                      work_dir=Path(work_dir), name=name, catalog_path=(ctx.obj or {}).get("catalog_path"),
-                      quiet=quiet, idle_exit_s=idle_exit_s)  # fmt: skip
+    cfg = AgentConfig(
+        server=server,
+        target=target_id,
+        token=token,
+        labels=_labels(labels),
+        once=once,
+        work_dir=Path(work_dir),
+        name=name,
+        catalog_path=(ctx.obj or {}).get("catalog_path"),
+        quiet=quiet,
+        idle_exit_s=idle_exit_s,
+    )
     stop = Cancel()
     # both signals: finish the running step, push it, release the job (restored after: tests call this in-process)
-    previous = {sig: signal.signal(sig, lambda signum, _frame: stop.request(f"signal {signum}"))
-                for sig in (signal.SIGTERM, signal.SIGINT)}  # fmt: skip
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: stop.request(f"signal {signum}"))
+        for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
         outcomes = run_agent(cfg, stop)
     finally:
@@ -65,16 +97,34 @@ def agent_cmd(ctx: click.Context, server: str, token: str | None, target_id: str
 @click.command("submit")
 @click.argument("spec", type=click.Path(dir_okay=False))
 @server_options("admin")
-@click.option("--lease-s", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
-              help="A job whose agent sends no heartbeat for this long goes back to the queue.")  # fmt: skip
+@click.option(
+    "--lease-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=120.0,
+    show_default=True,
+    help="A job whose agent sends no heartbeat for this long goes back to the queue.",
+)
 @click.option("--max-attempts", type=click.IntRange(1, 100), default=3, show_default=True)
-@click.option("--time-limit-s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="A job running longer than this from its claim is revoked, heartbeats or not [default: the server's].")  # fmt: skip
+@click.option(
+    "--time-limit-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="A job running longer than this from its claim is revoked, heartbeats or not [default: the server's].",
+)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="A label every job asks for.")
 @click.option("--wait", is_flag=True, help="Wait until every job finished; exit 1 unless all are done.")
 @click.pass_context
-def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, lease_s: float, max_attempts: int,
-               time_limit_s: float | None, labels: tuple[str, ...], wait: bool) -> None:  # fmt: skip
+def submit_cmd(
+    ctx: click.Context,
+    spec: str,
+    server: str,
+    token: str | None,
+    lease_s: float,
+    max_attempts: int,
+    time_limit_s: float | None,
+    labels: tuple[str, ...],
+    wait: bool,
+) -> None:
     """Turn SPEC into a campaign on SERVER: one job per measured target; prints the campaign's page."""
     from accelbench.answers import Campaign
     from accelbench.client.http import ServerClient
@@ -87,11 +137,18 @@ def submit_cmd(ctx: click.Context, spec: str, server: str, token: str | None, le
     except (OSError, UnicodeDecodeError) as err:
         raise BadInputError(f"{spec}: cannot read the spec: {err}") from None
     with ServerClient(server, token, retry_s=10.0, scope="admin") as api:
-        body = {"spec": text, "lease_s": lease_s, "max_attempts": max_attempts, "labels": _labels(labels),
-                "time_limit_s": time_limit_s}  # fmt: skip
+        body = {
+            "spec": text,
+            "lease_s": lease_s,
+            "max_attempts": max_attempts,
+            "labels": _labels(labels),
+            "time_limit_s": time_limit_s,
+        }
         campaign = api.answer(Campaign, "POST", "/campaigns", body)
-        click.echo(f"campaign {campaign.id}: {len(campaign.jobs)} job(s) "
-                   f"({', '.join(j.target for j in campaign.jobs)}); {api.url}{campaign.url}")  # fmt: skip
+        click.echo(
+            f"campaign {campaign.id}: {len(campaign.jobs)} job(s) "
+            f"({', '.join(j.target for j in campaign.jobs)}); {api.url}{campaign.url}"
+        )
         if wait:
             while campaign.status in ("queued", "running"):
                 time.sleep(2.0)

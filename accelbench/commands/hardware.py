@@ -118,8 +118,10 @@ def show_cmd(ctx: click.Context, target_id: str, as_json: bool) -> None:
     none = "none (projections use its chip's, else its toolchain's)"
     click.echo(f"published results: {len(published) or none}")
     for p in published:
-        click.echo(f"  {p['model']} {p['precision']} batch {p['batch']}: {p['throughput_ips']:g} inf/s "
-                   f"({p['software']}; {p['date']}) {p['source']}")  # fmt: skip
+        click.echo(
+            f"  {p['model']} {p['precision']} batch {p['batch']}: {p['throughput_ips']:g} inf/s "
+            f"({p['software']}; {p['date']}) {p['source']}"
+        )
 
 
 @click.command("probe")

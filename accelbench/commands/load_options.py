@@ -57,9 +57,16 @@ def knob_options(cls: type, *, defaults: bool = True, note: str = "") -> Callabl
         elif base is bool:
             kind = None
         options.append(
-            click.option(k.flag, f.name, type=kind, default=default, show_default=default not in (None, ()),
-                         help=k.help + note.format(name=f.name), **extra)
-        )  # fmt: skip
+            click.option(
+                k.flag,
+                f.name,
+                type=kind,
+                default=default,
+                show_default=default not in (None, ()),
+                help=k.help + note.format(name=f.name),
+                **extra,
+            )
+        )
     return stack(*options)
 
 
@@ -108,6 +115,7 @@ def take_plan(values: dict[str, Any], **fixed: Any) -> LoadPlan:
     given["shapes"] = tuple(given.get("shapes") or ())
     kind = "closed" if concurrency is not None else "open"
     levels = parse_levels(concurrency or rate)
-    profile = build(LoadProfile, given, {"levels": "--concurrency" if concurrency else "--rate"}, kind=kind,
-                    levels=levels)  # fmt: skip
+    profile = build(
+        LoadProfile, given, {"levels": "--concurrency" if concurrency else "--rate"}, kind=kind, levels=levels
+    )
     return build(LoadPlan, take(LoadPlan, values), profile=profile)

@@ -58,15 +58,19 @@ def _line(event) -> str | None:
     from accelbench.loadtests import events as ev
 
     if isinstance(event, ev.StepProgress):
-        return (f"step {event.index} {offered_label(event.offered)}  t={event.elapsed_s:.0f}s  "
-                f"{event.rps:.0f} req/s  p99 {event.p99_us} µs")  # fmt: skip
+        return (
+            f"step {event.index} {offered_label(event.offered)}  t={event.elapsed_s:.0f}s  "
+            f"{event.rps:.0f} req/s  p99 {event.p99_us} µs"
+        )
     if isinstance(event, ev.StepFinished):
         return _step_line(event.step)
     if isinstance(event, ev.RepeatStarted):
         return f"run {event.repeat} of {event.repeats}"
     if isinstance(event, ev.WorkersWaiting):  # workers come from other hosts
-        return (f"master on {event.master}: waiting up to {event.timeout_s:g} s for {event.expect_workers} "
-                f"workers (accelbench loadtest-worker --master {event.master})")  # fmt: skip
+        return (
+            f"master on {event.master}: waiting up to {event.timeout_s:g} s for {event.expect_workers} "
+            f"workers (accelbench loadtest-worker --master {event.master})"
+        )
     if isinstance(event, ev.WorkersJoined):
         return "workers: " + ", ".join(f"{w.index}={w.host}/{w.pid}" for w in event.workers)
     return None
@@ -98,10 +102,12 @@ def _step_line(step) -> str:
     errors = sum(to_dict(step.errors).values()) if step.errors else 0
     if step.generative is not None:
         g = step.generative
-        text = (f"step {step.index} {offered_label(to_dict(step.offered))}: {step.throughput_rps:.2f} req/s  "
-                f"{(g.output_tokens_per_s.value if g.output_tokens_per_s else 0) or 0:.1f} tok/s  "
-                f"TTFT p50 {_ms(g.ttft_us)} ms  ITL p50 {_ms(g.itl_us)} ms  TPOT p50 {_ms(g.tpot_us)} ms  "
-                f"errors {errors}  {step.verdict}")  # fmt: skip
+        text = (
+            f"step {step.index} {offered_label(to_dict(step.offered))}: {step.throughput_rps:.2f} req/s  "
+            f"{(g.output_tokens_per_s.value if g.output_tokens_per_s else 0) or 0:.1f} tok/s  "
+            f"TTFT p50 {_ms(g.ttft_us)} ms  ITL p50 {_ms(g.itl_us)} ms  TPOT p50 {_ms(g.tpot_us)} ms  "
+            f"errors {errors}  {step.verdict}"
+        )
         return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
     text = (
         f"step {step.index} {offered_label(to_dict(step.offered))}"
@@ -142,22 +148,39 @@ server_options = stack(
     click.option("--model", required=True, help="The Triton model name (the variant name)."),
     click.option("--manifest", "manifest_path", type=click.Path(), help="Variant folder or manifest.json."),
     click.option("--card", "card_uri", help="Model card for request payloads when no manifest is found."),
-    click.option("--target", help="Catalog target id the server runs on, for a model without a manifest "
-                 "(with --precision)."),
-    click.option("--precision", type=click.Choice(PRECISIONS), help="What the served model computes in, "
-                 "for a model without a manifest (with --target)."),
+    click.option(
+        "--target",
+        help="Catalog target id the server runs on, for a model without a manifest (with --precision).",
+    ),
+    click.option(
+        "--precision",
+        type=click.Choice(PRECISIONS),
+        help="What the served model computes in, for a model without a manifest (with --target).",
+    ),
     click.option("--tritonserver", type=click.Path(dir_okay=False), help="tritonserver binary to run REPO."),
-    click.option("--server-log", type=click.Path(dir_okay=False), default=None,
-                 help="Append the log of the tritonserver started for REPO here."),
-)  # fmt: skip
+    click.option(
+        "--server-log",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Append the log of the tritonserver started for REPO here.",
+    ),
+)
 # load from worker processes on other hosts (docs/loadtests.md)
 distributed_options = stack(
-    click.option("--master-bind", help="Listen for workers on other hosts at HOST:PORT (with "
-                 "--expect-workers); workers run `accelbench loadtest-worker --master HOST:PORT`."),
+    click.option(
+        "--master-bind",
+        help="Listen for workers on other hosts at HOST:PORT (with "
+        "--expect-workers); workers run `accelbench loadtest-worker --master HOST:PORT`.",
+    ),
     click.option("--expect-workers", type=int, help="With --master-bind: worker processes to wait for."),
-    click.option("--worker-timeout", type=float, default=120.0, show_default=True,
-                 help="With --master-bind: seconds to wait for the workers."),
-)  # fmt: skip
+    click.option(
+        "--worker-timeout",
+        type=float,
+        default=120.0,
+        show_default=True,
+        help="With --master-bind: seconds to wait for the workers.",
+    ),
+)
 
 
 def _is_generative(gen: dict, repo, url, model: str) -> bool:
@@ -217,27 +240,51 @@ def register(group: click.Group) -> None:
         generative model (--api, or a streaming Triton model) TTFT, ITL, TPOT and tokens/s per step."""
         from accelbench.loadtests.verdict import Limits
 
-        where = {k: options.pop(k) for k in ("url", "grpc_url", "model", "manifest_path", "tritonserver",
-                                             "server_log", "target", "precision")}  # fmt: skip
+        where = {
+            k: options.pop(k)
+            for k in (
+                "url",
+                "grpc_url",
+                "model",
+                "manifest_path",
+                "tritonserver",
+                "server_log",
+                "target",
+                "precision",
+            )
+        }
         card_uri = options.pop("card_uri")
         if where["target"] is not None:
             catalog_of(ctx).get(where["target"])  # an unknown id stops here
-        bind = _master_bind(options.pop("master_bind"), options.pop("expect_workers"),
-                            options.pop("worker_timeout"), options.get("processes") or 1)  # fmt: skip
+        bind = _master_bind(
+            options.pop("master_bind"),
+            options.pop("expect_workers"),
+            options.pop("worker_timeout"),
+            options.get("processes") or 1,
+        )
         gen = take(Workload, options)
         search = _search_of(take(Search, options), options)
         plan = take_plan(options, **({"processes": bind.expect_workers} if bind is not None else {}))
         if search is not None:
             plan = dataclasses.replace(plan, profile=plan.profile.searching(search))
-        common = dict(model=where.pop("model"), out_dir=out_dir, repo=repo, repeats=plan.repeats,
-                      command=" ".join(["accelbench", *sys.argv[1:]]), master_bind=bind,
-                      limits=Limits(retries=plan.retries), **where)  # fmt: skip
+        common = dict(
+            model=where.pop("model"),
+            out_dir=out_dir,
+            repo=repo,
+            repeats=plan.repeats,
+            command=" ".join(["accelbench", *sys.argv[1:]]),
+            master_bind=bind,
+            limits=Limits(retries=plan.retries),
+            **where,
+        )
         generative = _is_generative(gen, repo, where["url"], common["model"])
         if search is not None and not generative:
             from accelbench.errors import BadInputError
 
-            raise BadInputError("--search finds a generative model's TTFT/TPOT capacity: give --api (or serve a "
-                                "streaming model)")  # fmt: skip
+            raise BadInputError(
+                "--search finds a generative model's TTFT/TPOT capacity: give --api (or serve a "
+                "streaming model)"
+            )
         if generative:
             from accelbench.loadtests.generative import run as run_generative
 
@@ -249,16 +296,22 @@ def register(group: click.Group) -> None:
                 )  # combinations, no I/O
             except ProfileError as err:
                 raise flagged(err, Workload, flags={"search": "--search"}) from None
-            doc, path = _run_live(json_mode, lambda on_event: run_generative(
-                profile=plan.profile, workload=workload, card_uri=card_uri, on_event=on_event, **common))  # fmt: skip
+            doc, path = _run_live(
+                json_mode,
+                lambda on_event: run_generative(
+                    profile=plan.profile, workload=workload, card_uri=card_uri, on_event=on_event, **common
+                ),
+            )
             _finish(doc, path, json_mode, plan.repeats)
             _none_valid(doc, path)
             return
         else:
             from accelbench.loadtests.api import loadtest as run
 
-            doc, path = _run_live(json_mode, lambda on_event: run(
-                profile=plan.profile, card_uri=card_uri, on_event=on_event, **common))  # fmt: skip
+            doc, path = _run_live(
+                json_mode,
+                lambda on_event: run(profile=plan.profile, card_uri=card_uri, on_event=on_event, **common),
+            )
         _finish(doc, path, json_mode, plan.repeats)
 
     @group.command("loadtest-worker")
@@ -267,9 +320,12 @@ def register(group: click.Group) -> None:
         "--processes", type=int, default=1, show_default=True, help="Worker processes on this host."
     )
     @click.option(
-        "--connect-timeout", type=float, default=120.0, show_default=True,
+        "--connect-timeout",
+        type=float,
+        default=120.0,
+        show_default=True,
         help="Seconds to keep trying to reach the master (in 5 s steps).",
-    )  # fmt: skip
+    )
     def loadtest_worker(master, processes, connect_timeout) -> None:
         """Send load for an `accelbench loadtest --master-bind` master: it sends model, target and payloads."""
         from accelbench.loadtests.distributed import run_workers
@@ -278,8 +334,10 @@ def register(group: click.Group) -> None:
         def on_event(worker: WorkerEvent) -> None:
             event = worker.event
             if isinstance(event, WorkerConfigured):
-                click.echo(f"worker {worker.process}: index {event.index}, {event.kind} loop, "
-                           f"{event.protocol} {event.url} model {event.model}")  # fmt: skip
+                click.echo(
+                    f"worker {worker.process}: index {event.index}, {event.kind} loop, "
+                    f"{event.protocol} {event.url} model {event.model}"
+                )
             elif isinstance(event, WorkerConnected):
                 click.echo(f"worker {worker.process}: connected to {event.master}")
 

@@ -25,8 +25,12 @@ def _click_option(spec: OptionSpec):
             kwargs["type"] = click.Choice(list(m["choices"]))
         elif "low" in m or "high" in m:
             kind = click.IntRange if m.get("integer") else click.FloatRange
-            kwargs["type"] = kind(min=m.get("low"), max=m.get("high"), min_open=m.get("low_open", False),
-                                  max_open=m.get("high_open", False))  # fmt: skip
+            kwargs["type"] = kind(
+                min=m.get("low"),
+                max=m.get("high"),
+                min_open=m.get("low_open", False),
+                max_open=m.get("high_open", False),
+            )
     return click.option(spec.flag, spec.name, **kwargs)
 
 
@@ -35,8 +39,9 @@ def _alias_option(spec: OptionSpec, alias: str):
     into the field with a one-line warning)."""
     kwargs: dict[str, Any] = {"hidden": True, "default": None}
     if "low" in spec.meta or "high" in spec.meta:
-        kwargs["type"] = click.FloatRange(min=spec.meta.get("low"), max=spec.meta.get("high"),
-                                          min_open=spec.meta.get("low_open", False))  # fmt: skip
+        kwargs["type"] = click.FloatRange(
+            min=spec.meta.get("low"), max=spec.meta.get("high"), min_open=spec.meta.get("low_open", False)
+        )
     return click.option(alias, _alias_key(spec.name, alias), **kwargs)
 
 
@@ -145,8 +150,7 @@ def _import_options(func):
         "--out", "out_dir", type=click.Path(file_okay=False), default="results", show_default=True
     )(func)
     func = click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)(func)
-    func = click.option("--precision", default="fp32", show_default=True,
-                        type=click.Choice(PRECISIONS))(func)  # fmt: skip
+    func = click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS))(func)
     func = click.option("--model", required=True, help="Model name, e.g. minilm-l6.")(func)
     func = click.option("--target", required=True, help="Catalog target id the numbers were measured on.")(
         func
@@ -192,8 +196,12 @@ def _generative_import(tool: str, what: str):
     @click.option(
         "--model", required=True, help="Model name, e.g. llama-3.1-8b (a card name gives projections)."
     )
-    @click.option("--precision", required=True, type=click.Choice((*PRECISIONS, "int4")),
-                  help="Weight precision the server ran.")  # fmt: skip
+    @click.option(
+        "--precision",
+        required=True,
+        type=click.Choice((*PRECISIONS, "int4")),
+        help="Weight precision the server ran.",
+    )
     @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="results", show_default=True)
     @click.pass_context
     def cmd(ctx, file, target, model, precision, out_dir) -> None:

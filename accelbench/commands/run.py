@@ -30,15 +30,27 @@ def init_cmd(path: str, force: bool) -> None:
 )
 @click.option("--target", "target_id", help="Run only this target of the spec, measured on this host.")
 @click.option("--quiet", is_flag=True, help="No progress lines; print only where the report is.")
-@click.option("--push", "push_url", default=None, metavar="URL",
-              help="Also send each result to this results server as its sweep finishes (accelbench server).")  # fmt: skip
+@click.option(
+    "--push",
+    "push_url",
+    default=None,
+    metavar="URL",
+    help="Also send each result to this results server as its sweep finishes (accelbench server).",
+)
 @token_option("push")
 @knob_options(LoadPlan, defaults=False, note=" Overrides the spec's load.{name}.")
 @click.pass_context
 def run_cmd(
-    ctx: click.Context, spec: str | None, out_dir: str | None, target_id: str | None, quiet: bool,
-    push_url: str | None, token: str | None, repeats: int | None, retries: int | None,
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    spec: str | None,
+    out_dir: str | None,
+    target_id: str | None,
+    quiet: bool,
+    push_url: str | None,
+    token: str | None,
+    repeats: int | None,
+    retries: int | None,
+) -> None:
     """Quantize, accuracy-gate, serve, load-test and report, resuming what finished.
 
     Without SPEC, runs the built-in default: minilm-l6 and resnet50 (FP32, INT8) measured on this CPU
@@ -107,10 +119,20 @@ def run_cmd(
     "--device-model", "model_file", type=click.Path(dir_okay=False), help="Recorded device-tree model."
 )
 @click.pass_context
-def validate_cmd(ctx: click.Context, variant_dir: str, target_id: str, junit_path: str | None, as_json: bool,
-                 latency_budget_ms: float | None, request_count: int, tegrastats_file: str | None,
-                 release_file: str | None, nvpmodel_file: str | None, clocks_file: str | None,
-                 model_file: str | None) -> None:  # fmt: skip
+def validate_cmd(
+    ctx: click.Context,
+    variant_dir: str,
+    target_id: str,
+    junit_path: str | None,
+    as_json: bool,
+    latency_budget_ms: float | None,
+    request_count: int,
+    tegrastats_file: str | None,
+    release_file: str | None,
+    nvpmodel_file: str | None,
+    clocks_file: str | None,
+    model_file: str | None,
+) -> None:
     """Check a variant on a Jetson: versions, engine load, outputs, p99, memory, power. PASS or FAIL."""
     from accelbench.experiment.validate import JetsonInputs, render_text, validate_variant, write_junit
 

@@ -33,41 +33,88 @@ def _db_url(db: str | None) -> str:
 @click.option("--db", default=None, envvar="ACCELBENCH_DB", help=_DB_HELP + " Also ACCELBENCH_DB.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0 to share it).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True)
-@click.option("--public-read", is_flag=True,
-              help="Let anyone read results and reports without a token (campaigns, runners and jobs still need one).")  # fmt: skip
-@click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=8.0, show_default=True,
-              help="Refuse (413) a pushed document larger than this.")  # fmt: skip
-@click.option("--request-timeout", "request_timeout_s", type=click.FloatRange(min=1), default=120.0,
-              show_default=True, help="Answer 503 to a request (its body included) not answered within this many seconds.")  # fmt: skip
-@click.option("--ssl-certfile", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Serve HTTPS with this certificate (PEM); session cookies are then __Host- and Secure.")  # fmt: skip
+@click.option(
+    "--public-read",
+    is_flag=True,
+    help="Let anyone read results and reports without a token (campaigns, runners and jobs still need one).",
+)
+@click.option(
+    "--max-body-mb",
+    type=click.FloatRange(min=0, min_open=True),
+    default=8.0,
+    show_default=True,
+    help="Refuse (413) a pushed document larger than this.",
+)
+@click.option(
+    "--request-timeout",
+    "request_timeout_s",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_default=True,
+    help="Answer 503 to a request (its body included) not answered within this many seconds.",
+)
+@click.option(
+    "--ssl-certfile",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Serve HTTPS with this certificate (PEM); session cookies are then __Host- and Secure.",
+)
 @click.option(
     "--ssl-keyfile",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
     help="The certificate's key (PEM).",
 )
-@click.option("--behind-proxy", is_flag=True,
-              help="A TLS reverse proxy is in front: trust its X-Forwarded-Proto/-Host (then let only the proxy reach the port).")  # fmt: skip
-@click.option("--job-time-limit", "job_time_limit_s", type=click.FloatRange(min=1), default=6 * 3600.0,
-              show_default=True, help="Seconds a campaign job may run from its claim unless its campaign says (submit --time-limit-s).")  # fmt: skip
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
-              help="Answer only requests whose Host is this name (repeat for more; *.example.com allowed): a DNS-rebinding page then cannot read the server. Default: any.")  # fmt: skip
+@click.option(
+    "--behind-proxy",
+    is_flag=True,
+    help="A TLS reverse proxy is in front: trust its X-Forwarded-Proto/-Host (then let only the proxy reach the port).",
+)
+@click.option(
+    "--job-time-limit",
+    "job_time_limit_s",
+    type=click.FloatRange(min=1),
+    default=6 * 3600.0,
+    show_default=True,
+    help="Seconds a campaign job may run from its claim unless its campaign says (submit --time-limit-s).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Answer only requests whose Host is this name (repeat for more; *.example.com allowed): a DNS-rebinding page then cannot read the server. Default: any.",
+)
 @click.pass_context
 def server_cmd(
-    ctx: click.Context, db: str | None, host: str, port: int, public_read: bool, max_body_mb: float,
-    request_timeout_s: float, ssl_certfile: str | None, ssl_keyfile: str | None, behind_proxy: bool,
-    job_time_limit_s: float, allowed_hosts: tuple[str, ...],
-) -> None:  # fmt: skip
+    ctx: click.Context,
+    db: str | None,
+    host: str,
+    port: int,
+    public_read: bool,
+    max_body_mb: float,
+    request_timeout_s: float,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    behind_proxy: bool,
+    job_time_limit_s: float,
+    allowed_hosts: tuple[str, ...],
+) -> None:
     """Collect result documents from every host and serve the comparison reports (API and web pages)."""
     _need_service_extra()
     from accelbench.service.server import serve
     from accelbench.service.state import Settings
 
-    settings = Settings(db_url=_db_url(db), public_read=public_read, max_body_bytes=int(max_body_mb * 1024 * 1024),
-                        catalog_path=(ctx.obj or {}).get("catalog_path"), request_timeout_s=request_timeout_s,
-                        behind_proxy=behind_proxy, job_time_limit_s=job_time_limit_s,
-                        allowed_hosts=allowed_hosts)  # fmt: skip
+    settings = Settings(
+        db_url=_db_url(db),
+        public_read=public_read,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        catalog_path=(ctx.obj or {}).get("catalog_path"),
+        request_timeout_s=request_timeout_s,
+        behind_proxy=behind_proxy,
+        job_time_limit_s=job_time_limit_s,
+        allowed_hosts=allowed_hosts,
+    )
     if bool(ssl_certfile) != bool(ssl_keyfile):
         from accelbench.errors import BadInputError
 

@@ -22,11 +22,20 @@ from accelbench.util import atomic_write_text
 
 # catalog id -> SkyPilot accelerator name (`sky show-gpus`)
 SKY_ACCELERATORS = {
-    "a100-sxm4-80gb": "A100-80GB", "a100-sxm4-40gb": "A100", "a100-pcie-40gb": "A100", "a100-pcie-80gb": "A100-80GB",
-    "h100-sxm": "H100", "h100-pcie": "H100", "h200-sxm": "H200", "l4": "L4", "l40s": "L40S", "t4": "T4", "a10g": "A10G",
+    "a100-sxm4-80gb": "A100-80GB",
+    "a100-sxm4-40gb": "A100",
+    "a100-pcie-40gb": "A100",
+    "a100-pcie-80gb": "A100-80GB",
+    "h100-sxm": "H100",
+    "h100-pcie": "H100",
+    "h200-sxm": "H200",
+    "l4": "L4",
+    "l40s": "L40S",
+    "t4": "T4",
+    "a10g": "A10G",
     # inf2.xlarge carries one Inferentia2 chip (skypilot-catalog aws vms.csv: AcceleratorName Inferentia2, count 1)
     "inf2-xlarge": "Inferentia2",
-}  # fmt: skip
+}
 TOKEN_ENV = "ACCELBENCH_TOKEN"
 AGENT_WORK_DIR = "~/accelbench-work"
 SKY_CLOUDS = ("aws", "gcp", "azure")
@@ -50,8 +59,10 @@ def _resources(target: HardwareTarget) -> dict[str, Any] | str:
     if target.id in SKY_ACCELERATORS:
         res: dict[str, Any] = {"accelerators": f"{SKY_ACCELERATORS[target.id]}:1", "disk_size": 100}
         if single:  # the instance the catalog prices: measure what the report charges for
-            res.update(infra=f"{single.provider}/{single.region}" if single.region else single.provider,
-                       instance_type=single.instance)  # fmt: skip
+            res.update(
+                infra=f"{single.provider}/{single.region}" if single.region else single.provider,
+                instance_type=single.instance,
+            )
         return res
     if single:
         infra = f"{single.provider}/{single.region}" if single.region else single.provider
@@ -60,8 +71,12 @@ def _resources(target: HardwareTarget) -> dict[str, Any] | str:
 
 
 def _setup(target: HardwareTarget, pip_spec: str) -> str:
-    lines = ["set -euo pipefail", "python3 -m venv ~/accelbench-venv", "source ~/accelbench-venv/bin/activate",
-             "pip install --upgrade pip"]  # fmt: skip
+    lines = [
+        "set -euo pipefail",
+        "python3 -m venv ~/accelbench-venv",
+        "source ~/accelbench-venv/bin/activate",
+        "pip install --upgrade pip",
+    ]
     if target.toolchain == "neuron":
         # torch-neuronx and neuronx-cc on plain PyPI are placeholders; the real wheels are on Neuron's index
         lines.append(f"pip install --extra-index-url {NEURON_INDEX} torch-neuronx neuronx-cc")
@@ -70,22 +85,32 @@ def _setup(target: HardwareTarget, pip_spec: str) -> str:
 
 
 def _run_agent(target_id: str, server: str) -> str:
-    return "\n".join([
-        "set -euo pipefail",
-        "source ~/accelbench-venv/bin/activate",
-        # --idle-exit: a host whose campaign has no job for it stops (and stops billing) after half an hour
-        f"accelbench agent --once --idle-exit 1800 --server {server} --target {target_id} --work-dir {AGENT_WORK_DIR}",
-    ]) + "\n"  # fmt: skip
+    return (
+        "\n".join(
+            [
+                "set -euo pipefail",
+                "source ~/accelbench-venv/bin/activate",
+                # --idle-exit: a host whose campaign has no job for it stops (and stops billing) after half an hour
+                f"accelbench agent --once --idle-exit 1800 --server {server} --target {target_id} --work-dir {AGENT_WORK_DIR}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _run(target_id: str) -> str:
-    return "\n".join([
-        "set -euo pipefail",
-        "source ~/accelbench-venv/bin/activate",
-        f"accelbench run {REMOTE_SPEC} --target {target_id} --out ~/accelbench-out",
-        f"mkdir -p {RESULTS_MOUNT}/{target_id}",
-        f"cp -r ~/accelbench-out/results ~/accelbench-out/report ~/accelbench-out/run.json {RESULTS_MOUNT}/{target_id}/",
-    ]) + "\n"  # fmt: skip
+    return (
+        "\n".join(
+            [
+                "set -euo pipefail",
+                "source ~/accelbench-venv/bin/activate",
+                f"accelbench run {REMOTE_SPEC} --target {target_id} --out ~/accelbench-out",
+                f"mkdir -p {RESULTS_MOUNT}/{target_id}",
+                f"cp -r ~/accelbench-out/results ~/accelbench-out/report ~/accelbench-out/run.json {RESULTS_MOUNT}/{target_id}/",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _default_pip_spec(target: HardwareTarget) -> str:
@@ -93,9 +118,15 @@ def _default_pip_spec(target: HardwareTarget) -> str:
     return f"accelbench[{extras}]=={__version__}" if extras else f"accelbench=={__version__}"
 
 
-def task_for(spec: ExperimentSpec, spec_path: str | os.PathLike, target_id: str, catalog: Catalog,
-             bucket: str | None = None, pip_spec: str | None = None,
-             server: str | None = None) -> dict[str, Any] | str:  # fmt: skip
+def task_for(
+    spec: ExperimentSpec,
+    spec_path: str | os.PathLike,
+    target_id: str,
+    catalog: Catalog,
+    bucket: str | None = None,
+    pip_spec: str | None = None,
+    server: str | None = None,
+) -> dict[str, Any] | str:
     """The SkyPilot task (as a dict) for one target, or the reason there is none."""
     target = catalog.get(target_id)
     resources = _resources(target)
@@ -142,9 +173,16 @@ def _dumper() -> type:
     return Dumper
 
 
-def write_cloud_plan(spec: ExperimentSpec, spec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
-                     bucket: str | None = None, pip_spec: str | None = None, catalog_path: str | None = None,
-                     server: str | None = None) -> list[tuple[Path | None, str | None]]:  # fmt: skip
+def write_cloud_plan(
+    spec: ExperimentSpec,
+    spec_path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    bucket: str | None = None,
+    pip_spec: str | None = None,
+    catalog_path: str | None = None,
+    server: str | None = None,
+) -> list[tuple[Path | None, str | None]]:
     """Write ``<out>/<target>.sky.yaml`` per cloud target; returns (path, None) or (None, why skipped).
 
     With ``server`` the tasks run the campaign agent, and a Kubernetes Job per target is written beside them.
@@ -168,8 +206,10 @@ def write_cloud_plan(spec: ExperimentSpec, spec_path: str | os.PathLike, out_dir
             continue
         path = out / f"{target_id}.sky.yaml"
         secret = f" --secret {TOKEN_ENV}" if server else ""
-        header = (f"# SkyPilot task written by accelbench {__version__} (`accelbench plan cloud`).\n"
-                  f"# Launch: sky launch -c {task['name']}{secret} {path.name}   (then: sky down {task['name']})\n")  # fmt: skip
+        header = (
+            f"# SkyPilot task written by accelbench {__version__} (`accelbench plan cloud`).\n"
+            f"# Launch: sky launch -c {task['name']}{secret} {path.name}   (then: sky down {task['name']})\n"
+        )
         atomic_write_text(path, header + yaml.dump(task, Dumper=_Dumper, sort_keys=False, width=120))
         written.append((path, None))
         if server:

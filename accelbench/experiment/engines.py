@@ -69,8 +69,14 @@ def build_engines(
     for model, engine in recipe_models(spec):
         llm_recipes.check_engine(target, engine)
         for precision in precisions_for(model, target):
-            request = QuantizeRequest(model=model.uri, target=target.id, precision=precision,
-                                      out_dir=work / "variants", catalog_path=catalog_path, engine=engine)  # fmt: skip
+            request = QuantizeRequest(
+                model=model.uri,
+                target=target.id,
+                precision=precision,
+                out_dir=work / "variants",
+                catalog_path=catalog_path,
+                engine=engine,
+            )
             manifest = write(request)
             if manifest.format != "hf-checkpoint":
                 raise BadInputError(f"{model.uri}: engine {engine!r} serves generative models only")

@@ -18,11 +18,18 @@ from accelbench.util import atomic_write_text
 
 # catalog id -> GPU Feature Discovery's product label (NVML names as in the recorded nvidia-smi outputs)
 GPU_PRODUCTS = {
-    "l4": "NVIDIA-L4", "l40s": "NVIDIA-L40S", "t4": "Tesla-T4", "a10g": "NVIDIA-A10G",
-    "a100-sxm4-80gb": "NVIDIA-A100-SXM4-80GB", "a100-sxm4-40gb": "NVIDIA-A100-SXM4-40GB",
-    "a100-pcie-40gb": "NVIDIA-A100-PCIE-40GB", "a100-pcie-80gb": "NVIDIA-A100-80GB-PCIe",
-    "h100-sxm": "NVIDIA-H100-80GB-HBM3", "h100-pcie": "NVIDIA-H100-PCIe", "h200-sxm": "NVIDIA-H200",
-}  # fmt: skip
+    "l4": "NVIDIA-L4",
+    "l40s": "NVIDIA-L40S",
+    "t4": "Tesla-T4",
+    "a10g": "NVIDIA-A10G",
+    "a100-sxm4-80gb": "NVIDIA-A100-SXM4-80GB",
+    "a100-sxm4-40gb": "NVIDIA-A100-SXM4-40GB",
+    "a100-pcie-40gb": "NVIDIA-A100-PCIE-40GB",
+    "a100-pcie-80gb": "NVIDIA-A100-80GB-PCIe",
+    "h100-sxm": "NVIDIA-H100-80GB-HBM3",
+    "h100-pcie": "NVIDIA-H100-PCIe",
+    "h200-sxm": "NVIDIA-H200",
+}
 NEURON_RESOURCE = "aws.amazon.com/neuron"
 GPU_RESOURCE = "nvidia.com/gpu"
 SECRET_NAME = "accelbench-runner"
@@ -46,14 +53,17 @@ def job_manifest(target: HardwareTarget, server: str, image: str = DEFAULT_IMAGE
             target.id,
             "--work-dir",
             "/work",
-        ],  # fmt: skip
+        ],
         "env": [
             {"name": "ACCELBENCH_TOKEN", "valueFrom": {"secretKeyRef": {"name": SECRET_NAME, "key": "token"}}}
-        ],  # fmt: skip
+        ],
         "volumeMounts": [{"name": "work", "mountPath": "/work"}],
     }
-    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
-                           "volumes": [{"name": "work", "emptyDir": {}}]}  # fmt: skip
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": [{"name": "work", "emptyDir": {}}],
+    }
     if target.toolchain == "neuron":
         container["resources"] = {"limits": {NEURON_RESOURCE: 1}}
     elif target.id in GPU_PRODUCTS:
@@ -62,10 +72,12 @@ def job_manifest(target: HardwareTarget, server: str, image: str = DEFAULT_IMAGE
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"generateName": f"accelbench-agent-{_slug(target.id)}-",
-                     "labels": {"app.kubernetes.io/name": "accelbench-agent", "accelbench/target": _slug(target.id)}},
+        "metadata": {
+            "generateName": f"accelbench-agent-{_slug(target.id)}-",
+            "labels": {"app.kubernetes.io/name": "accelbench-agent", "accelbench/target": _slug(target.id)},
+        },
         "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 86400, "template": {"spec": pod}},
-    }  # fmt: skip
+    }
 
 
 def _slug(text: str) -> str:
@@ -79,9 +91,13 @@ def write_job(
     import yaml
 
     path = Path(out) / f"{target.id}.k8s.yaml"
-    header = (f"# Kubernetes Job written by accelbench {__version__} (`accelbench plan cloud --server`).\n"
-              f"# Needs the token Secret: kubectl create secret generic {SECRET_NAME} --from-literal=token=TOKEN\n"
-              f"# Launch: kubectl create -f {path.name}\n")  # fmt: skip
-    atomic_write_text(path, header + yaml.dump(job_manifest(target, server, image), Dumper=dumper, sort_keys=False,
-                                               width=120))  # fmt: skip
+    header = (
+        f"# Kubernetes Job written by accelbench {__version__} (`accelbench plan cloud --server`).\n"
+        f"# Needs the token Secret: kubectl create secret generic {SECRET_NAME} --from-literal=token=TOKEN\n"
+        f"# Launch: kubectl create -f {path.name}\n"
+    )
+    atomic_write_text(
+        path,
+        header + yaml.dump(job_manifest(target, server, image), Dumper=dumper, sort_keys=False, width=120),
+    )
     return path

@@ -161,8 +161,9 @@ def _quantize_all(
     return [v for v in unique.values() if (v.manifest.source.uri, v.manifest.precision) in keep]
 
 
-def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_path: str | None,
-                  progress: Progress) -> list[_Variant]:  # fmt: skip
+def _quantize_one(
+    uri: str, target_id: str, precision: str, out: Path, catalog_path: str | None, progress: Progress
+) -> list[_Variant]:
     reused = _reusable_variants(_stamp(out / "variants", uri, target_id, precision))
     label = f"{uri} {target_id} {precision}"
     if reused is not None:
@@ -172,16 +173,22 @@ def _quantize_one(uri: str, target_id: str, precision: str, out: Path, catalog_p
 
     with progress.step("quantize", label) as notes:
         manifests = quantize(
-            QuantizeRequest(model=uri, target=target_id, precision=precision, out_dir=out / "variants",
-                            catalog_path=catalog_path)
-        )  # fmt: skip
+            QuantizeRequest(
+                model=uri,
+                target=target_id,
+                precision=precision,
+                out_dir=out / "variants",
+                catalog_path=catalog_path,
+            )
+        )
         notes.append(", ".join(f"{m.name} {m.verdict}" for m in manifests))
     record_variants(out / "variants", uri, target_id, precision, manifests)
     return [_Variant(out / "variants" / m.name, m) for m in manifests]
 
 
-def record_variants(variants_dir: Path, uri: str, target_id: str, precision: str,
-                    manifests: list[VariantManifest]) -> None:  # fmt: skip
+def record_variants(
+    variants_dir: Path, uri: str, target_id: str, precision: str, manifests: list[VariantManifest]
+) -> None:
     """Stamp what quantize made in ``variants_dir`` so that a run with ``--out`` its parent reuses it.
 
     `accelbench quantize` stamps its default-recipe variants too: a run over the same card then serves them
@@ -289,9 +296,17 @@ def _finished(path: Path, variant: _Variant, profile: LoadProfile) -> bool:
     return is_complete(path, variant.manifest.manifest_hash, profile)
 
 
-def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Variant], out: Path,
-                    catalog: Catalog, progress: Progress, command: str, sink: StepSink | None = None,
-                    cancel: Cancel | None = None) -> list[Path]:  # fmt: skip
+def _measure_target(
+    spec: ExperimentSpec,
+    target: TargetSpec,
+    variants: list[_Variant],
+    out: Path,
+    catalog: Catalog,
+    progress: Progress,
+    command: str,
+    sink: StepSink | None = None,
+    cancel: Cancel | None = None,
+) -> list[Path]:
     # every (variant, repeat) whose result document is not yet complete; repeat 1 keeps today's file name
     paths, todo = [], []
     for repeat in range(1, spec.load.repeats + 1):
@@ -325,8 +340,19 @@ def _measure_target(spec: ExperimentSpec, target: TargetSpec, variants: list[_Va
             server.start()
             notes.append(server.http_url)
         try:
-            _sweeps(server, todo, out, repo_dir, progress, command, _limits(spec), spec.workload.prompts_file,
-                    sink, cancel, spec.workload.trace_file)  # fmt: skip
+            _sweeps(
+                server,
+                todo,
+                out,
+                repo_dir,
+                progress,
+                command,
+                _limits(spec),
+                spec.workload.prompts_file,
+                sink,
+                cancel,
+                spec.workload.trace_file,
+            )
         finally:
             server.stop()  # also on Ctrl-C: no tritonserver outlives the run
     else:
@@ -369,10 +395,19 @@ def _limits(spec: ExperimentSpec) -> Limits:
     return Limits(judged_percentile=float(spec.slo.percentile), retries=spec.load.retries)
 
 
-def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadProfile]], out: Path,
-            repo_dir: Path | None, progress: Progress, command: str, limits: Limits, prompts: str | None = None,
-            sink: StepSink | None = None, cancel: Cancel | None = None,
-            trace: str | None = None) -> None:  # fmt: skip
+def _sweeps(
+    server: LocalTriton | RemoteTriton,
+    todo: list[tuple[_Variant, LoadProfile]],
+    out: Path,
+    repo_dir: Path | None,
+    progress: Progress,
+    command: str,
+    limits: Limits,
+    prompts: str | None = None,
+    sink: StepSink | None = None,
+    cancel: Cancel | None = None,
+    trace: str | None = None,
+) -> None:
     from accelbench.loadtests.api import measure
     from accelbench.loadtests.sweep import SweepOptions
     from accelbench.models.cards import card_from_dict
@@ -390,32 +425,58 @@ def _sweeps(server: LocalTriton | RemoteTriton, todo: list[tuple[_Variant, LoadP
         run = f" run {profile.repeat}" if profile.repeat > 1 else ""
         with progress.step("load", f"{v.name}{run}") as notes:
             repository_config = config.read_text() if config and config.is_file() else ""
-            options = SweepOptions(out_dir=out / "results", manifest=v.manifest, repository_config=repository_config,
-                                   command=command, limits=limits, on_event=on_event, cancel=cancel)  # fmt: skip
+            options = SweepOptions(
+                out_dir=out / "results",
+                manifest=v.manifest,
+                repository_config=repository_config,
+                command=command,
+                limits=limits,
+                on_event=on_event,
+                cancel=cancel,
+            )
             if profile.workload:  # a generative variant: streamed, token by token (docs/llm.md)
                 doc = _generative_sweep(server, v, name, profile, options, prompts, trace)
             else:
                 doc, _ = measure(
-                    server, model=name, profile=profile, options=options,
+                    server,
+                    model=name,
+                    profile=profile,
+                    options=options,
                     card=card_from_dict(v.manifest.card, f"{v.dir}/manifest.json"),
-                )  # fmt: skip
+                )
             notes.append(f"{len(doc.steps)} steps" + ("" if doc.complete else ", stopped on request"))
         if sink is not None and doc.complete:
             sink.result(_result_path(out, v, profile), doc, v.manifest)
 
 
-def _generative_sweep(server: LocalTriton | RemoteTriton, v: _Variant, name: str, profile: LoadProfile,
-                      options: SweepOptions, prompts: str | None, trace: str | None = None) -> ResultDocument:  # fmt: skip
+def _generative_sweep(
+    server: LocalTriton | RemoteTriton,
+    v: _Variant,
+    name: str,
+    profile: LoadProfile,
+    options: SweepOptions,
+    prompts: str | None,
+    trace: str | None = None,
+) -> ResultDocument:
     from accelbench.loadtests.generative import generative_loadtest
     from accelbench.loadtests.sweep import Server
 
-    where = Server(http_url=server.http_url, grpc_url=server.grpc_url, metrics_url=server.metrics_url,
-                   version=server.server_version or "")  # fmt: skip
+    where = Server(
+        http_url=server.http_url,
+        grpc_url=server.grpc_url,
+        metrics_url=server.metrics_url,
+        version=server.server_version or "",
+    )
     doc, _ = generative_loadtest(
-        url=where.http_url, model=name, profile=profile, options=options, prompts_file=prompts,
-        trace_file=trace, server=where,
+        url=where.http_url,
+        model=name,
+        profile=profile,
+        options=options,
+        prompts_file=prompts,
+        trace_file=trace,
+        server=where,
         context_length=(v.manifest.card.get("generative") or {}).get("context_length"),
-    )  # fmt: skip
+    )
     return doc
 
 
@@ -452,8 +513,14 @@ def _report(
     files = sorted(results_dir.glob("*.json")) if results_dir.is_dir() else []
     if not files:
         raise BadInputError(f"{results_dir}: no result documents to report on (no target was measured)")
-    inputs_hash = sha256_json({"results": {p.name: sha256_file(p) for p in files}, "options": repr(options),
-                               "catalog": repr(sorted(catalog.targets)), "accelbench": __version__})  # fmt: skip
+    inputs_hash = sha256_json(
+        {
+            "results": {p.name: sha256_file(p) for p in files},
+            "options": repr(options),
+            "catalog": repr(sorted(catalog.targets)),
+            "accelbench": __version__,
+        }
+    )
     stamp = out / "report" / ".inputs.sha256"
     if stamp.is_file() and stamp.read_text().strip() == inputs_hash and outcome.report_path.is_file():
         progress.skip("report", str(outcome.report_path), "results and options unchanged")

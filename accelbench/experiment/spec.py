@@ -283,8 +283,11 @@ def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> ExperimentSp
     _one_of("workload.api", _table(data.get("workload"), "workload").get("api", "triton"), SPEC_APIS)
     workload = _profile_table("workload", lambda t: from_table(Workload, t), data)
     if workload.trace is not None and load.profile.kind != "open":
-        raise SpecError("workload.trace", 'a trace is replayed at its timestamps: [load] kind = "open", levels = '
-                        "[its own rate, or another to scale it to]")  # fmt: skip
+        raise SpecError(
+            "workload.trace",
+            'a trace is replayed at its timestamps: [load] kind = "open", levels = '
+            "[its own rate, or another to scale it to]",
+        )
     search = None
     if "search" in data:  # the SLO-capacity search (docs/llm.md): it plans the load levels itself
         search = _profile_table("search", lambda t: from_table(Search, t), data)

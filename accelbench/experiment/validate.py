@@ -302,8 +302,12 @@ def _check_memory(
     }
     ok = need_mb <= limit_mb
     during = f" + model {added_mb:.0f} MB (recorded log)" if recorded else " during the load"
-    verdict.add("memory", ok, f"peak RAM {summary.peak_ram_used_mb:.0f} MB{during} of {summary.ram_total_mb:.0f} MB "
-                f"unified memory ({'within' if ok else 'over'} the {100 * (1 - MEMORY_HEADROOM):.0f} % limit)")  # fmt: skip
+    verdict.add(
+        "memory",
+        ok,
+        f"peak RAM {summary.peak_ram_used_mb:.0f} MB{during} of {summary.ram_total_mb:.0f} MB "
+        f"unified memory ({'within' if ok else 'over'} the {100 * (1 - MEMORY_HEADROOM):.0f} % limit)",
+    )
 
 
 def _record_power(
@@ -328,8 +332,12 @@ def _record_power(
         if sampler.recorded
         else f"{summary.samples} tegrastats samples during the load"
     )
-    verdict.measurements["energy"] = {"mean_power_mw": summary.mean_power_mw, "power_source": summary.power_source,
-                                      "joules_per_inference": joules, "source": where}  # fmt: skip
+    verdict.measurements["energy"] = {
+        "mean_power_mw": summary.mean_power_mw,
+        "power_source": summary.power_source,
+        "joules_per_inference": joules,
+        "source": where,
+    }
     verdict.add(
         "energy",
         None,

@@ -242,9 +242,12 @@ def load_catalog(user_path: str | os.PathLike | None = None) -> Catalog:
     files = (packaged_label, user_label) if user_label else (packaged_label,)
     published, costs = load_published(frozenset(targets))
     return Catalog(
-        targets=MappingProxyType(targets), baseline_id=baseline_id, files=files, published=published,
+        targets=MappingProxyType(targets),
+        baseline_id=baseline_id,
+        files=files,
+        published=published,
         published_costs=costs,
-    )  # fmt: skip
+    )
 
 
 def _read_user_file(path: str) -> str:
@@ -339,9 +342,16 @@ _DEFAULT_INSTANCE_KIND = {"cpu": "KIND_CPU", "inferentia": "KIND_MODEL", "tpu": 
 
 def _build_target(target_id: str, raw: dict[str, Any]) -> HardwareTarget:
     extra_keys = set(schema.TARGET_SCALARS) - {
-        "name", "vendor", "kind", "memory_gb", "memory_bw_gbs", "tdp_w", "toolchain",
-        "compute_capability", "verification",
-    }  # fmt: skip
+        "name",
+        "vendor",
+        "kind",
+        "memory_gb",
+        "memory_bw_gbs",
+        "tdp_w",
+        "toolchain",
+        "compute_capability",
+        "verification",
+    }
     triton_raw = dict(raw.get("triton", {}))
     triton_raw.setdefault("instance_kind", _DEFAULT_INSTANCE_KIND.get(raw["kind"], "KIND_GPU"))
     triton_raw.setdefault("instance_count", 1)

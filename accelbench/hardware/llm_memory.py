@@ -65,8 +65,15 @@ KV_DTYPE_BYTES = {precision: size for precision, (size, _) in KV_DTYPES.items()}
 # a graph's KV cache dtype name -> its precision name
 KV_PRECISION = {name: precision for precision, (_, name) in KV_DTYPES.items()}
 # the precision a target's compute runs at for each weight format (weight-only formats compute in FP16)
-COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "fp8": "fp8", "int8": "int8",
-                     "int4": "fp16", "fp4": "fp4"}  # fmt: skip
+COMPUTE_PRECISION = {
+    "fp32": "fp32",
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "fp8": "fp8",
+    "int8": "int8",
+    "int4": "fp16",
+    "fp4": "fp4",
+}
 
 
 @dataclass(frozen=True)
@@ -145,8 +152,16 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_size: int, kv_dtype: str
     return 2.0 * layers * kv_heads * head_size * KV_DTYPE_BYTES[kv_dtype]
 
 
-_SHAPE_KEYS = ("layers", "hidden_size", "heads", "kv_heads", "head_size", "intermediate_size", "vocab_size",
-               "context_length")  # fmt: skip
+_SHAPE_KEYS = (
+    "layers",
+    "hidden_size",
+    "heads",
+    "kv_heads",
+    "head_size",
+    "intermediate_size",
+    "vocab_size",
+    "context_length",
+)
 
 
 def shape_from_mapping(name: str, raw: Mapping[str, Any], source: str = "") -> ModelShape:
@@ -161,8 +176,9 @@ def shape_from_mapping(name: str, raw: Mapping[str, Any], source: str = "") -> M
                 f"model {name!r}: [generative] {key} must be a positive integer, got {value!r}"
             )
         values[key] = value
-    return ModelShape(name=name, tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
-                      source=source, **values)  # fmt: skip
+    return ModelShape(
+        name=name, tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)), source=source, **values
+    )
 
 
 def load_shape(name_or_path: str) -> ModelShape:
@@ -261,9 +277,19 @@ def fit_bytes(
     kv_seq = kv_bytes_per_token * context
     interconnect = str((getattr(target, "extra", {}) or {}).get("interconnect", ""))
     # a fit that does not fit yet; the outcomes below replace what they find
-    none = Fit(target=target.id, precision=precision, context=context, fits=False, tp=None, sequences=0,
-               weight_bytes=weight_bytes, kv_bytes_per_sequence=kv_seq, usable_bytes_per_accelerator=usable,
-               reason="", interconnect=interconnect)  # fmt: skip
+    none = Fit(
+        target=target.id,
+        precision=precision,
+        context=context,
+        fits=False,
+        tp=None,
+        sequences=0,
+        weight_bytes=weight_bytes,
+        kv_bytes_per_sequence=kv_seq,
+        usable_bytes_per_accelerator=usable,
+        reason="",
+        interconnect=interconnect,
+    )
     why_not = runs_precision(target, precision)
     if why_not:
         return replace(none, reason=f"does not run {precision}: {why_not}")
@@ -274,12 +300,23 @@ def fit_bytes(
         if n >= 1:
             where = "" if tp == 1 else f"; TP {tp} over {interconnect or 'the instance interconnect'}"
             mig = _mig(target, weight_bytes, kv_seq, reserve) if tp == 1 else ()
-            return replace(none, fits=True, tp=tp, sequences=n, mig=mig, reason=f"fits: {n} sequence(s) of "
-                           f"{context} tokens beside {weight_bytes / 1e9:.3g} GB of weights{where}")  # fmt: skip
-    return replace(none, reason=(
-        f"does not fit: weights {weight_bytes / 1e9:.3g} GB + one {context}-token sequence "
-        f"{kv_seq / 1e9:.3g} GB > {limit} × {usable / 1e9:.3g} GB usable ({1 - reserve:.0%} of "
-        f"{accelerator_memory_bytes(target) / 1e9:.3g} GB per accelerator, {limit} per instance)"))  # fmt: skip
+            return replace(
+                none,
+                fits=True,
+                tp=tp,
+                sequences=n,
+                mig=mig,
+                reason=f"fits: {n} sequence(s) of "
+                f"{context} tokens beside {weight_bytes / 1e9:.3g} GB of weights{where}",
+            )
+    return replace(
+        none,
+        reason=(
+            f"does not fit: weights {weight_bytes / 1e9:.3g} GB + one {context}-token sequence "
+            f"{kv_seq / 1e9:.3g} GB > {limit} × {usable / 1e9:.3g} GB usable ({1 - reserve:.0%} of "
+            f"{accelerator_memory_bytes(target) / 1e9:.3g} GB per accelerator, {limit} per instance)"
+        ),
+    )
 
 
 def _mig(target: HardwareTarget, weight_bytes: float, kv_seq: float, reserve: float) -> tuple[MigFit, ...]:
@@ -304,5 +341,12 @@ def fit_on(
     """Does ``shape`` fit ``target`` at ``precision`` weights and ``context`` tokens per sequence?"""
     if context > shape.context_length:
         raise BadInputError(f"context {context} exceeds {shape.name}'s context length {shape.context_length}")
-    return fit_bytes(target, precision, shape.weight_bytes(precision), shape.kv_bytes_per_token(kv_dtype),
-                     shape.kv_heads, context, reserve)  # fmt: skip
+    return fit_bytes(
+        target,
+        precision,
+        shape.weight_bytes(precision),
+        shape.kv_bytes_per_token(kv_dtype),
+        shape.kv_heads,
+        context,
+        reserve,
+    )

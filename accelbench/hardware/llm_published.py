@@ -65,8 +65,9 @@ class LlmPoint:
         return f"{self.target} {self.model} {self.precision} {self.isl}/{self.osl} {b}"
 
 
-def load_llm_points(target_ids: frozenset[str], text: str | None = None,
-                    label: str = "published_results.toml (packaged)") -> tuple[LlmPoint, ...]:  # fmt: skip
+def load_llm_points(
+    target_ids: frozenset[str], text: str | None = None, label: str = "published_results.toml (packaged)"
+) -> tuple[LlmPoint, ...]:
     """The validated ``[[llm_points]]`` (every point sourced and dated, its target known)."""
     if text is None:
         return _packaged(target_ids)

@@ -52,8 +52,14 @@ class LlmCost:
     @classmethod
     def of(cls, shape: ModelShape, precision: str, kv_dtype: str = "fp16") -> LlmCost:
         lookup_only = 0.0 if shape.tie_word_embeddings else 2.0 * shape.embedding_params
-        return cls(float(shape.matmul_params), shape.weight_bytes(precision) - lookup_only,
-                   shape.kv_bytes_per_token(kv_dtype), shape.layers, shape.heads, shape.head_size)  # fmt: skip
+        return cls(
+            float(shape.matmul_params),
+            shape.weight_bytes(precision) - lookup_only,
+            shape.kv_bytes_per_token(kv_dtype),
+            shape.layers,
+            shape.heads,
+            shape.head_size,
+        )
 
     def token_flops(self, context: float) -> float:
         return token_flops(self.matmul_params, self.layers, self.heads, self.head_size, context)

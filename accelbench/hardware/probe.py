@@ -22,9 +22,22 @@ from accelbench.hardware import jetson, neuron, nvml
 # Distributions whose versions matter for a result (looked up by metadata, never imported: torch and
 # tensorrt take seconds to import and may not even load without a GPU).
 PACKAGES = (
-    "accelbench", "onnx", "onnxruntime", "onnxruntime-gpu", "tritonclient", "nvidia-pytriton", "locust",
-    "numpy", "tensorrt", "torch", "optimum", "transformers", "nvidia-ml-py", "jetson-stats", "torch-neuronx",
-)  # fmt: skip
+    "accelbench",
+    "onnx",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "tritonclient",
+    "nvidia-pytriton",
+    "locust",
+    "numpy",
+    "tensorrt",
+    "torch",
+    "optimum",
+    "transformers",
+    "nvidia-ml-py",
+    "jetson-stats",
+    "torch-neuronx",
+)
 COMMAND_TIMEOUT_S = 10.0
 CPU_CATALOG_ID = "cpu-local"
 
@@ -92,8 +105,12 @@ def _cpu(cpuinfo_path: str) -> dict[str, Any]:
         physical = psutil.cpu_count(logical=False)
     except ImportError:
         pass
-    return {"model": model, "architecture": platform.machine(), "cores_physical": physical,
-            "cores_logical": os.cpu_count()}  # fmt: skip
+    return {
+        "model": model,
+        "architecture": platform.machine(),
+        "cores_physical": physical,
+        "cores_logical": os.cpu_count(),
+    }
 
 
 def _memory_total_bytes() -> int | None:
@@ -111,8 +128,12 @@ def _os(os_release_path: str) -> dict[str, Any]:
                 pretty = line.split("=", 1)[1].strip().strip('"')
     except OSError:
         pass
-    return {"system": platform.system(), "release": platform.release(), "distribution": pretty,
-            "platform": platform.platform()}  # fmt: skip
+    return {
+        "system": platform.system(),
+        "release": platform.release(),
+        "distribution": pretty,
+        "platform": platform.platform(),
+    }
 
 
 def run_command(cmd: Sequence[str]) -> tuple[bool, str]:

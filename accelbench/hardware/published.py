@@ -69,8 +69,10 @@ def _load(target_ids: frozenset[str], text: str, label: str):
     points = tuple(
         PublishedPoint(**{**p, "throughput_ips": float(p["throughput_ips"])}) for p in raw["points"]
     )
-    costs = MappingProxyType({
-        name: MappingProxyType({prec: MappingProxyType(dict(c)) for prec, c in by_prec.items()})
-        for name, by_prec in raw.get("models", {}).items()
-    })  # fmt: skip
+    costs = MappingProxyType(
+        {
+            name: MappingProxyType({prec: MappingProxyType(dict(c)) for prec, c in by_prec.items()})
+            for name, by_prec in raw.get("models", {}).items()
+        }
+    )
     return points, costs

@@ -81,8 +81,14 @@ def _payloads(
             return payloads
         # max_batch_size 0: Triton takes a scalar as dims [1] (config.pbtxt reshapes it to the graph's [])
         return [{k: v.reshape(1) if v.ndim == 0 else v for k, v in p.items()} for p in payloads]
-    return make_payloads(served(), profile.batch_size, PAYLOAD_COUNT, profile.seed,
-                         profile.input_data or "random", parse_shapes(profile.shapes))  # fmt: skip
+    return make_payloads(
+        served(),
+        profile.batch_size,
+        PAYLOAD_COUNT,
+        profile.seed,
+        profile.input_data or "random",
+        parse_shapes(profile.shapes),
+    )
 
 
 def loadtest(
@@ -123,9 +129,16 @@ def loadtest(
     _check_where(manifest, target, precision)
     card = model_card(manifest, card_uri)
     options = SweepOptions(
-        out_dir=out_dir, manifest=manifest, repository_config=_repository_config(repo, model), command=command,
-        limits=limits, on_event=on_event, master_bind=master_bind, target=target, precision=precision,
-    )  # fmt: skip
+        out_dir=out_dir,
+        manifest=manifest,
+        repository_config=_repository_config(repo, model),
+        command=command,
+        limits=limits,
+        on_event=on_event,
+        master_bind=master_bind,
+        target=target,
+        precision=precision,
+    )
     with server_cm as triton:
         triton.check_model(model, manifest)  # a served config that differs from the variant stops here
         if not TritonHttp(triton.http_url).model_ready(model):
@@ -133,8 +146,13 @@ def loadtest(
         for repeat in range(1, repeats + 1):
             if on_event is not None and repeats > 1:
                 on_event(RepeatStarted(repeat, repeats))
-            found = measure(triton, model=model, profile=dataclasses.replace(profile, repeat=repeat),
-                            options=options, card=card)  # fmt: skip
+            found = measure(
+                triton,
+                model=model,
+                profile=dataclasses.replace(profile, repeat=repeat),
+                options=options,
+                card=card,
+            )
         return found
 
 

@@ -34,8 +34,11 @@ def start_runner(args: Sequence[str], log: IO[str], steps_on_stdin: bool = False
     return start_group(
         [sys.executable, "-m", "accelbench.loadtests.runner", *args],
         stdin=subprocess.PIPE if steps_on_stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=log, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env=env,
+    )
 
 
 def send_steps(child: subprocess.Popen[str], steps: list[StepPlan]) -> None:

@@ -109,9 +109,11 @@ class GrpcClient:
 
         self.channel = grpc.insecure_channel(
             target,
-            options=[("grpc.max_send_message_length", _MAX_GRPC_MESSAGE),
-                     ("grpc.max_receive_message_length", _MAX_GRPC_MESSAGE)],
-        )  # fmt: skip
+            options=[
+                ("grpc.max_send_message_length", _MAX_GRPC_MESSAGE),
+                ("grpc.max_receive_message_length", _MAX_GRPC_MESSAGE),
+            ],
+        )
         # no serializers: the request is already bytes and the answer stays bytes
         self.call = self.channel.unary_unary(GRPC_INFER_METHOD)
         self.timeout_s = timeout_s

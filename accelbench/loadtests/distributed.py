@@ -67,8 +67,12 @@ def check_reachable_target(bind: MasterBind, target_url: str) -> None:
         )
 
 
-def run_workers(master: str, processes: int, connect_timeout_s: float,
-                on_event: Callable[[WorkerEvent], None] | None = None) -> list[Event | None]:  # fmt: skip
+def run_workers(
+    master: str,
+    processes: int,
+    connect_timeout_s: float,
+    on_event: Callable[[WorkerEvent], None] | None = None,
+) -> list[Event | None]:
     """Run ``processes`` worker processes for the master at ``master`` until it ends the run.
 
     Returns each process's last event; raises MeasurementError (one line) if one could not take part."""

@@ -196,9 +196,16 @@ class LoadDone:
 
 # what a Locust child writes on its stdout (``to_wire``), and every event a caller may see
 WireEvent = (
-    StepProgress | StepMeasured | WorkersWaiting | WorkersJoined | WorkerConnected | WorkerConfigured
-    | LoadFailed | StepsDone | LoadDone
-)  # fmt: skip
+    StepProgress
+    | StepMeasured
+    | WorkersWaiting
+    | WorkersJoined
+    | WorkerConnected
+    | WorkerConfigured
+    | LoadFailed
+    | StepsDone
+    | LoadDone
+)
 Event = WireEvent | StepFinished | RepeatStarted | LoadTimedOut
 
 
@@ -222,7 +229,7 @@ _WIRE: dict[str, type[WireEvent]] = {
         LoadFailed,
         StepsDone,
         LoadDone,
-    )  # fmt: skip
+    )
 }
 
 

@@ -104,8 +104,9 @@ class GenerativeAgent(users.Agent[Any]):
     def check(self, answer: Any) -> BaseException | None:
         return None  # a streamed answer is checked while it is read (events, tokens), see issue
 
-    def issue(self, client: Any, request: GenRequest | Conversation,
-              start_ns: int | None = None) -> BaseException | None:  # fmt: skip
+    def issue(
+        self, client: Any, request: GenRequest | Conversation, start_ns: int | None = None
+    ) -> BaseException | None:
         """One streamed request (or a whole conversation, turn after turn); latencies count from
         ``start_ns`` (open loop: the intended send time)."""
         if isinstance(request, Conversation):
@@ -124,8 +125,14 @@ class GenerativeAgent(users.Agent[Any]):
             if k and (not self.running.is_set() or self.epoch != epoch):
                 break
             history.append({"role": "user", "content": question})
-            raw = streams.build_request(w.api, self.config.url, self.config.model,
-                                        {"text": question, "osl": conv.osl}, w.ignore_eos, history)  # fmt: skip
+            raw = streams.build_request(
+                w.api,
+                self.config.url,
+                self.config.model,
+                {"text": question, "osl": conv.osl},
+                w.ignore_eos,
+                history,
+            )
             exc, answer = self.one(client, (raw, conv.isl, conv.osl), start_ns if k == 0 else None)
             if exc is not None or answer is None:
                 break
@@ -143,8 +150,9 @@ class GenerativeAgent(users.Agent[Any]):
         fraction = float(self.workload.cancel_fraction or 1.0)
         return after / 1000 if int(self.sent * fraction) > int((self.sent - 1) * fraction) else None
 
-    def one(self, client: Any, request: GenRequest,
-            start_ns: int | None = None) -> tuple[BaseException | None, StreamAnswer | None]:  # fmt: skip
+    def one(
+        self, client: Any, request: GenRequest, start_ns: int | None = None
+    ) -> tuple[BaseException | None, StreamAnswer | None]:
         epoch, counted = self.epoch, self.measuring
         raw, isl, osl = request
         cancel_s = self._cancel_s()
@@ -177,14 +185,29 @@ class GenerativeAgent(users.Agent[Any]):
                     answer, self.workload.tokenizer or DEFAULT_TOKENIZER
                 )
                 n_in = answer.input_tokens or (answer.usage or {}).get("prompt_tokens") or isl
-                self.record.add(start_ns, answer.times_ns, counts, total, end_ns, int(n_in), isl, osl, mismatch,
-                                genstats.extra(answer, counts, source))  # fmt: skip
+                self.record.add(
+                    start_ns,
+                    answer.times_ns,
+                    counts,
+                    total,
+                    end_ns,
+                    int(n_in),
+                    isl,
+                    osl,
+                    mismatch,
+                    genstats.extra(answer, counts, source),
+                )
         if self.environment is not None:
             users.fire_request(
-                self.environment, request_type=f"llm-{self.workload.api}", name=self.config.model,
-                response_time=e2e_us / 1000.0, response_length=len(answer.times_ns) if answer else 0,
-                response=None, context={}, exception=exc,
-            )  # fmt: skip
+                self.environment,
+                request_type=f"llm-{self.workload.api}",
+                name=self.config.model,
+                response_time=e2e_us / 1000.0,
+                response_length=len(answer.times_ns) if answer else 0,
+                response=None,
+                context={},
+                exception=exc,
+            )
         return exc, answer
 
     def pause(self, timeout_s: float) -> users.Totals:

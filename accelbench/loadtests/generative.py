@@ -110,8 +110,7 @@ def preflight(
 
 
 def _refuses_ignore_eos(err: BaseException | None) -> bool:
-    return (isinstance(err, ServerAnswer) and err.status_code in (400, 422)
-            and "ignore_eos" in str(err))  # fmt: skip
+    return isinstance(err, ServerAnswer) and err.status_code in (400, 422) and "ignore_eos" in str(err)
 
 
 def _preflight(
@@ -188,9 +187,14 @@ def generative_loadtest(
     server = server or sweep.Server(http_url=url)
     manifest = options.manifest
     return sweep.run_sweep(
-        server=server, model=model, variant=manifest.name if manifest else file_safe(model),
-        payloads=workloads.as_payloads(prompts), expected_outputs=[], profile=profile, options=options,
-    )  # fmt: skip
+        server=server,
+        model=model,
+        variant=manifest.name if manifest else file_safe(model),
+        payloads=workloads.as_payloads(prompts),
+        expected_outputs=[],
+        profile=profile,
+        options=options,
+    )
 
 
 def file_safe(name: str) -> str:
@@ -248,22 +252,33 @@ def run(
     streaming = profile.streaming(workload, variant_tokenizer(folder, spec.tokenizer if spec else None))
     context = spec.context_length if spec else None
     options = sweep.SweepOptions(
-        out_dir=out_dir, manifest=manifest, command=command, limits=limits, on_event=on_event,
-        master_bind=master_bind, target=target, precision=precision, cancel=cancel,
-    )  # fmt: skip
+        out_dir=out_dir,
+        manifest=manifest,
+        command=command,
+        limits=limits,
+        on_event=on_event,
+        master_bind=master_bind,
+        target=target,
+        precision=precision,
+        cancel=cancel,
+    )
 
     def sweep_all(
         server: sweep.Server | None, target_url: str, repository_config: str = ""
     ) -> tuple[ResultDocument, Path]:
         found = [
             generative_loadtest(
-                url=target_url, model=model, profile=dataclasses.replace(streaming, repeat=repeat),
+                url=target_url,
+                model=model,
+                profile=dataclasses.replace(streaming, repeat=repeat),
                 options=dataclasses.replace(options, repository_config=repository_config),
-                prompts_file=workload.prompts_file, trace_file=workload.trace_file, server=server,
+                prompts_file=workload.prompts_file,
+                trace_file=workload.trace_file,
+                server=server,
                 context_length=context,
             )
             for repeat in range(1, repeats + 1)
-        ]  # fmt: skip
+        ]
         return found[-1]
 
     if api.startswith("openai"):
@@ -271,8 +286,12 @@ def run(
             raise BadInputError(f"--api {api} measures an engine at --url")
         return sweep_all(None, url.rstrip("/"))
     with triton_server(repo, url, grpc_url, tritonserver, server_log) as triton:
-        server = sweep.Server(http_url=triton.http_url, grpc_url=triton.grpc_url, metrics_url=triton.metrics_url,
-                              version=triton.server_version or "")  # fmt: skip
+        server = sweep.Server(
+            http_url=triton.http_url,
+            grpc_url=triton.grpc_url,
+            metrics_url=triton.metrics_url,
+            version=triton.server_version or "",
+        )
         if not TritonHttp(triton.http_url).model_ready(model):
             raise ServerError(f"model {model!r} is not loaded on {triton.http_url}")
         if triton_generative(triton.http_url, model) is None:

@@ -26,8 +26,21 @@ from accelbench.loadtests import statistics as st
 from accelbench.loadtests.streams import TOKEN_SOURCES, StreamAnswer
 
 # per-request columns, in completion order (µs; token counts)
-COLUMNS = ("done_us", "ttft_us", "e2e_us", "out_tokens", "in_tokens", "isl", "osl", "gaps", "ttfo_us", "ttst_us",
-           "reasoning_tokens", "cached_tokens", "count_source")  # fmt: skip
+COLUMNS = (
+    "done_us",
+    "ttft_us",
+    "e2e_us",
+    "out_tokens",
+    "in_tokens",
+    "isl",
+    "osl",
+    "gaps",
+    "ttfo_us",
+    "ttst_us",
+    "reasoning_tokens",
+    "cached_tokens",
+    "count_source",
+)
 # ttfo_us -1: no output token (all reasoning); ttst_us -1: one event; cached_tokens -1: not sent;
 # count_source: the index in streams.TOKEN_SOURCES of where the output count came from
 METRICS = ("ttft_us", "itl_us", "tpot_us", "e2e_us")
@@ -66,8 +79,12 @@ def extra(answer: StreamAnswer, counts: list[int], source: str) -> Extra:
             reasoning += counts[i]
         elif first_output is None:
             first_output = answer.times_ns[i]
-    return Extra(first_output_ns=first_output, reasoning=reasoning, cached=answer.cached_tokens,
-                 source=TOKEN_SOURCES.index(source))  # fmt: skip
+    return Extra(
+        first_output_ns=first_output,
+        reasoning=reasoning,
+        cached=answer.cached_tokens,
+        source=TOKEN_SOURCES.index(source),
+    )
 
 
 class Record:
@@ -81,8 +98,19 @@ class Record:
         self.cancelled = 0  # requests cancelled on purpose (workload cancel_after_ms)
         self.t0_ns = time.perf_counter_ns()
 
-    def add(self, start_ns: int, times_ns: list[int], counts: list[int], total: int, end_ns: int,
-            n_in: int, isl: int, osl: int, mismatch: bool, extra: Extra | None = None) -> None:  # fmt: skip
+    def add(
+        self,
+        start_ns: int,
+        times_ns: list[int],
+        counts: list[int],
+        total: int,
+        end_ns: int,
+        n_in: int,
+        isl: int,
+        osl: int,
+        mismatch: bool,
+        extra: Extra | None = None,
+    ) -> None:
         ttft = (times_ns[0] - start_ns) // 1000
         x = extra or Extra()
         first_out = (
@@ -121,9 +149,14 @@ class Record:
             histogram.record_us(h["itl_us"], gap)
 
     def encode(self, workload: dict[str, Any]) -> dict[str, Any]:
-        return {"columns": {k: _pack(v) for k, v in self.cols.items()}, "itl": _pack(self.itl),
-                "histograms": {m: histogram.encode(h) for m, h in self.hists.items()},
-                "usage_mismatches": self.mismatches, "cancelled": self.cancelled, "workload": workload}  # fmt: skip
+        return {
+            "columns": {k: _pack(v) for k, v in self.cols.items()},
+            "itl": _pack(self.itl),
+            "histograms": {m: histogram.encode(h) for m, h in self.hists.items()},
+            "usage_mismatches": self.mismatches,
+            "cancelled": self.cancelled,
+            "workload": workload,
+        }
 
 
 def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -168,8 +201,13 @@ def _latency(x: np.ndarray) -> tuple[dict[str, Any], dict[str, Interval]]:
 
 
 def _counts(values: np.ndarray, asked: np.ndarray) -> dict[str, Any]:
-    return {"total": int(values.sum()), "mean": round(float(values.mean()), 2), "min": int(values.min()),
-            "max": int(values.max()), "asked": round(float(asked.mean()), 2)}  # fmt: skip
+    return {
+        "total": int(values.sum()),
+        "mean": round(float(values.mean()), 2),
+        "min": int(values.min()),
+        "max": int(values.max()),
+        "asked": round(float(asked.mean()), 2),
+    }
 
 
 def _goodput(
@@ -185,8 +223,13 @@ def _goodput(
     if slo_tpot is not None:
         ok &= np.isnan(tpot) | (tpot <= slo_tpot * 1000)
     good = int(ok.sum())
-    return {"ttft_ms": slo_ttft, "tpot_ms": slo_tpot, "requests": good,
-            "fraction": round(good / len(ok), 4) if len(ok) else None, "rps": round(good / span_s, 3)}  # fmt: skip
+    return {
+        "ttft_ms": slo_ttft,
+        "tpot_ms": slo_tpot,
+        "requests": good,
+        "fraction": round(good / len(ok), 4) if len(ok) else None,
+        "rps": round(good / span_s, 3),
+    }
 
 
 def _reasoning_and_cache(kept: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -199,30 +242,47 @@ def _reasoning_and_cache(kept: dict[str, np.ndarray]) -> dict[str, Any]:
         x = kept[metric]
         out[metric] = _latency(x[x >= 0].astype(float))[0] or None
     reasoning = kept["reasoning_tokens"]
-    out["reasoning_tokens"] = {"total": int(reasoning.sum()), "mean": round(float(reasoning.mean()), 2),
-                               "requests": int((reasoning > 0).sum())}  # fmt: skip
+    out["reasoning_tokens"] = {
+        "total": int(reasoning.sum()),
+        "mean": round(float(reasoning.mean()), 2),
+        "requests": int((reasoning > 0).sum()),
+    }
     cached = kept["cached_tokens"]
     sent = cached >= 0
     if sent.any():
         prompt = int(kept["in_tokens"][sent].sum())
-        out["cached_tokens"] = {"total": int(cached[sent].sum()), "requests": int(sent.sum()),
-                                "fraction": round(float(cached[sent].sum()) / prompt, 4) if prompt else None}  # fmt: skip
+        out["cached_tokens"] = {
+            "total": int(cached[sent].sum()),
+            "requests": int(sent.sum()),
+            "fraction": round(float(cached[sent].sum()) / prompt, 4) if prompt else None,
+        }
     sources = np.bincount(kept["count_source"], minlength=len(TOKEN_SOURCES))
     out["output_token_sources"] = {TOKEN_SOURCES[i]: int(n) for i, n in enumerate(sources) if n}
     return out
 
 
-def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s: float, failed: int,
-         sample_floor: int, ci_batches: int = 10) -> tuple[dict[str, Any], list[str], list[str]]:  # fmt: skip
+def step(
+    gen: dict[str, Any],
+    offered: dict[str, Any],
+    duration_s: float,
+    cpu_s: float,
+    failed: int,
+    sample_floor: int,
+    ci_batches: int = 10,
+) -> tuple[dict[str, Any], list[str], list[str]]:
     """The step's ``generative`` block, its INVALID reasons (short outputs) and LOW-PRECISION reasons (too
     few requests or gaps after the warm-up cut). The warm-up cut is MSER-5 on e2e in completion order, as
     the classic statistics cut the same requests."""
     cols = {k: _unpack(v) for k, v in gen["columns"].items()}
     workload = gen.get("workload") or {}
     n_all = len(cols["done_us"])
-    out: dict[str, Any] = {"requests": 0, "failed": failed, "histograms": gen.get("histograms"),
-                           "sample_floors": dict.fromkeys(METRICS, sample_floor),
-                           "usage_mismatches": gen.get("usage_mismatches", 0)}  # fmt: skip
+    out: dict[str, Any] = {
+        "requests": 0,
+        "failed": failed,
+        "histograms": gen.get("histograms"),
+        "sample_floors": dict.fromkeys(METRICS, sample_floor),
+        "usage_mismatches": gen.get("usage_mismatches", 0),
+    }
     if workload.get("cancel_after_ms") is not None:
         out["cancelled"] = int(gen.get("cancelled", 0))
     total_tokens = int(cols["out_tokens"].sum()) if n_all else 0
@@ -245,8 +305,12 @@ def step(gen: dict[str, Any], offered: dict[str, Any], duration_s: float, cpu_s:
     out["truncated_requests"] = cut
     out["gaps"] = len(itl)
     intervals = {}
-    for metric, x in (("ttft_us", ttft), ("itl_us", itl.astype(float)), ("tpot_us", tpot[~np.isnan(tpot)]),
-                      ("e2e_us", e2e)):  # fmt: skip
+    for metric, x in (
+        ("ttft_us", ttft),
+        ("itl_us", itl.astype(float)),
+        ("tpot_us", tpot[~np.isnan(tpot)]),
+        ("e2e_us", e2e),
+    ):
         out[metric], intervals[metric] = _latency(x)
     out["intervals"] = intervals
     out.update(_reasoning_and_cache(kept))

@@ -82,10 +82,18 @@ def _agent(environment: Environment, opts: argparse.Namespace) -> users.Agent[by
     from accelbench.models.inputs import make_inputs
 
     card = load_card(opts.triton_card)
-    profile = LoadProfile(kind="closed", levels=(1,), protocol=opts.triton_protocol, batch_size=opts.triton_batch,
-                          timeout_s=30.0, max_in_flight=1, seed=opts.triton_seed)  # fmt: skip
-    cfg = LoadConfig(profile, opts.triton_model, environment.host or opts.host,
-                     tuple(o.to_dict() for o in card.outputs))  # fmt: skip
+    profile = LoadProfile(
+        kind="closed",
+        levels=(1,),
+        protocol=opts.triton_protocol,
+        batch_size=opts.triton_batch,
+        timeout_s=30.0,
+        max_in_flight=1,
+        seed=opts.triton_seed,
+    )
+    cfg = LoadConfig(
+        profile, opts.triton_model, environment.host or opts.host, tuple(o.to_dict() for o in card.outputs)
+    )
     payloads = make_inputs(card, profile.batch_size, 64, profile.seed)
     pool = users.RequestPool(profile.protocol, payloads, [o.name for o in card.outputs], cfg.model, cfg.url)
     agent = users.Agent(cfg, pool, free_running=True)
@@ -97,8 +105,15 @@ def _generative_agent(environment: Environment, opts: argparse.Namespace) -> use
     from accelbench.loadtests import genagent, workloads
 
     workload = Workload(api=opts.llm_api, isl=opts.llm_isl, osl=opts.llm_osl, tokenizer=opts.llm_tokenizer)
-    profile = LoadProfile(kind="closed", levels=(1,), protocol="grpc" if workload.api == "triton-grpc" else "http",
-                          timeout_s=120.0, max_in_flight=1, seed=opts.triton_seed, workload=workload)  # fmt: skip
+    profile = LoadProfile(
+        kind="closed",
+        levels=(1,),
+        protocol="grpc" if workload.api == "triton-grpc" else "http",
+        timeout_s=120.0,
+        max_in_flight=1,
+        seed=opts.triton_seed,
+        workload=workload,
+    )
     cfg = LoadConfig(profile, opts.triton_model, environment.host or opts.host)
     payloads = workloads.as_payloads(workloads.synthetic_prompts(workload, seed=opts.triton_seed))
     agent = genagent.GenerativeAgent(cfg, genagent.GenRequestPool(cfg, payloads), free_running=True)
@@ -137,14 +152,18 @@ class _Merged:
             encoded.append(histogram.encode(self.agent.hist))
         merged = histogram.merge(encoded)
         summary = histogram.summary_us(merged)
-        print(f"accelbench exact latency (µs, {merged.get_total_count()} successful requests): " +
-              "  ".join(f"{k} {v}" for k, v in summary.items()))  # fmt: skip
+        print(
+            f"accelbench exact latency (µs, {merged.get_total_count()} successful requests): "
+            + "  ".join(f"{k} {v}" for k, v in summary.items())
+        )
         parts = [*self.tokens.values(), self.own_tokens()]
         for metric in ("ttft_us", "itl_us", "tpot_us", "e2e_us"):
             hist = histogram.merge(p.get(metric) for p in parts)
             if hist.get_total_count():
-                print(f"accelbench {metric[:-3].upper()} (µs, {hist.get_total_count()} samples): " +
-                      "  ".join(f"{k} {v}" for k, v in histogram.summary_us(hist).items()))  # fmt: skip
+                print(
+                    f"accelbench {metric[:-3].upper()} (µs, {hist.get_total_count()} samples): "
+                    + "  ".join(f"{k} {v}" for k, v in histogram.summary_us(hist).items())
+                )
 
 
 class TritonUser(users.ClosedLoopUser):

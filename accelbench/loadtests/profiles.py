@@ -84,55 +84,120 @@ class Workload:
     ``--random-range-ratio``); 1 = exactly ``isl``. ``prompts`` is given as a path (or ``synthetic``) and
     recorded by ``recorded`` as the file's name with its sha256."""
 
-    api: str = knob("triton", "Generative model: triton (HTTP generate_stream), triton-grpc "
-                    "(ModelStreamInfer), openai (= openai-chat), openai-completions. Default for a streaming "
-                    "Triton model: triton.", flag="--api", choices=API_CHOICES)  # fmt: skip
-    isl: int = knob(128, "Prompt length in tokens (synthetic prompts; default 128).", flag="--isl",
-                    check=whole(1, " of tokens"))  # fmt: skip
-    osl: int = knob(64, "Output length asked (max_tokens; default 64).", flag="--osl",
-                    check=whole(1, " of tokens"))  # fmt: skip
-    isl_range: float = knob(1.0, "Prompt lengths uniform in [r*ISL, ISL] (default 1).", flag="--isl-range",
-                            check=_fraction)  # fmt: skip
-    osl_range: float = knob(1.0, "Output lengths uniform in [r*OSL, OSL] (default 1).", flag="--osl-range",
-                            check=_fraction)  # fmt: skip
-    ignore_eos: bool = knob(True, "Ask for exactly the output length (--no-ignore-eos: let the model stop "
-                            "at its end token).", flag="--ignore-eos/--no-ignore-eos", check=_flag)  # fmt: skip
-    prompts: str = knob(SYNTHETIC, "Prompts file: JSONL {prompt, output_tokens} per line, or a ShareGPT JSON "
-                        "file (recorded as its name and sha256).", flag="--prompts", check=_path, path=True)  # fmt: skip
+    api: str = knob(
+        "triton",
+        "Generative model: triton (HTTP generate_stream), triton-grpc "
+        "(ModelStreamInfer), openai (= openai-chat), openai-completions. Default for a streaming "
+        "Triton model: triton.",
+        flag="--api",
+        choices=API_CHOICES,
+    )
+    isl: int = knob(
+        128,
+        "Prompt length in tokens (synthetic prompts; default 128).",
+        flag="--isl",
+        check=whole(1, " of tokens"),
+    )
+    osl: int = knob(
+        64, "Output length asked (max_tokens; default 64).", flag="--osl", check=whole(1, " of tokens")
+    )
+    isl_range: float = knob(
+        1.0, "Prompt lengths uniform in [r*ISL, ISL] (default 1).", flag="--isl-range", check=_fraction
+    )
+    osl_range: float = knob(
+        1.0, "Output lengths uniform in [r*OSL, OSL] (default 1).", flag="--osl-range", check=_fraction
+    )
+    ignore_eos: bool = knob(
+        True,
+        "Ask for exactly the output length (--no-ignore-eos: let the model stop at its end token).",
+        flag="--ignore-eos/--no-ignore-eos",
+        check=_flag,
+    )
+    prompts: str = knob(
+        SYNTHETIC,
+        "Prompts file: JSONL {prompt, output_tokens} per line, or a ShareGPT JSON "
+        "file (recorded as its name and sha256).",
+        flag="--prompts",
+        check=_path,
+        path=True,
+    )
     prompts_sha256: str | None = knob(None, "sha256 of the prompts file", spec=False)
     ignore_eos_refused: bool | None = knob(None, "the engine refused ignore_eos; it was dropped", spec=False)
-    tokenizer: str | None = knob(None, "Tokenizer folder (tokenizer.json) counting tokens (default: the "
-                                 "model's: its variant's tokenizer/ copy, else its card's (--card, else the "
-                                 "manifest's); else builtin:minilm-wordpiece).", flag="--tokenizer", check=_path)  # fmt: skip
+    tokenizer: str | None = knob(
+        None,
+        "Tokenizer folder (tokenizer.json) counting tokens (default: the "
+        "model's: its variant's tokenizer/ copy, else its card's (--card, else the "
+        "manifest's); else builtin:minilm-wordpiece).",
+        flag="--tokenizer",
+        check=_path,
+    )
     # the step's p99 objectives, one name everywhere: a spec's [slo] ttft_p99_ms / tpot_p99_ms, the report's
     # --slo-ttft-p99-ms / --slo-tpot-p99-ms; goodput counts the requests whose own TTFT / TPOT is within them
-    slo_ttft_p99_ms: float | None = knob(None, "A step's TTFT p99 objective (ms); goodput counts the requests "
-                                         "whose own TTFT is within it.",
-                                         flag="--slo-ttft-p99-ms", spec=False, check=optional(number()))  # fmt: skip
-    slo_tpot_p99_ms: float | None = knob(None, "A step's TPOT p99 objective (ms); goodput counts the requests "
-                                         "whose own TPOT is within it.",
-                                         flag="--slo-tpot-p99-ms", spec=False, check=optional(number()))  # fmt: skip
+    slo_ttft_p99_ms: float | None = knob(
+        None,
+        "A step's TTFT p99 objective (ms); goodput counts the requests whose own TTFT is within it.",
+        flag="--slo-ttft-p99-ms",
+        spec=False,
+        check=optional(number()),
+    )
+    slo_tpot_p99_ms: float | None = knob(
+        None,
+        "A step's TPOT p99 objective (ms); goodput counts the requests whose own TPOT is within it.",
+        flag="--slo-tpot-p99-ms",
+        spec=False,
+        check=optional(number()),
+    )
     # the traffic teams run (docs/llm.md "Workloads"); each at its default is left out of the document
-    prefix_tokens: int = knob(0, "Shared prefix: the first N tokens of every prompt are its group's system "
-                              "prompt (the rest is its own).", flag="--prefix-tokens", check=whole(0))  # fmt: skip
-    prefix_groups: int = knob(1, "Shared prefix: distinct prefixes, used in turn (default 1).",
-                              flag="--prefix-groups", check=whole(1))  # fmt: skip
-    turns: int = knob(1, "Multi-turn: turns per conversation; each turn re-sends the history (its "
-                      "questions and the answers streamed) with a new question of ISL tokens.", flag="--turns",
-                      check=whole(1))  # fmt: skip
-    think_time_s: float = knob(0.0, "Multi-turn: seconds a user waits after an answer before the next turn.",
-                               flag="--think-time", check=number(strict=False))  # fmt: skip
-    trace: str | None = knob(None, "Replay a trace at its timestamps (open loop; --rate R scales it to R "
-                             "requests/s): Mooncake JSONL or BurstGPT CSV (recorded as its name and sha256).",
-                             flag="--trace", check=_path, path=True)  # fmt: skip
+    prefix_tokens: int = knob(
+        0,
+        "Shared prefix: the first N tokens of every prompt are its group's system "
+        "prompt (the rest is its own).",
+        flag="--prefix-tokens",
+        check=whole(0),
+    )
+    prefix_groups: int = knob(
+        1,
+        "Shared prefix: distinct prefixes, used in turn (default 1).",
+        flag="--prefix-groups",
+        check=whole(1),
+    )
+    turns: int = knob(
+        1,
+        "Multi-turn: turns per conversation; each turn re-sends the history (its "
+        "questions and the answers streamed) with a new question of ISL tokens.",
+        flag="--turns",
+        check=whole(1),
+    )
+    think_time_s: float = knob(
+        0.0,
+        "Multi-turn: seconds a user waits after an answer before the next turn.",
+        flag="--think-time",
+        check=number(strict=False),
+    )
+    trace: str | None = knob(
+        None,
+        "Replay a trace at its timestamps (open loop; --rate R scales it to R "
+        "requests/s): Mooncake JSONL or BurstGPT CSV (recorded as its name and sha256).",
+        flag="--trace",
+        check=_path,
+        path=True,
+    )
     trace_sha256: str | None = knob(None, "sha256 of the trace file", spec=False)
-    trace_block_tokens: int = knob(512, "Tokens per Mooncake hash_id block (default 512).",
-                                   flag="--trace-block-tokens", check=whole(1))  # fmt: skip
-    cancel_after_ms: float | None = knob(None, "Cancel requests this many ms after they were sent (the "
-                                         "connection is closed).", flag="--cancel-after-ms",
-                                         check=optional(number()))  # fmt: skip
-    cancel_fraction: float = knob(1.0, "With --cancel-after-ms: the fraction of requests cancelled (evenly "
-                                  "spread; default 1).", flag="--cancel-fraction", check=_fraction)  # fmt: skip
+    trace_block_tokens: int = knob(
+        512, "Tokens per Mooncake hash_id block (default 512).", flag="--trace-block-tokens", check=whole(1)
+    )
+    cancel_after_ms: float | None = knob(
+        None,
+        "Cancel requests this many ms after they were sent (the connection is closed).",
+        flag="--cancel-after-ms",
+        check=optional(number()),
+    )
+    cancel_fraction: float = knob(
+        1.0,
+        "With --cancel-after-ms: the fraction of requests cancelled (evenly spread; default 1).",
+        flag="--cancel-fraction",
+        check=_fraction,
+    )
 
     def __post_init__(self) -> None:
         validate(self)
@@ -143,21 +208,37 @@ class Workload:
     def _check_combination(self) -> None:
         shortest = max(1, int(round(self.isl * self.isl_range)))
         if self.prefix_tokens and self.prefix_tokens >= shortest:
-            raise ProfileError("prefix_tokens", f"{self.prefix_tokens} must be below the shortest prompt "
-                               f"({shortest} tokens) so each prompt keeps tokens of its own")  # fmt: skip
+            raise ProfileError(
+                "prefix_tokens",
+                f"{self.prefix_tokens} must be below the shortest prompt "
+                f"({shortest} tokens) so each prompt keeps tokens of its own",
+            )
         if self.turns > 1 and self.api not in CONVERSATION_APIS:
-            raise ProfileError("turns", f"multi-turn conversations re-send text: use --api "
-                               f"{' or '.join(CONVERSATION_APIS)}, not {self.api}")  # fmt: skip
-        given = [name for name, on in (("trace", self.trace), ("prompts", self.prompts != SYNTHETIC),
-                                       ("turns", self.turns > 1), ("prefix_tokens", self.prefix_tokens))
-                 if on]  # fmt: skip
+            raise ProfileError(
+                "turns",
+                f"multi-turn conversations re-send text: use --api "
+                f"{' or '.join(CONVERSATION_APIS)}, not {self.api}",
+            )
+        given = [
+            name
+            for name, on in (
+                ("trace", self.trace),
+                ("prompts", self.prompts != SYNTHETIC),
+                ("turns", self.turns > 1),
+                ("prefix_tokens", self.prefix_tokens),
+            )
+            if on
+        ]
         if len(given) > 1:
             raise ProfileError(
                 given[1], f"cannot be combined with {given[0]}: each says where prompts come from"
             )
         if self.api == "triton-grpc" and self.cancel_after_ms is not None:
-            raise ProfileError("cancel_after_ms", "a cancellation closes the HTTP connection: use --api triton "
-                               "(HTTP generate_stream) or an OpenAI API")  # fmt: skip
+            raise ProfileError(
+                "cancel_after_ms",
+                "a cancellation closes the HTTP connection: use --api triton "
+                "(HTTP generate_stream) or an OpenAI API",
+            )
         if self.api == "openai-embeddings" and (self.turns > 1 or self.cancel_after_ms is not None):
             raise ProfileError("api", "openai-embeddings answers in one piece: no turns, no cancellation")
 
@@ -214,9 +295,20 @@ class Workload:
         return "-".join(parts)
 
 
-_LATER_FIELDS = frozenset({"ignore_eos_refused", "prefix_tokens", "prefix_groups", "turns", "think_time_s",
-                           "trace", "trace_sha256", "trace_block_tokens", "cancel_after_ms",
-                           "cancel_fraction"})  # fmt: skip
+_LATER_FIELDS = frozenset(
+    {
+        "ignore_eos_refused",
+        "prefix_tokens",
+        "prefix_groups",
+        "turns",
+        "think_time_s",
+        "trace",
+        "trace_sha256",
+        "trace_block_tokens",
+        "cancel_after_ms",
+        "cancel_fraction",
+    }
+)
 
 
 SEARCH_MODES = ("concurrency", "rate")
@@ -228,15 +320,31 @@ class Search:
     p99 and TPOT p99 meet the workload's objectives (``--slo-ttft-p99-ms``, ``--slo-tpot-p99-ms``; a spec's
     ``[slo]``). The spec's ``[search]`` table takes these keys."""
 
-    mode: str = knob("concurrency", "Search for the highest load that meets the TTFT/TPOT p99 objectives: "
-                     "concurrency (closed loop) or rate (Poisson requests/s).", flag="--search",
-                     choices=SEARCH_MODES)  # fmt: skip
-    max_concurrency: int = knob(64, "Search: the saturation step's concurrency (default 64).",
-                                flag="--search-max-concurrency", check=whole(1))  # fmt: skip
-    between: int = knob(3, "Search: loads measured between the synchronous and the saturation step.",
-                        flag="--search-between", check=whole(1))  # fmt: skip
-    refinements: int = knob(4, "Search: bisection steps at most after those (concurrencies stop 1 apart).",
-                            flag="--search-refinements", check=whole(0))  # fmt: skip
+    mode: str = knob(
+        "concurrency",
+        "Search for the highest load that meets the TTFT/TPOT p99 objectives: "
+        "concurrency (closed loop) or rate (Poisson requests/s).",
+        flag="--search",
+        choices=SEARCH_MODES,
+    )
+    max_concurrency: int = knob(
+        64,
+        "Search: the saturation step's concurrency (default 64).",
+        flag="--search-max-concurrency",
+        check=whole(1),
+    )
+    between: int = knob(
+        3,
+        "Search: loads measured between the synchronous and the saturation step.",
+        flag="--search-between",
+        check=whole(1),
+    )
+    refinements: int = knob(
+        4,
+        "Search: bisection steps at most after those (concurrencies stop 1 apart).",
+        flag="--search-refinements",
+        check=whole(0),
+    )
 
     def __post_init__(self) -> None:
         validate(self)
@@ -251,39 +359,66 @@ class LoadProfile:
     until its judged percentile's sample floor, at most ``max_duration_s``.
     """
 
-    kind: str = knob(REQUIRED, "closed: a concurrency sweep (--concurrency); open: Poisson arrivals (--rate)",
-                     choices=KINDS)  # fmt: skip
+    kind: str = knob(
+        REQUIRED,
+        "closed: a concurrency sweep (--concurrency); open: Poisson arrivals (--rate)",
+        choices=KINDS,
+    )
     levels: tuple[float, ...] = knob(
         REQUIRED, "concurrencies (closed loop) or requests/s (open loop)", check=_levels
     )
     protocol: str = knob("http", "How requests reach Triton.", flag="--protocol", choices=PROTOCOLS)
-    duration_s: float | None = knob(None, "Least seconds measured per step; it then runs until p99's sample "
-                                    "floor, at most --max-duration.", flag="--duration",
-                                    check=optional(number(strict=False)))  # fmt: skip
+    duration_s: float | None = knob(
+        None,
+        "Least seconds measured per step; it then runs until p99's sample floor, at most --max-duration.",
+        flag="--duration",
+        check=optional(number(strict=False)),
+    )
     warmup_s: float = knob(2.0, "Seconds of unmeasured warm-up.", flag="--warmup", check=number(strict=False))
     processes: int = knob(1, "Locust load processes.", flag="--processes", check=whole(1))
-    seed: int = knob(0, "Seed of the request payloads and of open-loop arrivals.", flag="--seed",
-                     check=whole(None))  # fmt: skip
+    seed: int = knob(
+        0, "Seed of the request payloads and of open-loop arrivals.", flag="--seed", check=whole(None)
+    )
     batch_size: int = knob(1, "Batch size per request.", flag="--batch", check=whole(1))
-    window_s: float = knob(1.0, "Seconds per window of the progress lines and of a step's windows",
-                           check=number())  # fmt: skip
-    max_duration_s: float = knob(60.0, "The longest a step may run while waiting for its warm-up cut and "
-                                 "sample floor.", flag="--max-duration", check=number())  # fmt: skip
+    window_s: float = knob(
+        1.0, "Seconds per window of the progress lines and of a step's windows", check=number()
+    )
+    max_duration_s: float = knob(
+        60.0,
+        "The longest a step may run while waiting for its warm-up cut and sample floor.",
+        flag="--max-duration",
+        check=number(),
+    )
     # open loop: arrivals beyond this many outstanding requests are dropped, counted
-    max_in_flight: int = knob(256, "Open loop: outstanding requests beyond which arrivals are dropped",
-                              check=whole(1))  # fmt: skip
+    max_in_flight: int = knob(
+        256, "Open loop: outstanding requests beyond which arrivals are dropped", check=whole(1)
+    )
     timeout_s: float = knob(30.0, "Seconds before a request counts as a timeout", check=number())
     # every answer gets the lean check (status, names, dtypes, shapes, sizes); every Nth and every failed
     # one also the full check (each tensor decoded)
-    check_every: int = knob(100, "Decode every output fully on every Nth answer (and on each failed lean "
-                            "check).", flag="--check-every", check=whole(1))  # fmt: skip
+    check_every: int = knob(
+        100,
+        "Decode every output fully on every Nth answer (and on each failed lean check).",
+        flag="--check-every",
+        check=whole(1),
+    )
     # payloads from the server's model metadata (served.py): zero | random | a perf_analyzer JSON data file;
     # None: from the model card when there is one
-    input_data: str | None = knob(None, "Payloads from the server's model metadata: zero, random, or a "
-                                  "perf_analyzer JSON data file (default without a card or manifest: random).",
-                                  flag="--input-data", spec=False, check=_path)  # fmt: skip
-    shapes: tuple[str, ...] = knob((), "NAME:D1,D2 size of an input's dynamic dimensions, batch excluded "
-                                   "(repeatable).", flag="--shape", spec=False, check=_shapes)  # fmt: skip
+    input_data: str | None = knob(
+        None,
+        "Payloads from the server's model metadata: zero, random, or a "
+        "perf_analyzer JSON data file (default without a card or manifest: random).",
+        flag="--input-data",
+        spec=False,
+        check=_path,
+    )
+    shapes: tuple[str, ...] = knob(
+        (),
+        "NAME:D1,D2 size of an input's dynamic dimensions, batch excluded (repeatable).",
+        flag="--shape",
+        spec=False,
+        check=_shapes,
+    )
     # which of ``--repeats N`` independent runs this is (1..N); repeat 1 is recorded as before (no key)
     repeat: int = knob(1, "which of N repeated runs this is", spec=False, check=whole(1))
     # generative sweeps: streamed requests, token-level figures
@@ -312,16 +447,25 @@ class LoadProfile:
     def _check_workload(self) -> None:
         w = self.workload
         if w is not None and w.trace is not None and self.kind != "open":
-            raise ProfileError("trace", "a trace is replayed at its timestamps: give --rate R (its own rate, or "
-                               "another to scale it to)")  # fmt: skip
+            raise ProfileError(
+                "trace",
+                "a trace is replayed at its timestamps: give --rate R (its own rate, or "
+                "another to scale it to)",
+            )
         if self.search is None or w is None:  # a classic profile refuses a search where it is made
             return
         if w.slo_ttft_p99_ms is None and w.slo_tpot_p99_ms is None:
-            raise ProfileError("search", "needs an objective: --slo-ttft-p99-ms and/or --slo-tpot-p99-ms "
-                               "(a spec's [slo] ttft_p99_ms, tpot_p99_ms)")  # fmt: skip
+            raise ProfileError(
+                "search",
+                "needs an objective: --slo-ttft-p99-ms and/or --slo-tpot-p99-ms "
+                "(a spec's [slo] ttft_p99_ms, tpot_p99_ms)",
+            )
         if self.kind != ("closed" if self.search.mode == "concurrency" else "open"):
-            raise ProfileError("search", f"a {self.search.mode} search cannot run a {self.kind} loop "
-                               "(LoadProfile.searching sets the kind)")  # fmt: skip
+            raise ProfileError(
+                "search",
+                f"a {self.search.mode} search cannot run a {self.kind} loop "
+                "(LoadProfile.searching sets the kind)",
+            )
         if w.trace is not None:
             raise ProfileError("search", "a trace is replayed at its own timestamps, not searched")
 
@@ -427,10 +571,18 @@ class LoadPlan:
     """A profile and how often it runs: the spec's ``[load]`` table, the loadtest command's options."""
 
     profile: LoadProfile
-    repeats: int = knob(1, "Independent runs of the whole sweep, one result document each (the report "
-                        "combines them).", flag="--repeats", check=whole(1))  # fmt: skip
-    retries: int = knob(2, "Re-measure a step judged INVALID for drift or no steady state up to N times; "
-                        "every attempt is kept.", flag="--retries", check=whole(0))  # fmt: skip
+    repeats: int = knob(
+        1,
+        "Independent runs of the whole sweep, one result document each (the report combines them).",
+        flag="--repeats",
+        check=whole(1),
+    )
+    retries: int = knob(
+        2,
+        "Re-measure a step judged INVALID for drift or no steady state up to N times; every attempt is kept.",
+        flag="--retries",
+        check=whole(0),
+    )
 
     def __post_init__(self) -> None:
         validate(self)

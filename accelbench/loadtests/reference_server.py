@@ -74,8 +74,9 @@ class LogEntry(TypedDict):
 class Reference:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.words = [tokens.load_tokenizer(args.tokenizer).id_to_token(i)
-                      for i in tokens.word_ids(args.tokenizer)]  # fmt: skip
+        self.words = [
+            tokens.load_tokenizer(args.tokenizer).id_to_token(i) for i in tokens.word_ids(args.tokenizer)
+        ]
         self.requests = 0
         self.slots = asyncio.Semaphore(args.slots) if args.slots else None
         self.log: list[LogEntry] = []  # one entry per generation request (GET /v1/requests)
@@ -100,11 +101,20 @@ class Reference:
         """The request's log entry (kept at most 100,000)."""
         ids = tokens.load_tokenizer(self.args.tokenizer).encode(prompt, add_special_tokens=False).ids
         messages = req.get("messages") or []
-        entry: LogEntry = {"arrived_s": arrived, "path": path, "prompt_tokens": len(ids), "cached_tokens": self.cached(ids),
-                 "messages": [m.get("role") for m in messages if isinstance(m, dict)],
-                 "message_tokens": [tokens.count(self.args.tokenizer, _text(m.get("content")))
-                                    for m in messages if isinstance(m, dict)],
-                 "max_tokens": req.get("max_tokens"), "cancelled": False}  # fmt: skip
+        entry: LogEntry = {
+            "arrived_s": arrived,
+            "path": path,
+            "prompt_tokens": len(ids),
+            "cached_tokens": self.cached(ids),
+            "messages": [m.get("role") for m in messages if isinstance(m, dict)],
+            "message_tokens": [
+                tokens.count(self.args.tokenizer, _text(m.get("content")))
+                for m in messages
+                if isinstance(m, dict)
+            ],
+            "max_tokens": req.get("max_tokens"),
+            "cancelled": False,
+        }
         if len(self.log) < 100_000:
             self.log.append(entry)
         return entry
@@ -120,11 +130,13 @@ class Reference:
         """vLLM's metric names (its docs/design/metrics.md) over this server's state: one running request
         holds 1 % of the KV cache; the prefix cache hits what each request's usage says was cached."""
         hits = self.cache_hits
-        lines = [f'vllm:num_requests_running{{model_name="{self.args.model}"}} {self.running}',
-                 f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} {self.waiting}',
-                 f'vllm:kv_cache_usage_perc{{model_name="{self.args.model}"}} {min(1.0, self.running / 100)}',
-                 f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
-                 f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}']  # fmt: skip
+        lines = [
+            f'vllm:num_requests_running{{model_name="{self.args.model}"}} {self.running}',
+            f'vllm:num_requests_waiting{{model_name="{self.args.model}"}} {self.waiting}',
+            f'vllm:kv_cache_usage_perc{{model_name="{self.args.model}"}} {min(1.0, self.running / 100)}',
+            f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
+            f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}',
+        ]
         return "\n".join(lines) + "\n"
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -139,8 +151,14 @@ class Reference:
         self, method: str, path: str, body: bytes, arrived: float, writer: asyncio.StreamWriter
     ) -> bool:
         if method == "GET" and path.rstrip("/") == "/v1/models":
-            return await _json(writer, 200, {"object": "list", "data": [
-                {"id": self.args.model, "object": "model", "max_model_len": self.args.context}]})  # fmt: skip
+            return await _json(
+                writer,
+                200,
+                {
+                    "object": "list",
+                    "data": [{"id": self.args.model, "object": "model", "max_model_len": self.args.context}],
+                },
+            )
         if method == "GET" and path.rstrip("/") in ("/health", "/v1/health"):  # vLLM's, asked by GuideLLM
             return await _json(writer, 200, {})
         if method == "GET" and path.rstrip("/") == "/v1/requests":
@@ -171,9 +189,18 @@ class Reference:
         entry = self.entry(path, req, prompt, arrived)
         n_out = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         if n_in + n_out > self.args.context:
-            return await _json(writer, 400, {"error": {"message": (
-                f"This model's maximum context length is {self.args.context} tokens. However, you requested "
-                f"{n_in + n_out} tokens ({n_in} in the messages, {n_out} in the completion).")}})  # fmt: skip
+            return await _json(
+                writer,
+                400,
+                {
+                    "error": {
+                        "message": (
+                            f"This model's maximum context length is {self.args.context} tokens. However, you requested "
+                            f"{n_in + n_out} tokens ({n_in} in the messages, {n_out} in the completion)."
+                        )
+                    }
+                },
+            )
         if self.args.max_output:
             n_out = min(n_out, self.args.max_output)
         self.requests += 1
@@ -182,10 +209,16 @@ class Reference:
         if self.args.no_stream or not req.get("stream"):
             text = " ".join(self._words(n_out))
             await asyncio.sleep(self.args.ttft_ms / 1000 + (n_out - 1) * self.args.itl_ms / 1000)
-            choice = {"index": 0, "finish_reason": "length", **({"message": {"role": "assistant", "content": text}}
-                                                                if chat else {"text": text})}  # fmt: skip
-            return await _json(writer, 200, {"id": "x", "object": "completion", "choices": [choice],
-                                             "usage": _usage(n_in, n_out)})  # fmt: skip
+            choice = {
+                "index": 0,
+                "finish_reason": "length",
+                **({"message": {"role": "assistant", "content": text}} if chat else {"text": text}),
+            }
+            return await _json(
+                writer,
+                200,
+                {"id": "x", "object": "completion", "choices": [choice], "usage": _usage(n_in, n_out)},
+            )
         if self.slots is None:
             return await self.stream(writer, chat, n_in, n_out, arrived, req, entry)
         self.waiting += 1
@@ -211,17 +244,35 @@ class Reference:
         await asyncio.sleep(max(0.0, arrived + self.args.ttft_ms / 1000 - time.monotonic()))
         n_in = sum(tokens.count(self.args.tokenizer, t) for t in texts)
         data = [{"object": "embedding", "index": i, "embedding": [0.125] * 8} for i in range(len(texts))]
-        return await _json(writer, 200, {"object": "list", "model": self.args.model, "data": data,
-                                         "usage": {"prompt_tokens": n_in, "total_tokens": n_in}})  # fmt: skip
+        return await _json(
+            writer,
+            200,
+            {
+                "object": "list",
+                "model": self.args.model,
+                "data": data,
+                "usage": {"prompt_tokens": n_in, "total_tokens": n_in},
+            },
+        )
 
     def _words(self, n: int) -> Iterator[str]:
         rng = random.Random(self.requests)
         return (rng.choice(self.words) for _ in range(n))
 
-    async def stream(self, writer: asyncio.StreamWriter, chat: bool, n_in: int, n_out: int, arrived: float,
-                     req: dict[str, Any], entry: LogEntry) -> bool:  # fmt: skip
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+    async def stream(
+        self,
+        writer: asyncio.StreamWriter,
+        chat: bool,
+        n_in: int,
+        n_out: int,
+        arrived: float,
+        req: dict[str, Any],
+        entry: LogEntry,
+    ) -> bool:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         if chat:
             _chunk(writer, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
         cut = bool(self.args.cut_every and self.requests % self.args.cut_every == 0)
@@ -233,9 +284,19 @@ class Reference:
         finally:
             self.running -= 1
 
-    async def _tokens(self, writer: asyncio.StreamWriter, chat: bool, n_in: int, n_out: int, arrived: float,
-                      req: dict[str, Any], cut: bool, per_event: int, words: list[str],
-                      entry: LogEntry) -> bool:  # fmt: skip
+    async def _tokens(
+        self,
+        writer: asyncio.StreamWriter,
+        chat: bool,
+        n_in: int,
+        n_out: int,
+        arrived: float,
+        req: dict[str, Any],
+        cut: bool,
+        per_event: int,
+        words: list[str],
+        entry: LogEntry,
+    ) -> bool:
         sent = 0
         while sent < n_out:
             k = min(per_event, n_out - sent)
@@ -290,16 +351,21 @@ def _chunk(writer: asyncio.StreamWriter, event: dict[str, object]) -> None:
 async def _json(writer: asyncio.StreamWriter, status: int, obj: dict[str, object]) -> bool:
     data = json.dumps(obj).encode()
     reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 422: "Unprocessable Entity"}[status]
-    writer.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: "
-                 f"{len(data)}\r\n\r\n".encode() + data)  # fmt: skip
+    writer.write(
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: "
+        f"{len(data)}\r\n\r\n".encode()
+        + data
+    )
     await writer.drain()
     return True
 
 
 async def _plain(writer: asyncio.StreamWriter, text: str) -> bool:
     data = text.encode()
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s"
-                 % (len(data), data))  # fmt: skip
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(data), data)
+    )
     await writer.drain()
     return True
 
@@ -322,8 +388,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-done", action="store_true")
     p.add_argument("--refuse-ignore-eos", action="store_true")
     p.add_argument("--cached-tokens", type=int, default=0)
-    p.add_argument("--prefix-cache", action="store_true", help="usage reports each prompt's longest prefix "
-                   "shared with an earlier one as cached tokens")  # fmt: skip
+    p.add_argument(
+        "--prefix-cache",
+        action="store_true",
+        help="usage reports each prompt's longest prefix shared with an earlier one as cached tokens",
+    )
     return p
 
 

@@ -197,8 +197,17 @@ def serve(master: str, connect_timeout_s: float) -> int:
         info = WorkerInfo(index=load.process_index, host=socket.gethostname(), pid=os.getpid())
         configured.append(info)
         runner.send_message("ab_ready", dataclasses.asdict(info))
-        emit(WorkerConfigured(index=info.index, host=info.host, pid=info.pid, model=load.model, url=load.url,
-                              protocol=load.profile.protocol, kind=load.profile.kind))  # fmt: skip
+        emit(
+            WorkerConfigured(
+                index=info.index,
+                host=info.host,
+                pid=info.pid,
+                model=load.model,
+                url=load.url,
+                protocol=load.profile.protocol,
+                kind=load.profile.kind,
+            )
+        )
 
     runner.register_message("ab_config", on_config)
     runner.greenlet.join()  # ends when the master sends quit, or after MASTER_SILENCE_S without it

@@ -162,11 +162,21 @@ class Controller:
             duration_s = round(sum(t["window_s"] for t in totals) / len(totals), 3)
         server_stats, metrics = self.stats.deltas(before, after)
         return _combine(
-            MeasuredStep(plan.index, plan.offered, aborted=aborted or failure, aborted_by=aborted_by,
-                         started_at=started_at, duration_s=duration_s, windows=tuple(windows),
-                         server_stats=server_stats, metrics=metrics, engine_metrics=engine_metrics),
-            totals, self.n_procs,
-        )  # fmt: skip
+            MeasuredStep(
+                plan.index,
+                plan.offered,
+                aborted=aborted or failure,
+                aborted_by=aborted_by,
+                started_at=started_at,
+                duration_s=duration_s,
+                windows=tuple(windows),
+                server_stats=server_stats,
+                metrics=metrics,
+                engine_metrics=engine_metrics,
+            ),
+            totals,
+            self.n_procs,
+        )
 
     def _enough(self, latencies: list[np.ndarray]) -> bool:
         """MSER-5 finds a steady state and the requests after its cut reach the sample floor (Hoad, Robinson
@@ -230,7 +240,7 @@ def _combine(step: MeasuredStep, totals: list[users.Totals], n_procs: int) -> Me
                 pid=t.get("pid"),
             )
             for t in sorted(totals, key=lambda t: t.get("process_index") or 0)
-        ),  # fmt: skip
+        ),
         processes_reported=len(totals),
         processes_expected=n_procs,
         last_error=last_errors[0] if last_errors else None,

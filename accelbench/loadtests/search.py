@@ -167,18 +167,29 @@ def answer(plan: Plan, points: list[Point], phases: dict[int, str]) -> Answer:
     if sync is None or sat is None:
         return Answer(None, None, None, dict(phases), met, "not finished: the bracketing steps are missing")
     if plan.mode == "concurrency" and met[sat.index]:
-        return Answer(sat.level, None, sat.index, dict(phases), met,
-                      f"concurrency {plan.max_concurrency} (the saturation step) met the objectives: raise "
-                      "max_concurrency to find where they stop holding")  # fmt: skip
+        return Answer(
+            sat.level,
+            None,
+            sat.index,
+            dict(phases),
+            met,
+            f"concurrency {plan.max_concurrency} (the saturation step) met the objectives: raise "
+            "max_concurrency to find where they stop holding",
+        )
     if not met[sync.index]:
-        return Answer(None, sync.level, None, dict(phases), met,
-                      "one request at a time already misses the objectives")  # fmt: skip
+        return Answer(
+            None, sync.level, None, dict(phases), met, "one request at a time already misses the objectives"
+        )
     lo, hi = _bracket(plan, points)
     if plan.mode == "concurrency" and lo is None:
         lo = sync
     if lo is None:
-        return Answer(None, hi.level if hi else None, None, dict(phases), met,
-                      "no rate measured met the objectives")  # fmt: skip
-    why = (f"{lo.level:g} met the objectives, {hi.level:g} did not" if hi else
-           f"every rate measured met the objectives, up to the saturated throughput {sat.throughput_rps:g}/s")  # fmt: skip
+        return Answer(
+            None, hi.level if hi else None, None, dict(phases), met, "no rate measured met the objectives"
+        )
+    why = (
+        f"{lo.level:g} met the objectives, {hi.level:g} did not"
+        if hi
+        else f"every rate measured met the objectives, up to the saturated throughput {sat.throughput_rps:g}/s"
+    )
     return Answer(lo.level, hi.level if hi else None, lo.index, dict(phases), met, why)

@@ -45,10 +45,15 @@ def point_of(step: Step) -> search.Point:
     g = step.generative
     achieved = step.requests / step.duration_s if step.requests and step.duration_s else None
     return search.Point(
-        step.index, offered, _p99_ms(g.ttft_us) if g else None, _p99_ms(g.tpot_us) if g else None,
-        float(step.throughput_rps or 0.0), float(step.error_rate or 0.0), achieved,
+        step.index,
+        offered,
+        _p99_ms(g.ttft_us) if g else None,
+        _p99_ms(g.tpot_us) if g else None,
+        float(step.throughput_rps or 0.0),
+        float(step.error_rate or 0.0),
+        achieved,
         finished=not step.aborted and g is not None and bool(g.requests),
-    )  # fmt: skip
+    )
 
 
 class SearchRun:
@@ -58,8 +63,12 @@ class SearchRun:
         self.doc, self.plan, self.save = doc, plan_of(profile), save
         w = profile.workload
         if doc.search is None or doc.search.mode != self.plan.mode:
-            doc.search = SearchResult(mode=self.plan.mode, ttft_p99_ms=w.slo_ttft_p99_ms if w else None,
-                                      tpot_p99_ms=w.slo_tpot_p99_ms if w else None, steps=[])  # fmt: skip
+            doc.search = SearchResult(
+                mode=self.plan.mode,
+                ttft_p99_ms=w.slo_ttft_p99_ms if w else None,
+                tpot_p99_ms=w.slo_tpot_p99_ms if w else None,
+                steps=[],
+            )
         measured = {s.index for s in doc.steps}
         # a phase planned but never measured (a run cut short) is planned again
         doc.search.steps = [s for s in doc.search.steps if s.index in measured]
@@ -147,8 +156,10 @@ def drive(load: Load, was_complete: bool, stopped: Callable[[], bool]) -> None:
     bracketing steps), an open-loop one for rates; each goes on through the child's stdin."""
     search_plan = load.profile.search
     if load.bind is not None and search_plan is not None and search_plan.mode == "rate":
-        raise BadInputError("a rate search measures in two load children, and workers on other hosts serve one: "
-                            "use --search concurrency, or local --processes")  # fmt: skip
+        raise BadInputError(
+            "a rate search measures in two load children, and workers on other hosts serve one: "
+            "use --search concurrency, or local --processes"
+        )
     run = SearchRun(load.doc, load.profile, lambda: results.save(load.doc, load.path))
     if was_complete:
         return

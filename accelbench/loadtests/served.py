@@ -46,10 +46,14 @@ class ServedModel:
         """What every answer must carry, in the form of the manifest's outputs."""
         batched = self.max_batch_size > 0
         return [
-            {"name": t.name, "dtype": wire.numpy_dtype(t.datatype).name, "batched": batched,
-             "shape": [-1, *t.dims] if batched else list(t.dims)}
+            {
+                "name": t.name,
+                "dtype": wire.numpy_dtype(t.datatype).name,
+                "batched": batched,
+                "shape": [-1, *t.dims] if batched else list(t.dims),
+            }
             for t in self.outputs
-        ]  # fmt: skip
+        ]
 
 
 def read_served(http_url: str, model: str) -> ServedModel:
@@ -76,8 +80,14 @@ def parse_shapes(texts: tuple[str, ...] | list[str]) -> dict[str, tuple[int, ...
     return dict(parse_shape(text) for text in texts)
 
 
-def make_payloads(served: ServedModel, batch_size: int, count: int, seed: int, input_data: str | os.PathLike[str],
-                  shapes: dict[str, tuple[int, ...]]) -> list[dict[str, np.ndarray]]:  # fmt: skip
+def make_payloads(
+    served: ServedModel,
+    batch_size: int,
+    count: int,
+    seed: int,
+    input_data: str | os.PathLike[str],
+    shapes: dict[str, tuple[int, ...]],
+) -> list[dict[str, np.ndarray]]:
     """``count`` payloads (fewer when a data file has fewer batches), each input-name → array."""
     _check_batch(served, batch_size)
     unknown = sorted(set(shapes) - {t.name for t in served.inputs})
@@ -91,14 +101,28 @@ def make_payloads(served: ServedModel, batch_size: int, count: int, seed: int, i
         dims = {t.name: _dims(served.name, t, shapes.get(t.name)) for t in served.inputs}
         payloads = []
         for _ in range(count if input_data == "random" else 1):  # zeros are all alike: one payload
-            payloads.append({t.name: _generated(t, ([batch_size] if batched else []) + list(dims[t.name]),
-                                                str(input_data), rng) for t in served.inputs})  # fmt: skip
+            payloads.append(
+                {
+                    t.name: _generated(
+                        t, ([batch_size] if batched else []) + list(dims[t.name]), str(input_data), rng
+                    )
+                    for t in served.inputs
+                }
+            )
         return payloads
     entries = _read_data_file(Path(input_data))
     per_payload = batch_size if batched else 1
     n = min(count, max(1, -(-len(entries) // per_payload)))
-    return [_from_entries(served, [entries[(k * per_payload + j) % len(entries)] for j in range(per_payload)],
-                          shapes, batched, Path(input_data)) for k in range(n)]  # fmt: skip
+    return [
+        _from_entries(
+            served,
+            [entries[(k * per_payload + j) % len(entries)] for j in range(per_payload)],
+            shapes,
+            batched,
+            Path(input_data),
+        )
+        for k in range(n)
+    ]
 
 
 def _check_batch(served: ServedModel, batch_size: int) -> None:
@@ -165,8 +189,13 @@ def _read_data_file(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def _from_entries(served: ServedModel, entries: list[dict[str, Any]], shapes: dict[str, tuple[int, ...]],
-                  batched: bool, path: Path) -> dict[str, np.ndarray]:  # fmt: skip
+def _from_entries(
+    served: ServedModel,
+    entries: list[dict[str, Any]],
+    shapes: dict[str, tuple[int, ...]],
+    batched: bool,
+    path: Path,
+) -> dict[str, np.ndarray]:
     payload = {}
     for tensor in served.inputs:
         arrays = [_entry_array(served.name, tensor, e, shapes.get(tensor.name), path) for e in entries]
@@ -176,8 +205,9 @@ def _from_entries(served: ServedModel, entries: list[dict[str, Any]], shapes: di
     return payload
 
 
-def _entry_array(model: str, tensor: ServedTensor, entry: dict[str, Any], given: tuple[int, ...] | None,
-                 path: Path) -> np.ndarray:  # fmt: skip
+def _entry_array(
+    model: str, tensor: ServedTensor, entry: dict[str, Any], given: tuple[int, ...] | None, path: Path
+) -> np.ndarray:
     where = f"--input-data {path}: input {tensor.name!r}"
     if tensor.name not in entry:
         raise BadInputError(f"{where} is missing from an entry (it has {sorted(entry)})")

@@ -227,8 +227,17 @@ class Ratio:
     df: float
 
 
-def cost_ratio(price_a: float, rate_a: float, se_a: float, df_a: float,
-               price_b: float, rate_b: float, se_b: float, df_b: float, confidence: float = 0.95) -> Ratio:  # fmt: skip
+def cost_ratio(
+    price_a: float,
+    rate_a: float,
+    se_a: float,
+    df_a: float,
+    price_b: float,
+    rate_b: float,
+    se_b: float,
+    df_b: float,
+    confidence: float = 0.95,
+) -> Ratio:
     """Welch interval on log(cost_A/cost_B) = log(price_A/price_B) − log(T_A/T_B); the delta method gives
     SE = √((SE_A/T_A)² + (SE_B/T_B)²), Welch–Satterthwaite the degrees of freedom (prices are exact)."""
     a, b = se_a / rate_a, se_b / rate_b

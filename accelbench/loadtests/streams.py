@@ -72,13 +72,21 @@ def split_url(url: str) -> tuple[str, int, str]:
 
 def _http(host: str, port: int, path: str, body: dict[str, Any]) -> bytes:
     data = json.dumps(body, separators=(",", ":")).encode()
-    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\nContent-Length: {len(data)}\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: text/event-stream\r\nContent-Length: {len(data)}\r\n\r\n"
+    )
     return head.encode("latin-1") + data
 
 
-def build_request(api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool,
-                  messages: list[dict[str, str]] | None = None) -> bytes:  # fmt: skip
+def build_request(
+    api: str,
+    url: str,
+    model: str,
+    prompt: dict[str, Any],
+    ignore_eos: bool,
+    messages: list[dict[str, str]] | None = None,
+) -> bytes:
     """The whole HTTP request for one prompt (``input_ids``, ``text``, ``osl``) on ``api``; ``messages``: a
     conversation's history and new question (chat: the messages; completions: their texts, in order)."""
     host, port, base = split_url(url)
@@ -90,8 +98,13 @@ def build_request(api: str, url: str, model: str, prompt: dict[str, Any], ignore
         if ignore_eos:
             body["ignore_eos"] = True
         return _http(host, port, f"/v2/models/{quote(model, safe='')}/generate_stream", body)
-    body = {"model": model, "max_tokens": osl, "stream": True, "stream_options": {"include_usage": True},
-            "temperature": 0}  # fmt: skip
+    body = {
+        "model": model,
+        "max_tokens": osl,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0,
+    }
     if ignore_eos:
         body["ignore_eos"] = True  # vLLM, SGLang, TensorRT-LLM's server, llama.cpp; others ignore it
     if api == "openai-chat":
@@ -254,8 +267,10 @@ class SseConnection:
             raise Stale("the server had closed the kept-alive connection") from None
         self.used = True
         length = headers.get("content-length")
-        body = _Body("chunked" in headers.get("transfer-encoding", "").lower(),
-                     int(length) if length is not None else None)  # fmt: skip
+        body = _Body(
+            "chunked" in headers.get("transfer-encoding", "").lower(),
+            int(length) if length is not None else None,
+        )
         self.keep = headers.get("connection", "").lower() != "close" and (body.chunked or length is not None)
         if api == "openai-embeddings" and status < 400:  # one JSON answer: its arrival is its only time
             return _embedding(self._whole(body, rest))
@@ -264,8 +279,10 @@ class SseConnection:
             self.keep = False
             if status >= 400:
                 raise ServerAnswer(status, _error_text(text))
-            raise NotStreaming(f"status {status}, {headers.get('content-type') or 'no content type'}, "
-                               f"not server-sent events: {text[:120]!r}")  # fmt: skip
+            raise NotStreaming(
+                f"status {status}, {headers.get('content-type') or 'no content type'}, "
+                f"not server-sent events: {text[:120]!r}"
+            )
         return self._events(body, rest, api, first_only)
 
     def _whole(self, body: _Body, rest: bytes) -> str:
@@ -324,8 +341,12 @@ def _embedding(text: str) -> StreamAnswer:
     if not isinstance(obj, dict) or not isinstance(obj.get("data"), list) or not obj["data"]:
         raise ServerAnswer("embeddings", f"an answer without data: {text[:80]!r}")
     usage = obj.get("usage") if isinstance(obj.get("usage"), dict) else None
-    return StreamAnswer(times_ns=[time.perf_counter_ns()], counts=[0], usage=usage,
-                        input_tokens=(usage or {}).get("prompt_tokens"))  # fmt: skip
+    return StreamAnswer(
+        times_ns=[time.perf_counter_ns()],
+        counts=[0],
+        usage=usage,
+        input_tokens=(usage or {}).get("prompt_tokens"),
+    )
 
 
 EventHandler = Callable[[dict[str, Any], StreamAnswer, int], None]  # one decoded event into the answer
@@ -389,9 +410,10 @@ def grpc_stream_request(model: str, prompt: dict[str, Any], ignore_eos: bool) ->
 
     request = service_pb2.ModelInferRequest(model_name=model)
     tensors: list[tuple[str, str, np.ndarray]] = [
-               ("input_ids", "INT64", np.asarray(prompt["input_ids"], dtype=np.int64)),
-               ("max_tokens", "INT32", np.array([int(prompt["osl"])], dtype=np.int32)),
-               ("ignore_eos", "BOOL", np.array([bool(ignore_eos)], dtype=np.bool_))]  # fmt: skip
+        ("input_ids", "INT64", np.asarray(prompt["input_ids"], dtype=np.int64)),
+        ("max_tokens", "INT32", np.array([int(prompt["osl"])], dtype=np.int32)),
+        ("ignore_eos", "BOOL", np.array([bool(ignore_eos)], dtype=np.bool_)),
+    ]
     for name, datatype, arr in tensors:
         request.inputs.add(name=name, datatype=datatype, shape=list(arr.shape))
         request.raw_input_contents.append(arr.tobytes())

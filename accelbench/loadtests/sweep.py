@@ -159,7 +159,7 @@ def build_step(raw: MeasuredStep, kind: str, batch_size: int, limits: Limits) ->
             # each process: its index, host, pid and request count (several hosts when distributed)
             per_process=[
                 {"index": p.index, "host": p.host, "pid": p.pid, "requests": p.requests} for p in raw.loadgen
-            ],  # fmt: skip
+            ],
             cpu_fraction=[round(c, 3) for c in cpu],
             cpu_us_per_request=round(total_cpu_s * 1e6 / requests, 1) if requests else None,
             event_loop_lag_us=raw.loop_lag_us,
@@ -252,11 +252,16 @@ def run_sweep(
         raise BadInputError("with --expect-workers N the load processes are the N workers (drop --processes)")
     path = result_path(o.out_dir, variant, profile)
     doc = results.new_document(
-        model=model, variant=variant, manifest=o.manifest, profile=profile,
+        model=model,
+        variant=variant,
+        manifest=o.manifest,
+        profile=profile,
         server={"url": server.client_url(profile.protocol), "version": server.version},
-        repository_config=o.repository_config, command=o.command,
-        target=o.target, precision=o.precision,
-    )  # fmt: skip
+        repository_config=o.repository_config,
+        command=o.command,
+        target=o.target,
+        precision=o.precision,
+    )
     doc.steps, was_complete = _kept_steps(path, o.manifest.manifest_hash if o.manifest else "", profile)
     done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s.index not in done]
@@ -284,10 +289,13 @@ def to_retry(doc: ResultDocument, profile: LoadProfile, retries: int) -> list[St
     (``retries`` more than the first). The new attempt replaces the step; the old one is kept inside it."""
     steps = {s.index: s for s in doc.steps}
     return [
-        plan for plan in profile.steps()
-        if (s := steps.get(plan.index)) is not None and not s.aborted
-        and worth_retrying(s.verdict, s.reasons) and (s.attempt or 1) <= retries
-    ]  # fmt: skip
+        plan
+        for plan in profile.steps()
+        if (s := steps.get(plan.index)) is not None
+        and not s.aborted
+        and worth_retrying(s.verdict, s.reasons)
+        and (s.attempt or 1) <= retries
+    ]
 
 
 def _stopped(cancel: Cancel | None) -> bool:
@@ -321,16 +329,23 @@ class _Load:
     def bind(self) -> MasterBind | None:
         return self.options.master_bind
 
-    def measure(self, plans: list[StepPlan], retry_rounds: int,
-                more: Callable[[], list[StepPlan]] | None = None) -> None:  # fmt: skip
+    def measure(
+        self, plans: list[StepPlan], retry_rounds: int, more: Callable[[], list[StepPlan]] | None = None
+    ) -> None:
         """Measure ``plans``, then up to ``retry_rounds`` rounds of retries (or, given ``more``, the steps it
         gives each time the child has measured those before, until none); raises what stopped the load."""
         if not plans or _stopped(self.cancel):
             return
         with tempfile.TemporaryDirectory(prefix="accelbench-load-") as tmp:
             config = self._config(Path(tmp), plans)
-            failure = self._drive(config.write(Path(tmp) / "config.json"), config, Path(tmp) / "locust.log",
-                                  plans, retry_rounds, more)  # fmt: skip
+            failure = self._drive(
+                config.write(Path(tmp) / "config.json"),
+                config,
+                Path(tmp) / "locust.log",
+                plans,
+                retry_rounds,
+                more,
+            )
         if failure:
             raise failure
 
@@ -355,8 +370,15 @@ class _Load:
             return []
         return to_retry(self.doc, self.profile, self.limits.retries)
 
-    def _drive(self, config_path: Path, config: ChildConfig, log_path: Path, plans: list[StepPlan],
-               retry_rounds: int, more: Callable[[], list[StepPlan]] | None = None) -> Exception | None:  # fmt: skip
+    def _drive(
+        self,
+        config_path: Path,
+        config: ChildConfig,
+        log_path: Path,
+        plans: list[StepPlan],
+        retry_rounds: int,
+        more: Callable[[], list[StepPlan]] | None = None,
+    ) -> Exception | None:
         """Run the child, recording each step as it arrives and handing it the retries; the first problem,
         if any, is returned. A requested ``cancel`` ends the child after the step that finishes next (the
         rest stay unmeasured)."""
@@ -405,8 +427,9 @@ class _Load:
 
     def _record(self, raw: MeasuredStep) -> tuple[Step, Exception | None]:
         """The step the child measured, recorded; and the error a step cut short is."""
-        step = results.put_step(self.doc, build_step(raw, self.profile.kind, self.profile.batch_size,
-                                                     self.limits), self.path)  # fmt: skip
+        step = results.put_step(
+            self.doc, build_step(raw, self.profile.kind, self.profile.batch_size, self.limits), self.path
+        )
         if not step.aborted:
             return step, None
         error = MeasurementError if raw.aborted_by == "loadgen" else ServerError
@@ -415,8 +438,9 @@ class _Load:
             f"finished steps kept in {self.path}"
         )
 
-    def _missing(self, missing: list[StepPlan], problem: Exception | None, returncode: int | None,
-                 log_path: Path) -> Exception | None:  # fmt: skip
+    def _missing(
+        self, missing: list[StepPlan], problem: Exception | None, returncode: int | None, log_path: Path
+    ) -> Exception | None:
         """What to report when steps sent to the child were never measured (the first is recorded cut short
         with the reason); nothing when a cancel stopped the child between steps."""
         if problem is None and missing and _stopped(self.cancel):
@@ -425,8 +449,11 @@ class _Load:
             problem = MeasurementError(f"load generator exited with code {returncode}: {last_line(log_path)}")
         if missing and not any(s.aborted for s in self.doc.steps):
             aborted = MeasuredStep(missing[0].index, missing[0].offered, aborted=str(problem))
-            results.put_step(self.doc, build_step(aborted, self.profile.kind, self.profile.batch_size,
-                                                  self.limits), self.path)  # fmt: skip
+            results.put_step(
+                self.doc,
+                build_step(aborted, self.profile.kind, self.profile.batch_size, self.limits),
+                self.path,
+            )
         return problem
 
 

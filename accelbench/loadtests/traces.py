@@ -77,14 +77,21 @@ def read_mooncake(path: Path) -> list[TraceEntry]:
     for where, row in json_lines(path):
         missing = [k for k in ("timestamp", "input_length", "output_length") if k not in row]
         if missing:
-            raise BadInputError(f"{where}: missing {', '.join(missing)} (Mooncake trace: timestamp ms, "
-                                "input_length, output_length, hash_ids)")  # fmt: skip
+            raise BadInputError(
+                f"{where}: missing {', '.join(missing)} (Mooncake trace: timestamp ms, "
+                "input_length, output_length, hash_ids)"
+            )
         ids = row.get("hash_ids") or []
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise BadInputError(f"{where}: hash_ids must be a list of whole numbers")
-        out.append(TraceEntry(_time(row["timestamp"], where, "timestamp") / 1000.0,
-                              _whole(row["input_length"], where, "input_length", 1),
-                              _whole(row["output_length"], where, "output_length", 1), tuple(ids)))  # fmt: skip
+        out.append(
+            TraceEntry(
+                _time(row["timestamp"], where, "timestamp") / 1000.0,
+                _whole(row["input_length"], where, "input_length", 1),
+                _whole(row["output_length"], where, "output_length", 1),
+                tuple(ids),
+            )
+        )
     return out
 
 
@@ -94,8 +101,9 @@ def read_burstgpt(path: Path) -> list[TraceEntry]:
         need = ("Timestamp", "Request tokens", "Response tokens")
         missing = [k for k in need if k not in (reader.fieldnames or [])]
         if missing:
-            raise BadInputError(f"{path}: a BurstGPT CSV needs the columns {', '.join(need)} "
-                                f"(missing {', '.join(missing)})")  # fmt: skip
+            raise BadInputError(
+                f"{path}: a BurstGPT CSV needs the columns {', '.join(need)} (missing {', '.join(missing)})"
+            )
         out = []
         for number, row in enumerate(reader, start=2):
             where = f"{path}:{number}"

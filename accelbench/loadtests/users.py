@@ -73,8 +73,14 @@ class RequestSource(Protocol[Request_co]):
 class RequestPool:
     """Requests encoded once per payload (whole HTTP requests, or serialized gRPC messages), rotated."""
 
-    def __init__(self, protocol: str, payloads: list[dict[str, np.ndarray]], output_names: list[str],
-                 model: str, url: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        protocol: str,
+        payloads: list[dict[str, np.ndarray]],
+        output_names: list[str],
+        model: str,
+        url: str,
+    ) -> None:
         host = url.split("://", 1)[-1].rstrip("/")
         if protocol == "http":
             self.requests = [wire.http_request(host, model, p, output_names) for p in payloads]
@@ -373,8 +379,13 @@ class _TritonUser(User):
         profile = agent.profile
         self.agent = agent
         own = getattr(agent, "make_client", None)  # the generative agent streams (genagent.py)
-        self.client = (own(self._concurrency(profile)) if own else
-                       make_client(profile.protocol, agent.config.url, self._concurrency(profile), profile.timeout_s))  # fmt: skip
+        self.client = (
+            own(self._concurrency(profile))
+            if own
+            else make_client(
+                profile.protocol, agent.config.url, self._concurrency(profile), profile.timeout_s
+            )
+        )
         self.pool = agent.pool
 
     def _concurrency(self, profile: LoadProfile) -> int:

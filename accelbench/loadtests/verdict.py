@@ -73,8 +73,13 @@ def analyse(
     done, lat = done[cut.cut :], lat[cut.cut :]
     n = len(lat)
     judged = f"p{limits.judged_percentile:g}"
-    counts: dict[str, Any] = dict(requests=int(n + cut.cut), truncated=Truncated(requests=cut.cut, seconds=round(start, 3)), n=int(n),
-                  sample_floor=limits.sample_floor, judged=judged)  # fmt: skip
+    counts: dict[str, Any] = dict(
+        requests=int(n + cut.cut),
+        truncated=Truncated(requests=cut.cut, seconds=round(start, 3)),
+        n=int(n),
+        sample_floor=limits.sample_floor,
+        judged=judged,
+    )
     if n < 2 or end <= start:
         low.append(f"only {n} requests after the warm-up cut")
         return StepStatistics(**counts), invalid, low
@@ -94,7 +99,7 @@ def analyse(
         upper_99_us=_round(st.quantile_upper_bound(lat, limits.judged_percentile, 0.99)),
         early_stopping_us=float(np.sort(lat)[-rank]) if rank else None,
         drift=drift,
-    )  # fmt: skip
+    )
     for what, t in (("latency", drift.latency), ("throughput", drift.throughput)):
         if t is not None and t.drift:
             invalid.append(

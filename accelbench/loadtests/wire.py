@@ -25,10 +25,20 @@ import numpy as np
 
 # Triton datatype ↔ numpy dtype (BYTES: numpy object arrays of bytes)
 _TRITON = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
-    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FP16": np.float16,
-    "FP32": np.float32, "FP64": np.float64, "BYTES": np.object_,
-}  # fmt: skip
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
 _NUMPY = {np.dtype(v).name: k for k, v in _TRITON.items() if k != "BYTES"}
 _BYTES_NAMES = ("object", "bytes", "bytes_", "str", "string", "BYTES")
 
@@ -188,7 +198,7 @@ def http_request(host: str, model: str, payload: dict[str, np.ndarray], output_n
                 "parameters": {"binary_data_size": len(raw)},
             }
             for (name, arr), raw in zip(payload.items(), raws, strict=True)
-        ],  # fmt: skip
+        ],
         "outputs": [{"name": n, "parameters": {"binary_data": True}} for n in output_names],
         "parameters": {"binary_data_output": True},
     }
@@ -196,9 +206,14 @@ def http_request(host: str, model: str, payload: dict[str, np.ndarray], output_n
     body = head + b"".join(raws)
     path = f"/v2/models/{urllib.parse.quote(model, safe='')}/infer"
     lines = [
-        f"POST {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/octet-stream",
-        f"Inference-Header-Content-Length: {len(head)}", f"Content-Length: {len(body)}", "", "",
-    ]  # fmt: skip
+        f"POST {path} HTTP/1.1",
+        f"Host: {host}",
+        "Content-Type: application/octet-stream",
+        f"Inference-Header-Content-Length: {len(head)}",
+        f"Content-Length: {len(body)}",
+        "",
+        "",
+    ]
     return "\r\n".join(lines).encode("latin-1") + body
 
 
@@ -236,10 +251,14 @@ def check_http(answer: HttpAnswer, specs: list[OutputSpec], full: bool) -> None:
     header = answer.header()
     outputs = header.get("outputs") or []
     tensors = [
-        (o.get("name"), o.get("datatype"), list(o.get("shape") or []),
-         (o.get("parameters") or {}).get("binary_data_size"))
+        (
+            o.get("name"),
+            o.get("datatype"),
+            list(o.get("shape") or []),
+            (o.get("parameters") or {}).get("binary_data_size"),
+        )
         for o in outputs
-    ]  # fmt: skip
+    ]
     start = answer.header_length or 0
     binary = sum(int(t[3] or 0) for t in tensors)
     if start + binary != len(answer.body):

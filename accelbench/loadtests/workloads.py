@@ -38,8 +38,13 @@ def synthetic_prompts(workload: Workload, count: int = PROMPT_COUNT, seed: int =
     out = []
     for _ in range(count):
         ids = [rng.choice(words) for _ in range(lengths(rng, workload.isl, workload.isl_range))]
-        out.append({"input_ids": ids, "text": tokens.text_of(_tokenizer(workload), ids),
-                    "osl": lengths(rng, workload.osl, workload.osl_range)})  # fmt: skip
+        out.append(
+            {
+                "input_ids": ids,
+                "text": tokens.text_of(_tokenizer(workload), ids),
+                "osl": lengths(rng, workload.osl, workload.osl_range),
+            }
+        )
     return out
 
 
@@ -73,8 +78,9 @@ def read_sharegpt(path: Path, data: Any, workload: Workload) -> list[dict[str, A
     out = []
     for number, entry in enumerate(data, start=1):
         turns = entry.get("conversations", entry.get("conversation")) if isinstance(entry, dict) else None
-        if not isinstance(turns, list) or not all(isinstance(t, dict) and isinstance(t.get("value"), str)
-                                                  for t in turns):  # fmt: skip
+        if not isinstance(turns, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("value"), str) for t in turns
+        ):
             raise BadInputError(f"{path}: entry {number}: expected conversations of {{from, value}} turns")
         if len(turns) < 2 or not turns[0]["value"].strip():
             continue
@@ -101,8 +107,9 @@ def file_prompts(path: str | os.PathLike[str], workload: Workload) -> list[dict[
         raise BadInputError(f"--prompts {path}: no prompts in it")
     prompts = prompts[:MAX_PROMPTS]
     tok = tokens.load_tokenizer(_tokenizer(workload))
-    for prompt, enc in zip(prompts, tok.encode_batch([p["text"] for p in prompts], add_special_tokens=False),
-                           strict=True):  # fmt: skip
+    for prompt, enc in zip(
+        prompts, tok.encode_batch([p["text"] for p in prompts], add_special_tokens=False), strict=True
+    ):
         prompt["input_ids"] = list(enc.ids)
     return prompts
 
@@ -162,16 +169,24 @@ def shared_prefix_prompts(
     a prefix cache can reuse ``prefix_tokens`` of each prompt: the target hit rate is prefix_tokens / ISL."""
     words = tokens.word_ids(_tokenizer(workload))
     rng = random.Random(f"prompts/{seed}")
-    prefixes = [[random.Random(f"prefix/{seed}/{g}").choice(words) for _ in range(workload.prefix_tokens)]
-                for g in range(workload.prefix_groups)]  # fmt: skip
+    prefixes = [
+        [random.Random(f"prefix/{seed}/{g}").choice(words) for _ in range(workload.prefix_tokens)]
+        for g in range(workload.prefix_groups)
+    ]
     out = []
     for i in range(count):
         isl = lengths(rng, workload.isl, workload.isl_range)
         ids = prefixes[i % workload.prefix_groups] + [
             rng.choice(words) for _ in range(isl - workload.prefix_tokens)
         ]
-        out.append({"input_ids": ids, "text": tokens.text_of(_tokenizer(workload), ids),
-                    "osl": lengths(rng, workload.osl, workload.osl_range), "group": i % workload.prefix_groups})  # fmt: skip
+        out.append(
+            {
+                "input_ids": ids,
+                "text": tokens.text_of(_tokenizer(workload), ids),
+                "osl": lengths(rng, workload.osl, workload.osl_range),
+                "group": i % workload.prefix_groups,
+            }
+        )
     return out
 
 
@@ -186,8 +201,14 @@ def conversations(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) 
         for _turn in range(workload.turns):
             ids = [rng.choice(words) for _ in range(lengths(rng, workload.isl, workload.isl_range))]
             turns.append((ids, tokens.text_of(_tokenizer(workload), ids)))
-        out.append({"input_ids": turns[0][0], "text": turns[0][1], "turns": [t for _, t in turns],
-                    "osl": lengths(rng, workload.osl, workload.osl_range)})  # fmt: skip
+        out.append(
+            {
+                "input_ids": turns[0][0],
+                "text": turns[0][1],
+                "turns": [t for _, t in turns],
+                "osl": lengths(rng, workload.osl, workload.osl_range),
+            }
+        )
     return out
 
 
@@ -198,13 +219,23 @@ def trace_prompts(workload: Workload, path: str | os.PathLike[str]) -> list[dict
     out = []
     for i, entry in enumerate(traces.read_trace(path)):
         ids = traces.prompt_ids(entry, words, i, workload.trace_block_tokens)
-        out.append({"input_ids": ids, "text": tokens.text_of(_tokenizer(workload), ids), "osl": entry.osl,
-                    "at_s": entry.at_s})  # fmt: skip
+        out.append(
+            {
+                "input_ids": ids,
+                "text": tokens.text_of(_tokenizer(workload), ids),
+                "osl": entry.osl,
+                "at_s": entry.at_s,
+            }
+        )
     return out
 
 
-def build_prompts(workload: Workload, prompts_file: str | os.PathLike[str] | None, trace_file: str | os.PathLike[str] | None,
-                  seed: int = 0) -> list[dict[str, Any]]:  # fmt: skip
+def build_prompts(
+    workload: Workload,
+    prompts_file: str | os.PathLike[str] | None,
+    trace_file: str | os.PathLike[str] | None,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """The prompts a workload sends: a trace's, conversations, shared-prefix ones, a file's, or synthetic."""
     if trace_file is not None:
         return trace_prompts(workload, trace_file)

@@ -142,8 +142,16 @@ def kv_dtype(precision: str) -> str:
 def spec_from_table(table: dict[str, Any], origin: str) -> GenerativeSpec:
     """A card's ``[generative]`` table (or GenerativeSpec.to_dict()) → GenerativeSpec; BadInputError names
     the file and the field."""
-    ints = ("context_length", "layers", "hidden_size", "heads", "kv_heads", "head_size", "intermediate_size",
-            "vocab_size")  # fmt: skip
+    ints = (
+        "context_length",
+        "layers",
+        "hidden_size",
+        "heads",
+        "kv_heads",
+        "head_size",
+        "intermediate_size",
+        "vocab_size",
+    )
     values: dict[str, Any] = {}
     for key in ints:
         if key not in table:

@@ -38,8 +38,14 @@ def model_graph_cost(card: ModelCard, onnx_path: str | os.PathLike, batch: int, 
         batch = card.run_batch
         axes = {spec.name: spec.batch_axis for spec in card.inputs}
     values = {spec.name: spec.value for spec in card.inputs if spec.value is not None}
-    return graph_cost(onnx_path, batch_size=batch, precision=precision, input_shapes=card_input_shapes(card),
-                      batch_axes=axes, values=values)  # fmt: skip
+    return graph_cost(
+        onnx_path,
+        batch_size=batch,
+        precision=precision,
+        input_shapes=card_input_shapes(card),
+        batch_axes=axes,
+        values=values,
+    )
 
 
 def roofline_points(

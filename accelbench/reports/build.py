@@ -94,8 +94,17 @@ def _measured_samples(
                 eff = proj.step_efficiency(step, batch, gc, targets[tid], precision, roofline)
                 if eff and run_precision:
                     point = proj.roofline_at(roofline, gc, batch, targets[tid], run_precision)
-                    samples.append(Sample(tid, eff, point, float(gc["weight_bytes"]), model, precision,
-                                          float(step.throughput_ips or 0)))  # fmt: skip
+                    samples.append(
+                        Sample(
+                            tid,
+                            eff,
+                            point,
+                            float(gc["weight_bytes"]),
+                            model,
+                            precision,
+                            float(step.throughput_ips or 0),
+                        )
+                    )
     return samples
 
 
@@ -181,13 +190,17 @@ def _efficiency_models(
         how = f" (measured with {'; '.join(notes)})" if notes else ""
         if own:
             factor, where = own
-            text = (f"×{factor:.3g} = {model} measured on {where} ÷ its own projection there "
-                    f"(scales every {toolchain} target){how}")  # fmt: skip
+            text = (
+                f"×{factor:.3g} = {model} measured on {where} ÷ its own projection there "
+                f"(scales every {toolchain} target){how}"
+            )
         else:
             factor = statistics.median(f for f, _ in same_tc)
-            text = (f"×{factor:.3g} = median over {len(same_tc)} other model(s) measured on "
-                    f"{', '.join(sorted({w for _, w in same_tc}))} ÷ their projections ({model} was not "
-                    f"measured on {toolchain}){how}")  # fmt: skip
+            text = (
+                f"×{factor:.3g} = median over {len(same_tc)} other model(s) measured on "
+                f"{', '.join(sorted({w for _, w in same_tc}))} ÷ their projections ({model} was not "
+                f"measured on {toolchain}){how}"
+            )
         out[(model, precision, tid)] = eff.scaled(factor, text)
     return out
 
@@ -221,8 +234,11 @@ def build_report(
     generative_groups = {k: g for k, g in groups.items() if is_generative(g)}
     groups = {k: g for k, g in groups.items() if k not in generative_groups}
     baseline_id = options.baseline or catalog.baseline_id
-    wanted = sorted({g.target_id for g in (*groups.values(), *generative_groups.values())} | set(options.project)
-                    | {baseline_id})  # fmt: skip
+    wanted = sorted(
+        {g.target_id for g in (*groups.values(), *generative_groups.values())}
+        | set(options.project)
+        | {baseline_id}
+    )
     targets = {tid: catalog.get(tid) for tid in wanted}
     for tid in options.price_overrides:  # a misspelt --price id would otherwise be silently ignored
         catalog.get(tid)
@@ -276,18 +292,28 @@ def _blank_row(
     model: str, precision: str, target: HardwareTarget, status: str, options: ReportOptions
 ) -> ReportRow:
     return ReportRow(
-        model=model, precision=precision, target=target.id, target_name=target.name, toolchain=target.toolchain,
-        status=status, variant=f"{model}__{target.id}__{precision}", percentile=percentile_key(options.percentile),
+        model=model,
+        precision=precision,
+        target=target.id,
+        target_name=target.name,
+        toolchain=target.toolchain,
+        status=status,
+        variant=f"{model}__{target.id}__{precision}",
+        percentile=percentile_key(options.percentile),
         slo_ms=options.slo_ms,
-    )  # fmt: skip
+    )
 
 
 def _accuracy(acc: Accuracy | None, of: str) -> dict[str, Any]:
     """The accuracy fields of a row showing ``acc`` (the accuracy of variant ``of``)."""
     if not acc:
         return {}
-    return {"accuracy_metric": acc.metric, "accuracy_value": acc.value, "accuracy_verdict": acc.verdict,
-            "accuracy_of": of}  # fmt: skip
+    return {
+        "accuracy_metric": acc.metric,
+        "accuracy_value": acc.value,
+        "accuracy_verdict": acc.verdict,
+        "accuracy_of": of,
+    }
 
 
 def _measured_row(g: Group, target: HardwareTarget, options: ReportOptions) -> ReportRow:
@@ -302,30 +328,45 @@ def _measured_row(g: Group, target: HardwareTarget, options: ReportOptions) -> R
     docs = [r.doc for r in g.results]
     variant = docs[0].variant or row.variant
     row = replace(
-        row, **repeats, variant=variant,
+        row,
+        **repeats,
+        variant=variant,
         origin=",".join(sorted({d.origin or "" for d in docs})),
-        meets_slo=cap.meets_slo, capacity_rps=cap.capacity_rps, capacity_ips=cap.capacity_ips,
-        latency_us=cap.latency_us, reason=cap.reason, capacity_low=cap.capacity_low,
-        capacity_high=cap.capacity_high, capacity_se=cap.capacity_se, capacity_df=cap.capacity_df,
-        latency_low_us=cap.latency_low, latency_high_us=cap.latency_high, slo_verdict=cap.slo_verdict,
+        meets_slo=cap.meets_slo,
+        capacity_rps=cap.capacity_rps,
+        capacity_ips=cap.capacity_ips,
+        latency_us=cap.latency_us,
+        reason=cap.reason,
+        capacity_low=cap.capacity_low,
+        capacity_high=cap.capacity_high,
+        capacity_se=cap.capacity_se,
+        capacity_df=cap.capacity_df,
+        latency_low_us=cap.latency_low,
+        latency_high_us=cap.latency_high,
+        slo_verdict=cap.slo_verdict,
         step_verdict=cap.step_verdict,
         # named by content, not by file: the same documents from a folder or a database give the same report
         sources=g.sources(),
-        **_accuracy(g.accuracy(), variant), **_provenance(docs),
+        **_accuracy(g.accuracy(), variant),
+        **_provenance(docs),
         batching_note=unbatched_note(docs[0].provenance.repository_config),
-    )  # fmt: skip
+    )
     if cap.step_key:
         run_id, index = cap.step_key
         doc = next(r.doc for r in g.results if g.label(r) == run_id)
         step = next(s for s in doc.steps if s.index == index)
         power = step.metrics.gpu_power_w if step.metrics else None
         row = replace(
-            row, chosen_run_id=run_id, chosen_step=index, batch_size=doc.batch_size,
+            row,
+            chosen_run_id=run_id,
+            chosen_step=index,
+            batch_size=doc.batch_size,
             served_batch=proj.served_batch(step, int(doc.batch_size or 1)),
-            latency_resolution_us=step.latency_resolution_us, step_reasons="; ".join(step.reasons or []) or None,
+            latency_resolution_us=step.latency_resolution_us,
+            step_reasons="; ".join(step.reasons or []) or None,
             offered=",".join(f"{k}={v}" for k, v in sorted(to_dict(step.offered).items())),
             energy_per_request_j=step.energy_per_request_j or energy_per_request_j(power, cap.capacity_rps),
-        )  # fmt: skip
+        )
     return row
 
 
@@ -405,34 +446,50 @@ def _projected_row(
     return replace(
         row,
         efficiency=p.efficiency if p.efficiency is not None else fallback,
-        efficiency_source=source, efficiency_kind=kind, calibration=calibration,
-        efficiency_low=p.efficiency_low, efficiency_high=p.efficiency_high, projected_batch=p.batch,
-        roofline_bound=p.bound, precision_used=p.precision_used, batch_size=batch_size,
-        meets_slo=p.capacity_ips is not None, capacity_ips=p.capacity_ips,
+        efficiency_source=source,
+        efficiency_kind=kind,
+        calibration=calibration,
+        efficiency_low=p.efficiency_low,
+        efficiency_high=p.efficiency_high,
+        projected_batch=p.batch,
+        roofline_bound=p.bound,
+        precision_used=p.precision_used,
+        batch_size=batch_size,
+        meets_slo=p.capacity_ips is not None,
+        capacity_ips=p.capacity_ips,
         # clients send batch_size inferences per request; the server batches requests together
         capacity_rps=per_request(p.capacity_ips),
         projected_capacity_rps_low=per_request(p.capacity_low_ips),
         projected_capacity_rps_high=per_request(p.capacity_high_ips),
         latency_us=p.latency_s * 1e6 if p.latency_s is not None else None,
-        reason=f"projected: {p.reason}" if p.capacity_ips else f"does not meet the SLO (projected): {p.reason}",
-    )  # fmt: skip
+        reason=f"projected: {p.reason}"
+        if p.capacity_ips
+        else f"does not meet the SLO (projected): {p.reason}",
+    )
 
 
 def _price_row(row: ReportRow, target: HardwareTarget, options: ReportOptions) -> ReportRow:
-    q = quote_price(target, options.price_basis, options.price_overrides, options.amortization_years,
-                    options.usd_per_kwh)  # fmt: skip
+    q = quote_price(
+        target, options.price_basis, options.price_overrides, options.amortization_years, options.usd_per_kwh
+    )
     row = replace(
-        row, usd_per_hour=q.usd_per_hour if q else None, price_basis=q.basis if q else None,
+        row,
+        usd_per_hour=q.usd_per_hour if q else None,
+        price_basis=q.basis if q else None,
         price_note=q.note if q else "no price in the catalog; pass --price ID=USD_PER_HOUR",
-        price_source=q.source if q else None, price_as_of=q.as_of if q else None,
-    )  # fmt: skip
+        price_source=q.source if q else None,
+        price_as_of=q.as_of if q else None,
+    )
     if q is None or not row.capacity_rps:
         return row
     row = replace(row, cost_per_million_usd=cost_per_million_usd(q.usd_per_hour, row.capacity_rps))
     if row.capacity_low and row.capacity_high and row.capacity_low > 0:
         # cost falls as capacity rises: the capacity's interval, inverted, is the cost's
-        row = replace(row, cost_low=cost_per_million_usd(q.usd_per_hour, row.capacity_high),
-                      cost_high=cost_per_million_usd(q.usd_per_hour, row.capacity_low))  # fmt: skip
+        row = replace(
+            row,
+            cost_low=cost_per_million_usd(q.usd_per_hour, row.capacity_high),
+            cost_high=cost_per_million_usd(q.usd_per_hour, row.capacity_low),
+        )
     return row
 
 
@@ -445,12 +502,16 @@ def _baseline_ratios(rows: list[ReportRow], baseline_id: str) -> list[ReportRow]
     out = []
     for row in rows:
         b = base.get((row.model, row.precision))
-        out.append(replace(
-            row, baseline_target=baseline_id, baseline_status=b.status if b else None,
-            capacity_vs_baseline=_ratio(row.capacity_rps, b.capacity_rps if b else None),
-            latency_vs_baseline=_ratio(row.latency_us, b.latency_us if b else None),
-            cost_vs_baseline=_ratio(row.cost_per_million_usd, b.cost_per_million_usd if b else None),
-        ))  # fmt: skip
+        out.append(
+            replace(
+                row,
+                baseline_target=baseline_id,
+                baseline_status=b.status if b else None,
+                capacity_vs_baseline=_ratio(row.capacity_rps, b.capacity_rps if b else None),
+                latency_vs_baseline=_ratio(row.latency_us, b.latency_us if b else None),
+                cost_vs_baseline=_ratio(row.cost_per_million_usd, b.cost_per_million_usd if b else None),
+            )
+        )
     return out
 
 
@@ -502,8 +563,10 @@ def compare_to_cheapest(ranked: list[ReportRow], confidence: float = 0.95) -> li
         basis = _cost_basis(r)
         if best_basis is None or basis is None:  # the between-run variance is unknown: no claim either way
             single = ", ".join(x.target for x, v in ((best, best_basis), (r, basis)) if v is None)
-            comparisons[id(r)] = (f"against {name}: inconclusive: single runs (no between-run variance for "
-                                  f"{single}; measure with --repeats 3)")  # fmt: skip
+            comparisons[id(r)] = (
+                f"against {name}: inconclusive: single runs (no between-run variance for "
+                f"{single}; measure with --repeats 3)"
+            )
             continue
         others.append(r)
         ratios.append(cost_ratio(*best_basis, *basis, confidence))

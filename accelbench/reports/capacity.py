@@ -127,11 +127,22 @@ def capacity_at_slo(
     pairs: Sequence[tuple[str, Step]] = list(steps)
     usable = [(rid, s) for rid, s in pairs if step_usable(s)]
     # (run id, step, requests/s): a qualifying step always has a throughput
-    good = [(rid, s, float(s.throughput_rps)) for rid, s in usable
-            if s.throughput_rps is not None and step_qualifies(s, slo_us, key, max_error_rate)]  # fmt: skip
+    good = [
+        (rid, s, float(s.throughput_rps))
+        for rid, s in usable
+        if s.throughput_rps is not None and step_qualifies(s, slo_us, key, max_error_rate)
+    ]
     if not good:
-        return Capacity(None, None, None, None, 0, len(usable), _why_not(usable, slo_us, key),
-                        slo_verdict=_best_verdict(usable, slo_us, key))  # fmt: skip
+        return Capacity(
+            None,
+            None,
+            None,
+            None,
+            0,
+            len(usable),
+            _why_not(usable, slo_us, key),
+            slo_verdict=_best_verdict(usable, slo_us, key),
+        )
     run_id, best, rps = min(good, key=lambda p: (-p[2], latency_at(p[1], key), p[0], p[1].index))
     ips = best.throughput_ips
     thr = step_throughput_interval(best) or {}
@@ -145,13 +156,22 @@ def capacity_at_slo(
     if inconclusive:
         reason += f"; {inconclusive} faster step(s) INCONCLUSIVE (interval straddles the SLO)"
     return Capacity(
-        capacity_rps=rps, capacity_ips=float(ips) if ips is not None else None,
-        latency_us=latency_at(best, key), step_key=(run_id, best.index),
-        qualifying_steps=len(good), valid_steps=len(usable), reason=reason,
-        capacity_low=thr.get("low"), capacity_high=thr.get("high"), capacity_se=thr.get("se"),
-        capacity_df=thr.get("df"), latency_low=lat_low if thr else None, latency_high=lat_high if thr else None,
-        step_verdict=best.verdict, slo_verdict=PASS,
-    )  # fmt: skip
+        capacity_rps=rps,
+        capacity_ips=float(ips) if ips is not None else None,
+        latency_us=latency_at(best, key),
+        step_key=(run_id, best.index),
+        qualifying_steps=len(good),
+        valid_steps=len(usable),
+        reason=reason,
+        capacity_low=thr.get("low"),
+        capacity_high=thr.get("high"),
+        capacity_se=thr.get("se"),
+        capacity_df=thr.get("df"),
+        latency_low=lat_low if thr else None,
+        latency_high=lat_high if thr else None,
+        step_verdict=best.verdict,
+        slo_verdict=PASS,
+    )
 
 
 def _best_verdict(usable: Sequence[tuple[str, Step]], slo_us: float, key: str) -> str | None:
@@ -171,8 +191,10 @@ def _why_not(usable: Sequence[tuple[str, Step]], slo_us: float, key: str) -> str
         f" [{_ms(low)}, {_ms(high)}]" if (low, high) != (value, value) else ""
     )
     if _best_verdict(usable, slo_us, key) == INCONCLUSIVE:
-        return (f"SLO not shown (INCONCLUSIVE): best {key} {shown} straddles {slo_us / 1000:g} ms "
-                "(too few requests to bound it; run longer steps)")  # fmt: skip
+        return (
+            f"SLO not shown (INCONCLUSIVE): best {key} {shown} straddles {slo_us / 1000:g} ms "
+            "(too few requests to bound it; run longer steps)"
+        )
     return f"does not meet the SLO: best {key} {shown} > {slo_us / 1000:g} ms (or error rate over limit)"
 
 

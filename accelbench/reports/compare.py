@@ -69,9 +69,17 @@ def _runs(row: ReportRow) -> int:
     return int(row.runs or 1)
 
 
-def between_interval(old_value: float, new_value: float, sd_log: float, df: float, n_old: int, n_new: int,
-                     within_se: float = 0.0, within_df: float = math.inf,
-                     confidence: float = CONFIDENCE) -> tuple[float, float, float]:  # fmt: skip
+def between_interval(
+    old_value: float,
+    new_value: float,
+    sd_log: float,
+    df: float,
+    n_old: int,
+    n_new: int,
+    within_se: float = 0.0,
+    within_df: float = math.inf,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float, float]:
     """new ÷ old with the interval from the between-run SD of the log (or the within-run SE where larger)."""
     se = sd_log * math.sqrt(1.0 / n_old + 1.0 / n_new)
     if within_se > se:
@@ -103,8 +111,9 @@ class Judgement:
     verdict: str = "not judged (no intervals)"
 
 
-def judge_change(old: ReportRow | None, new: ReportRow | None, key: str = "p99",
-                 spread: Spread | None = None) -> Judgement:  # fmt: skip
+def judge_change(
+    old: ReportRow | None, new: ReportRow | None, key: str = "p99", spread: Spread | None = None
+) -> Judgement:
     """Is ``new`` a regression against ``old`` (two measured report rows: their capacity_rps/_se/_df,
     latency_us, latency_low_us, latency_high_us, slo_verdict, runs and target are read)? ``spread``: the
     between-run variance from the history of this configuration, if known."""
@@ -126,17 +135,23 @@ def judge_change(old: ReportRow | None, new: ReportRow | None, key: str = "p99",
     else:
         verdict = "ok"
     return Judgement(
-        regression=bool(flags), judged=True, flags=tuple(flags), capacity_ratio=ratio, capacity_ratio_low=low,
-        capacity_ratio_high=high, verdict=verdict,
+        regression=bool(flags),
+        judged=True,
+        flags=tuple(flags),
+        capacity_ratio=ratio,
+        capacity_ratio_low=low,
+        capacity_ratio_high=high,
+        verdict=verdict,
         basis="repeats" if repeated or basis is None else f"{basis.basis}: {basis.source}",
-    )  # fmt: skip
+    )
 
 
 Interval3 = tuple[float | None, float | None, float | None]  # (ratio, low, high), Nones when not judged
 
 
-def _flags(old: ReportRow, new: ReportRow, key: str, within: Ratio | None, repeated: bool,
-           basis: Spread | None) -> tuple[list[str], Interval3]:  # fmt: skip
+def _flags(
+    old: ReportRow, new: ReportRow, key: str, within: Ratio | None, repeated: bool, basis: Spread | None
+) -> tuple[list[str], Interval3]:
     """(the regression's reasons, (capacity ratio, low, high) or Nones)."""
     flags: list[str] = []
     interval: Interval3 = (None, None, None)
@@ -150,16 +165,18 @@ def _flags(old: ReportRow, new: ReportRow, key: str, within: Ratio | None, repea
             found = (within.ratio, within.low, within.high)
         elif basis is not None and basis.sd_log_capacity is not None:
             within_se = math.hypot(o[1] / o[0], n[1] / n[0])
-            found = between_interval(o[0], n[0], basis.sd_log_capacity, basis.df, n_old, n_new, within_se,
-                                     within.df)  # fmt: skip
+            found = between_interval(
+                o[0], n[0], basis.sd_log_capacity, basis.df, n_old, n_new, within_se, within.df
+            )
         if found is not None:
             interval = found
             _, low, high = found
             if high < 1.0:
                 flags.append(f"capacity down {1 - high:.1%}–{1 - low:.1%} (95 %)")
     if basis is not None and basis.sd_log_latency is not None and old.latency_us and new.latency_us:
-        _, low, high = between_interval(old.latency_us, new.latency_us, basis.sd_log_latency, basis.df, n_old,
-                                        n_new)  # fmt: skip
+        _, low, high = between_interval(
+            old.latency_us, new.latency_us, basis.sd_log_latency, basis.df, n_old, n_new
+        )
         if low > 1.0:
             flags.append(f"{key} up {low - 1:.1%}–{high - 1:.1%} (95 %)")
     return flags, interval
@@ -189,8 +206,9 @@ class CompareRow:
         return {**own, **asdict(self.judgement)}
 
 
-def compare_rows(old: ReportData, new: ReportData, history: Mapping[GroupKey, list[ReportRow]] | None = None
-                 ) -> list[CompareRow]:  # fmt: skip
+def compare_rows(
+    old: ReportData, new: ReportData, history: Mapping[GroupKey, list[ReportRow]] | None = None
+) -> list[CompareRow]:
     """Join two ReportData on (model, precision, target) and judge each measured change; ``history``: earlier
     single-run rows per (model, precision, target), whose spread is the between-run variance."""
     key = percentile_key(new.options.percentile)
@@ -203,16 +221,25 @@ def compare_rows(old: ReportData, new: ReportData, history: Mapping[GroupKey, li
         measured = bool(o and n and o.status == n.status == "measured")
         earlier = history.get(k, [])
         spread = history_spread([h.capacity_rps for h in earlier], [h.latency_us for h in earlier])
-        out.append(CompareRow(
-            model=k[0], precision=k[1], target=k[2],
-            old_status=o.status if o else None, new_status=n.status if n else None,
-            old_capacity_rps=o.capacity_rps if o else None, new_capacity_rps=n.capacity_rps if n else None,
-            capacity_change=_change(o.capacity_rps if o else None, n.capacity_rps if n else None),
-            old_latency_us=o.latency_us if o else None, new_latency_us=n.latency_us if n else None,
-            latency_change=_change(o.latency_us if o else None, n.latency_us if n else None),
-            cost_change=_change(o.cost_per_million_usd if o else None, n.cost_per_million_usd if n else None),
-            judgement=judge_change(o, n, key, spread) if measured else judge_change(None, None, key),
-        ))  # fmt: skip
+        out.append(
+            CompareRow(
+                model=k[0],
+                precision=k[1],
+                target=k[2],
+                old_status=o.status if o else None,
+                new_status=n.status if n else None,
+                old_capacity_rps=o.capacity_rps if o else None,
+                new_capacity_rps=n.capacity_rps if n else None,
+                capacity_change=_change(o.capacity_rps if o else None, n.capacity_rps if n else None),
+                old_latency_us=o.latency_us if o else None,
+                new_latency_us=n.latency_us if n else None,
+                latency_change=_change(o.latency_us if o else None, n.latency_us if n else None),
+                cost_change=_change(
+                    o.cost_per_million_usd if o else None, n.cost_per_million_usd if n else None
+                ),
+                judgement=judge_change(o, n, key, spread) if measured else judge_change(None, None, key),
+            )
+        )
     return out
 
 
@@ -223,9 +250,15 @@ def compare_markdown(rows: list[CompareRow], key: str) -> str:
     def num(v: float | None, scale: float = 1.0) -> str:
         return fmt(None if v is None else v / scale)
 
-    lines = ["# accelbench comparison", "", f"Rule: {RULE}.", "",
-             f"| model | precision | target | capacity old → new (req/s) | change [95 %] | {key} old → new (ms) | "
-             "change | cost change | verdict |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "# accelbench comparison",
+        "",
+        f"Rule: {RULE}.",
+        "",
+        f"| model | precision | target | capacity old → new (req/s) | change [95 %] | {key} old → new (ms) | "
+        "change | cost change | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         j = r.judgement
         proj = " (proj)" if "projected" in (r.old_status, r.new_status) else ""

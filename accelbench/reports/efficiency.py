@@ -193,8 +193,14 @@ def target_model(
     return eff
 
 
-def with_floor(eff: EfficiencyModel, catalog: Catalog, target: HardwareTarget, roofline: RooflineFn, flops: float | None,
-               use: Use = every_point) -> EfficiencyModel:  # fmt: skip
+def with_floor(
+    eff: EfficiencyModel,
+    catalog: Catalog,
+    target: HardwareTarget,
+    roofline: RooflineFn,
+    flops: float | None,
+    use: Use = every_point,
+) -> EfficiencyModel:
     """``eff`` with the target's latency floor for a graph of ``flops`` per inference, where one exists."""
     floor = latency_floor(catalog, target, roofline, flops, use)
     return replace(eff, floor_s=floor[0], floor_source=floor[1]) if floor else eff
@@ -216,8 +222,18 @@ def _fixed_terms(
     """The chip × graph fixed terms of ``points``' series, and the published graphs that are ``model`` (its name,
     else the published graphs named ``model``-…, e.g. bert-base → bert-base-128, bert-base-384)."""
     # a variable-length point's work is not its graph's: it places no fixed term
-    rows = [(architecture(catalog.get(p.point.target)), p.point.target, p.point.model, p.point.precision,
-             p.point.batch, p.point.batch / p.point.throughput_ips) for p in points if p.point.fit]  # fmt: skip
+    rows = [
+        (
+            architecture(catalog.get(p.point.target)),
+            p.point.target,
+            p.point.model,
+            p.point.precision,
+            p.point.batch,
+            p.point.batch / p.point.throughput_ips,
+        )
+        for p in points
+        if p.point.fit
+    ]
     terms = factor_fixed_terms(series_t0(rows))
     names = sorted(terms.graph)
     graphs = [model] if model in terms.graph else [g for g in names if model and g.startswith(f"{model}-")]
@@ -262,8 +278,13 @@ def _fit_points(
     t0 = terms.at(chip, graphs, kinds[cls])
     if not t0:
         return fit(samples, "published", label, slope=slope, x_range=batch_range)
-    own = [terms.at(architecture(catalog.get(p.point.target)), [p.point.model],
-                    kinds[model_class(p.point.model)]) or t0 for p in pts]  # fmt: skip
+    own = [
+        terms.at(
+            architecture(catalog.get(p.point.target)), [p.point.model], kinds[model_class(p.point.model)]
+        )
+        or t0
+        for p in pts
+    ]
     # a point whose time is mostly the fixed term says little about t1: the others fit it where there are any
     says = [i for i, p in enumerate(pts) if p.point.batch / p.point.throughput_ips >= 2 * own[i]] or range(
         len(pts)

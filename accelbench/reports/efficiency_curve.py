@@ -112,9 +112,18 @@ def constant(
     """A fraction of peak that does not depend on batch, with an optional range around it."""
     lo, hi = lo if lo is not None else y, hi if hi is not None else y
     return EfficiencyModel(
-        kind, label, math.log(y), 0.0, -math.inf, math.inf, y, y,
-        resid_lo=math.log(lo / y), resid_hi=math.log(hi / y), n_points=n,
-    )  # fmt: skip
+        kind,
+        label,
+        math.log(y),
+        0.0,
+        -math.inf,
+        math.inf,
+        y,
+        y,
+        resid_lo=math.log(lo / y),
+        resid_hi=math.log(hi / y),
+        n_points=n,
+    )
 
 
 def fit(
@@ -146,6 +155,15 @@ def fit(
         ends = [math.exp(intercept + slope * lx) for lx in (lx_min, lx_max)]
         y_min, y_max = min(y_min, *ends), max(y_max, *ends)
     return EfficiencyModel(
-        kind, label, intercept, slope, lx_min, lx_max, y_min, y_max,
-        resid_lo=min(resid), resid_hi=max(resid), n_points=len(pts),
-    )  # fmt: skip
+        kind,
+        label,
+        intercept,
+        slope,
+        lx_min,
+        lx_max,
+        y_min,
+        y_max,
+        resid_lo=min(resid),
+        resid_hi=max(resid),
+        n_points=len(pts),
+    )

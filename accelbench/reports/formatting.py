@@ -60,8 +60,16 @@ def round_in_text(text: str) -> str:
     return _LOOSE_NUMBER.sub(cut, text)
 
 
-def with_interval(value: float | None, low: float | None, high: float | None, *, kind: str = "measured",
-                  scale: float = 1.0, prefix: str = "", unit: str = "") -> str:  # fmt: skip
+def with_interval(
+    value: float | None,
+    low: float | None,
+    high: float | None,
+    *,
+    kind: str = "measured",
+    scale: float = 1.0,
+    prefix: str = "",
+    unit: str = "",
+) -> str:
     """``58.1 [55.0, 61.2]`` for a measured number and its 95 % interval (``open`` where no order statistic
     bounds it); a projected number keeps its label and shows a range, never a measured-looking interval.
     ``unit`` follows the whole figure: ``58.1 [55.0, 61.2] req/s``."""
@@ -262,7 +270,7 @@ def provenance_items(provenance: Mapping[str, Any] | None) -> list[tuple[str, st
                 for x in (server.get("url"), server.get("version") and f"(Triton {server['version']})")
                 if x
             ),
-        ),  # fmt: skip
+        ),
         ("method", p.get("method")),
         (
             "imported from",
@@ -319,6 +327,12 @@ def csv_text(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 # the names templates use (the service's Jinja environments register these as filters)
 FILTERS = {
-    "num": num, "with_interval": with_interval, "percent": percent, "size_bytes": size_bytes,
-    "latency_ms": latency_ms, "offered_text": offered_text, "host_label": host_label, "when": when,
-}  # fmt: skip
+    "num": num,
+    "with_interval": with_interval,
+    "percent": percent,
+    "size_bytes": size_bytes,
+    "latency_ms": latency_ms,
+    "offered_text": offered_text,
+    "host_label": host_label,
+    "when": when,
+}

@@ -101,15 +101,25 @@ def _pa_step(index: int, row: dict[str, str], path: str | Path, batch_size: int)
     server = {key: _num(row, col, path) for col, key in _PA_SERVER.items() if row.get(col) not in (None, "")}
     power_w = _gpu_power_w(row.get("Avg GPU Power Usage"))
     return Step(
-        index=index, offered=offered, started_at=None, duration_s=None, requests=None, inferences=None,
+        index=index,
+        offered=offered,
+        started_at=None,
+        duration_s=None,
+        requests=None,
+        inferences=None,
         errors=_no_errors(),  # perf_analyzer stops at the first failed request, so a row it wrote had none
-        error_rate=0.0, throughput_rps=ips / batch_size, throughput_ips=ips,
-        latency_us=LatencyUs.model_validate(latency), latency_resolution_us=1.0, histogram=None,
+        error_rate=0.0,
+        throughput_rps=ips / batch_size,
+        throughput_ips=ips,
+        latency_us=LatencyUs.model_validate(latency),
+        latency_resolution_us=1.0,
+        histogram=None,
         server_stats=ServerStats.model_validate(server) if server else None,
         metrics=Metrics(cpu_utilization=None, gpu_power_w=power_w, energy_j=None),
         energy_per_request_j=(power_w / (ips / batch_size)) if power_w and ips else None,
-        verdict="VALID", reasons=[],
-    )  # fmt: skip
+        verdict="VALID",
+        reasons=[],
+    )
 
 
 def import_document(
@@ -119,20 +129,32 @@ def import_document(
     llm_importers) fills in."""
     command = f"accelbench import {origin.removesuffix('-import').replace('_', '-')} {src.name}"
     return ResultDocument(
-        run_id=f"{model}__{target}__{precision}__{origin}-b{batch}", origin=origin, model=model,
-        variant=f"{model}__{target}__{precision}", target=target, precision=precision, batch_size=batch,
-        accuracy=None, graph_cost=None,
+        run_id=f"{model}__{target}__{precision}__{origin}-b{batch}",
+        origin=origin,
+        model=model,
+        variant=f"{model}__{target}__{precision}",
+        target=target,
+        precision=precision,
+        batch_size=batch,
+        accuracy=None,
+        graph_cost=None,
         # host, packages and command are the measuring run's, which the file does not record: left empty,
         # never filled in with the importing machine's; the import itself is named in the note
         provenance=Provenance(
-            host={}, packages={}, manifest_hash="", repository_config="", server=ServerInfo(url="", version=""),
-            created_at=utc_now_iso(), command=None,
+            host={},
+            packages={},
+            manifest_hash="",
+            repository_config="",
+            server=ServerInfo(url="", version=""),
+            created_at=utc_now_iso(),
+            command=None,
             imported_from=ImportedFrom(file=src.name, sha256=sha256_file(src)),
             note=f"imported by `{command}`: the measuring host, its packages and command are not in the file",
         ),
         load_profile=LoadProfile(kind=kind, protocol=None, levels=[], duration_s=None),
-        steps=[], complete=True,
-    )  # fmt: skip
+        steps=[],
+        complete=True,
+    )
 
 
 def import_perf_analyzer(
@@ -145,11 +167,19 @@ def import_perf_analyzer(
     for i, step in enumerate(steps):
         step.index = i
     closed = steps[0].offered.concurrency is not None
-    doc = import_document("perf_analyzer-import", model, target, precision, batch_size, Path(csv_path),
-                    "closed" if closed else "open")  # fmt: skip
+    doc = import_document(
+        "perf_analyzer-import",
+        model,
+        target,
+        precision,
+        batch_size,
+        Path(csv_path),
+        "closed" if closed else "open",
+    )
     # every row has the same columns, so every step has the level its first one has
-    doc.load_profile.levels = [level for s in steps
-                               if (level := s.offered.concurrency if closed else s.offered.rate_rps) is not None]  # fmt: skip
+    doc.load_profile.levels = [
+        level for s in steps if (level := s.offered.concurrency if closed else s.offered.rate_rps) is not None
+    ]
     doc.steps = steps
     return doc
 
@@ -186,16 +216,25 @@ def import_locust(
     latency["max"] = _num(row, "Max Response Time", csv_path) * 1000.0  # raw, not bucketed
     latency["mean"] = _num(row, "Average Response Time", csv_path) * 1000.0  # raw, not bucketed
     step = Step(
-        index=0, offered=Offered(users=users), started_at=None, duration_s=(n_req / rps) if rps else None,
-        requests=int(n_req), inferences=int(n_req) * batch_size,
+        index=0,
+        offered=Offered(users=users),
+        started_at=None,
+        duration_s=(n_req / rps) if rps else None,
+        requests=int(n_req),
+        inferences=int(n_req) * batch_size,
         errors=Errors(connection=0, timeout=0, server=int(n_fail), wrong_output=0),
-        error_rate=(n_fail / n_req) if n_req else 0.0, throughput_rps=rps, throughput_ips=rps * batch_size,
+        error_rate=(n_fail / n_req) if n_req else 0.0,
+        throughput_rps=rps,
+        throughput_ips=rps * batch_size,
         latency_us=LatencyUs.model_validate(latency),
         latency_resolution_us=locust_resolution_us(latency.get("p99", 0.0) / 1000.0),
-        histogram=None, server_stats=None, metrics=Metrics(cpu_utilization=None, gpu_power_w=None, energy_j=None),
+        histogram=None,
+        server_stats=None,
+        metrics=Metrics(cpu_utilization=None, gpu_power_w=None, energy_j=None),
         energy_per_request_j=None,
-        verdict="VALID" if n_req > 0 else "INVALID", reasons=[] if n_req > 0 else ["no requests recorded"],
-    )  # fmt: skip
+        verdict="VALID" if n_req > 0 else "INVALID",
+        reasons=[] if n_req > 0 else ["no requests recorded"],
+    )
     doc = import_document("locust-import", model, target, precision, batch_size, Path(csv_path), "closed")
     doc.load_profile.levels = [users] if users else []
     doc.provenance.note = "percentiles from Locust's bucketed histogram (whole ms below 100 ms); failures counted as server errors"

@@ -99,16 +99,27 @@ def _describe(pts: list[PointEfficiency]) -> str:
     software = sorted({p.point.software.split(",")[0] for p in pts})
     dates = sorted({p.point.date for p in pts})
     clamped = sum(1 for p in pts if p.decode_raw > 1)
-    text = f"{len(pts)} point(s) of {', '.join(sorted({p.point.model for p in pts}))}; {' / '.join(software)} " \
-           f"({' – '.join(sorted({dates[0], dates[-1]}))})"  # fmt: skip
+    text = (
+        f"{len(pts)} point(s) of {', '.join(sorted({p.point.model for p in pts}))}; {' / '.join(software)} "
+        f"({' – '.join(sorted({dates[0], dates[-1]}))})"
+    )
     return text + (f"; {clamped} above the roofline clamped to 1" if clamped else "")
 
 
 def _combine(pts: list[PointEfficiency], kind: str, label: str, fallback_prefill: list[float]) -> Efficiency:
     dec = [p.decode for p in pts]
     pre = [p.prefill for p in pts if p.prefill is not None] or fallback_prefill or dec
-    return Efficiency(statistics.median(dec), min(dec), max(dec), statistics.median(pre), min(pre), max(pre),
-                      kind, label, len(pts))  # fmt: skip
+    return Efficiency(
+        statistics.median(dec),
+        min(dec),
+        max(dec),
+        statistics.median(pre),
+        min(pre),
+        max(pre),
+        kind,
+        label,
+        len(pts),
+    )
 
 
 class LlmEfficiencies:
@@ -125,8 +136,11 @@ class LlmEfficiencies:
     ) -> Efficiency | None:
         """The target's Efficiency (None without any published point); ``exclude`` leaves one point out,
         ``without_target`` all of the target's own (as if it had never been published)."""
-        pts = [p for p in self.points if p.point is not exclude
-               and not (without_target and p.point.target == target.id)]  # fmt: skip
+        pts = [
+            p
+            for p in self.points
+            if p.point is not exclude and not (without_target and p.point.target == target.id)
+        ]
         eff = self._median(target, pts)
         if eff is None:
             return None
@@ -150,12 +164,22 @@ class LlmEfficiencies:
         same = [p for p in pts if self.catalog.get(p.point.target).toolchain == target.toolchain]
         if same:
             where = ", ".join(sorted({p.point.target for p in same}))
-            return _combine(same, "toolchain-median", f"{target.toolchain} toolchain median of {_describe(same)} "
-                            f"on {where} (no published LLM result for this target)", all_prefill)  # fmt: skip
+            return _combine(
+                same,
+                "toolchain-median",
+                f"{target.toolchain} toolchain median of {_describe(same)} "
+                f"on {where} (no published LLM result for this target)",
+                all_prefill,
+            )
         if pts:
             where = ", ".join(sorted({p.point.target for p in pts}))
-            return _combine(pts, "all-llm-median", f"median of every published LLM point ({_describe(pts)} on "
-                            f"{where}): no published {target.toolchain} LLM result", all_prefill)  # fmt: skip
+            return _combine(
+                pts,
+                "all-llm-median",
+                f"median of every published LLM point ({_describe(pts)} on "
+                f"{where}): no published {target.toolchain} LLM result",
+                all_prefill,
+            )
         return None
 
 
@@ -180,8 +204,10 @@ def step_floor(
     smallest = min(_shape(p.model).params for p in pts)
     best = max((p for p in pts if _shape(p.model).params == smallest), key=lambda p: p.output_tokens_per_s)
     step = 1.0 / best.output_tokens_per_s
-    return step, (f"decode step floor {step * 1e3:.3g} ms: the fastest batch-1 step published on the chip, "
-                  f"{best.model} on {best.target} ({best.software.split(',')[0]}, {best.date})")  # fmt: skip
+    return step, (
+        f"decode step floor {step * 1e3:.3g} ms: the fastest batch-1 step published on the chip, "
+        f"{best.model} on {best.target} ({best.software.split(',')[0]}, {best.date})"
+    )
 
 
 # The published transformer whose fixed term places a layer's: BERT-Base at sequence 128 (demoBERT's A100 and L40S
@@ -250,19 +276,33 @@ def leave_one_out(eff: LlmEfficiencies) -> list[LlmCheckRow]:
         target = eff.catalog.get(p.point.target)
         model = eff.for_target(target, exclude=p.point)
         row = LlmCheckRow(
-            target=p.point.target, model=p.point.model, precision=p.point.precision, isl=p.point.isl,
-            osl=p.point.osl, batch=p.point.batch, inferred_batch=p.batch,
-            published_tokens_per_s=p.point.output_tokens_per_s, bound_tokens_per_s=p.bound_tokens_per_s,
-            efficiency=p.decode_raw, prefill_efficiency=p.prefill,
-        )  # fmt: skip
+            target=p.point.target,
+            model=p.point.model,
+            precision=p.point.precision,
+            isl=p.point.isl,
+            osl=p.point.osl,
+            batch=p.point.batch,
+            inferred_batch=p.batch,
+            published_tokens_per_s=p.point.output_tokens_per_s,
+            bound_tokens_per_s=p.bound_tokens_per_s,
+            efficiency=p.decode_raw,
+            prefill_efficiency=p.prefill,
+        )
         other = eff.for_target(target, without_target=True)
         if other is not None:
-            row = replace(row, factor_target_out=_floored(p, other) / p.point.output_tokens_per_s,
-                          target_out_from=f"{other.kind} ({other.n_points} point(s))")  # fmt: skip
+            row = replace(
+                row,
+                factor_target_out=_floored(p, other) / p.point.output_tokens_per_s,
+                target_out_from=f"{other.kind} ({other.n_points} point(s))",
+            )
         if model is not None:
             projected = _floored(p, model)
-            row = replace(row, projected_tokens_per_s=projected, factor=projected / p.point.output_tokens_per_s,
-                          fitted_from=f"{model.kind} ({model.n_points} point(s))")  # fmt: skip
+            row = replace(
+                row,
+                projected_tokens_per_s=projected,
+                factor=projected / p.point.output_tokens_per_s,
+                fitted_from=f"{model.kind} ({model.n_points} point(s))",
+            )
         rows.append(row)
     return rows
 
@@ -295,18 +335,49 @@ class Projection:
     reason: str
 
 
-def project(cost: LlmCost, kv_heads: int, target: HardwareTarget, precision: str, isl: int, osl: int,
-            efficiency: Efficiency | None, fit_weight_bytes: float | None = None) -> Projection:  # fmt: skip
+def project(
+    cost: LlmCost,
+    kv_heads: int,
+    target: HardwareTarget,
+    precision: str,
+    isl: int,
+    osl: int,
+    efficiency: Efficiency | None,
+    fit_weight_bytes: float | None = None,
+) -> Projection:
     """The projected frontier of a model on ``target``: the fit at ISL + OSL, then one point per batch."""
-    fit = fit_bytes(target, precision, fit_weight_bytes or cost.weight_bytes, cost.kv_bytes_per_token, kv_heads,
-                    isl + osl)  # fmt: skip
+    fit = fit_bytes(
+        target, precision, fit_weight_bytes or cost.weight_bytes, cost.kv_bytes_per_token, kv_heads, isl + osl
+    )
     if not fit.fits:
         return Projection(target.id, precision, None, 0, [], efficiency, fit.reason)
     if efficiency is None:
-        return Projection(target.id, precision, fit.tp, fit.sequences, [], None,
-                          "no published LLM result to take an efficiency from")  # fmt: skip
-    pts = frontier(cost, roof(target, precision), isl, osl, fit.sequences, fit.tp or 1,
-                   decode_efficiency=efficiency.decode, prefill_efficiency=efficiency.prefill,
-                   step_floor_s=efficiency.floor_s(cost.layers))  # fmt: skip
-    return Projection(target.id, precision, fit.tp, fit.sequences, pts, efficiency,
-                      f"projected: roofline × {efficiency.label}")  # fmt: skip
+        return Projection(
+            target.id,
+            precision,
+            fit.tp,
+            fit.sequences,
+            [],
+            None,
+            "no published LLM result to take an efficiency from",
+        )
+    pts = frontier(
+        cost,
+        roof(target, precision),
+        isl,
+        osl,
+        fit.sequences,
+        fit.tp or 1,
+        decode_efficiency=efficiency.decode,
+        prefill_efficiency=efficiency.prefill,
+        step_floor_s=efficiency.floor_s(cost.layers),
+    )
+    return Projection(
+        target.id,
+        precision,
+        fit.tp,
+        fit.sequences,
+        pts,
+        efficiency,
+        f"projected: roofline × {efficiency.label}",
+    )

@@ -121,12 +121,19 @@ def step_point(
     n = max(1, accelerators)
     return GenPoint(
         concurrency=_f(step.offered.concurrency) or _f(step.offered.users),
-        output_tps=float(thr.value) / n, output_tps_low=None if thr.low is None else float(thr.low) / n,
+        output_tps=float(thr.value) / n,
+        output_tps_low=None if thr.low is None else float(thr.low) / n,
         output_tps_high=None if thr.high is None else float(thr.high) / n,
         input_tps=None if gen.input_tokens_per_s is None else float(gen.input_tokens_per_s) / n,
-        tokens_per_user=per_user, ttft_p99_ms=ttft, tpot_p99_ms=tpot, ttft_verdict=v_ttft, tpot_verdict=v_tpot,
-        verdict=combine(v_ttft, v_tpot), step_index=step.index, run_id=run_id,
-    )  # fmt: skip
+        tokens_per_user=per_user,
+        ttft_p99_ms=ttft,
+        tpot_p99_ms=tpot,
+        ttft_verdict=v_ttft,
+        tpot_verdict=v_tpot,
+        verdict=combine(v_ttft, v_tpot),
+        step_index=step.index,
+        run_id=run_id,
+    )
 
 
 # ------------------------------------------------------------------------------------------ the frontier
@@ -223,10 +230,12 @@ def objectives(options: ReportOptions, groups: Mapping[GroupKey, Group]) -> tupl
     """(TTFT ms, TPOT ms, where they came from): each the option, else the workload's, else MLPerf
     Llama3.1-8B's; where the two came from different places the source names both."""
     wl = [_workload(g) for g in groups.values()]
-    ttft, ttft_src = _objective(options.slo_ttft_p99_ms, "--slo-ttft-p99-ms", [w[2] for w in wl],
-                                MLPERF_LLAMA_8B_TTFT_MS)  # fmt: skip
-    tpot, tpot_src = _objective(options.slo_tpot_p99_ms, "--slo-tpot-p99-ms", [w[3] for w in wl],
-                                MLPERF_LLAMA_8B_TPOT_MS)  # fmt: skip
+    ttft, ttft_src = _objective(
+        options.slo_ttft_p99_ms, "--slo-ttft-p99-ms", [w[2] for w in wl], MLPERF_LLAMA_8B_TTFT_MS
+    )
+    tpot, tpot_src = _objective(
+        options.slo_tpot_p99_ms, "--slo-tpot-p99-ms", [w[3] for w in wl], MLPERF_LLAMA_8B_TPOT_MS
+    )
     if ttft_src == tpot_src:
         return ttft, tpot, ttft_src
     if ttft_src.startswith("--") and tpot_src.startswith("--"):
@@ -282,10 +291,22 @@ def measured_row(
     found = search_capacity(group, ttft_ms, tpot_ms)
     if found is not None:  # the search's answer is the capacity it was asked for, step verdict or not
         cap, reason = found
-        points = sorted([*(p for p in points if (p.run_id, p.step_index) != (cap.run_id, cap.step_index)), cap],
-                        key=lambda p: (p.concurrency or 0, p.output_tps))  # fmt: skip
-    return GenRow(group.model, group.precision, target.id, "measured", isl, osl, points, cap, reason,
-                  prices=_prices(target, options))  # fmt: skip
+        points = sorted(
+            [*(p for p in points if (p.run_id, p.step_index) != (cap.run_id, cap.step_index)), cap],
+            key=lambda p: (p.concurrency or 0, p.output_tps),
+        )
+    return GenRow(
+        group.model,
+        group.precision,
+        target.id,
+        "measured",
+        isl,
+        osl,
+        points,
+        cap,
+        reason,
+        prices=_prices(target, options),
+    )
 
 
 def search_capacity(group: Group, ttft_ms: float, tpot_ms: float) -> tuple[GenPoint, str] | None:
@@ -295,26 +316,35 @@ def search_capacity(group: Group, ttft_ms: float, tpot_ms: float) -> tuple[GenPo
         s = r.doc.search
         if s is None or not s.complete or s.answer_step is None:
             continue
-        if any(given is not None and float(given) != bound for given, bound in
-               ((s.ttft_p99_ms, ttft_ms), (s.tpot_p99_ms, tpot_ms))):  # fmt: skip
+        if any(
+            given is not None and float(given) != bound
+            for given, bound in ((s.ttft_p99_ms, ttft_ms), (s.tpot_p99_ms, tpot_ms))
+        ):
             continue
         step = next((x for x in r.doc.steps if x.index == s.answer_step), None)
         point = step_point(r.doc.run_id, step, ttft_ms, tpot_ms) if step is not None else None
-        if point is None or any(v is None or v > bound for v, bound in
-                                ((point.ttft_p99_ms, ttft_ms), (point.tpot_p99_ms, tpot_ms))):  # fmt: skip
+        if point is None or any(
+            v is None or v > bound
+            for v, bound in ((point.ttft_p99_ms, ttft_ms), (point.tpot_p99_ms, tpot_ms))
+        ):
             continue
         answer, above = to_dict(s.answer) if s.answer else {}, to_dict(s.above) if s.above else {}
         unit = "concurrency" if s.mode == "concurrency" else "rate_rps"
         top = f"{above[unit]:g} did not" if above else "no load above it was measured"
-        return point, (f"the SLO-capacity search's answer: {unit.replace('_rps', ' (requests/s)')} {answer[unit]:g} met "
-                       f"TTFT p99 ≤ {ttft_ms:g} ms and TPOT p99 ≤ {tpot_ms:g} ms, {top} ({len(s.steps)} steps)")  # fmt: skip
+        return point, (
+            f"the SLO-capacity search's answer: {unit.replace('_rps', ' (requests/s)')} {answer[unit]:g} met "
+            f"TTFT p99 ≤ {ttft_ms:g} ms and TPOT p99 ≤ {tpot_ms:g} ms, {top} ({len(s.steps)} steps)"
+        )
     return None
 
 
 def frontier_points(row: GenRow, ttft_only: bool = True) -> list[tuple[float, float]]:
     """(tokens/s per user, output tokens/s per accelerator) of the points meeting the TTFT objective."""
-    return [(p.tokens_per_user, p.output_tps) for p in row.points
-            if p.tokens_per_user and (not ttft_only or p.ttft_verdict == PASS)]  # fmt: skip
+    return [
+        (p.tokens_per_user, p.output_tps)
+        for p in row.points
+        if p.tokens_per_user and (not ttft_only or p.ttft_verdict == PASS)
+    ]
 
 
 def answer_rows(rows: list[GenRow], min_per_user: float | None) -> list[GenRow]:
@@ -336,9 +366,18 @@ def plan(rows: list[GenRow], target_tps: float, headroom: float, basis: str) -> 
         if r.capacity is None or q is None:
             continue
         n = max(1, math.ceil(target_tps / (r.capacity.output_tps * (1 - headroom)) - 1e-9))
-        out.append(TokenPlanRow(model=r.model, target=r.target, precision=r.precision, status=r.status,
-                                capacity_tps=r.capacity.output_tps, replicas=n, usd_per_hour=q.usd_per_hour,
-                                monthly_usd=q.usd_per_hour * n * HOURS_PER_MONTH))  # fmt: skip
+        out.append(
+            TokenPlanRow(
+                model=r.model,
+                target=r.target,
+                precision=r.precision,
+                status=r.status,
+                capacity_tps=r.capacity.output_tps,
+                replicas=n,
+                usd_per_hour=q.usd_per_hour,
+                monthly_usd=q.usd_per_hour * n * HOURS_PER_MONTH,
+            )
+        )
     return sorted(out, key=lambda p: (p.model, p.monthly_usd, p.target))
 
 
@@ -350,24 +389,39 @@ def token_row(row: GenRow, basis: str, min_per_user: float | None) -> TokenRow:
         f"usd_per_million_output_tokens_{b.replace('-', '_')}": row.cost(b, "output") for b in PRICE_BASES
     }
     return TokenRow(
-        model=row.model, precision=row.precision, target=row.target, status=row.status,
-        isl=row.isl, osl=row.osl, meets_objective=c is not None,
+        model=row.model,
+        precision=row.precision,
+        target=row.target,
+        status=row.status,
+        isl=row.isl,
+        osl=row.osl,
+        meets_objective=c is not None,
         capacity_output_tokens_per_s=c.output_tps if c else None,
         capacity_output_tokens_per_s_low=c.output_tps_low if c else None,
         capacity_output_tokens_per_s_high=c.output_tps_high if c else None,
         capacity_tokens_per_s_per_user=c.tokens_per_user if c else None,
         capacity_concurrency=c.concurrency if c else None,
-        ttft_p99_ms=c.ttft_p99_ms if c else None, tpot_p99_ms=c.tpot_p99_ms if c else None,
-        price_basis=basis, usd_per_hour=row.prices[basis].usd_per_hour if basis in row.prices else None,
+        ttft_p99_ms=c.ttft_p99_ms if c else None,
+        tpot_p99_ms=c.tpot_p99_ms if c else None,
+        price_basis=basis,
+        usd_per_hour=row.prices[basis].usd_per_hour if basis in row.prices else None,
         usd_per_million_output_tokens=row.cost(basis, "output"),
-        usd_per_million_output_tokens_low=low, usd_per_million_output_tokens_high=high,
+        usd_per_million_output_tokens_low=low,
+        usd_per_million_output_tokens_high=high,
         usd_per_million_input_tokens=row.cost(basis, "input"),
         usd_per_million_blended_tokens=row.cost(basis, "blended"),
-        min_tokens_per_user=min_per_user, answer_output_tokens_per_s=row.answer_tps,
-        answer_usd_per_million_output_tokens=row.cost(basis, "output", row.answer_tps) if row.answer_tps else None,
-        answer_how=row.answer_how, efficiency_source=row.efficiency_source, tp=row.tp,
-        max_batch=row.max_batch, reason=row.reason, **per_basis,
-    )  # fmt: skip
+        min_tokens_per_user=min_per_user,
+        answer_output_tokens_per_s=row.answer_tps,
+        answer_usd_per_million_output_tokens=row.cost(basis, "output", row.answer_tps)
+        if row.answer_tps
+        else None,
+        answer_how=row.answer_how,
+        efficiency_source=row.efficiency_source,
+        tp=row.tp,
+        max_batch=row.max_batch,
+        reason=row.reason,
+        **per_basis,
+    )
 
 
 def points_dicts(row: GenRow) -> list[dict[str, Any]]:
@@ -375,8 +429,16 @@ def points_dicts(row: GenRow) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------- projections
-def projected_row(model: str, precision: str, target: HardwareTarget, group: Group, options: ReportOptions,
-                  efficiencies: LlmEfficiencies | None, ttft_ms: float, tpot_ms: float) -> GenRow:  # fmt: skip
+def projected_row(
+    model: str,
+    precision: str,
+    target: HardwareTarget,
+    group: Group,
+    options: ReportOptions,
+    efficiencies: LlmEfficiencies | None,
+    ttft_ms: float,
+    tpot_ms: float,
+) -> GenRow:
     isl, osl, _, _ = _workload(group)
     row = GenRow(
         model, precision, target.id, "projected", isl, osl, [], None, "", prices=_prices(target, options)
@@ -403,18 +465,36 @@ def projected_row(model: str, precision: str, target: HardwareTarget, group: Gro
     for fp in proj.points:
         v_ttft = PASS if fp.ttft_s * 1000 <= ttft_ms else FAIL
         v_tpot = PASS if fp.tpot_s * 1000 <= tpot_ms else FAIL
-        points.append(GenPoint(fp.batch, fp.output_tokens_per_s_per_accelerator, None, None,
-                               fp.output_tokens_per_s_per_accelerator * isl / osl, fp.tokens_per_s_per_user,
-                               fp.ttft_s * 1000, fp.tpot_s * 1000, v_ttft, v_tpot, combine(v_ttft, v_tpot)))  # fmt: skip
+        points.append(
+            GenPoint(
+                fp.batch,
+                fp.output_tokens_per_s_per_accelerator,
+                None,
+                None,
+                fp.output_tokens_per_s_per_accelerator * isl / osl,
+                fp.tokens_per_s_per_user,
+                fp.ttft_s * 1000,
+                fp.tpot_s * 1000,
+                v_ttft,
+                v_tpot,
+                combine(v_ttft, v_tpot),
+            )
+        )
     passing = [p for p in points if p.verdict == PASS]
     capacity = max(passing, key=lambda p: p.output_tps) if passing else None
     reason = proj.reason
     if proj.points and capacity is None:
         reason = f"does not meet the objective (projected): {proj.reason}"
     return replace(
-        row, points=points, capacity=capacity, reason=reason, tp=proj.tp, max_batch=proj.max_batch,
-        efficiency_source=eff.label if eff is not None else None, efficiency_kind=eff.kind if eff is not None else None,
-    )  # fmt: skip
+        row,
+        points=points,
+        capacity=capacity,
+        reason=reason,
+        tp=proj.tp,
+        max_batch=proj.max_batch,
+        efficiency_source=eff.label if eff is not None else None,
+        efficiency_kind=eff.kind if eff is not None else None,
+    )
 
 
 @dataclass
@@ -444,20 +524,32 @@ def fit_table(
     rows = []
     for tid in sorted(targets):
         t = targets[tid]
-        rows.append(FitRow(tid, t.memory_gb, {p: fit_on(shape, t, p, min(context, shape.context_length))
-                                             for p in precisions}))  # fmt: skip
+        rows.append(
+            FitRow(
+                tid,
+                t.memory_gb,
+                {p: fit_on(shape, t, p, min(context, shape.context_length)) for p in precisions},
+            )
+        )
     return FitTable(shape.name, context, shape.source, rows)
 
 
-def measured_fit_table(model: str, precision: str, gc: Mapping[str, Any], targets: Mapping[str, HardwareTarget],
-                       context: int) -> FitTable | None:  # fmt: skip
+def measured_fit_table(
+    model: str, precision: str, gc: Mapping[str, Any], targets: Mapping[str, HardwareTarget], context: int
+) -> FitTable | None:
     """The fit of a measured model at its own precision, from its graph cost (weights, KV bytes per token)."""
     try:
         weights, kv = float(gc["weight_bytes"]), float(gc["kv_cache_bytes_per_token"])
     except (KeyError, TypeError, ValueError):
         return None
-    rows = [FitRow(tid, targets[tid].memory_gb, {precision: fit_bytes(targets[tid], precision, weights, kv, 1, context)})
-            for tid in sorted(targets)]  # fmt: skip
+    rows = [
+        FitRow(
+            tid,
+            targets[tid].memory_gb,
+            {precision: fit_bytes(targets[tid], precision, weights, kv, 1, context)},
+        )
+        for tid in sorted(targets)
+    ]
     return FitTable(model, context, "the results' graph_cost", rows)
 
 
@@ -473,8 +565,13 @@ class GenerativeReport:
     price_basis: str
 
 
-def build_generative(groups: Mapping[GroupKey, Group], catalog: Catalog, targets: Mapping[str, HardwareTarget],
-                     options: ReportOptions, baseline_id: str) -> GenerativeReport:  # fmt: skip
+def build_generative(
+    groups: Mapping[GroupKey, Group],
+    catalog: Catalog,
+    targets: Mapping[str, HardwareTarget],
+    options: ReportOptions,
+    baseline_id: str,
+) -> GenerativeReport:
     """Every generative row (measured, then projected for --project and the baseline) and the fit tables."""
     ttft_ms, tpot_ms, src = objectives(options, groups)
     rows = [measured_row(g, targets[g.target_id], options, ttft_ms, tpot_ms) for g in groups.values()]

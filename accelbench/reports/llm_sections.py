@@ -40,8 +40,11 @@ def answer(gen: GenerativeReport) -> str:
     for model in sorted({r.model for r in gen.rows}):
         rows = [r for r in gen.rows if r.model == model]
         # (cost, row, its capacity point): a row with a cost has a capacity
-        priced = [(cost, r, point) for r in rows
-                  if (cost := r.cost(basis)) is not None and (point := r.capacity) is not None]  # fmt: skip
+        priced = [
+            (cost, r, point)
+            for r in rows
+            if (cost := r.cost(basis)) is not None and (point := r.capacity) is not None
+        ]
         obj = f"TTFT p99 ≤ {gen.ttft_ms:g} ms and TPOT p99 ≤ {gen.tpot_ms:g} ms"
         if priced:
             cost, best, point = min(priced, key=lambda x: (x[0], x[1].status != "measured", x[1].target))
@@ -50,9 +53,11 @@ def answer(gen: GenerativeReport) -> str:
                 if best.status == "measured"
                 else f"projected, not measured: {best.efficiency_source}"
             )
-            parts.append(f"For **{model}** at {obj}, the cheapest target is **{best.target}** ({best.precision}, "
-                         f"{label}): **{_usd(cost)} per million output tokens** ({basis}; capacity "
-                         f"{fmt(point.output_tps)} output tokens/s per accelerator).")  # fmt: skip
+            parts.append(
+                f"For **{model}** at {obj}, the cheapest target is **{best.target}** ({best.precision}, "
+                f"{label}): **{_usd(cost)} per million output tokens** ({basis}; capacity "
+                f"{fmt(point.output_tps)} output tokens/s per accelerator)."
+            )
         else:
             parts.append(f"For **{model}**, no priced target meets {obj}.")
         if gen.min_tokens_per_user is not None:
@@ -62,17 +67,31 @@ def answer(gen: GenerativeReport) -> str:
             if at:
                 cost, best = min(at, key=lambda x: (x[0], x[1].status != "measured", x[1].target))
                 label = "measured" if best.status == "measured" else "projected"
-                parts.append(f"At **{n}** (and the TTFT objective), the cheapest is **{best.target}** "
-                             f"({best.precision}, {label}): **{_usd(cost)} per million output tokens** "
-                             f"({fmt(best.answer_tps)} tokens/s per accelerator; {best.answer_how}).")  # fmt: skip
+                parts.append(
+                    f"At **{n}** (and the TTFT objective), the cheapest is **{best.target}** "
+                    f"({best.precision}, {label}): **{_usd(cost)} per million output tokens** "
+                    f"({fmt(best.answer_tps)} tokens/s per accelerator; {best.answer_how})."
+                )
             else:
                 parts.append(f"No target reaches {n} within its measured or projected points.")
     return " ".join(parts)
 
 
-COST_HEADERS = ["target", "precision", "status", "capacity (output tok/s per accelerator)", "tok/s per user",
-                "concurrency", "TTFT p99 (ms)", "TPOT p99 (ms)", "objective", "$/hour", "$ per M output tokens",
-                "$ per M input tokens", "$ per M blended tokens"]  # fmt: skip
+COST_HEADERS = [
+    "target",
+    "precision",
+    "status",
+    "capacity (output tok/s per accelerator)",
+    "tok/s per user",
+    "concurrency",
+    "TTFT p99 (ms)",
+    "TPOT p99 (ms)",
+    "objective",
+    "$/hour",
+    "$ per M output tokens",
+    "$ per M input tokens",
+    "$ per M blended tokens",
+]
 
 
 def cost_table(gen: GenerativeReport, model: str) -> Table:
@@ -85,23 +104,47 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
         q = r.prices.get(basis)
         low, high = r.cost_interval(basis)
         out_cost = _usd(r.cost(basis), proj) if proj else _ivl(r.cost(basis), low, high, money=True)
-        cap = "—" if c is None else (_n(c.output_tps, True) if proj else _ivl(c.output_tps, c.output_tps_low,
-                                                                               c.output_tps_high))  # fmt: skip
-        verdict = "PASS" if c is not None else ("—" if not r.points else
-                                                ("INCONCLUSIVE" if "INCONCLUSIVE" in r.reason else "FAIL"))  # fmt: skip
+        cap = (
+            "—"
+            if c is None
+            else (_n(c.output_tps, True) if proj else _ivl(c.output_tps, c.output_tps_low, c.output_tps_high))
+        )
+        verdict = (
+            "PASS"
+            if c is not None
+            else ("—" if not r.points else ("INCONCLUSIVE" if "INCONCLUSIVE" in r.reason else "FAIL"))
+        )
         searched = r.reason.startswith("the SLO-capacity search")  # its answer and interval, as found
         note = r.reason if c is None or proj or searched else ""
         if proj and r.tp:
             note += f"; TP {r.tp}, up to {r.max_batch} sequences at ISL + OSL"
-        rows.append([r.target, r.precision, r.status, cap, _n(c.tokens_per_user if c else None, proj),
-                     fmt(c.concurrency) if c else "—", _n(c.ttft_p99_ms if c else None, proj),
-                     _n(c.tpot_p99_ms if c else None, proj), verdict, _usd(q.usd_per_hour if q else None), out_cost,
-                     _usd(r.cost(basis, "input"), proj), _usd(r.cost(basis, "blended"), proj),
-                     *[_usd(r.cost(b), proj) for b in others], note.strip("; ")])  # fmt: skip
-    return Table(f"{model}: cost per million tokens at the objective ({basis})", headers, rows,
-                 "Cost per million tokens = $/accelerator-hour ÷ (tokens/s × 3600) × 10⁶ at the capacity step; input "
-                 "and blended at the workload's ISL/OSL. Measured figures carry their 95 % interval (from the output "
-                 "token rate's interval). A basis the catalog lacks for a target shows —.")  # fmt: skip
+        rows.append(
+            [
+                r.target,
+                r.precision,
+                r.status,
+                cap,
+                _n(c.tokens_per_user if c else None, proj),
+                fmt(c.concurrency) if c else "—",
+                _n(c.ttft_p99_ms if c else None, proj),
+                _n(c.tpot_p99_ms if c else None, proj),
+                verdict,
+                _usd(q.usd_per_hour if q else None),
+                out_cost,
+                _usd(r.cost(basis, "input"), proj),
+                _usd(r.cost(basis, "blended"), proj),
+                *[_usd(r.cost(b), proj) for b in others],
+                note.strip("; "),
+            ]
+        )
+    return Table(
+        f"{model}: cost per million tokens at the objective ({basis})",
+        headers,
+        rows,
+        "Cost per million tokens = $/accelerator-hour ÷ (tokens/s × 3600) × 10⁶ at the capacity step; input "
+        "and blended at the workload's ISL/OSL. Measured figures carry their 95 % interval (from the output "
+        "token rate's interval). A basis the catalog lacks for a target shows —.",
+    )
 
 
 def answer_table(gen: GenerativeReport, model: str) -> Table | None:
@@ -109,17 +152,30 @@ def answer_table(gen: GenerativeReport, model: str) -> Table | None:
         return None
     basis = gen.price_basis
     rows = []
-    for r in sorted((r for r in gen.rows if r.model == model),
-                    key=lambda r: (r.cost(basis, "output", r.answer_tps) if r.answer_tps else 1e30, r.target)):  # fmt: skip
+    for r in sorted(
+        (r for r in gen.rows if r.model == model),
+        key=lambda r: (r.cost(basis, "output", r.answer_tps) if r.answer_tps else 1e30, r.target),
+    ):
         proj = r.status == "projected"
         cost = r.cost(basis, "output", r.answer_tps) if r.answer_tps else None
-        rows.append([r.target, r.precision, r.status, _n(r.answer_tps, proj), _usd(cost, proj),
-                     r.answer_how or r.reason])  # fmt: skip
-    return Table(f"{model}: at {gen.min_tokens_per_user:g} tokens/s per user and TTFT p99 ≤ {gen.ttft_ms:g} ms",
-                 ["target", "precision", "status", "output tok/s per accelerator", "$ per M output tokens", "how"],
-                 rows, "Throughput is interpolated monotonically (PCHIP) along each target's frontier between points "
-                 "that meet the TTFT objective; an interactivity beyond the most interactive point is \"not "
-                 "reached\", never extrapolated.")  # fmt: skip
+        rows.append(
+            [
+                r.target,
+                r.precision,
+                r.status,
+                _n(r.answer_tps, proj),
+                _usd(cost, proj),
+                r.answer_how or r.reason,
+            ]
+        )
+    return Table(
+        f"{model}: at {gen.min_tokens_per_user:g} tokens/s per user and TTFT p99 ≤ {gen.ttft_ms:g} ms",
+        ["target", "precision", "status", "output tok/s per accelerator", "$ per M output tokens", "how"],
+        rows,
+        "Throughput is interpolated monotonically (PCHIP) along each target's frontier between points "
+        'that meet the TTFT objective; an interactivity beyond the most interactive point is "not '
+        'reached", never extrapolated.',
+    )
 
 
 def steps_table(gen: GenerativeReport) -> Table:
@@ -127,13 +183,42 @@ def steps_table(gen: GenerativeReport) -> Table:
     for r in gen.rows:
         for p in r.points:
             proj = r.status == "projected"
-            rows.append([r.model, r.target, r.precision, r.status, fmt(p.concurrency),
-                         _n(p.output_tps, proj) if proj else _ivl(p.output_tps, p.output_tps_low, p.output_tps_high),
-                         _n(p.tokens_per_user, proj), _n(p.ttft_p99_ms, proj), p.ttft_verdict, _n(p.tpot_p99_ms, proj),
-                         p.tpot_verdict, p.verdict])  # fmt: skip
-    return Table("Frontier points (every step; projected rows: one per batch)",
-                 ["model", "target", "precision", "status", "concurrency / batch", "output tok/s per accelerator",
-                  "tok/s per user", "TTFT p99 (ms)", "TTFT", "TPOT p99 (ms)", "TPOT", "objective"], rows)  # fmt: skip
+            rows.append(
+                [
+                    r.model,
+                    r.target,
+                    r.precision,
+                    r.status,
+                    fmt(p.concurrency),
+                    _n(p.output_tps, proj)
+                    if proj
+                    else _ivl(p.output_tps, p.output_tps_low, p.output_tps_high),
+                    _n(p.tokens_per_user, proj),
+                    _n(p.ttft_p99_ms, proj),
+                    p.ttft_verdict,
+                    _n(p.tpot_p99_ms, proj),
+                    p.tpot_verdict,
+                    p.verdict,
+                ]
+            )
+    return Table(
+        "Frontier points (every step; projected rows: one per batch)",
+        [
+            "model",
+            "target",
+            "precision",
+            "status",
+            "concurrency / batch",
+            "output tok/s per accelerator",
+            "tok/s per user",
+            "TTFT p99 (ms)",
+            "TTFT",
+            "TPOT p99 (ms)",
+            "TPOT",
+            "objective",
+        ],
+        rows,
+    )
 
 
 def _fit_cell(fit: Fit) -> str:
@@ -158,22 +243,55 @@ def fit_tables(gen: GenerativeReport) -> list[Table]:
             if ft.rows
             else ""
         )
-        out.append(Table(f"Memory fit: {ft.model} at {ft.context:,} tokens of context", ["target", "memory (GB)",
-                         *[f"{p} weights" for p in precisions]], rows,
-                         f"Weights {weights}; KV cache {kv} (FP16 KV unless the model's own); source: {ft.source}. "
-                         "Concurrent sequences = ⌊(90 % of memory − weights) ÷ KV bytes per sequence⌋ on the smallest "
-                         "tensor-parallel degree of one instance that holds one sequence; MIG slices where one fits."))  # fmt: skip
+        out.append(
+            Table(
+                f"Memory fit: {ft.model} at {ft.context:,} tokens of context",
+                ["target", "memory (GB)", *[f"{p} weights" for p in precisions]],
+                rows,
+                f"Weights {weights}; KV cache {kv} (FP16 KV unless the model's own); source: {ft.source}. "
+                "Concurrent sequences = ⌊(90 % of memory − weights) ÷ KV bytes per sequence⌋ on the smallest "
+                "tensor-parallel degree of one instance that holds one sequence; MIG slices where one fits.",
+            )
+        )
     return out
 
 
 def plan_section(gen: GenerativeReport, target_tps: float, headroom: float) -> Section:
-    rows = [[p.model, p.target, p.precision, p.status, _n(p.capacity_tps, p.status == "projected"),
-             str(p.replicas), _usd(p.usd_per_hour), _usd(p.monthly_usd, p.status == "projected")]
-            for p in gen.plan or []]  # fmt: skip
-    return Section(f"Capacity plan for {fmt(target_tps)} output tokens/s", paragraphs=[
-        f"Replicas = ⌈target ÷ (capacity at the objective × (1 − headroom {headroom:g}))⌉; month = {HOURS_PER_MONTH:g} h."],
-        tables=[Table("token plan", ["model", "target", "precision", "status", "capacity (tok/s)", "replicas",
-                                      "$/hour each", "$/month"], rows)])  # fmt: skip
+    rows = [
+        [
+            p.model,
+            p.target,
+            p.precision,
+            p.status,
+            _n(p.capacity_tps, p.status == "projected"),
+            str(p.replicas),
+            _usd(p.usd_per_hour),
+            _usd(p.monthly_usd, p.status == "projected"),
+        ]
+        for p in gen.plan or []
+    ]
+    return Section(
+        f"Capacity plan for {fmt(target_tps)} output tokens/s",
+        paragraphs=[
+            f"Replicas = ⌈target ÷ (capacity at the objective × (1 − headroom {headroom:g}))⌉; month = {HOURS_PER_MONTH:g} h."
+        ],
+        tables=[
+            Table(
+                "token plan",
+                [
+                    "model",
+                    "target",
+                    "precision",
+                    "status",
+                    "capacity (tok/s)",
+                    "replicas",
+                    "$/hour each",
+                    "$/month",
+                ],
+                rows,
+            )
+        ],
+    )
 
 
 def method_bullets(gen: GenerativeReport) -> list[str]:

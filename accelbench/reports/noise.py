@@ -58,8 +58,9 @@ class NoiseFloor:
 
     def spread(self) -> Spread:
         source = f"{self.runs} identical runs on {self.host}, {self.measured_at} ({self.command})"
-        return Spread(_log_sd(self.cv_capacity), _log_sd(self.cv_latency), float(self.runs - 1),
-                      "noise floor", source)  # fmt: skip
+        return Spread(
+            _log_sd(self.cv_capacity), _log_sd(self.cv_latency), float(self.runs - 1), "noise floor", source
+        )
 
 
 def _log_sd(cv: float) -> float:
@@ -74,10 +75,18 @@ def noise_floors(path: Path = FLOOR_FILE) -> tuple[NoiseFloor, ...]:
         return ()
     data = tomllib.loads(path.read_text())
     return tuple(
-        NoiseFloor(tuple(f["targets"]), float(f["cv_capacity"]), float(f["cv_latency"]), int(f["runs"]),
-                   str(f["host"]), str(f["measured_at"]), str(f["command"]), str(f.get("note", "")))
+        NoiseFloor(
+            tuple(f["targets"]),
+            float(f["cv_capacity"]),
+            float(f["cv_latency"]),
+            int(f["runs"]),
+            str(f["host"]),
+            str(f["measured_at"]),
+            str(f["command"]),
+            str(f.get("note", "")),
+        )
         for f in data.get("floor", [])
-    )  # fmt: skip
+    )
 
 
 def floor_for(target: str, floors: Sequence[NoiseFloor] | None = None) -> Spread | None:
@@ -94,8 +103,13 @@ def history_spread(capacities: Sequence[float | None], latencies_us: Sequence[fl
     if len(caps) < MIN_RUNS:
         return None
     lats = [math.log(v) for v in latencies_us if v and v > 0]
-    return Spread(_sd(caps), _sd(lats) if len(lats) >= MIN_RUNS else None, float(len(caps) - 1), "history",
-                  f"{len(caps)} earlier runs of the same configuration")  # fmt: skip
+    return Spread(
+        _sd(caps),
+        _sd(lats) if len(lats) >= MIN_RUNS else None,
+        float(len(caps) - 1),
+        "history",
+        f"{len(caps)} earlier runs of the same configuration",
+    )
 
 
 def _sd(values: Sequence[float]) -> float:

@@ -51,9 +51,12 @@ class ReportOptions:
     )
     price_basis: str = option("on-demand", flag="--price-basis", choices=PRICE_BASES)
     price_overrides: Mapping[str, float] = option(
-        {}, flag="--price", multiple=True, metavar="ID=USD",
+        {},
+        flag="--price",
+        multiple=True,
+        metavar="ID=USD",
         help="Override a target's price per accelerator-hour, e.g. --price cpu-local=0.05 (repeatable).",
-    )  # fmt: skip
+    )
     target_qps: float | None = option(
         flag="--target-qps",
         low=0,
@@ -61,55 +64,88 @@ class ReportOptions:
         help="Plan replicas and the monthly bill for this request rate.",
     )
     headroom: float = option(
-        0.3, flag="--headroom", low=0, high=1, high_open=True,
+        0.3,
+        flag="--headroom",
+        low=0,
+        high=1,
+        high_open=True,
         help="Fraction of capacity kept free when planning replicas.",
-    )  # fmt: skip
+    )
     project: tuple[str, ...] = option(
-        (), flag="--project", multiple=True, metavar="ID",
+        (),
+        flag="--project",
+        multiple=True,
+        metavar="ID",
         help="Also project these targets from the roofline (repeatable or comma-separated).",
-    )  # fmt: skip
-    include_failed: bool = option(False, flag="--include-failed", is_flag=True,
-                                  help="Rank variants whose accuracy check FAILed.")  # fmt: skip
+    )
+    include_failed: bool = option(
+        False, flag="--include-failed", is_flag=True, help="Rank variants whose accuracy check FAILed."
+    )
     max_error_rate: float = option(DEFAULT_MAX_ERROR_RATE, flag="--max-error-rate", low=0, high=1)
     # None: the catalog's figure, else cost.DEFAULT_AMORTIZATION_YEARS
     amortization_years: float | None = option(
-        flag="--amortization-years", low=0, low_open=True,
+        flag="--amortization-years",
+        low=0,
+        low_open=True,
         help="Owned devices (Jetson): years to spread the purchase over (default: catalog, else 3).",
-    )  # fmt: skip
+    )
     usd_per_kwh: float = option(
-        DEFAULT_USD_PER_KWH, flag="--usd-per-kwh", low=0,
+        DEFAULT_USD_PER_KWH,
+        flag="--usd-per-kwh",
+        low=0,
         help="Owned devices: electricity price (an assumption; stated in the report).",
-    )  # fmt: skip
+    )
     # generative results (reports/llm_report.py): objectives (None: the workload's, else MLPerf Llama3.1-8B's),
     # the interactivity asked for, a capacity plan in output tokens/s, and model cards for the memory-fit table.
     # The objectives are spelled as loadtest's flags and a spec's [slo] keys (one name per meaning, issue 39);
     # ``aliases``: the spellings of earlier versions, still taken, with a warning (commands/reports.py).
     slo_ttft_p99_ms: float | None = option(
-        flag="--slo-ttft-p99-ms", group=GENERATIVE, low=0, low_open=True, aliases=("--slo-ttft-ms",),
+        flag="--slo-ttft-p99-ms",
+        group=GENERATIVE,
+        low=0,
+        low_open=True,
+        aliases=("--slo-ttft-ms",),
         help="Generative results: a step's TTFT p99 objective in ms, as loadtest's --slo-ttft-p99-ms "
         "[default: the workload's, else MLPerf's 2000].",
-    )  # fmt: skip
+    )
     slo_tpot_p99_ms: float | None = option(
-        flag="--slo-tpot-p99-ms", group=GENERATIVE, low=0, low_open=True, aliases=("--slo-tpot-ms",),
+        flag="--slo-tpot-p99-ms",
+        group=GENERATIVE,
+        low=0,
+        low_open=True,
+        aliases=("--slo-tpot-ms",),
         help="Generative results: a step's TPOT p99 objective in ms, as loadtest's --slo-tpot-p99-ms "
         "[default: the workload's, else MLPerf's 100].",
-    )  # fmt: skip
+    )
     min_tokens_per_user: float | None = option(
-        flag="--min-tokens-per-user", group=GENERATIVE, low=0, low_open=True,
+        flag="--min-tokens-per-user",
+        group=GENERATIVE,
+        low=0,
+        low_open=True,
         help="Generative results: the cheapest target at this interactivity (tokens/s per user) on the frontier.",
-    )  # fmt: skip
+    )
     target_tokens_per_s: float | None = option(
-        flag="--target-tokens-per-s", group=GENERATIVE, low=0, low_open=True,
+        flag="--target-tokens-per-s",
+        group=GENERATIVE,
+        low=0,
+        low_open=True,
         help="Generative results: plan replicas and the monthly bill for this output-token rate.",
-    )  # fmt: skip
+    )
     fit_models: tuple[str, ...] = option(
-        (), flag="--fit-model", group=GENERATIVE, multiple=True, metavar="CARD",
+        (),
+        flag="--fit-model",
+        group=GENERATIVE,
+        multiple=True,
+        metavar="CARD",
         help="Generative: a model card (packaged name such as llama-3.1-8b, or a TOML) for the memory-fit table.",
-    )  # fmt: skip
+    )
     fit_context: int | None = option(
-        flag="--context", group=GENERATIVE, low=1, integer=True,
+        flag="--context",
+        group=GENERATIVE,
+        low=1,
+        integer=True,
         help="Context length in tokens for the memory-fit table [default: 8192].",
-    )  # fmt: skip
+    )
 
     @property
     def slo_us(self) -> float:

@@ -51,8 +51,17 @@ def plan_rows(
             continue  # does not meet the SLO, has no price, or failed its accuracy check
         base = {"model": row.model, "precision": row.precision, "target": row.target, "status": row.status}
         n = replicas_needed(target_qps, cap, headroom)
-        out.append(PlanRow(**base, unit="whole accelerator", capacity_rps=cap, usd_per_hour=usd, replicas=n,
-                           gpus=n, monthly_usd=usd * n * HOURS_PER_MONTH))  # fmt: skip
+        out.append(
+            PlanRow(
+                **base,
+                unit="whole accelerator",
+                capacity_rps=cap,
+                usd_per_hour=usd,
+                replicas=n,
+                gpus=n,
+                monthly_usd=usd * n * HOURS_PER_MONTH,
+            )
+        )
         gc = (graph_costs or {}).get((row.model, row.precision))
         target = targets.get(row.target)
         for prof in _smallest_per_fraction(target.mig_profiles if target is not None else (), gc):
@@ -60,8 +69,16 @@ def plan_rows(
             if frac >= 1:
                 continue
             n_slices = replicas_needed(target_qps, cap * frac, headroom)
-            out.append(PlanRow(**base, unit=f"MIG {prof.name}", capacity_rps=cap * frac, usd_per_hour=usd * frac,
-                               replicas=n_slices, gpus=math.ceil(n_slices / int(prof.max_count or 1)),
-                               monthly_usd=usd * frac * n_slices * HOURS_PER_MONTH))  # fmt: skip
+            out.append(
+                PlanRow(
+                    **base,
+                    unit=f"MIG {prof.name}",
+                    capacity_rps=cap * frac,
+                    usd_per_hour=usd * frac,
+                    replicas=n_slices,
+                    gpus=math.ceil(n_slices / int(prof.max_count or 1)),
+                    monthly_usd=usd * frac * n_slices * HOURS_PER_MONTH,
+                )
+            )
     out.sort(key=lambda r: (r.model, r.monthly_usd, r.target, r.precision, r.unit))
     return out

@@ -64,8 +64,10 @@ def latency_vs_throughput(data: ReportData) -> str:
     key = percentile_key(opts.percentile)
     colors = _colors(list(data.targets))
     models = _models(data)
-    fig = Figure(f"{key} latency against throughput per target and precision, measured and projected, with the "
-                 f"SLO of {opts.slo_ms:g} ms: {', '.join(models)}")  # fmt: skip
+    fig = Figure(
+        f"{key} latency against throughput per target and precision, measured and projected, with the "
+        f"SLO of {opts.slo_ms:g} ms: {', '.join(models)}"
+    )
     for model in models:
         ax = fig.axes(
             f"{model}: {key} latency vs throughput", "throughput (requests/s)", f"{key} latency (ms)"
@@ -74,14 +76,17 @@ def latency_vs_throughput(data: ReportData) -> str:
             if m != model:
                 continue
             pts = sorted(
-                p for s in group.steps_only()
+                p
+                for s in group.steps_only()
                 if step_usable(s) and latency_at(s, key) is not None and (p := _point(s, key))
-            )  # fmt: skip
+            )
             if pts:
                 ax.errorbar(pts, colors[tid])
-                ax.line([p[:2] for p in pts], Style(colors[tid], _MARKERS.get(precision, "o"),
-                                                    line=_LINES.get(precision, "solid")),
-                        label=f"{tid} {precision} (measured, 95 % intervals)")  # fmt: skip
+                ax.line(
+                    [p[:2] for p in pts],
+                    Style(colors[tid], _MARKERS.get(precision, "o"), line=_LINES.get(precision, "solid")),
+                    label=f"{tid} {precision} (measured, 95 % intervals)",
+                )
         for row in data.rows:
             if (
                 row.model == model
@@ -89,9 +94,11 @@ def latency_vs_throughput(data: ReportData) -> str:
                 and row.capacity_rps
                 and row.latency_us is not None
             ):
-                ax.line([(row.capacity_rps, row.latency_us / 1000.0)],
-                        Style(colors[row.target], _MARKERS.get(row.precision, "o"), filled=False, line=None),
-                        label=f"{row.target} {row.precision} (projected)")  # fmt: skip
+                ax.line(
+                    [(row.capacity_rps, row.latency_us / 1000.0)],
+                    Style(colors[row.target], _MARKERS.get(row.precision, "o"), filled=False, line=None),
+                    label=f"{row.target} {row.precision} (projected)",
+                )
         # log axes need data: a model with no usable step and no projection keeps linear axes
         ax.xlog = ax.ylog = bool(ax.lines)
         ax.ref("h", opts.slo_ms, _SLO, f"SLO {key} {opts.slo_ms:g} ms")
@@ -106,18 +113,38 @@ def cost_vs_baseline(data: ReportData) -> str:
         f"Cost per million requests at the SLO per target and precision, log scale: {', '.join(models)}"
     )
     for model in models:
-        costs = [(r, r.cost_per_million_usd) for r in data.rows
-                 if r.model == model and r.cost_per_million_usd is not None]  # fmt: skip
+        costs = [
+            (r, r.cost_per_million_usd)
+            for r in data.rows
+            if r.model == model and r.cost_per_million_usd is not None
+        ]
         costs.sort(key=lambda rc: (-rc[1], rc[0].target, rc[0].precision))
-        ax = fig.axes(f"{model}: cost per million requests (hatched = projected; red outline = baseline)",
-                      "USD per million requests at the SLO (log scale)", "", height=22.0 * len(costs) + 16)  # fmt: skip
+        ax = fig.axes(
+            f"{model}: cost per million requests (hatched = projected; red outline = baseline)",
+            "USD per million requests at the SLO (log scale)",
+            "",
+            height=22.0 * len(costs) + 16,
+        )
         ax.xlog = True
         for r, cost in costs:
             projected, base = r.status == "projected", r.target == data.baseline_id
-            label = (f"{r.target} {r.precision}" + (" (proj)" if projected else "") + (" [baseline]" if base else "")
-                     + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else ""))  # fmt: skip
-            ax.bars.append(Bar(cost, colors[r.target], label, opacity=0.55 if projected else 0.95, hatch=projected,
-                               edge="red" if base else "black", edge_width=2.0 if base else 0.6))  # fmt: skip
+            label = (
+                f"{r.target} {r.precision}"
+                + (" (proj)" if projected else "")
+                + (" [baseline]" if base else "")
+                + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else "")
+            )
+            ax.bars.append(
+                Bar(
+                    cost,
+                    colors[r.target],
+                    label,
+                    opacity=0.55 if projected else 0.95,
+                    hatch=projected,
+                    edge="red" if base else "black",
+                    edge_width=2.0 if base else 0.6,
+                )
+            )
     if not models:
         fig.axes("cost per million requests", "", "", height=60.0).note = "no row has a cost at the SLO"
     return fig.svg()
@@ -133,11 +160,16 @@ def _roof(target: HardwareTarget, precision: str) -> tuple[float, float, str] | 
 def roofline_chart(data: ReportData) -> str:
     """Each target's roof, min(peak, bandwidth × intensity), with every row's point at its capacity."""
     colors = _colors(list(data.targets))
-    fig = Figure("Roofline: achieved FLOP/s against arithmetic intensity, each target's roof and each row's point "
-                 "at its capacity (filled = measured, hollow = projected)")  # fmt: skip
-    ax = fig.axes("Roofline: each row's point at its capacity",
-                  "arithmetic intensity (FLOP/byte, at the batch that set the capacity)", "achieved FLOP/s",
-                  height=280.0)  # fmt: skip
+    fig = Figure(
+        "Roofline: achieved FLOP/s against arithmetic intensity, each target's roof and each row's point "
+        "at its capacity (filled = measured, hollow = projected)"
+    )
+    ax = fig.axes(
+        "Roofline: each row's point at its capacity",
+        "arithmetic intensity (FLOP/byte, at the batch that set the capacity)",
+        "achieved FLOP/s",
+        height=280.0,
+    )
     ax.xlog = ax.ylog = True
     marks = "o^sDvP*X"  # more models than marks: they repeat (the legend still names each model)
     model_marks = {m: marks[i % len(marks)] for i, m in enumerate(_models(data))}
@@ -149,8 +181,11 @@ def roofline_chart(data: ReportData) -> str:
         color = colors[row.target]
         if (row.target, roof[2]) not in drawn:
             drawn.add((row.target, roof[2]))
-            ax.line(roof_polyline(roof[0], roof[1], 0.1, 1e4), Style(color, None, line=_LINES.get(roof[2], "dashdot"), width=1.0),
-                    label=f"{row.target} roof ({roof[2]})")  # fmt: skip
+            ax.line(
+                roof_polyline(roof[0], roof[1], 0.1, 1e4),
+                Style(color, None, line=_LINES.get(roof[2], "dashdot"), width=1.0),
+                label=f"{row.target} roof ({roof[2]})",
+            )
         gc = data.graph_costs.get((row.model, row.precision))
         if not gc or not row.capacity_ips:
             continue
@@ -161,8 +196,10 @@ def roofline_chart(data: ReportData) -> str:
             continue  # a 0-FLOP model has no place on log axes
         ax.line([(x, y)], Style(color, model_marks[row.model], filled=row.status == "measured", line=None))
     ax.legend += [(m, Style("gray", mk, line=None)) for m, mk in model_marks.items()]
-    ax.legend += [("filled = measured", Style("gray", "o", line=None)),
-                  ("hollow = projected", Style("gray", "o", filled=False, line=None))]  # fmt: skip
+    ax.legend += [
+        ("filled = measured", Style("gray", "o", line=None)),
+        ("hollow = projected", Style("gray", "o", filled=False, line=None)),
+    ]
     return fig.svg()
 
 
@@ -185,12 +222,17 @@ def frontier_chart(gen: GenerativeReport) -> str:
     filled markers, projected dashed with hollow ones; the asked interactivity as a vertical line."""
     models = sorted({r.model for r in gen.rows}) or [""]
     colors = _colors(list({r.target for r in gen.rows}))
-    fig = Figure("Generative frontier: output tokens/s per accelerator against tokens/s per user, per target and "
-                 f"precision (solid = measured, dashed = projected): {', '.join(models)}")  # fmt: skip
+    fig = Figure(
+        "Generative frontier: output tokens/s per accelerator against tokens/s per user, per target and "
+        f"precision (solid = measured, dashed = projected): {', '.join(models)}"
+    )
     for model in models:
-        ax = fig.axes(f"{model}: throughput vs interactivity (solid = measured, dashed = projected)",
-                      "interactivity (tokens/s per user = 1000 / TPOT p50 ms)", "output tokens/s per accelerator",
-                      height=250.0)  # fmt: skip
+        ax = fig.axes(
+            f"{model}: throughput vs interactivity (solid = measured, dashed = projected)",
+            "interactivity (tokens/s per user = 1000 / TPOT p50 ms)",
+            "output tokens/s per accelerator",
+            height=250.0,
+        )
         for r in sorted(
             (r for r in gen.rows if r.model == model), key=lambda r: (r.status, r.target, r.precision)
         ):
@@ -200,9 +242,17 @@ def frontier_chart(gen: GenerativeReport) -> str:
             if not pts:
                 continue
             projected = r.status == "projected"
-            ax.line(pts, Style(colors[r.target], _MARKERS.get(r.precision, "o"), filled=not projected,
-                               line="dashed" if projected else "solid", size=2.8),
-                    label=f"{r.target} {r.precision} ({'projected' if projected else 'measured'})")  # fmt: skip
+            ax.line(
+                pts,
+                Style(
+                    colors[r.target],
+                    _MARKERS.get(r.precision, "o"),
+                    filled=not projected,
+                    line="dashed" if projected else "solid",
+                    size=2.8,
+                ),
+                label=f"{r.target} {r.precision} ({'projected' if projected else 'measured'})",
+            )
         ax.xlog = ax.ylog = bool(ax.lines)
         if gen.min_tokens_per_user is not None:
             ax.ref("v", gen.min_tokens_per_user, _SLO, f"{gen.min_tokens_per_user:g} tok/s per user")
@@ -222,10 +272,15 @@ def trend_chart(title: str, runs: list[dict[str, Any]], percentile: str, generat
         ("latency_us", 1000.0, f"{percentile} at capacity (ms)"),
     ]
     if generative:
-        panels = [("capacity_rps", 1.0, "output tokens/s at the objective"), ("latency_us", 1000.0, "TTFT p99 (ms)"),
-                  ("tpot_us", 1000.0, "TPOT p99 (ms)")]  # fmt: skip
-    fig = Figure(f"{title}: {', '.join(p[2] for p in panels)}, per run in order; red crosses moved more than the "
-                 "run-to-run spread")  # fmt: skip
+        panels = [
+            ("capacity_rps", 1.0, "output tokens/s at the objective"),
+            ("latency_us", 1000.0, "TTFT p99 (ms)"),
+            ("tpot_us", 1000.0, "TPOT p99 (ms)"),
+        ]
+    fig = Figure(
+        f"{title}: {', '.join(p[2] for p in panels)}, per run in order; red crosses moved more than the "
+        "run-to-run spread"
+    )
     labels = [str(r["label"]) for r in runs]
     for i, (key, scale, ylabel) in enumerate(panels):
         ax = fig.axes(title if i == 0 else "", "", ylabel, height=150.0)

@@ -104,9 +104,13 @@ def point_roofline(
 ) -> FittedPoint:
     """The roofline of a published point's own graph cost, batch and precision on its target."""
     rp = roofline(
-        float(cost["flops_per_inference"]), float(cost["activation_bytes_per_inference"]), int(point.batch),
-        target, point.precision, weight_bytes=float(cost["weight_bytes"]),
-    )  # fmt: skip
+        float(cost["flops_per_inference"]),
+        float(cost["activation_bytes_per_inference"]),
+        int(point.batch),
+        target,
+        point.precision,
+        weight_bytes=float(cost["weight_bytes"]),
+    )
     return FittedPoint(point, rp, float(cost["weight_bytes"]))
 
 
@@ -164,16 +168,21 @@ def work_factor(
     The factor is a property of the data set (SQuAD's lengths), so it carries to every target."""
     ratios = []
     for tid, t in sorted(catalog.targets.items()):
-        mine = [p for p in catalog.published_for(tid) if p.model == model and p.precision == precision
-                and variable_length(p) and use(p)]  # fmt: skip
+        mine = [
+            p
+            for p in catalog.published_for(tid)
+            if p.model == model and p.precision == precision and variable_length(p) and use(p)
+        ]
         if not mine:
             continue
         arch = architecture(t)
         fixed = [
-            p for sid, s in sorted(catalog.targets.items()) if architecture(s) == arch
+            p
+            for sid, s in sorted(catalog.targets.items())
+            if architecture(s) == arch
             for p in catalog.published_for(sid)
             if p.model == model and p.precision == precision and p.fit and use(p)
-        ]  # fmt: skip
+        ]
         if not fixed:
             continue
         cost = catalog.published_costs[model][precision]
@@ -235,10 +244,14 @@ def latency_floor(
         return None
     for tids in ([target.id], siblings(catalog, target)):
         pts = [
-            p for tid in tids for p in catalog.published_for(tid)
-            if p.batch == 1 and use(p) and p.engines == "gpu"
+            p
+            for tid in tids
+            for p in catalog.published_for(tid)
+            if p.batch == 1
+            and use(p)
+            and p.engines == "gpu"
             and float(catalog.published_costs[p.model][p.precision]["flops_per_inference"]) <= flops
-        ]  # fmt: skip
+        ]
         if pts:
             best = max(pts, key=lambda p: p.throughput_ips)
             return 1.0 / best.throughput_ips, (

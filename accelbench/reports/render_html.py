@@ -60,10 +60,19 @@ def section_html(section: sec.Section) -> list[str]:
 
 def render_html(data: ReportData, plan: list[PlanRow] | None, plots: dict[str, str]) -> str:
     title = report_title(data)
-    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-           f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>", "</head>", "<body>", f"<h1>{_e(title)}</h1>",
-           f'<p class="answer">{_bold(sec.answer(data))}</p>' if data.rows else "",
-           "<p>Figures marked “(proj)” (italic rows) are roofline projections, not measurements; see Method.</p>"]  # fmt: skip
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f"<title>{_e(title)}</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="answer">{_bold(sec.answer(data))}</p>' if data.rows else "",
+        "<p>Figures marked “(proj)” (italic rows) are roofline projections, not measurements; see Method.</p>",
+    ]
     out += section_html(sec.settings_section(data))
     if data.rows or data.generative is None:
         out.append("<h2>Results</h2>")

@@ -42,8 +42,10 @@ def repeat_sets(results: list[Result]) -> list[list[Result]]:
     sets: dict[tuple[str, str], list[Result]] = {}
     for r in results:
         sets.setdefault(repeat_key(r.doc), []).append(r)
-    return [sorted(s, key=lambda r: (int(r.doc.load_profile.repeat or 1), r.doc.run_id, r.sha256))
-            for _, s in sorted(sets.items())]  # fmt: skip
+    return [
+        sorted(s, key=lambda r: (int(r.doc.load_profile.repeat or 1), r.doc.run_id, r.sha256))
+        for _, s in sorted(sets.items())
+    ]
 
 
 def _repeated(results: list[Result]) -> bool:
@@ -68,22 +70,31 @@ def _combine(
     if not _repeated(runs):  # a single run, or one sweep from several hosts: its steps pooled
         pooled = [(group.label(r), s) for r in runs for s in r.doc.steps]
         return Combined(capacity_at_slo(pooled, slo_us, percentile, max_error_rate), 1, "")
-    caps = [capacity_at_slo([(group.label(r), s) for s in r.doc.steps], slo_us, percentile, max_error_rate)
-            for r in runs]  # fmt: skip
+    caps = [
+        capacity_at_slo([(group.label(r), s) for s in r.doc.steps], slo_us, percentile, max_error_rate)
+        for r in runs
+    ]
     total = len(caps)
     met = [(c, c.capacity_rps) for c in caps if c.capacity_rps is not None]  # the runs that meet the SLO
     if not met:
         return Combined(caps[0], total, f"none of {total} runs meets the SLO")
-    mean, se, df = combine_runs([rps for _, rps in met], [c.capacity_se or 0.0 for c, _ in met],
-                                [int(c.capacity_df or 0) for c, _ in met])  # fmt: skip
+    mean, se, df = combine_runs(
+        [rps for _, rps in met],
+        [c.capacity_se or 0.0 for c, _ in met],
+        [int(c.capacity_df or 0) for c, _ in met],
+    )
     half = float(stats.t.ppf(0.975, df)) * se if math.isfinite(df) and df > 0 and math.isfinite(se) else None
     shown = min(met, key=lambda m: (abs(m[1] - mean), m[0].step_key))[0]
     ips = [c.capacity_ips for c, _ in met if c.capacity_ips is not None]
     cap = replace(
-        shown, capacity_rps=mean, capacity_se=se, capacity_df=df,
+        shown,
+        capacity_rps=mean,
+        capacity_se=se,
+        capacity_df=df,
         capacity_ips=sum(ips) / len(ips) if len(ips) == len(met) else None,
-        capacity_low=mean - half if half is not None else None, capacity_high=mean + half if half is not None else None,
-    )  # fmt: skip
+        capacity_low=mean - half if half is not None else None,
+        capacity_high=mean + half if half is not None else None,
+    )
     return Combined(cap, len(met), _note(len(met), total, df, len(met) - 1))
 
 

@@ -34,8 +34,9 @@ def _same_load(old: ReportData, new: ReportData, key: GroupKey) -> bool:
     return key in old.groups and _loads(old, key) <= _loads(new, key)
 
 
-def history_rows(paths: Sequence[str], catalog: Catalog, options: ReportOptions, like: ReportData,
-                 exclude: set[str]) -> dict[GroupKey, list[ReportRow]]:  # fmt: skip
+def history_rows(
+    paths: Sequence[str], catalog: Catalog, options: ReportOptions, like: ReportData, exclude: set[str]
+) -> dict[GroupKey, list[ReportRow]]:
     """One measured row per earlier result document (each a single run) of the same (model, precision,
     target) *and load profile* as a group of ``like`` (the new side); documents in ``exclude`` left out."""
     loads = {key: _loads(like, key) for key in like.groups}
@@ -49,14 +50,25 @@ def history_rows(paths: Sequence[str], catalog: Catalog, options: ReportOptions,
         except BadInputError:
             continue  # a document that names no target or precision cannot be one of these runs
         for row in rows:
-            if (row.status == "measured" and row.target == doc.target and row.capacity_rps
-                    and row.sources not in exclude):  # fmt: skip
+            if (
+                row.status == "measured"
+                and row.target == doc.target
+                and row.capacity_rps
+                and row.sources not in exclude
+            ):
                 found.setdefault(key, []).append(row)
     return found
 
 
-def run_compare(old: str, new: str, catalog: Catalog, options: ReportOptions, out_dir: str | None, as_json: bool,
-                history: Sequence[str] = ()) -> str:  # fmt: skip
+def run_compare(
+    old: str,
+    new: str,
+    catalog: Catalog,
+    options: ReportOptions,
+    out_dir: str | None,
+    as_json: bool,
+    history: Sequence[str] = (),
+) -> str:
     """Write compare.md (and compare.json) under ``out_dir``; return what to print."""
     old_data = build_report(load_documents([old]), catalog, options)
     new_data = build_report(load_documents([new]), catalog, options)

@@ -124,8 +124,11 @@ def log_ticks(lo: float, hi: float) -> tuple[list[Tick], list[float]]:
         decades = [k for k in range(first, last + 1) if lo * (1 - eps) <= 10.0**k]
         stride = math.ceil(len(decades) / MAX_TICKS)
         major = [10.0**k for k in decades if k % stride == 0]
-        minor = ([m * 10.0**k for k in range(first, last + 1) for m in range(2, 10)] if stride == 1
-                 else [10.0**k for k in decades if k % stride])  # fmt: skip
+        minor = (
+            [m * 10.0**k for k in range(first, last + 1) for m in range(2, 10)]
+            if stride == 1
+            else [10.0**k for k in decades if k % stride]
+        )
     major = [v for v in major if lo * (1 - eps) <= v <= hi * (1 + eps)]
     minor = [v for v in minor if lo <= v <= hi]
     if len(major) < 2:  # within a factor of about 2.5: linear ticks read better

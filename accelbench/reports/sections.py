@@ -133,8 +133,11 @@ def answer(data: ReportData) -> str:
 
 def _best_measured(data: ReportData, model: str) -> str:
     # (rank, row): every ranked row has a rank
-    ranked = [(r.rank, r) for r in data.rows
-              if r.model == model and r.ranked and r.status == "measured" and r.rank is not None]  # fmt: skip
+    ranked = [
+        (r.rank, r)
+        for r in data.rows
+        if r.model == model and r.ranked and r.status == "measured" and r.rank is not None
+    ]
     if not ranked:
         return "No measured target meets the SLO."
     _, r = min(ranked, key=lambda rank_row: rank_row[0])
@@ -165,9 +168,23 @@ def _comparisons(data: ReportData, model: str) -> list[str]:
     return [f"Against {r.target} ({r.precision}): {r.comparison}." for r in rows]
 
 
-RESULT_HEADERS = ["rank", "target", "precision", "status", "capacity (req/s)", "{key} (ms)", "SLO", "step",
-                  "$/hour", "$ per million req", "capacity vs base", "{key} vs base", "cost vs base", "accuracy",
-                  "note"]  # fmt: skip
+RESULT_HEADERS = [
+    "rank",
+    "target",
+    "precision",
+    "status",
+    "capacity (req/s)",
+    "{key} (ms)",
+    "SLO",
+    "step",
+    "$/hour",
+    "$ per million req",
+    "capacity vs base",
+    "{key} vs base",
+    "cost vs base",
+    "accuracy",
+    "note",
+]
 
 
 def results_table(data: ReportData, model: str) -> Table:
@@ -184,12 +201,25 @@ def results_table(data: ReportData, model: str) -> Table:
             note = (note + "; " if note else "") + f"{key} known to {resolution_us / 1000:g} ms"
         if r.status == "projected" and r.efficiency:
             note = (note + "; " if note else "") + f"{efficiency_label(r)}; batch {r.projected_batch}"
-        rows.append([
-            str(r.rank) if r.rank else "—", r.target, r.precision, r.status,
-            _capacity(r), _latency(r) if latency is not None else "—", r.slo_verdict or "—",
-            r.step_verdict or "—", _usd(r.usd_per_hour), _cost(r), _ratio(r, r.capacity_vs_baseline),
-            _ratio(r, r.latency_vs_baseline), _ratio(r, r.cost_vs_baseline), _accuracy(r), note,
-        ])  # fmt: skip
+        rows.append(
+            [
+                str(r.rank) if r.rank else "—",
+                r.target,
+                r.precision,
+                r.status,
+                _capacity(r),
+                _latency(r) if latency is not None else "—",
+                r.slo_verdict or "—",
+                r.step_verdict or "—",
+                _usd(r.usd_per_hour),
+                _cost(r),
+                _ratio(r, r.capacity_vs_baseline),
+                _ratio(r, r.latency_vs_baseline),
+                _ratio(r, r.cost_vs_baseline),
+                _accuracy(r),
+                note,
+            ]
+        )
     headers = [h.format(key=key) for h in RESULT_HEADERS]
     model_rows = [r for r in data.rows if r.model == model]
     if any(r.energy_per_request_j is not None for r in model_rows):  # only where power was measured
@@ -197,10 +227,12 @@ def results_table(data: ReportData, model: str) -> Table:
         for cells, r in zip(rows, model_rows, strict=True):
             cells.insert(10, fmt(r.energy_per_request_j))
     return Table(
-        f"{model}", headers, rows,
+        f"{model}",
+        headers,
+        rows,
         "Ranked by cost per million requests among rows that meet the SLO. Measured numbers carry their 95 % "
-        "interval in brackets; see \"How to read these numbers\".",
-    )  # fmt: skip
+        'interval in brackets; see "How to read these numbers".',
+    )
 
 
 def settings_section(data: ReportData) -> Section:
@@ -212,16 +244,21 @@ def settings_section(data: ReportData) -> Section:
         else f"the catalog's amortization period (default {DEFAULT_AMORTIZATION_YEARS:g} years)"
     )
     overrides = ", ".join(f"{k}=${v:g}/h" for k, v in sorted(o.price_overrides.items())) or "none"
-    return Section("Settings", bullets=[
-        f"SLO: {key} latency ≤ {o.slo_ms:g} ms, judged on the 95 % interval; steps with error rate > {o.max_error_rate:.2%} or verdict INVALID do not count.",
-        f"Baseline: {data.baseline_id}" + ("" if o.baseline else " (catalog default)") + ".",
-        f"Price basis: {o.price_basis}; price overrides: {overrides}.",
-        f"Owned devices (Jetson): purchase price (catalog capex) over {years} plus the catalog power figure at "
-        f"${o.usd_per_kwh:g}/kWh; the period and the rate are assumptions, not measurements "
-        "(--amortization-years, --usd-per-kwh; a price override replaces the whole figure).",
-        "Accuracy FAIL variants: " + ("ranked (--include-failed)" if o.include_failed else "shown but not ranked") + ".",
-        *_left_out(data),
-    ])  # fmt: skip
+    return Section(
+        "Settings",
+        bullets=[
+            f"SLO: {key} latency ≤ {o.slo_ms:g} ms, judged on the 95 % interval; steps with error rate > {o.max_error_rate:.2%} or verdict INVALID do not count.",
+            f"Baseline: {data.baseline_id}" + ("" if o.baseline else " (catalog default)") + ".",
+            f"Price basis: {o.price_basis}; price overrides: {overrides}.",
+            f"Owned devices (Jetson): purchase price (catalog capex) over {years} plus the catalog power figure at "
+            f"${o.usd_per_kwh:g}/kWh; the period and the rate are assumptions, not measurements "
+            "(--amortization-years, --usd-per-kwh; a price override replaces the whole figure).",
+            "Accuracy FAIL variants: "
+            + ("ranked (--include-failed)" if o.include_failed else "shown but not ranked")
+            + ".",
+            *_left_out(data),
+        ],
+    )
 
 
 def _left_out(data: ReportData) -> list[str]:
@@ -239,11 +276,33 @@ def _left_out(data: ReportData) -> list[str]:
 
 def plan_section(data: ReportData, plan: list[PlanRow]) -> Section:
     o = data.options
-    rows = [[p.model, p.target, p.precision, p.unit, p.status, _p(p, fmt(p.capacity_rps)),
-             _p(p, str(p.replicas)), _p(p, str(p.gpus)), _usd(p.usd_per_hour), _p(p, _usd(p.monthly_usd))]
-            for p in plan]  # fmt: skip
-    headers = ["model", "target", "precision", "unit", "status", "capacity (req/s)", "replicas", "devices",
-               "$/hour each", "$/month"]  # fmt: skip
+    rows = [
+        [
+            p.model,
+            p.target,
+            p.precision,
+            p.unit,
+            p.status,
+            _p(p, fmt(p.capacity_rps)),
+            _p(p, str(p.replicas)),
+            _p(p, str(p.gpus)),
+            _usd(p.usd_per_hour),
+            _p(p, _usd(p.monthly_usd)),
+        ]
+        for p in plan
+    ]
+    headers = [
+        "model",
+        "target",
+        "precision",
+        "unit",
+        "status",
+        "capacity (req/s)",
+        "replicas",
+        "devices",
+        "$/hour each",
+        "$/month",
+    ]
     return Section(
         f"Capacity plan for {fmt(o.target_qps)} requests/s",
         paragraphs=[
@@ -274,27 +333,90 @@ def _chosen_step(r: ReportRow) -> str:
 
 
 def provenance_section(data: ReportData) -> Section:
-    measured = [[r.target, r.model, r.precision, r.origin or "", r.host or "", when(r.measured_at),
-                 r.versions or "", _chosen_step(r), r.sources or ""]
-                for r in data.rows if r.status == "measured"]  # fmt: skip
-    projected = [[r.target, r.model, r.precision, f"{r.efficiency:.3g}" if r.efficiency else "—",
-                  _range(r.efficiency_low, r.efficiency_high), r.efficiency_source or "",
-                  r.calibration or "none", str(r.projected_batch or "—"), r.roofline_bound or "—",
-                  r.precision_used or "—", r.reason] for r in data.rows if r.status == "projected"]  # fmt: skip
+    measured = [
+        [
+            r.target,
+            r.model,
+            r.precision,
+            r.origin or "",
+            r.host or "",
+            when(r.measured_at),
+            r.versions or "",
+            _chosen_step(r),
+            r.sources or "",
+        ]
+        for r in data.rows
+        if r.status == "measured"
+    ]
+    projected = [
+        [
+            r.target,
+            r.model,
+            r.precision,
+            f"{r.efficiency:.3g}" if r.efficiency else "—",
+            _range(r.efficiency_low, r.efficiency_high),
+            r.efficiency_source or "",
+            r.calibration or "none",
+            str(r.projected_batch or "—"),
+            r.roofline_bound or "—",
+            r.precision_used or "—",
+            r.reason,
+        ]
+        for r in data.rows
+        if r.status == "projected"
+    ]
     prices = {}
     for r in data.rows:
-        prices[r.target] = [r.target, _usd(r.usd_per_hour), r.price_basis or "—",
-                               round_in_text(r.price_note or ""), round_in_text(r.price_source or "—"),
-                               r.price_as_of or "—"]  # fmt: skip
-    return Section("Provenance", tables=[
-        Table("Measured rows", ["target", "model", "precision", "origin", "host", "measured at", "versions",
-                                "step that set the capacity", "result files"], measured),
-        Table("Projected rows (not measured)", ["target", "model", "precision", "efficiency",
-                                                "projected efficiency range", "efficiency source", "calibration",
-                                                "batch", "bound", "precision used", "why"], projected),
-        Table("Prices (per accelerator-hour)", ["target", "$/hour", "basis", "note", "source", "as of"],
-              [prices[k] for k in sorted(prices)]),
-    ])  # fmt: skip
+        prices[r.target] = [
+            r.target,
+            _usd(r.usd_per_hour),
+            r.price_basis or "—",
+            round_in_text(r.price_note or ""),
+            round_in_text(r.price_source or "—"),
+            r.price_as_of or "—",
+        ]
+    return Section(
+        "Provenance",
+        tables=[
+            Table(
+                "Measured rows",
+                [
+                    "target",
+                    "model",
+                    "precision",
+                    "origin",
+                    "host",
+                    "measured at",
+                    "versions",
+                    "step that set the capacity",
+                    "result files",
+                ],
+                measured,
+            ),
+            Table(
+                "Projected rows (not measured)",
+                [
+                    "target",
+                    "model",
+                    "precision",
+                    "efficiency",
+                    "projected efficiency range",
+                    "efficiency source",
+                    "calibration",
+                    "batch",
+                    "bound",
+                    "precision used",
+                    "why",
+                ],
+                projected,
+            ),
+            Table(
+                "Prices (per accelerator-hour)",
+                ["target", "$/hour", "basis", "note", "source", "as of"],
+                [prices[k] for k in sorted(prices)],
+            ),
+        ],
+    )
 
 
 def steps_section(data: ReportData) -> Section:
@@ -310,17 +432,36 @@ def steps_section(data: ReportData) -> Section:
             has = bool(thr)
             offered = offered_text(to_dict(step.offered))
             n = step.statistics.n if step.statistics else None
-            rows.append([
-                run_id, offered, step.verdict,
-                with_interval(step.throughput_rps, thr.get("low"), thr.get("high")),
-                with_interval(value, low if has else None, high if has else None, scale=1000.0),
-                step_slo(step, o.slo_us, key) if step.verdict != "INVALID" else "—",
-                fmt(n if n is not None else step.requests),
-                attempts_text(step), "; ".join(step.reasons or []) or "—",
-            ])  # fmt: skip
-        tables.append(Table(f"{model} {precision} on {tid}", ["run", "offered", "verdict", "throughput (req/s)",
-                                                             f"{key} (ms)", "SLO", "requests", "attempts",
-                                                             "reasons"], rows))  # fmt: skip
+            rows.append(
+                [
+                    run_id,
+                    offered,
+                    step.verdict,
+                    with_interval(step.throughput_rps, thr.get("low"), thr.get("high")),
+                    with_interval(value, low if has else None, high if has else None, scale=1000.0),
+                    step_slo(step, o.slo_us, key) if step.verdict != "INVALID" else "—",
+                    fmt(n if n is not None else step.requests),
+                    attempts_text(step),
+                    "; ".join(step.reasons or []) or "—",
+                ]
+            )
+        tables.append(
+            Table(
+                f"{model} {precision} on {tid}",
+                [
+                    "run",
+                    "offered",
+                    "verdict",
+                    "throughput (req/s)",
+                    f"{key} (ms)",
+                    "SLO",
+                    "requests",
+                    "attempts",
+                    "reasons",
+                ],
+                rows,
+            )
+        )
     return Section(
         "Load steps",
         paragraphs=[
@@ -336,23 +477,27 @@ def steps_section(data: ReportData) -> Section:
 def reading_section(data: ReportData) -> Section:
     """How to read the intervals and verdicts, in plain words (docs/statistics.md has the sources)."""
     key = percentile_key(data.options.percentile)
-    return Section("How to read these numbers", bullets=[
-        "`58.1 [55.0, 61.2]` is a measured value and its 95 % interval: repeating the measurement would land "
-        "in such an interval 95 times in 100. `open` means too few requests to bound that side.",
-        "Throughput intervals come from 10 equal-time batch means of the step (Student t); percentile intervals "
-        "are exact order statistics of the step's requests, with no assumption about the latency distribution.",
-        f"SLO verdict: PASS when the upper end of the {key} interval is within the SLO, FAIL when its lower end "
-        "is above it, INCONCLUSIVE otherwise (a longer step narrows the interval). Capacity is the highest "
-        "throughput among PASS steps, with that step's interval; cost per million follows from it.",
-        "Step verdict: VALID; LOW-PRECISION (fewer requests than the percentile needs, 662 for p99 by MLPerf's "
-        "early stopping, or a throughput interval wider than ±10 %): shown and used, with wider intervals; "
-        "INVALID (errors, a saturated load generator, no steady state after warm-up, or drift during the step): "
-        "never used. Each reason is stated beside the row.",
-        "\"A is 6–12 % cheaper than B (95 %)\" is a Welch interval on the ratio of their costs, Holm-corrected "
-        "across the ranking; \"no significant difference\" means the interval includes equal cost.",
-        "Projected rows are roofline estimates: they carry \"(proj)\" and a range at most, never a measured "
-        "interval.",
-    ] + _repeats_bullet(data))  # fmt: skip
+    return Section(
+        "How to read these numbers",
+        bullets=[
+            "`58.1 [55.0, 61.2]` is a measured value and its 95 % interval: repeating the measurement would land "
+            "in such an interval 95 times in 100. `open` means too few requests to bound that side.",
+            "Throughput intervals come from 10 equal-time batch means of the step (Student t); percentile intervals "
+            "are exact order statistics of the step's requests, with no assumption about the latency distribution.",
+            f"SLO verdict: PASS when the upper end of the {key} interval is within the SLO, FAIL when its lower end "
+            "is above it, INCONCLUSIVE otherwise (a longer step narrows the interval). Capacity is the highest "
+            "throughput among PASS steps, with that step's interval; cost per million follows from it.",
+            "Step verdict: VALID; LOW-PRECISION (fewer requests than the percentile needs, 662 for p99 by MLPerf's "
+            "early stopping, or a throughput interval wider than ±10 %): shown and used, with wider intervals; "
+            "INVALID (errors, a saturated load generator, no steady state after warm-up, or drift during the step): "
+            "never used. Each reason is stated beside the row.",
+            '"A is 6–12 % cheaper than B (95 %)" is a Welch interval on the ratio of their costs, Holm-corrected '
+            'across the ranking; "no significant difference" means the interval includes equal cost.',
+            'Projected rows are roofline estimates: they carry "(proj)" and a range at most, never a measured '
+            "interval.",
+        ]
+        + _repeats_bullet(data),
+    )
 
 
 def _repeats_bullet(data: ReportData) -> list[str]:
@@ -369,32 +514,35 @@ def _repeats_bullet(data: ReportData) -> list[str]:
 
 def method_section(data: ReportData) -> Section:
     key = percentile_key(data.options.percentile)
-    return Section("Method", bullets=[
-        f"Capacity at the SLO: the highest throughput (requests/s) among VALID or LOW-PRECISION load steps whose "
-        f"{key} SLO verdict is PASS (the upper end of its exact 95 % interval within the SLO) and whose error "
-        "rate is within the limit, pooled over all result files of a model × precision × target. None "
-        "qualifying: \"does not meet the SLO\" (or INCONCLUSIVE when an interval straddles it).",
-        "Cost per million requests = $/hour ÷ (capacity × 3600) × 10⁶, with $/hour and capacity as in the table.",
-        "A multi-accelerator instance is priced per accelerator: instance $/hour ÷ accelerators per instance "
-        f"(one replica per accelerator). Owned devices: capex ÷ (years × {HOURS_PER_YEAR:g} h) + power W × $/kWh ÷ 1000.",
-        f"Projected rows: roofline over the model's graph cost (FLOPs, weight bytes + batch × activation bytes) at "
-        f"the target's dense peak and memory bandwidth; the largest batch in {list(proj.BATCH_SIZES)} whose latency "
-        "bound ÷ efficiency fits the SLO sets throughput = roofline bound × efficiency. The efficiency comes from the "
-        "target's published results in the catalog (MLPerf, NVIDIA Jetson, AWS Neuron tables: the fraction of the "
-        "dense peak they reached, fitted on batch in log space and clamped to the fitted range; weights stream "
-        "once per batch; never above the roofline), else from its toolchain's median of published points; a "
-        "measured target of the same "
-        "toolchain scales it by measured ÷ published efficiency (the calibration column). Without published data "
-        "it is the median of measured targets of the toolchain (measured ÷ roofline at the served batch, steps "
-        f"that met the SLO), else {proj.DEFAULT_EFFICIENCY_SOURCE}. The projected range is the spread of the "
-        "published points around the fit and of the fit with each point left out, a projection's uncertainty, "
-        "not a measured interval. See "
-        "docs/projections.md. A projected latency is a batch latency "
-        "without queueing, so it is optimistic for tail percentiles. Measured rows always replace projected ones.",
-        f"Ratios are to the {data.baseline_id} row of the same model and precision; \"(proj)\" marks a ratio "
-        "involving a projected figure.",
-        "Imported results: perf_analyzer latencies are µs; Locust percentiles are bucketed (1 ms below 100 ms, "
-        "10 ms below 1 s), so a Locust p99 is known only to that resolution.",
-        "Accuracy is the INT8 (or other precision) variant's check against FP32 as recorded with the results; "
-        "projected rows show the accuracy of the measured variant named in the table file (accuracy_of).",
-    ])  # fmt: skip
+    return Section(
+        "Method",
+        bullets=[
+            f"Capacity at the SLO: the highest throughput (requests/s) among VALID or LOW-PRECISION load steps whose "
+            f"{key} SLO verdict is PASS (the upper end of its exact 95 % interval within the SLO) and whose error "
+            "rate is within the limit, pooled over all result files of a model × precision × target. None "
+            'qualifying: "does not meet the SLO" (or INCONCLUSIVE when an interval straddles it).',
+            "Cost per million requests = $/hour ÷ (capacity × 3600) × 10⁶, with $/hour and capacity as in the table.",
+            "A multi-accelerator instance is priced per accelerator: instance $/hour ÷ accelerators per instance "
+            f"(one replica per accelerator). Owned devices: capex ÷ (years × {HOURS_PER_YEAR:g} h) + power W × $/kWh ÷ 1000.",
+            f"Projected rows: roofline over the model's graph cost (FLOPs, weight bytes + batch × activation bytes) at "
+            f"the target's dense peak and memory bandwidth; the largest batch in {list(proj.BATCH_SIZES)} whose latency "
+            "bound ÷ efficiency fits the SLO sets throughput = roofline bound × efficiency. The efficiency comes from the "
+            "target's published results in the catalog (MLPerf, NVIDIA Jetson, AWS Neuron tables: the fraction of the "
+            "dense peak they reached, fitted on batch in log space and clamped to the fitted range; weights stream "
+            "once per batch; never above the roofline), else from its toolchain's median of published points; a "
+            "measured target of the same "
+            "toolchain scales it by measured ÷ published efficiency (the calibration column). Without published data "
+            "it is the median of measured targets of the toolchain (measured ÷ roofline at the served batch, steps "
+            f"that met the SLO), else {proj.DEFAULT_EFFICIENCY_SOURCE}. The projected range is the spread of the "
+            "published points around the fit and of the fit with each point left out, a projection's uncertainty, "
+            "not a measured interval. See "
+            "docs/projections.md. A projected latency is a batch latency "
+            "without queueing, so it is optimistic for tail percentiles. Measured rows always replace projected ones.",
+            f'Ratios are to the {data.baseline_id} row of the same model and precision; "(proj)" marks a ratio '
+            "involving a projected figure.",
+            "Imported results: perf_analyzer latencies are µs; Locust percentiles are bucketed (1 ms below 100 ms, "
+            "10 ms below 1 s), so a Locust p99 is known only to that resolution.",
+            "Accuracy is the INT8 (or other precision) variant's check against FP32 as recorded with the results; "
+            "projected rows show the accuracy of the measured variant named in the table file (accuracy_of).",
+        ],
+    )

@@ -16,8 +16,18 @@ from dataclasses import dataclass, field
 
 from accelbench.reports.scales import Scale, Tick, domain
 
-TAB10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")  # fmt: skip
+TAB10 = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 FONT = "DejaVu Sans, Verdana, sans-serif"
 TITLE_PX, LABEL_PX, TICK_PX, LEGEND_PX, CATEGORY_PX = 12.0, 11.0, 10.0, 9.5, 9.0
 ErrorBar = tuple[float, float, float, float, float, float]  # x, y, x low, x high, y low, y high
@@ -25,10 +35,103 @@ DASHES = {"solid": "", "dashed": "5.5 2.4", "dotted": "1.5 2.5", "dashdot": "6.4
 
 # DejaVu Sans advance widths of ' ' … '~' in hundredths of an em (from the font's hmtx table): the layout
 # measures texts with them; other characters count as 0.64 em
-_WIDTHS = (32, 40, 46, 84, 64, 95, 78, 27, 39, 39, 50, 84, 32, 36, 32, 34, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
-           34, 34, 84, 84, 84, 53, 100, 68, 69, 70, 77, 63, 58, 77, 75, 30, 30, 66, 56, 86, 75, 79, 60, 79, 69, 63,
-           61, 73, 68, 99, 68, 61, 68, 39, 34, 39, 84, 50, 50, 61, 63, 55, 63, 62, 35, 63, 63, 28, 28, 58, 28, 97,
-           63, 61, 63, 63, 41, 52, 39, 63, 59, 82, 59, 59, 52, 64, 34, 64, 84)  # fmt: skip
+_WIDTHS = (
+    32,
+    40,
+    46,
+    84,
+    64,
+    95,
+    78,
+    27,
+    39,
+    39,
+    50,
+    84,
+    32,
+    36,
+    32,
+    34,
+    64,
+    64,
+    64,
+    64,
+    64,
+    64,
+    64,
+    64,
+    64,
+    64,
+    34,
+    34,
+    84,
+    84,
+    84,
+    53,
+    100,
+    68,
+    69,
+    70,
+    77,
+    63,
+    58,
+    77,
+    75,
+    30,
+    30,
+    66,
+    56,
+    86,
+    75,
+    79,
+    60,
+    79,
+    69,
+    63,
+    61,
+    73,
+    68,
+    99,
+    68,
+    61,
+    68,
+    39,
+    34,
+    39,
+    84,
+    50,
+    50,
+    61,
+    63,
+    55,
+    63,
+    62,
+    35,
+    63,
+    63,
+    28,
+    28,
+    58,
+    28,
+    97,
+    63,
+    61,
+    63,
+    63,
+    41,
+    52,
+    39,
+    63,
+    59,
+    82,
+    59,
+    59,
+    52,
+    64,
+    34,
+    64,
+    84,
+)
 
 
 def esc(text: object) -> str:
@@ -48,8 +151,10 @@ def text_width(text: str, size: float) -> float:
 def text(x: float, y: float, content: str, size: float, anchor: str = "start", extra: str = "") -> str:
     """One line of text; ``y`` is the middle of the line (the baseline sits 0.35 em below it)."""
     attrs = f' text-anchor="{anchor}"' if anchor != "start" else ""
-    return (f'<text x="{num(x)}" y="{num(y + 0.35 * size)}" font-size="{num(size)}"{attrs}{extra}>'
-            f"{esc(content)}</text>")  # fmt: skip
+    return (
+        f'<text x="{num(x)}" y="{num(y + 0.35 * size)}" font-size="{num(size)}"{attrs}{extra}>'
+        f"{esc(content)}</text>"
+    )
 
 
 def path(
@@ -68,10 +173,27 @@ def _polygon(x: float, y: float, r: float, shape: Sequence[tuple[float, float]])
     return polyline([(x + r * dx, y + r * dy) for dx, dy in shape]) + "Z"
 
 
-_STAR = tuple((math.sin(math.pi * i / 5) * (1.2 if i % 2 == 0 else 0.5),
-               -math.cos(math.pi * i / 5) * (1.2 if i % 2 == 0 else 0.5)) for i in range(10))  # fmt: skip
-_PLUS = ((-0.35, -1.1), (0.35, -1.1), (0.35, -0.35), (1.1, -0.35), (1.1, 0.35), (0.35, 0.35), (0.35, 1.1),
-         (-0.35, 1.1), (-0.35, 0.35), (-1.1, 0.35), (-1.1, -0.35), (-0.35, -0.35))  # fmt: skip
+_STAR = tuple(
+    (
+        math.sin(math.pi * i / 5) * (1.2 if i % 2 == 0 else 0.5),
+        -math.cos(math.pi * i / 5) * (1.2 if i % 2 == 0 else 0.5),
+    )
+    for i in range(10)
+)
+_PLUS = (
+    (-0.35, -1.1),
+    (0.35, -1.1),
+    (0.35, -0.35),
+    (1.1, -0.35),
+    (1.1, 0.35),
+    (0.35, 0.35),
+    (0.35, 1.1),
+    (-0.35, 1.1),
+    (-0.35, 0.35),
+    (-1.1, 0.35),
+    (-1.1, -0.35),
+    (-0.35, -0.35),
+)
 _SHAPES = {  # outlines of radius about 1 (a circle is drawn as arcs)
     "s": ((-0.9, -0.9), (0.9, -0.9), (0.9, 0.9), (-0.9, 0.9)),
     "^": ((0.0, -1.15), (1.0, 0.7), (-1.0, 0.7)),
@@ -165,8 +287,11 @@ class Axes:
             ys += [v for p in pts_err for v in (p[4], p[5])]
         xs += [v for axis, v, _ in self.refs if axis == "v"]
         ys += [v for axis, v, _ in self.refs if axis == "h"]
-        xscale = (Scale(-0.5, max(len(self.xcategories), 1) - 0.5) if self.xcategories is not None
-                  else domain(xs, self.xlog))  # fmt: skip
+        xscale = (
+            Scale(-0.5, max(len(self.xcategories), 1) - 0.5)
+            if self.xcategories is not None
+            else domain(xs, self.xlog)
+        )
         return xscale, domain(ys, self.ylog)
 
     def xticks(self, xs: Scale) -> list[Tick]:
@@ -273,8 +398,11 @@ def _panel(lay: _Layout, left: float, top: float, plot_w: float) -> list[str]:
     out = ['<g class="panel">', path("".join(grid), "#e3e3e3", 0.8), '<g class="data">']
     out += _bars(ax.bars, px, py, left)
     for axis, value, style in ax.refs:
-        d = (f"M{num(left)} {num(py(value))}H{num(right)}" if axis == "h"
-             else f"M{num(px(value))} {num(top)}V{num(bottom)}")  # fmt: skip
+        d = (
+            f"M{num(left)} {num(py(value))}H{num(right)}"
+            if axis == "h"
+            else f"M{num(px(value))} {num(top)}V{num(bottom)}"
+        )
         out.append(path(d, style.color, style.width, style.line or "solid"))
     for bars, color in ax.errorbars:
         drawn = [b for b in bars if shown(b[0], b[1]) and shown(b[2], b[4]) and shown(b[3], b[5])]
@@ -299,12 +427,16 @@ def _error_path(bars: list[ErrorBar], px: Callable[[float], float], py: Callable
         cx, cy = px(x), py(y)
         if xhi > xlo:
             x0, x1 = px(xlo), px(xhi)
-            d.append(f"M{num(x0)} {num(cy)}H{num(x1)}M{num(x0)} {num(cy - _CAP)}V{num(cy + _CAP)}"
-                     f"M{num(x1)} {num(cy - _CAP)}V{num(cy + _CAP)}")  # fmt: skip
+            d.append(
+                f"M{num(x0)} {num(cy)}H{num(x1)}M{num(x0)} {num(cy - _CAP)}V{num(cy + _CAP)}"
+                f"M{num(x1)} {num(cy - _CAP)}V{num(cy + _CAP)}"
+            )
         if yhi > ylo:
             y0, y1 = py(ylo), py(yhi)
-            d.append(f"M{num(cx)} {num(y0)}V{num(y1)}M{num(cx - _CAP)} {num(y0)}H{num(cx + _CAP)}"
-                     f"M{num(cx - _CAP)} {num(y1)}H{num(cx + _CAP)}")  # fmt: skip
+            d.append(
+                f"M{num(cx)} {num(y0)}V{num(y1)}M{num(cx - _CAP)} {num(y0)}H{num(cx + _CAP)}"
+                f"M{num(cx - _CAP)} {num(y1)}H{num(cx + _CAP)}"
+            )
     return "".join(d)
 
 
@@ -325,17 +457,27 @@ def _bars(
     out = []
     for i, bar in enumerate(bars):
         x1, y0, y1 = px(bar.value), py(i + 0.4), py(i - 0.4)
-        out.append(f'<rect x="{num(left)}" y="{num(y0)}" width="{num(x1 - left)}" height="{num(y1 - y0)}" '
-                   f'fill="{bar.color}" fill-opacity="{num(bar.opacity)}"/>')  # fmt: skip
+        out.append(
+            f'<rect x="{num(left)}" y="{num(y0)}" width="{num(x1 - left)}" height="{num(y1 - y0)}" '
+            f'fill="{bar.color}" fill-opacity="{num(bar.opacity)}"/>'
+        )
         if bar.hatch:
             out.append(path(_hatch(left, y0, x1, y1), "#333", 0.6, extra=' stroke-opacity="0.6"'))
-        out.append(f'<rect x="{num(left)}" y="{num(y0)}" width="{num(x1 - left)}" height="{num(y1 - y0)}" '
-                   f'fill="none" stroke="{bar.edge}" stroke-width="{num(bar.edge_width)}"/>')  # fmt: skip
+        out.append(
+            f'<rect x="{num(left)}" y="{num(y0)}" width="{num(x1 - left)}" height="{num(y1 - y0)}" '
+            f'fill="none" stroke="{bar.edge}" stroke-width="{num(bar.edge_width)}"/>'
+        )
     return out
 
 
-def _frame(lay: _Layout, left: float, top: float, plot_w: float, px: Callable[[float], float],
-           py: Callable[[float], float]) -> list[str]:  # fmt: skip
+def _frame(
+    lay: _Layout,
+    left: float,
+    top: float,
+    plot_w: float,
+    px: Callable[[float], float],
+    py: Callable[[float], float],
+) -> list[str]:
     """The box, the ticks (minor ones shorter), their labels and the axis labels and title."""
     ax, bottom = lay.ax, top + lay.plot_height
     d = [f"M{num(left)} {num(top)}H{num(left + plot_w)}V{num(bottom)}H{num(left)}Z"]
@@ -350,8 +492,16 @@ def _frame(lay: _Layout, left: float, top: float, plot_w: float, px: Callable[[f
             out.append(text(px(t.value), label_y + TICK_PX * 0.6, t.label, TICK_PX, "middle"))
         else:  # run labels, slanted so that long ones do not overlap
             x = px(t.value)
-            out.append(text(x, label_y + 4, t.label, CATEGORY_PX, "end",
-                            f' transform="rotate(-30 {num(x)} {num(label_y + 4)})"'))  # fmt: skip
+            out.append(
+                text(
+                    x,
+                    label_y + 4,
+                    t.label,
+                    CATEGORY_PX,
+                    "end",
+                    f' transform="rotate(-30 {num(x)} {num(label_y + 4)})"',
+                )
+            )
     out += [text(left - _TICK - 3, py(t.value), t.label, TICK_PX, "end") for t in lay.yticks]
     if ax.xlabel:
         xlabel_y = label_y + lay.xtick_height + LABEL_PX * 0.7
@@ -379,8 +529,10 @@ def _legend(entries: list[tuple[str, Style]], x: float, y: float) -> list[str]:
     if not entries:
         return []
     w, h = _legend_size(entries)
-    box = (f'<rect x="{num(x)}" y="{num(y)}" width="{num(w)}" height="{num(h)}" fill="white" stroke="#ccc" '
-           'stroke-width="0.8" rx="2"/>')  # fmt: skip
+    box = (
+        f'<rect x="{num(x)}" y="{num(y)}" width="{num(w)}" height="{num(h)}" fill="white" stroke="#ccc" '
+        'stroke-width="0.8" rx="2"/>'
+    )
     out = ['<g class="legend">', box]
     for i, (label, style) in enumerate(entries):
         cy = y + 5 + _ROW * (i + 0.5)

@@ -67,35 +67,58 @@ class CheckRow:
     projected_high_ips: float | None = None
 
 
-def check_row(catalog: Catalog, p: PublishedPoint, eff: ef.EfficiencyModel | None,
-              base_eff: ef.EfficiencyModel | None, baseline_id: str, roofline: RooflineFn, reason: str = "",
-              use: ef.Use = ef.every_point) -> CheckRow:  # fmt: skip
+def check_row(
+    catalog: Catalog,
+    p: PublishedPoint,
+    eff: ef.EfficiencyModel | None,
+    base_eff: ef.EfficiencyModel | None,
+    baseline_id: str,
+    roofline: RooflineFn,
+    reason: str = "",
+    use: ef.Use = ef.every_point,
+) -> CheckRow:
     """One published point against the projection ``eff`` makes of it (and ``base_eff`` of its reference)."""
     target = catalog.get(p.target)
     fp = ef.point_roofline(p, catalog.published_costs[p.model][p.precision], target, roofline)
     row = CheckRow(
-        target=p.target, model=p.model, precision=p.precision, batch=p.batch, scenario=p.scenario,
-        family=p.family, published_ips=p.throughput_ips, fitted=p.fit, engines=p.engines,
-        counted=p.engines == "gpu", counted_factor=p.engines == "gpu" and p.fit, reason=reason,
-    )  # fmt: skip
+        target=p.target,
+        model=p.model,
+        precision=p.precision,
+        batch=p.batch,
+        scenario=p.scenario,
+        family=p.family,
+        published_ips=p.throughput_ips,
+        fitted=p.fit,
+        engines=p.engines,
+        counted=p.engines == "gpu",
+        counted_factor=p.engines == "gpu" and p.fit,
+        reason=reason,
+    )
     if eff is None:
         return replace(row, reason=reason or "no published point left to fit on")
     flops = float(catalog.published_costs[p.model][p.precision]["flops_per_inference"])
     eff = ef.with_floor(eff, catalog, target, roofline, flops, use)
     e, lo, hi = (fp.bound_ips * x for x in eff.at_point(fp.roofline, fp.weight_bytes))
     projected_ips = e
-    row = replace(row, projected_ips=projected_ips, factor=projected_ips / p.throughput_ips,
-                  projected_low_ips=lo, projected_high_ips=hi)  # fmt: skip
+    row = replace(
+        row,
+        projected_ips=projected_ips,
+        factor=projected_ips / p.throughput_ips,
+        projected_low_ips=lo,
+        projected_high_ips=hi,
+    )
     ref = _reference_point(catalog, p, baseline_id)
     if ref is not None and base_eff is not None and ref.target != p.target:
-        rfp = ef.point_roofline(ref, catalog.published_costs[p.model][p.precision], catalog.get(ref.target),
-                                roofline)  # fmt: skip
+        rfp = ef.point_roofline(
+            ref, catalog.published_costs[p.model][p.precision], catalog.get(ref.target), roofline
+        )
         base_eff = ef.with_floor(base_eff, catalog, catalog.get(ref.target), roofline, flops, use)
         projected_ratio = projected_ips / (
             rfp.bound_ips * base_eff.at_point(rfp.roofline, rfp.weight_bytes)[0]
         )
-        row = replace(row, ratio_factor=projected_ratio / (p.throughput_ips / ref.throughput_ips),
-                      reference=ref.target)  # fmt: skip
+        row = replace(
+            row, ratio_factor=projected_ratio / (p.throughput_ips / ref.throughput_ips), reference=ref.target
+        )
     if not p.fit and p.engines != "gpu":
         row = replace(row, reason=f"not a fitted point ({p.engines}): shown for reference")
     elif not p.fit:
@@ -211,8 +234,11 @@ def coverage(catalog: Catalog, rows: Sequence[CheckRow]) -> Coverage:
         lo, hi = float(r.projected_low_ips or 0), float(r.projected_high_ips or 0)
         in_fit += lo <= r.published_ips <= hi
         toolchain = catalog.get(r.target).toolchain
-        others = [q.factor for q in counted if q.target != r.target and q.factor
-                  and catalog.get(q.target).toolchain == toolchain]  # fmt: skip
+        others = [
+            q.factor
+            for q in counted
+            if q.target != r.target and q.factor and catalog.get(q.target).toolchain == toolchain
+        ]
         if others:
             e = float(r.projected_ips or 0)
             lo, hi = min(lo, e / max(others)), max(hi, e / min(others))
@@ -226,10 +252,15 @@ _RANGES: dict[tuple[int, str], tuple[tuple[float, float], str] | None] = {}
 def _catalog_key(catalog: Catalog) -> int:
     """What the check depends on: the published points and the targets' peaks, bandwidth and chip."""
     targets = tuple(
-        (tid, t.toolchain, t.compute_capability, t.memory_bw_gbs,
-         tuple(sorted((t.peak_tflops or {}).items())))
+        (
+            tid,
+            t.toolchain,
+            t.compute_capability,
+            t.memory_bw_gbs,
+            tuple(sorted((t.peak_tflops or {}).items())),
+        )
         for tid, t in sorted(catalog.targets.items())
-    )  # fmt: skip
+    )
     return hash((catalog.published, targets))
 
 
@@ -241,15 +272,20 @@ def validation_range(
     key = (_catalog_key(catalog), toolchain)
     if key not in _RANGES:
         rows = [
-            r for r in leave_one_target_out(catalog, roofline, catalog.baseline_id)
+            r
+            for r in leave_one_target_out(catalog, roofline, catalog.baseline_id)
             if r.counted_factor and r.factor and catalog.get(r.target).toolchain == toolchain
-        ]  # fmt: skip
+        ]
         factors = [r.factor for r in rows if r.factor is not None]
         _RANGES[key] = (
-            ((min(factors), max(factors)), (
-                f"widened to the leave-one-target-out check of {len(rows)} {toolchain} point(s): "
-                f"projected ÷ published {min(factors):.2g}–{max(factors):.2g}"
-            ))
-            if factors else None
-        )  # fmt: skip
+            (
+                (min(factors), max(factors)),
+                (
+                    f"widened to the leave-one-target-out check of {len(rows)} {toolchain} point(s): "
+                    f"projected ÷ published {min(factors):.2g}–{max(factors):.2g}"
+                ),
+            )
+            if factors
+            else None
+        )
     return _RANGES[key]

@@ -33,10 +33,15 @@ from accelbench.service.state import service
 router = APIRouter(prefix="/api/v1")
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"description": why, "model": Error, "content": {"application/json": {"example": {"error": why}}}}
-    for code, why in ((400, "malformed JSON"), (401, "no or invalid token"), (403, "token lacks the scope"),
-                      (404, "no such result or model"), (413, "body over the size limit"),
-                      (422, "invalid document or parameter, naming the field"))
-}  # fmt: skip
+    for code, why in (
+        (400, "malformed JSON"),
+        (401, "no or invalid token"),
+        (403, "token lacks the scope"),
+        (404, "no such result or model"),
+        (413, "body over the size limit"),
+        (422, "invalid document or parameter, naming the field"),
+    )
+}
 
 
 @router.get("/health", tags=["service"])
@@ -131,12 +136,24 @@ def stored_answer(
 
 _BATCH_BODY = {
     "required": True,
-    "content": {"application/json": {"schema": {
-        "type": "object", "required": ["results"], "additionalProperties": False,
-        "properties": {"results": {"type": "array", "minItems": 1, "maxItems": ingest.MAX_BATCH,
-                                   "items": _RESULT_BODY["content"]["application/json"]["schema"]}},
-    }}},
-}  # fmt: skip
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["results"],
+                "additionalProperties": False,
+                "properties": {
+                    "results": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": ingest.MAX_BATCH,
+                        "items": _RESULT_BODY["content"]["application/json"]["schema"],
+                    }
+                },
+            }
+        }
+    },
+}
 
 
 @router.post("/results/batch", tags=["results"], openapi_extra={"requestBody": _BATCH_BODY}, responses=ERRORS)
@@ -219,9 +236,13 @@ def _hide(hidden: bool) -> Callable[..., HideAnswer]:
 
 for _hidden in (True, False):
     router.add_api_route(
-        f"/results/{{content_hash}}/{'hide' if _hidden else 'unhide'}", _hide(_hidden), methods=["POST"],
-        tags=["results"], responses=ERRORS, name="hide_result" if _hidden else "unhide_result",
-    )  # fmt: skip
+        f"/results/{{content_hash}}/{'hide' if _hidden else 'unhide'}",
+        _hide(_hidden),
+        methods=["POST"],
+        tags=["results"],
+        responses=ERRORS,
+        name="hide_result" if _hidden else "unhide_result",
+    )
 
 
 # a report is ``accelbench report --json``'s bytes: its rows belong to the report writer, not to a service model

@@ -28,8 +28,14 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     engine = engine or db.open_database(settings.db_url)
     catalog = load_catalog(settings.catalog_path)
-    service = Service(settings, engine, db.sessionmaker_for(engine), catalog,
-                      Reports(engine, catalog, settings.catalog_path), started_at=utcnow())  # fmt: skip
+    service = Service(
+        settings,
+        engine,
+        db.sessionmaker_for(engine),
+        catalog,
+        Reports(engine, catalog, settings.catalog_path),
+        started_at=utcnow(),
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -83,10 +89,13 @@ def _mount_docs(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} API",
-                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
-                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")  # fmt: skip
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )
 
 
 def _add_document_schemas(app: FastAPI, components: dict[str, Any]) -> None:

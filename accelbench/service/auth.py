@@ -124,14 +124,28 @@ def start_session(session: Session, principal: Principal) -> str:
 
     sid = SESSION_PREFIX + secrets.token_urlsafe(32)
     now = utcnow()
-    session.execute(sa.delete(WebSession).where(sa.or_(WebSession.expires_at <= now,
-                                                       WebSession.ended_at.is_not(None))))  # fmt: skip
-    kept = (sa.select(WebSession.id).where(WebSession.token_id == principal.token_id)
-            .order_by(WebSession.created_at.desc(), WebSession.id.desc()).limit(MAX_SESSIONS_PER_TOKEN - 1))  # fmt: skip
-    session.execute(sa.delete(WebSession).where(WebSession.token_id == principal.token_id,
-                                                WebSession.id.not_in(kept.scalar_subquery())))  # fmt: skip
-    session.add(WebSession(session_hash=hash_token(sid), token_id=principal.token_id, created_at=now,
-                           expires_at=now + timedelta(seconds=SESSION_MAX_AGE_S)))  # fmt: skip
+    session.execute(
+        sa.delete(WebSession).where(sa.or_(WebSession.expires_at <= now, WebSession.ended_at.is_not(None)))
+    )
+    kept = (
+        sa.select(WebSession.id)
+        .where(WebSession.token_id == principal.token_id)
+        .order_by(WebSession.created_at.desc(), WebSession.id.desc())
+        .limit(MAX_SESSIONS_PER_TOKEN - 1)
+    )
+    session.execute(
+        sa.delete(WebSession).where(
+            WebSession.token_id == principal.token_id, WebSession.id.not_in(kept.scalar_subquery())
+        )
+    )
+    session.add(
+        WebSession(
+            session_hash=hash_token(sid),
+            token_id=principal.token_id,
+            created_at=now,
+            expires_at=now + timedelta(seconds=SESSION_MAX_AGE_S),
+        )
+    )
     session.commit()
     return sid
 
@@ -161,7 +175,7 @@ def session_principal(session: Session, sid: str) -> Principal | None:
             WebSession.ended_at.is_(None),
             WebSession.expires_at > utcnow(),
             Token.revoked_at.is_(None),
-        )  # fmt: skip
+        )
     ).scalar_one_or_none()
     return Principal(row.name, row.scope, row.id) if row else None
 

@@ -99,8 +99,9 @@ def start_builder(db_url: str, catalog_path: str | None) -> None:
     _BUILDER = _Builder(db.make_engine(db_url), load_catalog(catalog_path))
 
 
-def build_in_child(options: ReportOptions, model: str | None, formats: tuple[str, ...],
-                    debounce_s: float) -> Answer:  # fmt: skip
+def build_in_child(
+    options: ReportOptions, model: str | None, formats: tuple[str, ...], debounce_s: float
+) -> Answer:
     """In a build process: (fingerprint, the report) or (fingerprint, the problem)."""
     import time
 

@@ -47,12 +47,20 @@ def campaigns_page(
     return _campaigns(request, session)
 
 
-def _campaigns(request: Request, session: Session, error: str | None = None, spec: str = "",
-               status: int = 200) -> HTMLResponse:  # fmt: skip
+def _campaigns(
+    request: Request, session: Session, error: str | None = None, spec: str = "", status: int = 200
+) -> HTMLResponse:
     queue.reap_expired(session, service(request).started_at)
     campaigns = [reads.campaign_answer(session, c).model_dump() for c in reads.recent_campaigns(session)]
-    return _render("campaigns.html", status, campaigns=campaigns, error=error, spec=spec,
-                   lease_s=jobs.DEFAULT_LEASE_S, max_attempts=jobs.DEFAULT_MAX_ATTEMPTS)  # fmt: skip
+    return _render(
+        "campaigns.html",
+        status,
+        campaigns=campaigns,
+        error=error,
+        spec=spec,
+        lease_s=jobs.DEFAULT_LEASE_S,
+        max_attempts=jobs.DEFAULT_MAX_ATTEMPTS,
+    )
 
 
 @router.post("/campaigns", include_in_schema=False)
@@ -79,9 +87,16 @@ async def submit_form(request: Request, who: Annotated[Principal, Depends(requir
                 return _campaigns(request, session, err.message, text, status=422)
             except ValueError as err:
                 return _campaigns(request, session, str(err), text, status=422)
-            campaign = queue.create_campaign(session, spec, text, created_by=who.name, lease_s=lease_s,
-                                             max_attempts=attempts, labels={},
-                                             time_limit_s=parts.settings.job_time_limit_s)  # fmt: skip
+            campaign = queue.create_campaign(
+                session,
+                spec,
+                text,
+                created_by=who.name,
+                lease_s=lease_s,
+                max_attempts=attempts,
+                labels={},
+                time_limit_s=parts.settings.job_time_limit_s,
+            )
             return RedirectResponse(f"/campaigns/{campaign.id}", status_code=303)
 
     return await run_in_threadpool(write)
@@ -102,16 +117,20 @@ def campaign_page(
         return _jobs_csv(campaign_id, data["jobs"])
     for job in data["jobs"]:
         job["log_lines"] = job["log_tail"].splitlines()[-15:]
-    return _render("campaign.html", campaign=data, finished=data["status"] not in (jobs.QUEUED, jobs.RUNNING),
-                   live=live)  # fmt: skip
+    return _render(
+        "campaign.html", campaign=data, finished=data["status"] not in (jobs.QUEUED, jobs.RUNNING), live=live
+    )
 
 
 def _jobs_csv(campaign_id: int, jobs_: list[dict[str, Any]]) -> Response:
     from accelbench.reports.formatting import csv_text
 
     keys = ["id", "target", "status", "runner", "attempts", "max_attempts", "heartbeat_at", "reason"]
-    return Response(csv_text(keys, [[j.get(k) for k in keys] for j in jobs_]), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="campaign-{campaign_id}-jobs.csv"'})  # fmt: skip
+    return Response(
+        csv_text(keys, [[j.get(k) for k in keys] for j in jobs_]),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="campaign-{campaign_id}-jobs.csv"'},
+    )
 
 
 @router.get("/campaigns/{campaign_id}/report", response_class=HTMLResponse, include_in_schema=False)

@@ -91,13 +91,20 @@ def campaign_answer(session: Session, campaign: Campaign) -> answers.Campaign:
     names = queue.runner_names(session, {j.runner_id for j in job_rows if j.runner_id})
     summary = jobs.summarize([j.status for j in job_rows])
     return answers.Campaign(
-        id=campaign.id, name=campaign.name, status=summary.status, counts=dict(summary.counts),
-        projected=campaign.projected, created_by=campaign.created_by,
-        created_at=iso(campaign.created_at), url=f"/campaigns/{campaign.id}",
+        id=campaign.id,
+        name=campaign.name,
+        status=summary.status,
+        counts=dict(summary.counts),
+        projected=campaign.projected,
+        created_by=campaign.created_by,
+        created_at=iso(campaign.created_at),
+        url=f"/campaigns/{campaign.id}",
         results=[r.content_hash for r in queue.campaign_result_rows(session, campaign.id)],
-        jobs=[answers.Job.model_validate(job_fields(j, names.get(j.runner_id) if j.runner_id else None))
-              for j in job_rows],
-    )  # fmt: skip
+        jobs=[
+            answers.Job.model_validate(job_fields(j, names.get(j.runner_id) if j.runner_id else None))
+            for j in job_rows
+        ],
+    )
 
 
 def job_answer(job: Job, runner: str | None) -> answers.Job:
@@ -107,12 +114,22 @@ def job_answer(job: Job, runner: str | None) -> answers.Job:
 def job_fields(job: Job, runner: str | None) -> dict[str, Any]:
     """A job's fields as the API shows them (``answers.Job``; a claim adds its own)."""
     return {
-        "id": job.id, "target": job.target, "labels": job.labels, "status": job.status, "runner": runner,
-        "attempts": job.attempts, "max_attempts": job.max_attempts, "lease_s": job.lease_s,
-        "heartbeat_at": iso(job.heartbeat_at), "lease_until": iso(job.lease_until),
-        "finished_at": iso(job.finished_at), "reason": job.reason, "log_tail": job.log_tail,
-        "history": job.history, "time_limit_s": job.time_limit_s,
-    }  # fmt: skip
+        "id": job.id,
+        "target": job.target,
+        "labels": job.labels,
+        "status": job.status,
+        "runner": runner,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "lease_s": job.lease_s,
+        "heartbeat_at": iso(job.heartbeat_at),
+        "lease_until": iso(job.lease_until),
+        "finished_at": iso(job.finished_at),
+        "reason": job.reason,
+        "log_tail": job.log_tail,
+        "history": job.history,
+        "time_limit_s": job.time_limit_s,
+    }
 
 
 def _probe_summary(probe: dict[str, Any]) -> dict[str, str]:
@@ -134,11 +151,18 @@ def _probe_summary(probe: dict[str, Any]) -> dict[str, str]:
     else:
         accelerator = f"CPU: {(probe.get('cpu') or {}).get('model', '?')}"
     packages = probe.get("packages") or {}
-    toolchains = ", ".join(f"{k} {v}" for k, v in sorted(packages.items())
-                           if v and k in ("onnxruntime", "onnxruntime-gpu", "tensorrt", "torch-neuronx"))  # fmt: skip
+    toolchains = ", ".join(
+        f"{k} {v}"
+        for k, v in sorted(packages.items())
+        if v and k in ("onnxruntime", "onnxruntime-gpu", "tensorrt", "torch-neuronx")
+    )
     driver = nvidia.get("driver_version") or (jetson.get("l4t") if jetson.get("present") else None)
-    return {"catalog_match": str((probe.get("catalog_match") or {}).get("id", "?")), "accelerator": accelerator,
-            "driver": str(driver or "—"), "toolchains": toolchains or "—"}  # fmt: skip
+    return {
+        "catalog_match": str((probe.get("catalog_match") or {}).get("id", "?")),
+        "accelerator": accelerator,
+        "driver": str(driver or "—"),
+        "toolchains": toolchains or "—",
+    }
 
 
 def runner_rows(session: Session) -> list[answers.Runner]:
@@ -146,16 +170,25 @@ def runner_rows(session: Session) -> list[answers.Runner]:
     rows = session.execute(sa.select(Runner).order_by(Runner.name)).scalars()
     return [
         answers.Runner.model_validate(
-            {"id": r.id, "name": r.name, "target": r.target, "labels": r.labels, "version": r.version,
-             "last_seen": aware(r.last_seen).isoformat(), "token": r.token_name,
-             "online": now - aware(r.last_seen) < timedelta(seconds=OFFLINE_AFTER_S), **_probe_summary(r.probe or {})}
+            {
+                "id": r.id,
+                "name": r.name,
+                "target": r.target,
+                "labels": r.labels,
+                "version": r.version,
+                "last_seen": aware(r.last_seen).isoformat(),
+                "token": r.token_name,
+                "online": now - aware(r.last_seen) < timedelta(seconds=OFFLINE_AFTER_S),
+                **_probe_summary(r.probe or {}),
+            }
         )
         for r in rows
-    ]  # fmt: skip
+    ]
 
 
-def campaign_report(reports: Reports, session: Session, campaign_id: int,
-                    formats: tuple[str, ...] = ()) -> RenderedReport:  # fmt: skip
+def campaign_report(
+    reports: Reports, session: Session, campaign_id: int, formats: tuple[str, ...] = ()
+) -> RenderedReport:
     """The report over the campaign's stored results with its spec's SLO, prices, baseline and projections
     (``render_report``, what ``accelbench report`` calls): ``.json_text``, ``.outputs["report.html"]``.
     ``reports`` (``report_cache.Reports``) parses each document once per app."""
@@ -170,7 +203,12 @@ def campaign_report(reports: Reports, session: Session, campaign_id: int,
         raise ApiError(404, f"campaign {campaign_id} has no results yet")
     try:
         options = report_options(parse_spec(campaign.spec, f"campaign {campaign_id}"))
-        return render_report(reports.documents(session, rows), reports.catalog, options, formats=formats,
-                             leave_out_unknown_targets=True)  # fmt: skip
+        return render_report(
+            reports.documents(session, rows),
+            reports.catalog,
+            options,
+            formats=formats,
+            leave_out_unknown_targets=True,
+        )
     except BadInputError as err:
         raise ApiError(422, str(err)) from None

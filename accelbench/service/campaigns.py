@@ -44,10 +44,15 @@ from accelbench.service.state import service
 # every route's refusals, each one line {"error": ...} (answers.Error), instead of FastAPI's own 422 shape
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"description": why, "model": answers.Error}
-    for code, why in ((401, "no or invalid token"), (403, "token lacks the scope, or not this runner's job"),
-                      (404, "no such campaign, job or runner"), (409, "the job is no longer this runner's, or its state does not allow it"),
-                      (413, "body over the size limit"), (422, "invalid body or parameter, naming the field"))
-}  # fmt: skip
+    for code, why in (
+        (401, "no or invalid token"),
+        (403, "token lacks the scope, or not this runner's job"),
+        (404, "no such campaign, job or runner"),
+        (409, "the job is no longer this runner's, or its state does not allow it"),
+        (413, "body over the size limit"),
+        (422, "invalid body or parameter, naming the field"),
+    )
+}
 router = APIRouter(prefix="/api/v1", responses=ERRORS)
 MAX_WAIT_S = 60.0  # a long poll answers within this; GitHub's runners hold ~50 s
 POLL_S = 0.5
@@ -120,8 +125,16 @@ def post_campaign(
     """Queue one job per measured target of the spec; projected targets are computed by the report."""
     spec = reads.parse_campaign_spec(body.spec, service(request).catalog)
     limit_s = body.time_limit_s or service(request).settings.job_time_limit_s
-    campaign = queue.create_campaign(session, spec, body.spec, created_by=who.name, lease_s=body.lease_s,
-                                     max_attempts=body.max_attempts, labels=body.labels, time_limit_s=limit_s)  # fmt: skip
+    campaign = queue.create_campaign(
+        session,
+        spec,
+        body.spec,
+        created_by=who.name,
+        lease_s=body.lease_s,
+        max_attempts=body.max_attempts,
+        labels=body.labels,
+        time_limit_s=limit_s,
+    )
     return reads.campaign_answer(session, campaign)
 
 
@@ -179,9 +192,16 @@ def post_runner(
         raise ApiError(422, f"field target: {err}") from None
     try:
         runner, secret = queue.register_runner(
-            session, name=body.name, target=body.target, labels=body.labels, probe=check_probe(body.probe),
-            version=body.version, token_name=who.name, token_id=who.token_id, secret=body.secret,
-        )  # fmt: skip
+            session,
+            name=body.name,
+            target=body.target,
+            labels=body.labels,
+            probe=check_probe(body.probe),
+            version=body.version,
+            token_name=who.name,
+            token_id=who.token_id,
+            secret=body.secret,
+        )
     except (queue.JobLost, queue.NameTaken) as err:
         raise ApiError(409, str(err)) from None
     return answers.RunnerRegistered(id=runner.id, name=runner.name, secret=secret)
@@ -195,8 +215,9 @@ def list_runners(
 
 
 @router.delete("/runners/{runner_id}", tags=["runners"])
-def delete_runner(runner_id: PathId, session: DbSession,
-                  _who: Annotated[Principal, Depends(require("admin"))]) -> answers.RunnerRemoved:  # fmt: skip
+def delete_runner(
+    runner_id: PathId, session: DbSession, _who: Annotated[Principal, Depends(require("admin"))]
+) -> answers.RunnerRemoved:
     """Remove a runner (a host gone for good, or one registered with a bad probe); 409 while it runs a job.
     Its past jobs keep their history; they no longer point at it."""
     runner = session.get(Runner, runner_id)
@@ -215,8 +236,12 @@ def _authenticated(session: Session, runner_id: int, secret: str) -> Runner:
         raise ApiError(403, str(err)) from None
 
 
-@router.post("/jobs/claim", tags=["jobs"], response_model=answers.ClaimedJob,
-             responses={204: {"description": "no job within wait_s"}})  # fmt: skip
+@router.post(
+    "/jobs/claim",
+    tags=["jobs"],
+    response_model=answers.ClaimedJob,
+    responses={204: {"description": "no job within wait_s"}},
+)
 async def claim_job(
     body: ClaimIn, request: Request, _who: Annotated[Principal, Depends(require("runner"))]
 ) -> Response | answers.ClaimedJob:
@@ -249,9 +274,16 @@ def _claimed(session: Session, job_id: int, lease_secret: str) -> answers.Claime
         raise ApiError(404, f"no job {job_id}")
     campaign = reads.get_campaign(session, job.campaign_id)
     return answers.ClaimedJob.model_validate(
-        {**reads.job_fields(job, None), "campaign_id": campaign.id, "campaign": campaign.name, "spec": campaign.spec,
-         "attempt": job.attempts, "documents": queue.documents(session, job.id), "lease_secret": lease_secret}
-    )  # fmt: skip
+        {
+            **reads.job_fields(job, None),
+            "campaign_id": campaign.id,
+            "campaign": campaign.name,
+            "spec": campaign.spec,
+            "attempt": job.attempts,
+            "documents": queue.documents(session, job.id),
+            "lease_secret": lease_secret,
+        }
+    )
 
 
 def _owned(session: Session, job_id: int, call: JobCall) -> Job:
@@ -342,8 +374,9 @@ async def _json_body(request: Request) -> dict[str, Any]:
 
 def _call(body: dict[str, Any]) -> JobCall:
     try:
-        return JobCall.model_validate({k: body.pop(k) for k in ("runner_id", "attempt", "runner_secret",
-                                                                "lease_secret") if k in body})  # fmt: skip
+        return JobCall.model_validate(
+            {k: body.pop(k) for k in ("runner_id", "attempt", "runner_secret", "lease_secret") if k in body}
+        )
     except ValidationError as err:
         raise ApiError(422, validation_message(err)) from None
 
@@ -359,10 +392,12 @@ def _call_and_document(body: dict[str, Any]) -> tuple[JobCall, dict[str, Any]]:
 
 
 @router.post(
-    "/jobs/{job_id}/results", tags=["jobs"], status_code=201,
+    "/jobs/{job_id}/results",
+    tags=["jobs"],
+    status_code=201,
     responses={200: {"description": "already stored (same content hash)", "model": answers.Stored}},
     openapi_extra=_job_body(**api.SUBMISSION_PROPERTIES),
-)  # fmt: skip
+)
 async def post_job_result(
     job_id: PathId,
     request: Request,
@@ -406,9 +441,11 @@ def _finish(event: str) -> Callable[..., answers.JobStatus]:
         queue.finish(session, job, event, call.reason)
         return answers.JobStatus(id=job.id, status=job.status)
 
-    endpoint.__doc__ = {"done": "The job finished: every sweep pushed.",
-                        "fail": "The job failed; ``reason`` is the one line shown on the campaign page.",
-                        "release": "Give the job back to the queue (the agent was stopped)."}[event]  # fmt: skip
+    endpoint.__doc__ = {
+        "done": "The job finished: every sweep pushed.",
+        "fail": "The job failed; ``reason`` is the one line shown on the campaign page.",
+        "release": "Give the job back to the queue (the agent was stopped).",
+    }[event]
     return endpoint
 
 
@@ -427,17 +464,21 @@ def _admin(event: str) -> Callable[..., answers.Job]:
             raise ApiError(409, f"job {job_id}: {err}") from None
         return reads.job_answer(job, None)
 
-    endpoint.__doc__ = {"cancel": "Cancel a queued or running job; a running one's agent is told to stop (409 on "
-                                  "its next call).",
-                        "requeue": "Put a running, failed, expired or cancelled job back in the queue with a fresh "
-                                   "set of attempts."}[event]  # fmt: skip
+    endpoint.__doc__ = {
+        "cancel": "Cancel a queued or running job; a running one's agent is told to stop (409 on "
+        "its next call).",
+        "requeue": "Put a running, failed, expired or cancelled job back in the queue with a fresh "
+        "set of attempts.",
+    }[event]
     return endpoint
 
 
 for _event in ("cancel", "requeue"):
-    router.add_api_route(f"/jobs/{{job_id}}/{_event}", _admin(_event), methods=["POST"], tags=["jobs"],
-                         name=f"job_{_event}")  # fmt: skip
+    router.add_api_route(
+        f"/jobs/{{job_id}}/{_event}", _admin(_event), methods=["POST"], tags=["jobs"], name=f"job_{_event}"
+    )
 
 for _event in ("done", "fail", "release"):
-    router.add_api_route(f"/jobs/{{job_id}}/{_event}", _finish(_event), methods=["POST"], tags=["jobs"],
-                         name=f"job_{_event}")  # fmt: skip
+    router.add_api_route(
+        f"/jobs/{{job_id}}/{_event}", _finish(_event), methods=["POST"], tags=["jobs"], name=f"job_{_event}"
+    )

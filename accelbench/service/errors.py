@@ -108,9 +108,14 @@ def install(app: FastAPI, page_error: PageError | None = None) -> None:
         return error_response(500, f"internal error ({type(err).__name__}); the server log has the details")
 
     handlers: list[tuple[type[Exception], HTTPExceptionHandler]] = [
-        (ApiError, api_error), (RequestValidationError, validation), (HTTPException, http),
-        (OperationalError, database_down), (InterfaceError, database_down), (RecursionError, too_deep),
-        (ValueError, bad_value), (Exception, unexpected),
-    ]  # fmt: skip
+        (ApiError, api_error),
+        (RequestValidationError, validation),
+        (HTTPException, http),
+        (OperationalError, database_down),
+        (InterfaceError, database_down),
+        (RecursionError, too_deep),
+        (ValueError, bad_value),
+        (Exception, unexpected),
+    ]
     for kind, handler in handlers:
         app.add_exception_handler(kind, handler)

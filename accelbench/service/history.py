@@ -73,13 +73,23 @@ class HistoryRun:
     generative: GenerativeFigures | None = None
 
     @classmethod
-    def measured(cls, result: ResultSummary, host_label: str | None, row: ReportRow,
-                 change: Change | None) -> HistoryRun:  # fmt: skip
-        return cls(result, host_label, capacity_rps=row.capacity_rps, latency_us=row.latency_us,
-                   capacity_low=row.capacity_low, capacity_high=row.capacity_high,
-                   latency_low_us=row.latency_low_us, latency_high_us=row.latency_high_us,
-                   meets_slo=row.meets_slo, cost_per_million_usd=row.cost_per_million_usd, reason=row.reason,
-                   change=change)  # fmt: skip
+    def measured(
+        cls, result: ResultSummary, host_label: str | None, row: ReportRow, change: Change | None
+    ) -> HistoryRun:
+        return cls(
+            result,
+            host_label,
+            capacity_rps=row.capacity_rps,
+            latency_us=row.latency_us,
+            capacity_low=row.capacity_low,
+            capacity_high=row.capacity_high,
+            latency_low_us=row.latency_low_us,
+            latency_high_us=row.latency_high_us,
+            meets_slo=row.meets_slo,
+            cost_per_million_usd=row.cost_per_million_usd,
+            reason=row.reason,
+            change=change,
+        )
 
     @property
     def label(self) -> str:
@@ -92,12 +102,20 @@ class HistoryRun:
 
     def answer(self) -> answers.HistoryRun:
         return answers.HistoryRun(
-            **dict(self.result), host_label=self.host_label, capacity_rps=self.capacity_rps,
-            latency_us=self.latency_us, capacity_low=self.capacity_low, capacity_high=self.capacity_high,
-            latency_low_us=self.latency_low_us, latency_high_us=self.latency_high_us,
-            meets_slo=self.meets_slo, cost_per_million_usd=self.cost_per_million_usd, reason=self.reason,
-            change=self.change.answer() if self.change else None, generative=self.generative,
-        )  # fmt: skip
+            **dict(self.result),
+            host_label=self.host_label,
+            capacity_rps=self.capacity_rps,
+            latency_us=self.latency_us,
+            capacity_low=self.capacity_low,
+            capacity_high=self.capacity_high,
+            latency_low_us=self.latency_low_us,
+            latency_high_us=self.latency_high_us,
+            meets_slo=self.meets_slo,
+            cost_per_million_usd=self.cost_per_million_usd,
+            reason=self.reason,
+            change=self.change.answer() if self.change else None,
+            generative=self.generative,
+        )
 
 
 @dataclass(frozen=True)
@@ -112,17 +130,24 @@ class History:
 
     def answer(self) -> answers.History:
         """What ``GET /api/v1/history`` answers."""
-        return answers.History(model=self.model, target=self.target, precision=self.precision, rule=self.rule,
-                               slo_ms=self.slo_ms, percentile=self.percentile,
-                               runs=[run.answer() for run in self.runs])  # fmt: skip
+        return answers.History(
+            model=self.model,
+            target=self.target,
+            precision=self.precision,
+            rule=self.rule,
+            slo_ms=self.slo_ms,
+            percentile=self.percentile,
+            runs=[run.answer() for run in self.runs],
+        )
 
 
 # per-run figures kept per app, as many as parsed documents (a run's figures depend on its document and options)
 RUNS_KEPT = 20_000
 
 
-def history(reports: Reports, session: Session, options: ReportOptions, model: str, target: str,
-            precision: str) -> History:  # fmt: skip
+def history(
+    reports: Reports, session: Session, options: ReportOptions, model: str, target: str, precision: str
+) -> History:
     """The runs of one series with their capacity at the SLO and, from the second run of a load on, the change
     from the run before. A run's figures come from a report over that run alone, built once per app and
     options (``reports.memo``): after a push only the new run is built."""
@@ -140,30 +165,43 @@ def history(reports: Reports, session: Session, options: ReportOptions, model: s
     earlier: dict[str, list[ReportRow]] = {}  # measured rows so far, per load profile
     for row in rows:
         doc = docs[row.id]
-        figures = reports.memo("history run", (row.content_hash, repr(options), target),
-                               partial(_run_figures, doc, reports.catalog, options, model, target),
-                               keep=RUNS_KEPT)  # fmt: skip
+        figures = reports.memo(
+            "history run",
+            (row.content_hash, repr(options), target),
+            partial(_run_figures, doc, reports.catalog, options, model, target),
+            keep=RUNS_KEPT,
+        )
         if figures is None:  # one run the report cannot take is left out (logged when it was built)
             continue
         if isinstance(figures, GenerativeFigures):  # a generative run: TTFT, TPOT and tokens/s
-            runs.append(HistoryRun(queries.summary(row), row.host_label, meets_slo=figures.meets_objective,
-                                   reason=figures.reason, generative=figures))  # fmt: skip
+            runs.append(
+                HistoryRun(
+                    queries.summary(row),
+                    row.host_label,
+                    meets_slo=figures.meets_objective,
+                    reason=figures.reason,
+                    generative=figures,
+                )
+            )
             continue
         change = None
         before = earlier.setdefault(repeat_key(doc)[1], [])
         if before:  # the --compare rule on the two rows, called, not copied
             previous = before[-1]
             spread = history_spread([r.capacity_rps for r in before], [r.latency_us for r in before])
-            change = Change(_change(previous.capacity_rps, figures.capacity_rps),
-                            _change(previous.latency_us, figures.latency_us),
-                            judge_change(previous, figures, percentile_key(options.percentile), spread))  # fmt: skip
+            change = Change(
+                _change(previous.capacity_rps, figures.capacity_rps),
+                _change(previous.latency_us, figures.latency_us),
+                judge_change(previous, figures, percentile_key(options.percentile), spread),
+            )
         runs.append(HistoryRun.measured(queries.summary(row), row.host_label, figures, change))
         before.append(figures)
     return History(model, target, precision, RULE, options.slo_ms, options.percentile, runs)
 
 
-def _run_figures(doc: ResultDocument, catalog: Catalog, options: ReportOptions, model: str,
-                 target: str) -> ReportRow | GenerativeFigures | None:  # fmt: skip
+def _run_figures(
+    doc: ResultDocument, catalog: Catalog, options: ReportOptions, model: str, target: str
+) -> ReportRow | GenerativeFigures | None:
     """The measured report row, or the generative figures, of one run alone; None when the report cannot take
     it (logged); BadInputError (a bad option) is the history's 422."""
     from accelbench.reports.build import build_report
@@ -188,8 +226,14 @@ def _generative_figures(gen: GenerativeReport, target: str) -> GenerativeFigures
         return None
     p = row.capacity or max(row.points, key=lambda q: q.output_tps)
     return GenerativeFigures(
-        output_tokens_per_s=p.output_tps, ttft_p99_ms=p.ttft_p99_ms, tpot_p99_ms=p.tpot_p99_ms,
-        tokens_per_s_per_user=p.tokens_per_user, concurrency=p.concurrency,
-        usd_per_million_output_tokens=row.cost(gen.price_basis), ttft_objective_ms=gen.ttft_ms,
-        tpot_objective_ms=gen.tpot_ms, meets_objective=row.capacity is not None, reason=row.reason,
-    )  # fmt: skip
+        output_tokens_per_s=p.output_tps,
+        ttft_p99_ms=p.ttft_p99_ms,
+        tpot_p99_ms=p.tpot_p99_ms,
+        tokens_per_s_per_user=p.tokens_per_user,
+        concurrency=p.concurrency,
+        usd_per_million_output_tokens=row.cost(gen.price_basis),
+        ttft_objective_ms=gen.ttft_ms,
+        tpot_objective_ms=gen.tpot_ms,
+        meets_objective=row.capacity is not None,
+        reason=row.reason,
+    )

@@ -146,15 +146,21 @@ def submission_of(obj: object, text: str | None = None) -> Submission:
             raise ApiError(
                 422, "variant: field 'manifest_hash': differs from the result's provenance.manifest_hash"
             )
-    if source is not None and (not isinstance(source, str) or "/" in source or not source.strip()
-                               or len(source) > 300):  # fmt: skip
+    if source is not None and (
+        not isinstance(source, str) or "/" in source or not source.strip() or len(source) > 300
+    ):
         raise ApiError(422, "field 'source': must be a file name (no folders, at most 300 characters)")
     # once: the content hash is the sha256 of this canonical text, and a document that came in the envelope
     # is stored as it (compact, sorted keys: json's C encoder; an indented dump runs the pure-Python one)
     canonical = canonical_json_text(to_dict(result))
     content_hash = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-    return Submission(result, result_text or canonical + "\n", variant, source or f"{result.run_id[:295]}.json",
-                      content_hash)  # fmt: skip
+    return Submission(
+        result,
+        result_text or canonical + "\n",
+        variant,
+        source or f"{result.run_id[:295]}.json",
+        content_hash,
+    )
 
 
 def columns(doc: ResultDocument) -> dict[str, Any]:
@@ -165,14 +171,20 @@ def columns(doc: ResultDocument) -> dict[str, Any]:
     for s in doc.steps:
         verdicts[str(s.verdict)] = verdicts.get(str(s.verdict), 0) + 1
     return {
-        "schema": doc.schema_id, "run_id": doc.run_id, "model": doc.model, "variant": doc.variant,
-        "target": doc.target or "", "precision": doc.precision or "", "manifest_hash": prov.manifest_hash,
+        "schema": doc.schema_id,
+        "run_id": doc.run_id,
+        "model": doc.model,
+        "variant": doc.variant,
+        "target": doc.target or "",
+        "precision": doc.precision or "",
+        "manifest_hash": prov.manifest_hash,
         "host": str(host.get("hostname") or host.get("name") or host.get("cpu") or "")[:200] or None,
-        "accelbench_version": ((prov.packages or {}).get("accelbench") or "")[:40] or None, "origin": doc.origin,
+        "accelbench_version": ((prov.packages or {}).get("accelbench") or "")[:40] or None,
+        "origin": doc.origin,
         "created_at": created_at(prov.created_at) if prov.created_at else None,
         "summary": {"steps": len(doc.steps), "verdicts": verdicts, "complete": doc.complete},
         "host_label": host_label(prov.host)[:300],
-    }  # fmt: skip
+    }
 
 
 @dataclass(frozen=True)
@@ -235,8 +247,15 @@ def store_many(session: Session, subs: list[Submission]) -> list[Stored]:
                 variant_id = variants.get(known) or variants.setdefault(
                     known, _store_variant(session, sub.variant)
                 )
-            rows.append({"content_hash": content_hash, "source": sub.source, "variant_id": variant_id,
-                         "received_at": now, **columns(sub.result)})  # fmt: skip
+            rows.append(
+                {
+                    "content_hash": content_hash,
+                    "source": sub.source,
+                    "variant_id": variant_id,
+                    "received_at": now,
+                    **columns(sub.result),
+                }
+            )
         try:
             # Core statements on the tables: none of the ORM's bulk machinery per call
             results, documents = cast(sa.Table, Result.__table__), cast(sa.Table, StoredDocument.__table__)

@@ -107,12 +107,23 @@ def summary_fields(row: Result) -> dict[str, Any]:
     """A stored result's columns as listings show them (``ResultSummary``'s fields, and the start of the
     answers that extend it)."""
     return dict(
-        id=row.content_hash, run_id=row.run_id, source=row.source, model=row.model, variant=row.variant,
-        target=row.target, precision=row.precision, manifest_hash=row.manifest_hash, host=row.host,
-        accelbench_version=row.accelbench_version, origin=row.origin, created_at=iso(row.created_at),
-        received_at=iso(row.received_at), steps=row.summary.get("steps"), verdicts=row.summary.get("verdicts"),
+        id=row.content_hash,
+        run_id=row.run_id,
+        source=row.source,
+        model=row.model,
+        variant=row.variant,
+        target=row.target,
+        precision=row.precision,
+        manifest_hash=row.manifest_hash,
+        host=row.host,
+        accelbench_version=row.accelbench_version,
+        origin=row.origin,
+        created_at=iso(row.created_at),
+        received_at=iso(row.received_at),
+        steps=row.summary.get("steps"),
+        verdicts=row.summary.get("verdicts"),
         url=f"/api/v1/results/{row.content_hash}",
-    )  # fmt: skip
+    )
 
 
 def summary(row: Result) -> ResultSummary:
@@ -151,8 +162,9 @@ def detail(row: Result, session: Session) -> ResultDetail:
     )
 
 
-def stored_rows(session: Session, model: str | None = None, target: str | None = None,
-                precision: str | None = None) -> list[Result]:  # fmt: skip
+def stored_rows(
+    session: Session, model: str | None = None, target: str | None = None, precision: str | None = None
+) -> list[Result]:
     query = _where(sa.select(Result), {"model": model, "target": target, "precision": precision})
     return list(session.execute(query.order_by(Result.id)).scalars())
 

@@ -60,14 +60,25 @@ def report_options(
         overrides = parse_price_overrides(tuple(price))
     except BadInputError as err:
         raise ApiError(422, f"field price: {err}") from None
-    return options_from({
-        "slo_ms": slo_p99_ms, "percentile": percentile, "baseline": baseline, "price_basis": price_basis,
-        "price_overrides": overrides, "target_qps": target_qps, "headroom": headroom, "project": project,
-        "include_failed": include_failed, "max_error_rate": max_error_rate, "amortization_years": amortization_years,
-        "usd_per_kwh": usd_per_kwh, "slo_ttft_p99_ms": _objective("slo_ttft_p99_ms", slo_ttft_p99_ms, "slo_ttft_ms", slo_ttft_ms),
-        "slo_tpot_p99_ms": _objective("slo_tpot_p99_ms", slo_tpot_p99_ms, "slo_tpot_ms", slo_tpot_ms),
-        "min_tokens_per_user": _positive("min_tokens_per_user", min_tokens_per_user),
-    })  # fmt: skip
+    return options_from(
+        {
+            "slo_ms": slo_p99_ms,
+            "percentile": percentile,
+            "baseline": baseline,
+            "price_basis": price_basis,
+            "price_overrides": overrides,
+            "target_qps": target_qps,
+            "headroom": headroom,
+            "project": project,
+            "include_failed": include_failed,
+            "max_error_rate": max_error_rate,
+            "amortization_years": amortization_years,
+            "usd_per_kwh": usd_per_kwh,
+            "slo_ttft_p99_ms": _objective("slo_ttft_p99_ms", slo_ttft_p99_ms, "slo_ttft_ms", slo_ttft_ms),
+            "slo_tpot_p99_ms": _objective("slo_tpot_p99_ms", slo_tpot_p99_ms, "slo_tpot_ms", slo_tpot_ms),
+            "min_tokens_per_user": _positive("min_tokens_per_user", min_tokens_per_user),
+        }
+    )
 
 
 def _objective(name: str, text: str | None, old_name: str, old_text: str | None) -> float | None:

@@ -36,17 +36,40 @@ def label_rows(labels: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(labels.items())]
 
 
-def create_campaign(session: Session, spec: ExperimentSpec, spec_text: str, *, created_by: str, lease_s: float,
-                    max_attempts: int, labels: dict[str, str],
-                    time_limit_s: float | None = jobs.DEFAULT_TIME_LIMIT_S) -> Campaign:  # fmt: skip
+def create_campaign(
+    session: Session,
+    spec: ExperimentSpec,
+    spec_text: str,
+    *,
+    created_by: str,
+    lease_s: float,
+    max_attempts: int,
+    labels: dict[str, str],
+    time_limit_s: float | None = jobs.DEFAULT_TIME_LIMIT_S,
+) -> Campaign:
     """One campaign, one queued job per measured target of ``spec`` (a validated ExperimentSpec). Commits."""
-    campaign = Campaign(name=spec.name, spec=spec_text, projected=[t.id for t in spec.projected_targets],
-                        created_by=created_by, created_at=utcnow())  # fmt: skip
+    campaign = Campaign(
+        name=spec.name,
+        spec=spec_text,
+        projected=[t.id for t in spec.projected_targets],
+        created_by=created_by,
+        created_at=utcnow(),
+    )
     session.add(campaign)
     session.flush()
     for target in spec.measured_targets:
-        job = Job(campaign_id=campaign.id, target=target.id, labels=dict(labels), status=jobs.QUEUED, attempts=0,
-                  max_attempts=max_attempts, lease_s=lease_s, log_tail="", history=[], time_limit_s=time_limit_s)  # fmt: skip
+        job = Job(
+            campaign_id=campaign.id,
+            target=target.id,
+            labels=dict(labels),
+            status=jobs.QUEUED,
+            attempts=0,
+            max_attempts=max_attempts,
+            lease_s=lease_s,
+            log_tail="",
+            history=[],
+            time_limit_s=time_limit_s,
+        )
         session.add(job)
         session.flush()
         session.add_all(JobLabel(job_id=job.id, label=label) for label in label_rows(labels))
@@ -83,9 +106,18 @@ def same_hash(stored: str | None, secret: str | None) -> bool:
     return bool(stored) and bool(secret) and hmac.compare_digest(stored or "", hash_token(secret or ""))
 
 
-def register_runner(session: Session, *, name: str, target: str, labels: dict[str, str], probe: dict[str, Any],
-                    version: str, token_name: str, token_id: int | None,
-                    secret: str | None = None) -> tuple[Runner, str | None]:  # fmt: skip
+def register_runner(
+    session: Session,
+    *,
+    name: str,
+    target: str,
+    labels: dict[str, str],
+    probe: dict[str, Any],
+    version: str,
+    token_name: str,
+    token_id: int | None,
+    secret: str | None = None,
+) -> tuple[Runner, str | None]:
     """Create or refresh the runner called ``name``; returns (runner, new secret or None). Commits.
 
     A new name gets a runner secret (returned once, stored hashed). An existing name is refreshed when the
@@ -134,10 +166,17 @@ def reap_expired(session: Session, started_at: datetime, now: datetime | None = 
     now = now or utcnow()
     rows = session.execute(
         sa.select(
-            Job.id, Job.attempts, Job.max_attempts, Job.lease_until, Job.runner_id, Job.history, Job.lease_s,
-            Job.claimed_at, Job.time_limit_s,
+            Job.id,
+            Job.attempts,
+            Job.max_attempts,
+            Job.lease_until,
+            Job.runner_id,
+            Job.history,
+            Job.lease_s,
+            Job.claimed_at,
+            Job.time_limit_s,
         ).where(Job.status == jobs.RUNNING, sa.or_(Job.lease_until <= now, Job.time_limit_s.is_not(None)))
-    ).all()  # fmt: skip
+    ).all()
     changed = 0
     for job_id, attempts, max_attempts, until, runner_id, history, lease_s, claimed_at, limit_s in rows:
         over = jobs.past_time_limit(claimed_at, limit_s, now)
@@ -150,8 +189,13 @@ def reap_expired(session: Session, started_at: datetime, now: datetime | None = 
         reason = None if after == jobs.QUEUED else f"{what} on the last of {attempts} attempts"
         if not over and after != jobs.QUEUED:
             reason = f"lease expired on each of {attempts} attempts"
-        entry = {"attempt": attempts, "runner": runner_names(session, {runner_id}).get(runner_id),
-                 "outcome": what, "reason": None, "at": now.isoformat()}  # fmt: skip
+        entry = {
+            "attempt": attempts,
+            "runner": runner_names(session, {runner_id}).get(runner_id),
+            "outcome": what,
+            "reason": None,
+            "at": now.isoformat(),
+        }
         update = (
             sa.update(Job)
             .where(Job.id == job_id, Job.status == jobs.RUNNING, Job.lease_until == until)
@@ -163,7 +207,7 @@ def reap_expired(session: Session, started_at: datetime, now: datetime | None = 
                 reason=reason,
                 history=[*history, entry],
                 finished_at=now if after == jobs.EXPIRED else None,
-            )  # fmt: skip
+            )
         )
         done = cast("sa.CursorResult[Any]", session.execute(update))  # an UPDATE's result: its rowcount
         changed += done.rowcount or 0
@@ -171,8 +215,9 @@ def reap_expired(session: Session, started_at: datetime, now: datetime | None = 
     return changed
 
 
-def claim(engine: Engine, runner_id: int, target: str, labels: dict[str, str],
-          now: datetime | None = None) -> tuple[int, str] | None:  # fmt: skip
+def claim(
+    engine: Engine, runner_id: int, target: str, labels: dict[str, str], now: datetime | None = None
+) -> tuple[int, str] | None:
     """Atomically take the oldest queued job for ``target`` whose labels the runner offers: (its id, the new
     lease's secret), or None."""
     now = now or utcnow()
@@ -208,7 +253,7 @@ def claim(engine: Engine, runner_id: int, target: str, labels: dict[str, str],
                 lease_until=jobs.lease_until(now, picked.lease_s),
                 reason=None,
                 lease_hash=lease_hash,
-            )  # fmt: skip
+            )
         )
         if done.rowcount != 1:
             conn.rollback()
@@ -293,13 +338,17 @@ def put_document(session: Session, job: Job, doc: dict[str, Any], text: str) -> 
         sa.select(JobDocument).where(JobDocument.job_id == job.id, JobDocument.run_id == doc["run_id"])
     ).scalar_one_or_none()
     count, size = session.execute(
-        sa.select(sa.func.count(JobDocument.id), sa.func.coalesce(sa.func.sum(sa.func.length(JobDocument.document)), 0))
-        .where(JobDocument.job_id == job.id, JobDocument.run_id != doc["run_id"])
-    ).one()  # fmt: skip
+        sa.select(
+            sa.func.count(JobDocument.id),
+            sa.func.coalesce(sa.func.sum(sa.func.length(JobDocument.document)), 0),
+        ).where(JobDocument.job_id == job.id, JobDocument.run_id != doc["run_id"])
+    ).one()
     if count + 1 > MAX_JOB_DOCUMENTS or size + len(text) > MAX_JOB_DOCUMENT_BYTES:
         session.rollback()
-        raise TooMuch(f"job {job.id} may hold {MAX_JOB_DOCUMENTS} partial documents of "
-                      f"{MAX_JOB_DOCUMENT_BYTES // (1024 * 1024)} Mi characters in all; it holds {count} of {size}")  # fmt: skip
+        raise TooMuch(
+            f"job {job.id} may hold {MAX_JOB_DOCUMENTS} partial documents of "
+            f"{MAX_JOB_DOCUMENT_BYTES // (1024 * 1024)} Mi characters in all; it holds {count} of {size}"
+        )
     if row is None:
         row = JobDocument(job_id=job.id, run_id=doc["run_id"])
         session.add(row)
@@ -334,8 +383,16 @@ def finish(session: Session, job: Job, event: str, reason: str | None = None) ->
     now = utcnow()
     after = jobs.next_state(job.status, event)
     runner = session.get(Runner, job.runner_id) if job.runner_id else None
-    job.history = [*job.history, {"attempt": job.attempts, "runner": runner.name if runner else None,
-                                  "outcome": event, "reason": reason, "at": now.isoformat()}]  # fmt: skip
+    job.history = [
+        *job.history,
+        {
+            "attempt": job.attempts,
+            "runner": runner.name if runner else None,
+            "outcome": event,
+            "reason": reason,
+            "at": now.isoformat(),
+        },
+    ]
     job.status, job.reason = after, (" ".join(reason.replace("\x00", "").split())[:500] if reason else None)
     job.lease_until = None
     if event == "release":
@@ -352,9 +409,16 @@ def admin_change(session: Session, job: Job, event: str, who: str) -> None:
     now = utcnow()
     after = jobs.next_state(job.status, event)
     runner = session.get(Runner, job.runner_id) if job.runner_id else None
-    job.history = [*job.history, {"attempt": job.attempts, "runner": runner.name if runner else None,
-                                  "outcome": f"{ {'cancel': 'cancelled', 'requeue': 'requeued'}[event]} by {who}",
-                                  "reason": None, "at": now.isoformat()}]  # fmt: skip
+    job.history = [
+        *job.history,
+        {
+            "attempt": job.attempts,
+            "runner": runner.name if runner else None,
+            "outcome": f"{ {'cancel': 'cancelled', 'requeue': 'requeued'}[event] } by {who}",
+            "reason": None,
+            "at": now.isoformat(),
+        },
+    ]
     job.status, job.lease_until, job.lease_hash = after, None, None
     if event == "cancel":
         job.finished_at, job.reason = now, f"cancelled by {who}"

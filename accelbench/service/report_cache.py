@@ -180,15 +180,17 @@ class Reports:
             return entry
 
     # -- building --------------------------------------------------------------------------------------------
-    def exact(self, session: Session, options: ReportOptions, model: str | None,
-              formats: tuple[str, ...] = ()) -> Built:  # fmt: skip
+    def exact(
+        self, session: Session, options: ReportOptions, model: str | None, formats: tuple[str, ...] = ()
+    ) -> Built:
         """The report of exactly what is stored (``render_report``, what ``accelbench report`` calls): unknown
         model → 404, a bad option (unknown target id, percentile) → 422. Built once per (query, what is stored):
         (how many, the newest id, the sum of ids) of the visible results changes with a push or a hide."""
         return self._exact(session, options, model, formats).report
 
-    def _exact(self, session: Session, options: ReportOptions, model: str | None,
-               formats: tuple[str, ...]) -> _Entry:  # fmt: skip
+    def _exact(
+        self, session: Session, options: ReportOptions, model: str | None, formats: tuple[str, ...]
+    ) -> _Entry:
         fingerprint = self.fingerprint(session, model)
         key: Key = (model, repr(options), formats)
         entry = self._get(key)
@@ -209,19 +211,31 @@ class Reports:
                 return self._put(key, built_at, built)
         return self._put(key, fingerprint, self._build_here(session, options, model, formats))
 
-    def _build_here(self, session: Session, options: ReportOptions, model: str | None,
-                    formats: tuple[str, ...]) -> RenderedReport:  # fmt: skip
+    def _build_here(
+        self, session: Session, options: ReportOptions, model: str | None, formats: tuple[str, ...]
+    ) -> RenderedReport:
         rows = queries.stored_rows(session, model=model)
         try:
-            return render_report(self.documents(session, rows), self.catalog, options, formats=formats,
-                                 leave_out_unknown_targets=True)  # fmt: skip
+            return render_report(
+                self.documents(session, rows),
+                self.catalog,
+                options,
+                formats=formats,
+                leave_out_unknown_targets=True,
+            )
         except BadInputError as err:
             raise ApiError(422, str(err)) from None
         except Exception as err:  # noqa: BLE001 - a stored document the report cannot take: one line, logged
             raise ApiError(422, problem_line(err, model or "(all)")) from None
 
-    def for_page(self, session: Session, options: ReportOptions, model: str | None,
-                 formats: tuple[str, ...] = (), wait: bool = True) -> PageReport:  # fmt: skip
+    def for_page(
+        self,
+        session: Session,
+        options: ReportOptions,
+        model: str | None,
+        formats: tuple[str, ...] = (),
+        wait: bool = True,
+    ) -> PageReport:
         """The pages' report: the fresh one when built; else the last one built for the same query (``stale``)
         while a build process builds the fresh one, so no page view waits for a rebuild after a push; with
         nothing built yet, built now (``wait``, or a small model) or in the background (``rendered`` None)."""
@@ -236,8 +250,9 @@ class Reports:
         entry = self._exact(session, options, model, formats)
         return PageReport(entry.report, False, entry)
 
-    def _submit(self, options: ReportOptions, model: str | None, formats: tuple[str, ...],
-                debounce_s: float) -> tuple[ProcessPoolExecutor, Future[Answer]]:  # fmt: skip
+    def _submit(
+        self, options: ReportOptions, model: str | None, formats: tuple[str, ...], debounce_s: float
+    ) -> tuple[ProcessPoolExecutor, Future[Answer]]:
         """(the pool, the future of ``build_in_child``) in a build process."""
         with self.lock:
             if self.closed:
@@ -246,9 +261,11 @@ class Reports:
                 import multiprocessing
 
                 self.pool = ProcessPoolExecutor(
-                    max_workers=BUILD_PROCESSES, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=start_builder, initargs=(self.db_url, self.catalog_path),
-                )  # fmt: skip
+                    max_workers=BUILD_PROCESSES,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=start_builder,
+                    initargs=(self.db_url, self.catalog_path),
+                )
             pool = self.pool
         try:
             return pool, pool.submit(build_in_child, options, model, formats, debounce_s)

@@ -22,10 +22,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from accelbench.service.errors import error_response
 
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
-DOCS_CSP = ("default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'")  # fmt: skip
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+DOCS_CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 _HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin")]
 HSTS = b"max-age=31536000"
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")

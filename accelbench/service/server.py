@@ -13,12 +13,20 @@ def exposure_warning(host: str, tls: bool, behind_proxy: bool) -> str | None:
     """The one line printed when the server listens beyond loopback with neither TLS nor a stated proxy."""
     if host in LOOPBACK or host.startswith("127.") or tls or behind_proxy:
         return None
-    return (f"accelbench server: warning: listening on {host} over plain HTTP: tokens and session cookies "
-            "cross the network in clear; give --ssl-certfile/--ssl-keyfile, or --behind-proxy for a TLS proxy")  # fmt: skip
+    return (
+        f"accelbench server: warning: listening on {host} over plain HTTP: tokens and session cookies "
+        "cross the network in clear; give --ssl-certfile/--ssl-keyfile, or --behind-proxy for a TLS proxy"
+    )
 
 
-def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "warning",
-          ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> None:  # fmt: skip
+def serve(
+    settings: Settings,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    log_level: str = "warning",
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+) -> None:
     """Run until SIGINT/SIGTERM. Migrations are applied before the port opens."""
     import uvicorn
 
@@ -41,8 +49,17 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080, log_lev
         if settings.behind_proxy
         else {"proxy_headers": False}
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, http=GuardedH11Protocol, **proxy)  # fmt: skip
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        http=GuardedH11Protocol,
+        **proxy,
+    )
     server = uvicorn.Server(config)
     try:
         server.run()

@@ -65,8 +65,11 @@ def _csv(page_tables: list[tables.PageTable], table: str, name: str) -> Response
     if found is None:
         known = ", ".join(t.id for t in page_tables)
         raise ApiError(404, f"no table {table[:40]!r} on this page (tables: {known})")
-    return Response(found.csv(), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": f'attachment; filename="{name}-{found.id}.csv"'})  # fmt: skip
+    return Response(
+        found.csv(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{name}-{found.id}.csv"'},
+    )
 
 
 def _host_labels(rows: list[Result]) -> dict[str, str]:
@@ -86,14 +89,22 @@ class ModelOverview:
 
     @classmethod
     def of(cls, model: str, rows: list[ReportRow]) -> ModelOverview:
-        return cls(model, measured=sorted({r.target for r in rows if r.status == "measured"}),
-                   projected=sorted({r.target for r in rows if r.status == "projected"}),
-                   best=next((r for r in rows if r.rank == 1), None))  # fmt: skip
+        return cls(
+            model,
+            measured=sorted({r.target for r in rows if r.status == "measured"}),
+            projected=sorted({r.target for r in rows if r.status == "projected"}),
+            best=next((r for r in rows if r.rank == 1), None),
+        )
 
 
 @router.get("/", response_class=HTMLResponse)
-def dashboard(request: Request, session: DbSession, _who: Reader,
-              fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "latest") -> Response:  # fmt: skip
+def dashboard(
+    request: Request,
+    session: DbSession,
+    _who: Reader,
+    fmt: Annotated[Format, Query(alias="format")] = "html",
+    table: TableId = "latest",
+) -> Response:
     """Models, targets, the latest results, and per model what is measured and what is projected."""
     models, targets = queries.models_and_targets(session)
     latest_rows, total = queries.list_results(session, {}, 20, 0)
@@ -114,8 +125,9 @@ def dashboard(request: Request, session: DbSession, _who: Reader,
         overview.append(ModelOverview.of(model, rendered.data.rows))
     # a history is one (model, target, precision) series; results without a target have none
     series = queries.series(session)
-    return _page(request, "dashboard.html", models=overview, targets=targets, latest=latest, total=total,
-                 series=series)  # fmt: skip
+    return _page(
+        request, "dashboard.html", models=overview, targets=targets, latest=latest, total=total, series=series
+    )
 
 
 @router.get("/results", response_class=HTMLResponse)
@@ -138,8 +150,11 @@ def results_page(
     """Every stored result, newest first, filtered and paged (the ``created_at`` index keeps a page cheap at
     any size); each row links to its result page. ``format=csv`` downloads the page's rows."""
     chosen = {"model": model, "target": target, "precision": precision, "host": host, "origin": origin}
-    filters: queries.Filters = {**chosen, "since": _day(since),
-                                "until": _day(until + timedelta(days=1)) if until and until < date.max else None}  # fmt: skip
+    filters: queries.Filters = {
+        **chosen,
+        "since": _day(since),
+        "until": _day(until + timedelta(days=1)) if until and until < date.max else None,
+    }
     rows, total = queries.list_results(session, filters, per_page, (page - 1) * per_page)
     listing = tables.results_table([queries.summary(r) for r in rows], _host_labels(rows))
     if fmt == "csv":
@@ -155,8 +170,18 @@ def results_page(
             {**kept, "page": n, **({"per_page": per_page} if per_page != PER_PAGE else {})}
         )
 
-    return _page(request, "results.html", listing=listing, total=total, page=page, pages=pages, link=link,
-                 chosen={**chosen, "since": since, "until": until}, choices=choices, hosts=hosts)  # fmt: skip
+    return _page(
+        request,
+        "results.html",
+        listing=listing,
+        total=total,
+        page=page,
+        pages=pages,
+        link=link,
+        chosen={**chosen, "since": since, "until": until},
+        choices=choices,
+        hosts=hosts,
+    )
 
 
 def _day(day: date | None) -> datetime | None:
@@ -164,20 +189,31 @@ def _day(day: date | None) -> datetime | None:
 
 
 @router.get("/report", response_class=HTMLResponse)
-def report_page(request: Request, session: DbSession, _who: Reader, options: Options,
-                model: Annotated[str, Query(min_length=1, max_length=200)],
-                fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "ranking") -> Response:  # fmt: skip
+def report_page(
+    request: Request,
+    session: DbSession,
+    _who: Reader,
+    options: Options,
+    model: Annotated[str, Query(min_length=1, max_length=200)],
+    fmt: Annotated[Format, Query(alias="format")] = "html",
+    table: TableId = "ranking",
+) -> Response:
     """One model's report with SLO, percentile, price-basis and baseline controls (a GET form). Each ranking
     row links to the result documents behind it; ``format=csv&table=results`` is the report's results.csv.
     After a push it shows the report built before it until the background build with the new results is ready."""
     page = service(request).reports.for_page(session, options, model, formats=("html",))
     rendered = page.rendered
     assert rendered is not None  # for_page waits for a report never built before
-    ranked = sorted((r for r in rendered.data.rows if r.model == model),
-                    key=lambda r: (r.rank is None, r.rank or 0, r.target, r.precision))  # fmt: skip
-    links = {(r.target, r.precision): "/results?" + urlencode({"model": model, "target": r.target,
-                                                                "precision": r.precision})
-             for r in ranked if r.status == "measured"}  # fmt: skip
+    ranked = sorted(
+        (r for r in rendered.data.rows if r.model == model),
+        key=lambda r: (r.rank is None, r.rank or 0, r.target, r.precision),
+    )
+    links = {
+        (r.target, r.precision): "/results?"
+        + urlencode({"model": model, "target": r.target, "precision": r.precision})
+        for r in ranked
+        if r.status == "measured"
+    }
     ranking = tables.ranking_table(ranked, links)
     if fmt == "csv":
         if table == "results":
@@ -185,52 +221,93 @@ def report_page(request: Request, session: DbSession, _who: Reader, options: Opt
             from accelbench.reports.table import flat_rows, to_csv_text
 
             flat = flat_rows(ranked, options.slo_ms, percentile_key(options.percentile))  # as results.csv is
-            return Response(to_csv_text(flat), media_type="text/csv; charset=utf-8",
-                            headers={"Content-Disposition": 'attachment; filename="results.csv"'})  # fmt: skip
+            return Response(
+                to_csv_text(flat),
+                media_type="text/csv; charset=utf-8",
+                headers={"Content-Disposition": 'attachment; filename="results.csv"'},
+            )
         return _csv([ranking], table, "report")
 
     def render() -> bytes:
         style, body = page.parts()
-        return bytes(_page(request, "report.html", model=model, options=options, ranking=ranking, style=style,
-                     body=body, baseline_id=rendered.data.baseline_id, percentiles=PERCENTILES,
-                     targets=sorted(service(request).catalog.targets), query=request.url.query,
-                     stale=page.stale).body)  # fmt: skip
+        return bytes(
+            _page(
+                request,
+                "report.html",
+                model=model,
+                options=options,
+                ranking=ranking,
+                style=style,
+                body=body,
+                baseline_id=rendered.data.baseline_id,
+                percentiles=PERCENTILES,
+                targets=sorted(service(request).catalog.targets),
+                query=request.url.query,
+                stale=page.stale,
+            ).body
+        )
 
     return HTMLResponse(page.page(str(request.url), render))
 
 
 @router.get("/report.html")
-def report_file(request: Request, session: DbSession, _who: Reader, options: Options,
-                model: Annotated[str | None, Query(max_length=200)] = None) -> Response:  # fmt: skip
+def report_file(
+    request: Request,
+    session: DbSession,
+    _who: Reader,
+    options: Options,
+    model: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
     """Exactly the report.html ``accelbench report`` writes for the same documents and options."""
     rendered = service(request).reports.exact(session, options, model, formats=("html",))
     return Response(rendered.outputs["report.html"], media_type="text/html; charset=utf-8")
 
 
 @router.get("/results/{content_hash}", response_class=HTMLResponse)
-def result_page(request: Request, content_hash: str, session: DbSession, _who: Reader,
-                fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "steps") -> Response:  # fmt: skip
+def result_page(
+    request: Request,
+    content_hash: str,
+    session: DbSession,
+    _who: Reader,
+    fmt: Annotated[Format, Query(alias="format")] = "html",
+    table: TableId = "steps",
+) -> Response:
     """One result: host summary (the full probe behind a disclosure), provenance, accuracy, every step with
     its intervals, verdict, reasons and attempts, and the variant manifest when it was pushed."""
     row = queries.get_result(session, content_hash)
     detail = queries.detail(row, session)
     doc = service(request).reports.documents(session, [row])[0]
-    page_tables = [tables.steps_table(doc.steps), tables.attempts_table(doc.steps),
-                   tables.accuracy_table(detail.document.get("accuracy")),
-                   tables.probe_table(detail.provenance.get("host"))]  # fmt: skip
+    page_tables = [
+        tables.steps_table(doc.steps),
+        tables.attempts_table(doc.steps),
+        tables.accuracy_table(detail.document.get("accuracy")),
+        tables.probe_table(detail.provenance.get("host")),
+    ]
     if fmt == "csv":
         return _csv(page_tables, table, f"result-{content_hash[:12]}")
-    return _page(request, "result.html", r=detail, doc=detail.document, tables={t.id: t for t in page_tables},
-                 host=formatting.host_summary(detail.provenance.get("host")),
-                 provenance=formatting.provenance_items(detail.provenance))  # fmt: skip
+    return _page(
+        request,
+        "result.html",
+        r=detail,
+        doc=detail.document,
+        tables={t.id: t for t in page_tables},
+        host=formatting.host_summary(detail.provenance.get("host")),
+        provenance=formatting.provenance_items(detail.provenance),
+    )
 
 
 @router.get("/history", response_class=HTMLResponse)
-def history_page(request: Request, session: DbSession, _who: Reader, options: Options,
-                 model: Annotated[str, Query(min_length=1, max_length=200)],
-                 target: Annotated[str, Query(min_length=1, max_length=100)],
-                 precision: Annotated[str, Query(min_length=1, max_length=20)],
-                 fmt: Annotated[Format, Query(alias="format")] = "html", table: TableId = "runs") -> Response:  # fmt: skip
+def history_page(
+    request: Request,
+    session: DbSession,
+    _who: Reader,
+    options: Options,
+    model: Annotated[str, Query(min_length=1, max_length=200)],
+    target: Annotated[str, Query(min_length=1, max_length=100)],
+    precision: Annotated[str, Query(min_length=1, max_length=20)],
+    fmt: Annotated[Format, Query(alias="format")] = "html",
+    table: TableId = "runs",
+) -> Response:
     """Every run of one (model, target, precision) at the SLO, with a trend plot flagging big moves."""
     from accelbench.reports.capacity import percentile_key
     from accelbench.reports.plots import trend_chart
@@ -240,19 +317,38 @@ def history_page(request: Request, session: DbSession, _who: Reader, options: Op
     runs = tables.history_table(data.runs)
     if fmt == "csv":
         return _csv([runs], table, "history")
-    points = [{"label": r.label, "capacity_rps": r.capacity_rps, "latency_us": r.latency_us,
-               "flagged": r.regression} for r in data.runs]  # fmt: skip
+    points = [
+        {
+            "label": r.label,
+            "capacity_rps": r.capacity_rps,
+            "latency_us": r.latency_us,
+            "flagged": r.regression,
+        }
+        for r in data.runs
+    ]
     key = percentile_key(options.percentile)
     gen = [(r, r.generative) for r in data.runs if r.generative is not None]
     if gen:  # a generative series: output tokens/s and TTFT / TPOT p99 per run
-        gen_points = [{"label": r.label, "capacity_rps": g.output_tokens_per_s,
-                       "latency_us": (g.ttft_p99_ms or 0) * 1000, "tpot_us": (g.tpot_p99_ms or 0) * 1000,
-                       "flagged": False} for r, g in gen]  # fmt: skip
+        gen_points = [
+            {
+                "label": r.label,
+                "capacity_rps": g.output_tokens_per_s,
+                "latency_us": (g.ttft_p99_ms or 0) * 1000,
+                "tpot_us": (g.tpot_p99_ms or 0) * 1000,
+                "flagged": False,
+            }
+            for r, g in gen
+        ]
         first = gen[0][1]
-        title = (f"{model} on {target} at {precision}: TTFT p99 ≤ {first.ttft_objective_ms:g} ms, "
-                 f"TPOT p99 ≤ {first.tpot_objective_ms:g} ms")  # fmt: skip
-        svg = reports.memo("trend", (title, repr(gen_points)),
-                           lambda: trend_chart(title, gen_points, "TTFT p99", generative=True))  # fmt: skip
+        title = (
+            f"{model} on {target} at {precision}: TTFT p99 ≤ {first.ttft_objective_ms:g} ms, "
+            f"TPOT p99 ≤ {first.tpot_objective_ms:g} ms"
+        )
+        svg = reports.memo(
+            "trend",
+            (title, repr(gen_points)),
+            lambda: trend_chart(title, gen_points, "TTFT p99", generative=True),
+        )
         return _page(request, "history.html", h=data, plot=Markup(svg), options=options, runs=runs)
     title = f"{model} on {target} at {precision}: {key} ≤ {options.slo_ms:g} ms"
     if not any(p["capacity_rps"] is not None for p in points):  # empty axes say nothing: the table says why
@@ -276,8 +372,11 @@ def login(request: Request, token: Annotated[str, Form(max_length=200)]) -> Resp
     address = request.client.host if request.client else "?"
     if (wait := throttle.wait_s(address, monotonic())) > 0:
         log.warning("login refused for %s: too many failed logins", address)
-        raise ApiError(429, f"too many failed logins; try again in {wait:.0f} s",
-                       {"Retry-After": str(max(1, round(wait)))})  # fmt: skip
+        raise ApiError(
+            429,
+            f"too many failed logins; try again in {wait:.0f} s",
+            {"Retry-After": str(max(1, round(wait)))},
+        )
     with service(request).sessions() as session:
         principal = lookup(session, token.strip())
         if principal is None:
@@ -286,16 +385,26 @@ def login(request: Request, token: Annotated[str, Form(max_length=200)]) -> Resp
         else:
             throttle.succeeded(address)
         if principal is None or principal.scope not in LOGIN_SCOPES:
-            why = ("that token is unknown, revoked, or may not read" if principal is None else
-                   f"a {principal.scope} token is for agents and pushes, not for the pages: use a read or admin token")  # fmt: skip
+            why = (
+                "that token is unknown, revoked, or may not read"
+                if principal is None
+                else f"a {principal.scope} token is for agents and pushes, not for the pages: use a read or admin token"
+            )
             page = _page(request, "login.html", error=why)
             page.status_code = 401 if principal is None else 403
             return page
         sid = start_session(session, principal)
     response = RedirectResponse("/", status_code=303)
     secure = request.url.scheme == "https"
-    response.set_cookie(SECURE_COOKIE if secure else COOKIE, sid, max_age=SESSION_MAX_AGE_S, path="/",
-                        secure=secure, httponly=True, samesite="strict")  # fmt: skip
+    response.set_cookie(
+        SECURE_COOKIE if secure else COOKIE,
+        sid,
+        max_age=SESSION_MAX_AGE_S,
+        path="/",
+        secure=secure,
+        httponly=True,
+        samesite="strict",
+    )
     return response
 
 

@@ -171,8 +171,12 @@ class Summary:
 
     def as_block(self) -> dict[str, Any]:
         """The document's ``engine_metrics`` (documents.EngineMetrics), rounded."""
-        out: dict[str, Any] = {"engine": self.engine, "samples": self.samples, "failures": self.failures,
-                               "last_error": self.last_error}  # fmt: skip
+        out: dict[str, Any] = {
+            "engine": self.engine,
+            "samples": self.samples,
+            "failures": self.failures,
+            "last_error": self.last_error,
+        }
         for key in GAUGES:
             mean = self.mean(key)
             out[f"{key}_mean"] = None if mean is None else round(mean, 4)
@@ -223,8 +227,13 @@ class Poller:
     ``scrape_fn`` is ``scrape`` unless a test gives another. A scrape that fails is counted, never raised;
     after MAX_FAILURES_BEFORE_ANY_SAMPLE failures without one success the poller stops asking."""
 
-    def __init__(self, url: str, model: str | None = None, interval_s: float = 0.5,
-                 scrape_fn: Callable[[str, str | None], EngineSample] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str,
+        model: str | None = None,
+        interval_s: float = 0.5,
+        scrape_fn: Callable[[str, str | None], EngineSample] | None = None,
+    ) -> None:
         self.url, self.model, self.interval_s = url, model, interval_s
         self._scrape = scrape_fn or scrape
         self._stop = threading.Event()

@@ -211,8 +211,13 @@ def _cast(ctx, node, x):
         onnx.TensorProto.DOUBLE,
     ):
         return x.to(ctx.dtype)
-    return x.to({onnx.TensorProto.INT64: torch.int64, onnx.TensorProto.INT32: torch.int32,
-                 onnx.TensorProto.BOOL: torch.bool}[to])  # fmt: skip
+    return x.to(
+        {
+            onnx.TensorProto.INT64: torch.int64,
+            onnx.TensorProto.INT32: torch.int32,
+            onnx.TensorProto.BOOL: torch.bool,
+        }[to]
+    )
 
 
 @_op("Constant")
@@ -274,8 +279,15 @@ def _conv(ctx, node, x, w, b=None):
     if pads[0] != pads[2] or pads[1] != pads[3]:
         x = F.pad(x, (pads[1], pads[3], pads[0], pads[2]))
         pads = [0, 0, 0, 0]
-    return F.conv2d(x, w, b, stride=tuple(at.get("strides", [1, 1])), padding=(pads[0], pads[1]),
-                    dilation=tuple(at.get("dilations", [1, 1])), groups=at.get("group", 1))  # fmt: skip
+    return F.conv2d(
+        x,
+        w,
+        b,
+        stride=tuple(at.get("strides", [1, 1])),
+        padding=(pads[0], pads[1]),
+        dilation=tuple(at.get("dilations", [1, 1])),
+        groups=at.get("group", 1),
+    )
 
 
 @_op("MaxPool")
@@ -364,5 +376,9 @@ class OnnxTorch:
 
     def feeds(self, arrays: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         """numpy inputs → device tensors (floats in the compute dtype, integers as int64)."""
-        return {k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device) if not np.issubdtype(v.dtype, np.floating)
-                else torch.from_numpy(v).to(self.device, self.dtype) for k, v in arrays.items()}  # fmt: skip
+        return {
+            k: torch.from_numpy(np.ascontiguousarray(v)).to(self.device)
+            if not np.issubdtype(v.dtype, np.floating)
+            else torch.from_numpy(v).to(self.device, self.dtype)
+            for k, v in arrays.items()
+        }
