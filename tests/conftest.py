@@ -21,19 +21,46 @@ import pytest
 
 ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
 IDENTITY_MODEL = "identity__cpu-local__fp32"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _quantize(out: Path, *args: str) -> str:
+    """``accelbench quantize ARGS --out OUT`` through the real CLI; its stdout. Through the interpreter, not the
+    console script: the GPU machine runs some of the tests that use these without installing accelbench."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
+    cmd = [sys.executable, "-m", "accelbench.cli", "quantize", *args, "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+# Variants several modules make the same way, made once per run: a test reads them and never writes into them
+# (a test that needs to change one copies it, or quantizes into its own folder).
+@pytest.fixture(scope="session")
+def identity_variants(tmp_path_factory) -> Path:
+    """The folder holding builtin:identity's FP32 cpu-local variant (``IDENTITY_MODEL``), made through the CLI."""
+    variants = tmp_path_factory.mktemp("variants")
+    _quantize(variants, "builtin:identity", "--target", "cpu-local", "--precision", "fp32")
+    return variants
 
 
 @pytest.fixture(scope="session")
-def identity_repo(tmp_path_factory) -> Path:
+def minilm_c7i_variants(tmp_path_factory) -> tuple[Path, str]:
+    """builtin:minilm-l6 for c7i.xlarge at the target's default precision (INT8, with its FP32 reference):
+    the folder and the command's stdout."""
+    out = tmp_path_factory.mktemp("minilm-c7i")
+    return out, _quantize(out, "builtin:minilm-l6", "--target", "c7i.xlarge")
+
+
+@pytest.fixture(scope="session")
+def identity_repo(identity_variants, tmp_path_factory) -> Path:
     """A local-flavour Triton repository with builtin:identity (FP32, cpu-local), made through the real CLI."""
     from accelbench.serving.repository import write_repository
 
-    variants = tmp_path_factory.mktemp("variants")
-    cmd = [ACCELBENCH, "quantize", "builtin:identity", "--target", "cpu-local", "--precision", "fp32",
-           "--out", str(variants)]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True)
     repo = tmp_path_factory.mktemp("repo")
-    write_repository([variants / IDENTITY_MODEL], repo, "local")
+    write_repository([identity_variants / IDENTITY_MODEL], repo, "local")
     return repo
 
 

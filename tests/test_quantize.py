@@ -34,13 +34,10 @@ def run_cli(*args):
 
 
 @pytest.fixture(scope="module")
-def cpu_variants(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cpu")
-    code, stdout, stderr = run_cli(
-        "quantize", "builtin:minilm-l6", "--target", "c7i.xlarge", "--out", str(out)
-    )
-    assert code == 0, stderr
-    return out, stdout
+def cpu_variants(minilm_c7i_variants):
+    """`accelbench quantize builtin:minilm-l6 --target c7i.xlarge` (tests/conftest.py: made once per run, the
+    same variants test_serving_live serves)."""
+    return minilm_c7i_variants
 
 
 @pytest.fixture(scope="module")
