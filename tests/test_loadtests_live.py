@@ -99,6 +99,17 @@ def test_grpc_closed_loop_one_process_batch_4(triton, tmp_path):
     assert 10 < step["latency_us"]["p50"] < 100_000
 
 
+def _cmdline(proc) -> list[str]:
+    """A process's command line; none for one that has exited meanwhile (gone, or a zombie not yet reaped by its
+    parent: psutil raises for those, and an exited process is not left running)."""
+    import psutil
+
+    try:
+        return proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
+
+
 def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resumes(triton, tmp_path):
     """Cancel while step 0 runs: step 0 finishes and is recorded, step 1 never starts, the document is not
     complete and no load process is left; a rerun measures only the rest and keeps step 0 as it was."""
@@ -130,7 +141,7 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
     on_disk = json.loads(path.read_text())
     assert [s["index"] for s in on_disk["steps"]] == [0] and not on_disk.get("complete")
     runners = [p for p in psutil.Process().children(recursive=True)
-               if "accelbench.loadtests.runner" in " ".join(p.cmdline())]  # fmt: skip
+               if "accelbench.loadtests.runner" in " ".join(_cmdline(p))]  # fmt: skip
     assert runners == []
     again, _ = measure(
         triton, model=MODEL, profile=profile, options=SweepOptions(tmp_path, limits=limits), card=card
@@ -220,7 +231,7 @@ def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
     while time.monotonic() < deadline and not _steps(result):
         time.sleep(0.2)
     time.sleep(1.5)
-    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "--worker" in p.cmdline()]
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "--worker" in _cmdline(p)]
     assert len(workers) == 2
     workers[1].kill()
     _, stderr = proc.communicate(timeout=120)
