@@ -11,7 +11,7 @@ import os
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from schemathesis.checks import not_a_server_error
 
 # The same examples on every run, so CI is reproducible; ACCELBENCH_FUZZ=random explores new ones (run it
@@ -20,6 +20,9 @@ EXPLORE = os.environ.get("ACCELBENCH_FUZZ") == "random"
 # mode → (the schema the cases came from, every case the first database's run drew, in order); kept only when
 # that run passed, never when exploring (then each database draws examples of its own)
 DRAWN: dict[object, tuple[dict, list]] = {}
+# The seed derandomize gave the examples when they were drawn inside the test (hypothesis derives it from the
+# drawing function's source): pinned, so moving that function kept the 300 examples that catch the report crash.
+SEED = 20991510226252874808695858958392005840687108351182085666490596580412050223531780048517977044069905687844879186459226
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,7 @@ def _draw_and_send(schema, mode, send) -> list:
         drawn.append(case)
         send(case)
 
-    run()
+    (run if EXPLORE else seed(SEED)(run))()
     return drawn
 
 
