@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -24,6 +25,12 @@ HTTP = httpx.Client(timeout=300)
 def _run(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([ACCELBENCH, *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def _run_all(*argvs: list[str]) -> list[subprocess.CompletedProcess]:
+    """``_run(*argv)`` for each, two at a time (each is an interpreter start; a 2-core machine runs two)."""
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda argv: _run(*argv), argvs))
 
 
 def _one_line(proc: subprocess.CompletedProcess, code: int) -> str:
@@ -52,19 +59,32 @@ def test_push_to_a_server_that_is_down_sends_nothing_touches_nothing_and_says_so
     assert _digest(results) == before
 
 
-def test_push_bad_inputs_are_one_line(tmp_path, live_server):
-    assert "not found" in _one_line(_run("push", str(tmp_path / "nope"), "--server", live_server.base_url), 2)
+@pytest.mark.slow
+def test_push_bad_inputs_are_one_line(tmp_path):
+    """Refused before anything is sent (no server is asked: once, not once per database)."""
+    from accelbench.serving.server import free_port
+
+    down = f"http://127.0.0.1:{free_port()}"
     (tmp_path / "empty").mkdir()
-    assert "no accelbench.result/1" in _one_line(_run("push", str(tmp_path / "empty"), "--server",
-                                                      live_server.base_url), 2)  # fmt: skip
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"schema": "accelbench.result/1", "run_id": "r"}))
-    assert "field" in _one_line(_run("push", str(bad), "--server", live_server.base_url), 2)
+    nope, empty, field, url = _run_all(["push", str(tmp_path / "nope"), "--server", down],
+                                       ["push", str(tmp_path / "empty"), "--server", down],
+                                       ["push", str(bad), "--server", down],
+                                       ["push", str(DATA / "cpu-local"), "--server", "localhost:1"])  # fmt: skip
+    assert "not found" in _one_line(nope, 2)
+    assert "no accelbench.result/1" in _one_line(empty, 2)
+    assert "field" in _one_line(field, 2)
+    assert "give the server's URL" in _one_line(url, 2)
+
+
+def test_push_the_server_refuses_is_one_line(live_server):
     good = str(DATA / "cpu-local")
-    assert "401" in _one_line(_run("push", good, "--server", live_server.base_url), 2)
     read = create_token(live_server.db_url, "read", "reader")
-    assert "403" in _one_line(_run("push", good, "--server", live_server.base_url, "--token", read), 2)
-    assert "give the server's URL" in _one_line(_run("push", good, "--server", "localhost:1"), 2)
+    no_token, reader = _run_all(["push", good, "--server", live_server.base_url],
+                                ["push", good, "--server", live_server.base_url, "--token", read])  # fmt: skip
+    assert "401" in _one_line(no_token, 2)
+    assert "403" in _one_line(reader, 2)
 
 
 def test_push_takes_the_token_from_the_environment_and_sends_the_variant_manifest(tmp_path, live_server):
@@ -132,15 +152,22 @@ def test_server_prints_its_database_binds_loopback_and_reuses_the_default_sqlite
 
 def test_server_bad_options_are_one_line(tmp_path, live_server):
     port = live_server.base_url.rsplit(":", 1)[1]
-    in_use = _run("server", "--db", f"sqlite:///{tmp_path}/x.db", "--port", port)
+    in_use, gone = _run_all(["server", "--db", f"sqlite:///{tmp_path}/x.db", "--port", port],
+                            ["token", "revoke", "--db", live_server.db_url, "--name", "nobody"])  # fmt: skip
     assert "cannot listen" in _one_line(in_use, 4)
-    assert "only sqlite and postgresql" in _one_line(_run("server", "--db", "mysql://u@h/db"), 2)
-    assert "not a database URL" in _one_line(_run("server", "--db", "::nonsense"), 2)
-    down = _run("server", "--db", "postgresql+psycopg://postgres@127.0.0.1:1/x", "--port", "0")
-    assert "not reachable" in _one_line(down, 4)
-    assert "Invalid value" in _one_line(_run("token", "create", "--scope", "god", "--name", "x"), 2)
-    gone = _run("token", "revoke", "--db", live_server.db_url, "--name", "nobody")
     assert "no active token" in _one_line(gone, 2)
+
+
+@pytest.mark.slow
+def test_server_bad_databases_and_scopes_are_one_line():
+    """What no database kind changes (once, not once per database)."""
+    mysql, nonsense, down, god = _run_all(["server", "--db", "mysql://u@h/db"], ["server", "--db", "::nonsense"],
+                                          ["server", "--db", "postgresql+psycopg://postgres@127.0.0.1:1/x", "--port", "0"],
+                                          ["token", "create", "--scope", "god", "--name", "x"])  # fmt: skip
+    assert "only sqlite and postgresql" in _one_line(mysql, 2)
+    assert "not a database URL" in _one_line(nonsense, 2)
+    assert "not reachable" in _one_line(down, 4)
+    assert "Invalid value" in _one_line(god, 2)
 
 
 def test_a_missing_service_extra_is_one_line():

@@ -42,13 +42,34 @@ def two_hosts(tmp_path_factory) -> tuple[Path, Path]:
     return host_a, host_b
 
 
+@pytest.fixture(scope="module")
+def cli_report(tmp_path_factory):
+    """``cli_report(*args)``: what ``accelbench report *args`` gives (with ``--json`` its stdout, else the
+    report.html it writes), each run once per module: the CLI's output does not depend on the server it is
+    compared with, so one run serves the SQLite and the PostgreSQL server."""
+    outputs: dict[tuple[str, ...], bytes] = {}
+    base = tmp_path_factory.mktemp("cli-reports")
+
+    def report(*args: str) -> bytes:
+        if args not in outputs:
+            if "--json" in args:
+                outputs[args] = _cli("report", *args).stdout
+            else:
+                out = base / f"report{len(outputs)}"
+                _cli("report", *args, "--out", str(out))
+                outputs[args] = (out / "report.html").read_bytes()
+        return outputs[args]
+
+    return report
+
+
 def _to_query(options: list[str]) -> list[tuple[str, str]]:
     names = {"--slo-p99-ms": "slo_p99_ms", "--price-basis": "price_basis", "--baseline": "baseline",
              "--price": "price", "--percentile": "percentile", "--project": "project", "--target-qps": "target_qps"}  # fmt: skip
     return [(names[k], v) for k, v in zip(options[::2], options[1::2], strict=True)]
 
 
-def test_two_hosts_pushed_give_the_cli_report_byte_for_byte(live_server, two_hosts, tmp_path):
+def test_two_hosts_pushed_give_the_cli_report_byte_for_byte(live_server, two_hosts, cli_report):
     host_a, host_b = two_hosts
     push = _cli(
         "push", str(host_a), str(host_b), "--server", live_server.base_url, "--token", live_server.token
@@ -60,14 +81,13 @@ def test_two_hosts_pushed_give_the_cli_report_byte_for_byte(live_server, two_hos
     assert "pushed 0 new, 5 already stored" in again.stdout.decode()
     auth = {"Authorization": f"Bearer {live_server.token}"}
     for options in OPTION_SETS:
-        expected = _cli("report", str(host_a), str(host_b), "--json", *options).stdout
+        expected = cli_report(str(host_a), str(host_b), "--json", *options)
         got = HTTP.get(live_server.base_url + "/api/v1/report", params=_to_query(options), headers=auth)
         assert got.status_code == 200, got.text
         assert got.content == expected, options
-        out = tmp_path / f"report{len(options)}"
-        _cli("report", str(host_a), str(host_b), "--out", str(out), *options)
         page = HTTP.get(live_server.base_url + "/report.html", params=_to_query(options), headers=auth)
-        assert page.status_code == 200 and page.content == (out / "report.html").read_bytes(), options
+        html = cli_report(str(host_a), str(host_b), *options)
+        assert page.status_code == 200 and page.content == html, options
     rows = json.loads(expected)
     ranked = {
         r["target"] for r in rows if r["model"] == "minilm-l6" and r["status"] == "measured" and r["rank"]
@@ -75,11 +95,11 @@ def test_two_hosts_pushed_give_the_cli_report_byte_for_byte(live_server, two_hos
     assert ranked == {"l4", "cpu-local"}  # the one report ranks both hosts' targets
 
 
-def test_one_model_report_equals_the_cli_over_that_models_files(live_server, two_hosts):
+def test_one_model_report_equals_the_cli_over_that_models_files(live_server, two_hosts, cli_report):
     host_a, host_b = two_hosts
     _cli("push", str(host_a), str(host_b), "--server", live_server.base_url, "--token", live_server.token)
     files = [str(p) for p in (*host_a.glob("resnet50*.json"), *host_b.glob("resnet50*.json"))]
-    expected = _cli("report", *files, "--json").stdout
+    expected = cli_report(*files, "--json")
     got = HTTP.get(live_server.base_url + "/api/v1/report", params={"model": "resnet50"},
                     headers={"Authorization": f"Bearer {live_server.token}"})  # fmt: skip
     assert got.content == expected
