@@ -103,7 +103,9 @@ def test_stop_kill_and_server_restart_lose_no_step_and_duplicate_none(tmp_path):
     try:
         wait_healthy(url, server, log)
         spec = spec_text("resume", ["cpu-local"], ["l4"], RESUME_LOAD)
-        body = {"spec": spec, "lease_s": 5.0, "max_attempts": 3}
+        # 10 s: after the restart the server grants one lease period of grace, and an agent's retry backoff reaches
+        # 5 s (client/http.py); with a 5 s lease a loaded machine once expired C's job too ("lease expired" twice)
+        body = {"spec": spec, "lease_s": 10.0, "max_attempts": 3}
         campaign = api.post("/api/v1/campaigns", json=body, headers=_h(admin)).json()
         job_id = campaign["jobs"][0]["id"]
         logs = [tmp_path / n / f"{n}.log" for n in ("a", "b", "c")]
