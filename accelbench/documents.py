@@ -123,6 +123,9 @@ class GraphCost(_Part):
     weight_bytes: Number | None = None
     activation_bytes_per_inference: Number | None = None
     precision: str | None = None
+    # what places the fixed cost of a batch (models/graph_cost.py); absent from documents written before the count
+    ops: Count | None = Field(None, description="nodes that launch work (shape and view ops left out)")
+    depth: Count | None = Field(None, description="the longest chain of those ops from an input to an output")
     # generative models (docs/llm.md): per-token costs; attention's share grows with the context
     flops_per_prefill_token: Number | None = Field(None, description="≈ 2 × params, plus attention at ISL")
     flops_per_decode_token: Number | None = Field(None, description="≈ 2 × params, plus attention at context")

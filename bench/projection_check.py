@@ -10,6 +10,9 @@ precision and batch, the ratio to it ÷ the published ratio — the figure a har
 factor of each (f and 1/f count alike) closes each table. Points with ``fit = false`` (Jetson GPU + 2 DLA,
 MLPerf's variable-length BERT) count for ratios only: their absolute throughput is not the padded graph's.
 
+Then the fixed term of a graph never published: each published graph's placed from the others (by its depth,
+by its op count) and by the median graph, against its own fit (``fixed_term_by_size``).
+
 Then the generative points (``[[llm_points]]``, accelbench/reports/llm_projection.py): each published output-token
 rate projected from the efficiency refitted without it (its target's other points, else its toolchain's, else
 all), projected ÷ published per point and the worst (``--json`` prints both lists under "classic" and
@@ -32,8 +35,10 @@ from accelbench.reports.llm_projection import LlmCheckRow, LlmEfficiencies, leav
 from accelbench.reports.validation import (
     HELD_OUT_FAMILY,
     CheckRow,
+    FixedTermRow,
     coverage,
     cross_family,
+    fixed_term_by_size,
     held_out,
     leave_one_model_out,
     leave_one_target_out,
@@ -112,6 +117,7 @@ def main() -> None:
         f"targets' factors only); {cov.in_fit_range} ({cov.share(cov.in_fit_range):.0%}) inside the fit's own"
     )
     print_held_out(held_out(catalog, roofline_point, baseline))
+    print_fixed_terms(fixed_term_by_size(catalog, roofline_point))
     print_generative(llm_rows)
 
 
@@ -132,6 +138,24 @@ def print_held_out(rows: list[CheckRow]) -> None:
         f"worst projected ÷ published {_summary(rows, 'factor')}; worst ratio to the reference "
         f"{_summary(rows, 'ratio_factor')}"
     )
+
+
+def print_fixed_terms(rows: list[FixedTermRow]) -> None:
+    """A user's graph's fixed term: each published graph placed from the others, against its own fit."""
+    print("\n## fixed term of a graph never published: each published graph left out\n")
+    print("| toolchain | graph | kind | depth | ops | fitted d | by depth ÷ fitted | by ops ÷ fitted "
+          "| median graph ÷ fitted |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.toolchain} | {r.graph} | {r.kind} | {r.depth:.0f} | {r.ops:.0f} | {r.d:.3g} | "
+              f"{r.by_depth:.3g} | {r.by_ops:.3g} | {r.by_median:.3g} |")  # fmt: skip
+    for key, what in (("by_depth", "by depth"), ("by_ops", "by op count"), ("by_median", "the median graph")):
+        factors = [max(f, 1 / f) for f in (getattr(r, key) for r in rows)]
+        if factors:
+            w = max(rows, key=lambda r: max(getattr(r, key), 1 / getattr(r, key)))
+            print(f"fixed term {what}: worst {max(factors):.3g}× ({w.toolchain} {w.graph}), median "
+                  f"{statistics.median(factors):.3g}× over {len(factors)}; "
+                  f"{sum(f <= 1.5 for f in factors)} within 1.5×, {sum(f <= 2 for f in factors)} within 2×")  # fmt: skip
 
 
 def print_generative(rows: list[LlmCheckRow]) -> None:

@@ -1,4 +1,4 @@
-"""Graph costs (FLOPs, weight and activation bytes) of the models in the published results, from graphs built here.
+"""Graph costs (FLOPs, bytes, op count and depth) of the published models, from graphs built here.
 
     .venv/bin/python bench/published_graph_costs.py [--models resnet50 bert-large-384 ...]
 
@@ -66,6 +66,8 @@ def main() -> None:
             print(f"flops_per_inference = {cost.flops_per_inference:.0f}")
             print(f"weight_bytes = {cost.weight_bytes}")
             print(f"activation_bytes_per_inference = {cost.activation_bytes_per_inference:.0f}")
+            print(f"ops = {cost.ops}")
+            print(f"depth = {cost.depth}")
             print()
         del model
         gc.collect()

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from accelbench.cli import main
 from accelbench.errors import BadInputError
+from accelbench.hardware.catalog import load_catalog
 from accelbench.models.builtin import build_builtin
 from accelbench.models.graph_cost import graph_cost
 
@@ -103,8 +104,66 @@ def test_to_dict_is_the_architecture_block() -> None:
         "weight_bytes",
         "activation_bytes_per_inference",
         "precision",
+        "ops",
+        "depth",
     }
     assert block["flops_per_inference"] == 0 and block["params"] == 0
+    assert block["ops"] == 0 and block["depth"] == 0  # an Identity launches nothing
+
+
+def _float(name: str, shape: list) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def test_ops_and_depth_of_a_chain_leave_shape_and_view_ops_out() -> None:
+    # x → MatMul → Relu → Reshape (its shape computed from Shape/Gather/Cast/Concat: folded) → QDQ → Add → y
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Shape", ["r"], ["s"]),
+        helper.make_node("Gather", ["s", "i0"], ["b0"], axis=0),
+        helper.make_node("Cast", ["b0"], ["b"], to=TensorProto.INT64),
+        helper.make_node("Concat", ["b", "tail"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["r", "shape"], ["flat"]),
+        helper.make_node("QuantizeLinear", ["flat", "scale", "zero"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["dq"]),
+        helper.make_node("Add", ["dq", "bias"], ["y"]),
+    ]
+    weights = {
+        "w": np.ones((8, 16), np.float32),
+        "i0": np.array([0], np.int64),
+        "tail": np.array([64], np.int64),
+        "scale": np.array(0.1, np.float32),
+        "zero": np.array(0, np.int8),
+        "bias": np.ones(64, np.float32),
+    }
+    model = _model(nodes, [_float("x", ["batch", 4, 8])], [_float("y", ["batch", 64])], weights)
+    cost = graph_cost(model, batch_size=2)
+    assert (cost.ops, cost.depth) == (3, 3)  # MatMul, Relu, Add
+
+
+def test_ops_and_depth_of_a_diamond_follow_the_longer_branch() -> None:
+    # x → Relu → (Sigmoid → Tanh | Neg) → Add: five ops, the longest chain Relu, Sigmoid, Tanh, Add
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["b"]),
+        helper.make_node("Tanh", ["b"], ["c"]),
+        helper.make_node("Neg", ["a"], ["e"]),
+        helper.make_node("Add", ["c", "e"], ["y"]),
+        helper.make_node("ConstantOfShape", ["dims"], ["unused"]),  # no data in: folded, and no output
+    ]
+    weights = {"dims": np.array([2], np.int64)}
+    model = _model(nodes, [_float("x", ["batch", 4])], [_float("y", ["batch", 4])], weights)
+    cost = graph_cost(model)
+    assert (cost.ops, cost.depth) == (5, 4)
+
+
+def test_builtin_resnet50_has_the_depth_of_the_published_graph_cost() -> None:
+    cost = graph_cost(build_builtin("resnet50"))
+    published = load_catalog().published_costs["resnet50"]
+    assert {(c["ops"], c["depth"]) for c in published.values()} == {(cost.ops, cost.depth)}
+    # stem conv + ReLU, max pool, 16 bottlenecks of conv-ReLU-conv-ReLU-conv-Add-ReLU, pooling and the classifier
+    assert cost.depth == 2 + 1 + 16 * 7 + 2 == 117
 
 
 @pytest.mark.parametrize("name", list(PUBLISHED_GFLOPS))

@@ -460,6 +460,7 @@ def test_projection_check_prints_the_table_and_rejects_an_unknown_baseline():
     for title in ("leave one model out", "leave one target out", "cross-family: fitted on mlperf only"):
         assert f"## {title}" in ok.stdout
     assert f"held-out family: {validation.HELD_OUT_FAMILY} (excluded from tuning" in ok.stdout
+    assert "fixed term by depth: worst" in ok.stdout and "fixed term the median graph: worst" in ok.stdout
     bad = subprocess.run(
         [sys.executable, script, "--baseline", "nope"], capture_output=True, text=True, env=env
     )

@@ -78,6 +78,7 @@ def inspect_cmd(
         f"(fused; unfused {cost.activation_bytes_unfused_per_inference / 1e6:,.1f} MB)"
     )
     click.echo(f"bytes/batch  {cost.bytes_per_batch / 1e6:,.1f} MB at batch {batch}")
+    click.echo(f"ops          {cost.ops:,} that launch work, {cost.depth:,} in its longest chain (depth)")
     click.echo(f"\n{'op type':<22}{'nodes':>6}{'GFLOP':>10}{'% FLOPs':>9}{'weights MB':>12}{'act MB':>9}")
     total = cost.flops_per_inference or 1.0
     ops = sorted(cost.by_op_type.items(), key=lambda kv: (-kv[1].flops_per_inference, -kv[1].weight_bytes))

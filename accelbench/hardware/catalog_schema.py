@@ -214,6 +214,8 @@ MODEL_COST_KEYS: dict[str, tuple[str, bool]] = {
     "flops_per_inference": ("num", True),
     "weight_bytes": ("num", True),
     "activation_bytes_per_inference": ("num", True),
+    "ops": ("int", False),  # graph_cost's op count and depth: they place a user's graph's fixed term
+    "depth": ("int", False),
 }
 _DATE_LEN = 10  # YYYY-MM-DD
 

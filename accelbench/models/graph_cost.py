@@ -30,13 +30,24 @@ int8/fp8 1; integer graph inputs keep their own width):
   operands and results go through memory. ``activation_bytes_unfused_per_inference`` is the upper bound in
   which every op reads its inputs and writes its output.
 - Bytes moved by a batch of b ≈ ``weight_bytes + b × activation_bytes_per_inference``.
+
+What places the fixed cost of a batch (a launch per kernel: ``reports/fixed_term.py``), counted over the graph's
+data edges, i.e. the tensors computed from a graph input:
+
+- ``ops``: the nodes that launch work, every node on data except the shape and metadata ones: ``Shape`` and
+  ``Size`` (their output is metadata), the views ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``,
+  ``Identity`` and ``Dropout`` (an engine aliases them), and ``QuantizeLinear``/``DequantizeLinear`` (folded
+  into the neighbouring kernel, so a QDQ graph counts as its float graph). A node none of whose inputs is data
+  (``Constant``, ``ConstantOfShape``, a ``Cast``/``Gather``/``Concat`` of shapes, a weight's DequantizeLinear)
+  is folded when the engine is built and does not count either.
+- ``depth``: the longest chain of those ops from a graph input to a graph output, through the data edges.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +166,18 @@ ZERO_FLOP_OPS = {
     "Resize",
     "Dropout",
 }
+# on data, but launching nothing: metadata out (Shape, Size) or a view / a fused quantization of the input
+_METADATA_OPS = {"Shape", "Size"}
+_PASS_THROUGH_OPS = {
+    "Reshape",
+    "Flatten",
+    "Squeeze",
+    "Unsqueeze",
+    "Identity",
+    "Dropout",
+    "QuantizeLinear",
+    "DequantizeLinear",
+}
 
 
 @dataclass
@@ -184,6 +207,8 @@ class GraphCost:
     activation_bytes_unfused_per_inference: float
     by_op_type: dict[str, OpCost] = field(default_factory=dict)
     uncounted_op_types: list[str] = field(default_factory=list)
+    ops: int = 0  # nodes that launch work (module docstring)
+    depth: int = 0  # the longest chain of them from an input to an output
 
     @property
     def bytes_per_batch(self) -> float:
@@ -201,6 +226,8 @@ class GraphCost:
             "weight_bytes": self.weight_bytes,
             "activation_bytes_per_inference": self.activation_bytes_per_inference,
             "precision": self.precision,
+            "ops": self.ops,
+            "depth": self.depth,
         }
 
     def to_detail_dict(self) -> dict[str, Any]:
@@ -282,6 +309,22 @@ def _tensor_bytes(name: str, shapes: Mapping[str, tuple[tuple[int, ...], int]], 
     return math.prod(shape) * _elem_bytes(elem_type, precision_bytes)
 
 
+def ops_and_depth(graph: onnx.GraphProto, weights: Collection[str]) -> tuple[int, int]:
+    """(ops, depth) of ``graph`` (nodes in topological order, as ONNX requires): see the module docstring."""
+    depth = {v.name: 0 for v in graph.input if v.name not in weights}  # data tensor → compute ops before it
+    ops = 0
+    for node in graph.node:
+        seen = [depth[n] for n in node.input if n in depth]
+        if not seen or node.op_type in _METADATA_OPS:
+            continue
+        launches = node.op_type not in _PASS_THROUGH_OPS
+        ops += launches
+        for out in node.output:
+            if out:
+                depth[out] = max(seen) + launches
+    return ops, max((depth.get(v.name, 0) for v in graph.output), default=0)
+
+
 def graph_cost(
     model: str | os.PathLike | onnx.ModelProto,
     batch_size: int = 1,
@@ -333,6 +376,7 @@ def graph_cost(
     params = sum(math.prod(t.dims) for t in weights.values() if t.data_type not in _INDEX_TYPES)
     params += subgraph_weight_elements(proto.graph)  # If/Loop branches: weights too, their FLOPs not counted
     io_bytes = sum(_tensor_bytes(n, shapes, pb) for n in graph_io) / batch_size
+    ops, depth = ops_and_depth(proto.graph, weights)
     return GraphCost(
         batch_size=batch_size,
         precision=precision,
@@ -344,4 +388,6 @@ def graph_cost(
         activation_bytes_unfused_per_inference=io_bytes + unfused / batch_size,
         by_op_type=by_op,
         uncounted_op_types=sorted(uncounted),
+        ops=ops,
+        depth=depth,
     )

@@ -129,13 +129,15 @@ def _published_models(
     pairs: Sequence[tuple[str, str]],
 ) -> dict[GroupKey, ef.EfficiencyModel | None]:
     """(model, precision, target id) → the target's published efficiency model for the model's kind, with its
-    latency floor and its validation range; not yet calibrated."""
+    latency floor and its validation range; not yet calibrated. A model never published takes the fixed term of
+    its graph's depth (none in a manifest older than the count: the median graph's)."""
     out: dict[GroupKey, ef.EfficiencyModel | None] = {}
     for model, precision in pairs:
         gc = _graph_cost_for(groups, model, precision)
         flops = float(gc["flops_per_inference"]) if gc else None
+        depth = float(gc["depth"]) if gc and gc.get("depth") is not None else None
         for tid, t in targets.items():
-            eff = ef.model_for(catalog, t, roofline, model=model)
+            eff = ef.model_for(catalog, t, roofline, model=model, depth=depth)
             if eff is not None:
                 eff = ef.with_floor(eff, catalog, t, roofline, flops)
                 rng = val.validation_range(catalog, roofline, t.toolchain)

@@ -76,8 +76,10 @@ __all__ = [
     "model_for",
     "per_sample_fraction",
     "point_roofline",
+    "published_sizes",
     "siblings",
     "target_model",
+    "toolchain_fixed_terms",
     "toolchain_model",
     "variable_length",
     "with_floor",
@@ -160,9 +162,11 @@ def target_model(
     exclude_model: str | None = None,
     model: str | None = None,
     use: Use = every_point,
+    depth: float | None = None,
 ) -> EfficiencyModel | None:
     """Fit on the published points that speak for ``target_id`` (its own, else its chip's: ``_pool``) for a
-    graph of ``model``'s kind; None when there are none.
+    graph of ``model``'s kind (of ``depth``, from its ``graph_cost``, where it was never published); None when
+    there are none.
 
     The batch slope comes from the pool's models published at several batches, else from those of the other
     targets of its toolchain (the toolchain's shape, this target's level). The range adds the jackknife: the
@@ -183,10 +187,10 @@ def target_model(
         for fp in fitted_points(catalog, tid, roofline, use=keep)
     ]
     cls = model_class(model)
-    eff = _fit_points(target_id, pool, others, target.toolchain, cls, catalog, model)
+    eff = _fit_points(target_id, pool, others, target.toolchain, cls, catalog, model, depth)
     if len(pool.points) > 1:
         jackknife = tuple(
-            _fit_points(target_id, _without(pool, i), others, target.toolchain, cls, catalog, model)
+            _fit_points(target_id, _without(pool, i), others, target.toolchain, cls, catalog, model, depth)
             for i in range(len(pool.points))
         )
         eff = replace(eff, jackknife=jackknife)
@@ -216,11 +220,22 @@ def _kind_graphs(points: Iterable[FittedPoint], cls: str | None) -> list[str]:
     return sorted({p.point.model for p in points if cls is not None and model_class(p.point.model) == cls})
 
 
+def published_sizes(catalog: Catalog, key: str = "depth") -> dict[str, float]:
+    """Each published graph's ``depth`` (or ``ops``) from its ``[models.*]`` graph cost, where counted (the
+    same at every precision: the graph is counted once per precision)."""
+    return {
+        graph: float(cost[key])
+        for graph, by_precision in catalog.published_costs.items()
+        for cost in by_precision.values()
+        if cost.get(key)
+    }
+
+
 def _fixed_terms(
     catalog: Catalog, points: list[FittedPoint], model: str | None
 ) -> tuple[FixedTerms, list[str]]:
-    """The chip × graph fixed terms of ``points``' series, and the published graphs that are ``model`` (its name,
-    else the published graphs named ``model``-…, e.g. bert-base → bert-base-128, bert-base-384)."""
+    """The chip × graph fixed terms of ``points``' series (with the published graphs' depths), and the published
+    graphs that are ``model`` (its name, else those named ``model``-…, e.g. bert-base → bert-base-128, -384)."""
     # a variable-length point's work is not its graph's: it places no fixed term
     rows = [
         (
@@ -234,7 +249,7 @@ def _fixed_terms(
         for p in points
         if p.point.fit
     ]
-    terms = factor_fixed_terms(series_t0(rows))
+    terms = replace(factor_fixed_terms(series_t0(rows)), depth=published_sizes(catalog))
     names = sorted(terms.graph)
     graphs = [model] if model in terms.graph else [g for g in names if model and g.startswith(f"{model}-")]
     return terms, graphs
@@ -248,6 +263,7 @@ def _fit_points(
     cls: str | None,
     catalog: Catalog,
     model: str | None,
+    depth: float | None = None,
 ) -> EfficiencyModel:
     """The level from the pool; the batch slope from the pool's own models published at several batches, else
     from the toolchain's models of the kind (pool and others), else from all of the toolchain's."""
@@ -275,7 +291,7 @@ def _fit_points(
     terms, graphs = _fixed_terms(catalog, everything, model)
     chip = architecture(catalog.get(target_id)) if target_id else ""
     kinds = {k: _kind_graphs(everything, k) for k in {cls, *(model_class(p.point.model) for p in pts)}}
-    t0 = terms.at(chip, graphs, kinds[cls])
+    t0 = terms.at(chip, graphs, kinds[cls], depth)
     if not t0:
         return fit(samples, "published", label, slope=slope, x_range=batch_range)
     own = [
@@ -293,9 +309,15 @@ def _fit_points(
         (samples[i][0], per_sample_fraction(pts[i], own[i]) * samples[i][1] / pts[i].peak_fraction)
         for i in says
     ]
-    whose = f"{graphs[0]}'s" if graphs and graphs[0] in terms.graph else f"the median {cls or ''} graph's"
+    _, how, placed_by = terms.placed(graphs, kinds[cls], depth)
+    if how == "published":
+        whose = f"{placed_by[0]}'s fixed term"
+    elif how == "depth":
+        whose = f"the fixed term per op of {', '.join(placed_by)}, scaled by its depth of {depth:.0f} ops,"
+    else:
+        whose = f"the median {cls or ''} graph's fixed term"
     label = label.split("; batch slope")[0] + (
-        f"; batch latency t0 + b·t1 with t0 = {t0 * 1e3:.3g} ms ({whose} fixed term on this chip: chip × graph "
+        f"; batch latency t0 + b·t1 with t0 = {t0 * 1e3:.3g} ms ({whose} on this chip: chip × graph "
         f"factors fitted on {terms.n_series} series published at several batches), fraction of peak of t1 fitted"
     )
     # n_points: every point the fit rests on (the fixed term included), not only those that placed t1
@@ -308,19 +330,32 @@ def graph_fixed_term(
     """(t0 in seconds, whether the chip itself published a series) of the published ``graph`` on ``target``'s chip,
     from the chip × graph factors fitted over every series of its toolchain (the median chip's where the chip
     published none); None where the toolchain has no series or the graph was never published at several batches."""
-    pts = [
-        fp
-        for tid, t in sorted(catalog.targets.items())
-        if t.toolchain == target.toolchain
-        for fp in fitted_points(catalog, tid, roofline, use=use)
-    ]
-    terms, graphs = _fixed_terms(catalog, pts, graph)
+    terms, graphs = toolchain_fixed_terms(catalog, target.toolchain, roofline, graph, use)
     t0 = terms.at(architecture(target), graphs, []) if graph in graphs else None
     return (t0, architecture(target) in terms.chip) if t0 else None
 
 
+def toolchain_fixed_terms(
+    catalog: Catalog, toolchain: str, roofline: RooflineFn, graph: str | None = None, use: Use = every_point
+) -> tuple[FixedTerms, list[str]]:
+    """The chip × graph fixed terms over every series of the toolchain's targets, and the graphs that are
+    ``graph`` (``_fixed_terms``)."""
+    pts = [
+        fp
+        for tid, t in sorted(catalog.targets.items())
+        if t.toolchain == toolchain
+        for fp in fitted_points(catalog, tid, roofline, use=use)
+    ]
+    return _fixed_terms(catalog, pts, graph)
+
+
 def toolchain_model(
-    catalog: Catalog, toolchain: str, roofline: RooflineFn, model: str | None = None, use: Use = every_point
+    catalog: Catalog,
+    toolchain: str,
+    roofline: RooflineFn,
+    model: str | None = None,
+    use: Use = every_point,
+    depth: float | None = None,
 ) -> EfficiencyModel | None:
     """Every fitted point of the toolchain's targets (of ``model``'s kind when there are any, else all, shifted
     by the class offset), fitted with the batch slope; range = the points' spread around it."""
@@ -343,7 +378,8 @@ def toolchain_model(
         f"the {toolchain} toolchain (no published results for this target or its chip): "
         f"{', '.join(sorted({p.point.target for p in chosen}))}"
     )
-    eff = _fit_points("", _Pool(chosen, shifted, offset or 0.0, where), pts, toolchain, cls, catalog, model)
+    pool = _Pool(chosen, shifted, offset or 0.0, where)
+    eff = _fit_points("", pool, pts, toolchain, cls, catalog, model, depth)
     return replace(eff, kind="toolchain-median", label=eff.label.replace("published: ", "toolchain: ", 1))
 
 
@@ -353,8 +389,10 @@ def model_for(
     roofline: RooflineFn,
     model: str | None = None,
     use: Use = every_point,
+    depth: float | None = None,
 ) -> EfficiencyModel | None:
-    """The fit for ``model``'s kind on the target (or its chip), else its toolchain's, else None."""
-    return target_model(catalog, target.id, roofline, model=model, use=use) or toolchain_model(
-        catalog, target.toolchain, roofline, model=model, use=use
+    """The fit for ``model``'s kind on the target (or its chip), else its toolchain's, else None; ``depth``
+    (its ``graph_cost``'s) places the fixed term of a graph never published."""
+    return target_model(catalog, target.id, roofline, model=model, use=use, depth=depth) or toolchain_model(
+        catalog, target.toolchain, roofline, model=model, use=use, depth=depth
     )

@@ -6,8 +6,11 @@ What t0 is made of — a kernel launch per op, clocks, the host round trip — i
 graph's number of ops in sequence, so ``log t0 = log τ(chip) + log d(graph)``, fitted by alternating means over
 every series of a toolchain. A graph published on one chip then carries its t0 to another chip through the
 chips' ratio (the A100's and the L4's ResNet-50 give τ(L4) ÷ τ(A100), which moves the A100's BERT t0 to the L40S).
-A graph never published (a user's model) takes the median d of the published graphs of its kind: the op count
-and depth that would place it are not in ``graph_cost`` yet.
+A graph never published (a user's model) is placed by its depth (``graph_cost``: the longest chain of ops that
+launch work), ``log d = log depth + c`` with c the mean of ``log d − log depth`` over the published graphs of its
+kind (over every graph where its kind has none); a graph of unknown depth (a manifest older than the count)
+takes the median d of the published graphs of its kind. Depth rather than op count, and rather than the
+median, is what leaving each published graph out of c says (``leave_one_graph_out``, docs/projections.md).
 
 Pure functions over plain numbers.
 """
@@ -17,8 +20,8 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 Key = tuple[str, str, str, str]  # (chip, target, graph, precision): a series is one target's
 
@@ -42,17 +45,69 @@ class FixedTerms:
     chip: dict[str, float]  # log τ per chip
     graph: dict[str, float]  # log d per graph (geometric mean 1 over the graphs)
     n_series: int
+    depth: Mapping[str, float] = field(default_factory=dict)  # published graphs' depths, where counted
 
-    def at(self, chip: str, graphs: Sequence[str], kind_graphs: Sequence[str]) -> float | None:
-        """t0 of the first of ``graphs`` that was published (else the median of ``kind_graphs``' d, else of
-        every graph's) on ``chip`` (else the median chip); None without any series."""
+    def at(
+        self, chip: str, graphs: Sequence[str], kind_graphs: Sequence[str], depth: float | None = None
+    ) -> float | None:
+        """t0 on ``chip`` (else the median chip) of the graph ``placed`` names; None without any series."""
         if not self.graph:
             return None
-        known = [self.graph[g] for g in graphs if g in self.graph]
-        kind = [self.graph[g] for g in kind_graphs if g in self.graph]
-        d = known[0] if known else statistics.median(kind or list(self.graph.values()))
         tau = self.chip.get(chip, statistics.median(self.chip.values()))
-        return math.exp(tau + d)
+        return math.exp(tau + self.placed(graphs, kind_graphs, depth)[0])
+
+    def placed(
+        self, graphs: Sequence[str], kind_graphs: Sequence[str], depth: float | None = None
+    ) -> tuple[float, str, list[str]]:
+        """(log d, how, from which graphs): the first of ``graphs`` that was published ("published"); else a
+        graph of ``depth`` ("depth": log depth + the mean log d ÷ depth of ``kind_graphs``, else of every graph,
+        with a depth); else ("median") the median d of ``kind_graphs``, else of every graph."""
+        known = [g for g in graphs if g in self.graph]
+        if known:
+            return self.graph[known[0]], "published", known[:1]
+        kind = [g for g in kind_graphs if g in self.graph] or list(self.graph)
+        if depth is not None:
+            sized = [g for g in kind if self.depth.get(g)] or [g for g in self.graph if self.depth.get(g)]
+            if sized:
+                c = statistics.fmean(self.graph[g] - math.log(self.depth[g]) for g in sized)
+                # a graph that launches nothing (an identity) still costs one launch
+                return math.log(max(depth, 1.0)) + c, "depth", sized
+        return statistics.median(self.graph[g] for g in kind), "median", kind
+
+
+@dataclass(frozen=True)
+class GraphResidual:
+    """One published graph's d against what ``FixedTerms.placed`` gives it with the graph left out."""
+
+    graph: str
+    kind: str
+    size: float  # its depth (or op count: the check is run with either)
+    d: float  # fitted on its series
+    by_size: float  # predicted ÷ fitted, scaled by its size from the others
+    by_median: float  # predicted ÷ fitted, the median of the others
+
+
+def leave_one_graph_out(
+    terms: FixedTerms, sizes: Mapping[str, float], kinds: Mapping[str, str]
+) -> list[GraphResidual]:
+    """Each published graph with a size placed from the other graphs (``placed`` as a user's graph is) and
+    by their median, against its own fitted d; graphs without a size are left out."""
+    rows = []
+    for g in sorted(g for g in terms.graph if sizes.get(g)):
+        others = replace(
+            terms,
+            graph={h: v for h, v in terms.graph.items() if h != g},
+            depth={h: v for h, v in sizes.items() if h != g},
+        )
+        if not others.graph:
+            continue
+        kind = [h for h in others.graph if kinds.get(h) == kinds.get(g)]
+        by_size = math.exp(others.placed([], kind, sizes[g])[0] - terms.graph[g])
+        by_median = math.exp(others.placed([], kind)[0] - terms.graph[g])
+        rows.append(
+            GraphResidual(g, kinds.get(g, ""), sizes[g], math.exp(terms.graph[g]), by_size, by_median)
+        )
+    return rows
 
 
 def factor(t0s: dict[Key, float], rounds: int = 30) -> FixedTerms:

@@ -9,6 +9,9 @@ states their worst figures and a test keeps them there):
 - **cross-family**: fit on one source family only (MLPerf, or the vendors' own tables), project the other's;
   ``held_out``: the same for the family held out of development (``HELD_OUT_FAMILY``).
 
+``fixed_term_by_size``: each published graph's fixed term placed as a user's graph is (from the other graphs,
+by its depth or its op count) and by the median graph, against its own fit (``fixed_term.leave_one_graph_out``).
+
 Each row gives ``factor`` = projected ÷ published and, where a reference target (the baseline, or a target with
 the baseline's chip) published the same model, precision and batch, ``ratio_factor`` = (projected ÷ projected
 reference) ÷ (published ÷ published reference): the ratio a hardware choice rests on. The report's projected
@@ -26,6 +29,7 @@ from accelbench.hardware.catalog_schema import PUBLISHED_FAMILIES
 from accelbench.hardware.published import PublishedPoint
 from accelbench.reports import efficiency as ef
 from accelbench.reports.efficiency import RooflineFn
+from accelbench.reports.fixed_term import leave_one_graph_out
 
 Checked = TypeVar("Checked")  # a row with the factor fields and ``counted`` / ``counted_factor``
 
@@ -185,6 +189,41 @@ def cross_family(catalog: Catalog, roofline: RooflineFn, baseline_id: str, fit_f
 # checks and the regime table; this family's points are only ever projected from fits on the other, and the
 # figure is printed for the record (``held_out``). Held out since the commit docs/projections.md names; before it,
 # every family was seen (the cross-family figures of earlier commits are not an untouched test set).
+@dataclass(frozen=True)
+class FixedTermRow:
+    """A published graph's fixed-term factor d, and each way of placing it with the graph left out:
+    predicted ÷ fitted d, scaled by its depth, by its op count, or the median graph's."""
+
+    toolchain: str
+    graph: str
+    kind: str
+    depth: float
+    ops: float
+    d: float
+    by_depth: float
+    by_ops: float
+    by_median: float
+
+
+def fixed_term_by_size(catalog: Catalog, roofline: RooflineFn) -> list[FixedTermRow]:
+    """Leave one graph out of the fixed terms of each toolchain with published series, by depth and op count."""
+    rows = []
+    for toolchain in sorted({t.toolchain for t in catalog.targets.values()}):
+        terms, _ = ef.toolchain_fixed_terms(catalog, toolchain, roofline)
+        kinds = {g: ef.model_class(g) or "" for g in terms.graph}
+        depth, ops = ef.published_sizes(catalog, "depth"), ef.published_sizes(catalog, "ops")
+        by_ops = {r.graph: r for r in leave_one_graph_out(terms, ops, kinds)}
+        for r in leave_one_graph_out(terms, depth, kinds):
+            if r.graph in by_ops:
+                o = by_ops[r.graph]
+                rows.append(
+                    FixedTermRow(
+                        toolchain, r.graph, r.kind, r.size, o.size, r.d, r.by_size, o.by_size, r.by_median
+                    )
+                )
+    return rows
+
+
 HELD_OUT_FAMILY = "vendor-table"
 
 
