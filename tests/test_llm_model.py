@@ -63,7 +63,7 @@ def test_weight_bytes_without_a_variant_are_the_projections_count():
     assert linear + kept == spec.params
     assert spec.graph_cost("int8")["weight_bytes"] == int(linear * 1.0 + kept * 2.0)
     assert spec.graph_cost("int4")["weight_bytes"] == int(linear * (0.5 + 2 / 128) + kept * 2.0)
-    assert spec.graph_cost("bf16")["weight_bytes"] == spec.params * 2 == spec.shape.weight_bytes("bf16")
+    assert spec.graph_cost("bf16")["weight_bytes"] == spec.params * 2 == spec.weight_bytes("bf16")
     assert [kv_dtype(p) for p in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")] == [
         "float32",
         "bfloat16",
@@ -175,8 +175,8 @@ def test_the_roofline_command_projects_with_the_reports_llm_roofline():
     targets = [load_catalog().get(t) for t in ("l4", "h100-sxm")]
     for spec, precision in ((GenerativeSpec(**TINY), "fp32"), (untied, "int4"), (untied, "fp16")):
         points = phase_points(spec, targets, [1, 64], precision)
-        cost = LlmCost.of(spec.shape, precision, KV_PRECISION[kv_dtype(precision)])
-        assert cost.weight_bytes < spec.shape.weight_bytes(precision) or spec.tie_word_embeddings
+        cost = LlmCost.of(spec, precision, KV_PRECISION[kv_dtype(precision)])
+        assert cost.weight_bytes < spec.weight_bytes(precision) or spec.tie_word_embeddings
         assert [(p.point.target_id, p.phase, p.tokens) for p in points] == [
             (t.id, phase, n)
             for t in targets

@@ -76,11 +76,15 @@ COMPUTE_PRECISION = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelShape:
-    """A decoder-only transformer's published shape (Llama architecture: GQA attention, SwiGLU MLP)."""
+    """A decoder-only transformer's published shape (Llama architecture: GQA attention, SwiGLU MLP).
 
-    name: str
+    The one declaration of the shape: a card's ``models.generative.GenerativeSpec`` extends it. Its fields are
+    the keys of a card's ``[generative]`` table, which is why the checks name ``generative.KEY``; ``name`` and
+    ``source`` say which model (empty in a card's spec, whose card holds them)."""
+
+    name: str = ""
     layers: int
     hidden_size: int
     heads: int
@@ -91,6 +95,16 @@ class ModelShape:
     context_length: int
     tie_word_embeddings: bool = False
     source: str = ""
+
+    def __post_init__(self) -> None:
+        for key in ("context_length", "layers", "hidden_size", "heads", "kv_heads", "head_size"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or value <= 0:
+                raise BadInputError(f"field 'generative.{key}': expected a positive integer, got {value!r}")
+        if self.heads % self.kv_heads:
+            raise BadInputError(
+                f"field 'generative.kv_heads': {self.kv_heads} does not divide heads={self.heads}"
+            )
 
     @property
     def linear_params_per_layer(self) -> int:
@@ -176,9 +190,11 @@ def shape_from_mapping(name: str, raw: Mapping[str, Any], source: str = "") -> M
                 f"model {name!r}: [generative] {key} must be a positive integer, got {value!r}"
             )
         values[key] = value
-    return ModelShape(
-        name=name, tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)), source=source, **values
-    )
+    tied = bool(raw.get("tie_word_embeddings", False))
+    try:
+        return ModelShape(name=name, tie_word_embeddings=tied, source=source, **values)
+    except BadInputError as err:
+        raise BadInputError(f"model {name!r}: {err}") from None
 
 
 def load_shape(name_or_path: str) -> ModelShape:
