@@ -94,9 +94,10 @@ def test_llama_3_8b_kv_bytes_as_published():
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("kv_heads", 3, "does not divide"),
-        ("layers", 0, "positive integer"),
-        ("layers", "4", "expected int"),
+        ("kv_heads", 3, "card.toml: field 'generative.kv_heads': 3 does not divide heads=4"),
+        ("layers", 0, "card.toml: field 'generative.layers': expected a positive integer, got 0"),
+        ("layers", "4", "card.toml: field 'generative.layers': expected int, got '4'"),
+        ("vocab_size", -1, "card.toml: field 'generative.vocab_size': expected a positive integer, got -1"),
         ("colour", 1, "unknown field"),
         ("gate", {"int4": {"agreement": "high"}}, "generative.gate"),
     ],
@@ -106,6 +107,16 @@ def test_bad_generative_tables_name_the_field(field, value, message):
     data["generative"][field] = value
     with pytest.raises(BadInputError, match=message):
         card_from_dict(data, origin="card.toml")
+
+
+def test_a_missing_count_is_named_and_a_missing_head_size_derived():
+    data = load_card("builtin:llama-tiny").to_dict()
+    del data["generative"]["layers"]
+    with pytest.raises(BadInputError, match="^card.toml: missing field 'generative.layers'$"):
+        card_from_dict(data, origin="card.toml")
+    data = load_card("builtin:llama-tiny").to_dict()
+    del data["generative"]["head_size"]  # hidden size ÷ heads, as hardware.llm_memory.load_shape reads it
+    assert card_from_dict(data).generative == load_card("builtin:llama-tiny").generative
 
 
 def test_a_text_generation_card_needs_the_table():

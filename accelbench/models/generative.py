@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
-from accelbench.hardware.llm_memory import KV_DTYPES, KV_PRECISION, ModelShape
+from accelbench.hardware.llm_memory import KV_DTYPES, KV_PRECISION, SHAPE_KEYS, ModelShape, shape_fields
 from accelbench.hardware.llm_roofline import token_flops
 
 TASK = "text-generation"
@@ -119,36 +119,19 @@ def kv_dtype(precision: str) -> str:
 
 def spec_from_table(table: dict[str, Any], origin: str) -> GenerativeSpec:
     """A card's ``[generative]`` table (or GenerativeSpec.to_dict()) → GenerativeSpec; BadInputError names
-    the file and the field."""
-    ints = (
-        "context_length",
-        "layers",
-        "hidden_size",
-        "heads",
-        "kv_heads",
-        "head_size",
-        "intermediate_size",
-        "vocab_size",
-    )
-    values: dict[str, Any] = {}
-    for key in ints:
-        if key not in table:
-            raise BadInputError(f"{origin}: missing field 'generative.{key}'")
-        values[key] = table[key]
-        if not isinstance(values[key], int) or isinstance(values[key], bool):
-            raise BadInputError(f"{origin}: field 'generative.{key}': expected int, got {values[key]!r}")
-    known = {"tokenizer", "eos_token_id", "tie_word_embeddings", "hf_dir", "gate"}
-    unknown = sorted(set(table) - set(ints) - known)
+    the file and the field. The shape's keys are read by hardware.llm_memory.shape_fields."""
+    shape = shape_fields(table, origin)
+    known = {"tokenizer", "eos_token_id", "hf_dir", "gate"}
+    unknown = sorted(set(table) - set(SHAPE_KEYS) - known)
     if unknown:
         raise BadInputError(f"{origin}: unknown field(s) in [generative]: {', '.join(unknown)}")
     try:
         return GenerativeSpec(
             tokenizer=str(table.get("tokenizer") or BUILTIN_TOKENIZER),
             eos_token_id=table.get("eos_token_id"),
-            tie_word_embeddings=bool(table.get("tie_word_embeddings", False)),
             hf_dir=table.get("hf_dir"),
             gate=_gate_table(table.get("gate"), origin),
-            **values,
+            **shape,
         )
     except BadInputError as err:
         raise BadInputError(f"{origin}: {err}") from None
