@@ -166,8 +166,9 @@ def test_decode_roofline_is_weights_plus_kv_over_bandwidth(catalog, llama8b):
     read = 9_081_200_640 - 2 * 128256 * 4096
     assert cost.weight_bytes == read
     assert tpot_s(cost, r, 1, 1000) == pytest.approx((read + 1000 * 65_536) / 3350e9)
-    # prefill of 2048 tokens is compute-bound at the FP8 peak: 2·matmul params·ISL + 2·L·heads·head·ISL²
-    flops = 2 * (32 * 218_103_808 + 128256 * 4096) * 2048 + 2 * 32 * 32 * 128 * 2048**2
+    # prefill of 2048 tokens is compute-bound at the FP8 peak: 2·matmul params·ISL + 2·L·heads·head·ISL·(ISL + 1)
+    # (token i attends to i positions: (ISL + 1) / 2 on average, prefill_context)
+    flops = 2 * (32 * 218_103_808 + 128256 * 4096) * 2048 + 2 * 32 * 32 * 128 * 2048 * 2049
     assert ttft_s(cost, r, 2048) == pytest.approx(flops / 1978.9e12)
     pts = frontier(cost, r, 1000, 1000, 64)
     assert [p.batch for p in pts] == [1, 2, 4, 8, 16, 32, 64]

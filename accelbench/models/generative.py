@@ -6,7 +6,8 @@ does not: the tokenizer, the context length and the shape of the KV cache. The c
 attention over the context; bytes read per decode token are the weights plus the KV cache of the context.
 
 Reference workload for the per-token figures: ISL 1024 / OSL 1024 (InferenceX's 1k/1k), clipped to the
-context length. A prefill token attends on average to (ISL + 1) / 2 positions, a decode token to ISL + OSL / 2.
+context length. A prefill token attends on average to (ISL + 1) / 2 positions, a decode token to ISL + OSL / 2
+(hardware/llm_roofline.py prefill_context and decode_context, which the projections use too).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.llm_memory import KV_DTYPES, KV_PRECISION, SHAPE_KEYS, ModelShape, shape_fields
-from accelbench.hardware.llm_roofline import token_flops
+from accelbench.hardware.llm_roofline import decode_context, prefill_context, token_flops
 
 TASK = "text-generation"
 BUILTIN_TOKENIZER = "builtin:minilm-wordpiece"
@@ -84,11 +85,11 @@ class GenerativeSpec(ModelShape):
 
     @property
     def prefill_context(self) -> float:
-        return (self.reference_isl + 1) / 2
+        return prefill_context(self.reference_isl)
 
     @property
     def decode_context(self) -> float:
-        return self.reference_isl + self.reference_osl / 2
+        return decode_context(self.reference_isl, self.reference_osl)
 
     def graph_cost(
         self, precision: str, weight_bytes: float | None = None, kv_dtype: str = "float32"
