@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from accelbench.hardware.llm_roofline import decode_context
 from accelbench.models.quantize import QuantizeRequest, quantize
 from accelbench.serving import LocalTriton
 from accelbench.serving.repository import write_repository
@@ -151,7 +152,7 @@ def main() -> None:
     if args.compare_precision:
         other = args.compare_precision
         a, b = median(base, 1, "decode_tokens_per_s_per_seq"), median(other, 1, "decode_tokens_per_s_per_seq")
-        context = args.isl + args.osl / 2
+        context = decode_context(args.isl, args.osl)
         ratio_bytes = bytes_per_decode_token(variants[base], context) / bytes_per_decode_token(
             variants[other], context
         )

@@ -139,8 +139,23 @@ def test_context_beyond_the_model_and_bad_cards_are_one_clear_error(catalog, lla
         load_shape("no-such-model")
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\n[generative]\nlayers = 0\n')
-    with pytest.raises(BadInputError, match="layers must be a positive integer"):
+    with pytest.raises(BadInputError, match="bad.toml: missing field 'generative.hidden_size'"):
         load_shape(str(bad))
+    # the reader and the checks of a card's [generative] table (models.generative.spec_from_table's too)
+    table = {"layers": 2, "hidden_size": 64, "heads": 4, "kv_heads": 2, "intermediate_size": 128}
+    table |= {"vocab_size": 1000, "context_length": 512}
+    for key, value, message in (
+        ("layers", "0", "field 'generative.layers': expected a positive integer, got 0"),
+        ("heads", '"4"', "field 'generative.heads': expected int, got '4'"),
+        ("kv_heads", "3", "field 'generative.kv_heads': 3 does not divide heads=4"),
+    ):
+        body = "".join(f"{k} = {v}\n" for k, v in {**table, key: value}.items())
+        bad.write_text(f'name = "x"\n[generative]\n{body}')
+        with pytest.raises(BadInputError, match=f"^model card .*bad.toml: {message}$"):
+            load_shape(str(bad))
+    good = tmp_path / "good.toml"
+    good.write_text("[generative]\n" + "".join(f"{k} = {v}\n" for k, v in table.items()))
+    assert load_shape(str(good)).head_size == 16  # hidden size ÷ heads where the card leaves it out
 
 
 def test_decode_roofline_is_weights_plus_kv_over_bandwidth(catalog, llama8b):
@@ -151,8 +166,9 @@ def test_decode_roofline_is_weights_plus_kv_over_bandwidth(catalog, llama8b):
     read = 9_081_200_640 - 2 * 128256 * 4096
     assert cost.weight_bytes == read
     assert tpot_s(cost, r, 1, 1000) == pytest.approx((read + 1000 * 65_536) / 3350e9)
-    # prefill of 2048 tokens is compute-bound at the FP8 peak: 2·matmul params·ISL + 2·L·heads·head·ISL²
-    flops = 2 * (32 * 218_103_808 + 128256 * 4096) * 2048 + 2 * 32 * 32 * 128 * 2048**2
+    # prefill of 2048 tokens is compute-bound at the FP8 peak: 2·matmul params·ISL + 2·L·heads·head·ISL·(ISL + 1)
+    # (token i attends to i positions: (ISL + 1) / 2 on average, prefill_context)
+    flops = 2 * (32 * 218_103_808 + 128256 * 4096) * 2048 + 2 * 32 * 32 * 128 * 2048 * 2049
     assert ttft_s(cost, r, 2048) == pytest.approx(flops / 1978.9e12)
     pts = frontier(cost, r, 1000, 1000, 64)
     assert [p.batch for p in pts] == [1, 2, 4, 8, 16, 32, 64]

@@ -63,7 +63,7 @@ def test_weight_bytes_without_a_variant_are_the_projections_count():
     assert linear + kept == spec.params
     assert spec.graph_cost("int8")["weight_bytes"] == int(linear * 1.0 + kept * 2.0)
     assert spec.graph_cost("int4")["weight_bytes"] == int(linear * (0.5 + 2 / 128) + kept * 2.0)
-    assert spec.graph_cost("bf16")["weight_bytes"] == spec.params * 2 == spec.shape.weight_bytes("bf16")
+    assert spec.graph_cost("bf16")["weight_bytes"] == spec.params * 2 == spec.weight_bytes("bf16")
     assert [kv_dtype(p) for p in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")] == [
         "float32",
         "bfloat16",
@@ -94,9 +94,10 @@ def test_llama_3_8b_kv_bytes_as_published():
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("kv_heads", 3, "does not divide"),
-        ("layers", 0, "positive integer"),
-        ("layers", "4", "expected int"),
+        ("kv_heads", 3, "card.toml: field 'generative.kv_heads': 3 does not divide heads=4"),
+        ("layers", 0, "card.toml: field 'generative.layers': expected a positive integer, got 0"),
+        ("layers", "4", "card.toml: field 'generative.layers': expected int, got '4'"),
+        ("vocab_size", -1, "card.toml: field 'generative.vocab_size': expected a positive integer, got -1"),
         ("colour", 1, "unknown field"),
         ("gate", {"int4": {"agreement": "high"}}, "generative.gate"),
     ],
@@ -106,6 +107,16 @@ def test_bad_generative_tables_name_the_field(field, value, message):
     data["generative"][field] = value
     with pytest.raises(BadInputError, match=message):
         card_from_dict(data, origin="card.toml")
+
+
+def test_a_missing_count_is_named_and_a_missing_head_size_derived():
+    data = load_card("builtin:llama-tiny").to_dict()
+    del data["generative"]["layers"]
+    with pytest.raises(BadInputError, match="^card.toml: missing field 'generative.layers'$"):
+        card_from_dict(data, origin="card.toml")
+    data = load_card("builtin:llama-tiny").to_dict()
+    del data["generative"]["head_size"]  # hidden size ÷ heads, as hardware.llm_memory.load_shape reads it
+    assert card_from_dict(data).generative == load_card("builtin:llama-tiny").generative
 
 
 def test_a_text_generation_card_needs_the_table():
@@ -175,8 +186,8 @@ def test_the_roofline_command_projects_with_the_reports_llm_roofline():
     targets = [load_catalog().get(t) for t in ("l4", "h100-sxm")]
     for spec, precision in ((GenerativeSpec(**TINY), "fp32"), (untied, "int4"), (untied, "fp16")):
         points = phase_points(spec, targets, [1, 64], precision)
-        cost = LlmCost.of(spec.shape, precision, KV_PRECISION[kv_dtype(precision)])
-        assert cost.weight_bytes < spec.shape.weight_bytes(precision) or spec.tie_word_embeddings
+        cost = LlmCost.of(spec, precision, KV_PRECISION[kv_dtype(precision)])
+        assert cost.weight_bytes < spec.weight_bytes(precision) or spec.tie_word_embeddings
         assert [(p.point.target_id, p.phase, p.tokens) for p in points] == [
             (t.id, phase, n)
             for t in targets

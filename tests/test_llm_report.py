@@ -122,6 +122,11 @@ def test_pareto_and_pchip_are_monotone():
     assert all(a >= b for a, b in zip(values, values[1:], strict=False))
     assert throughput_at(pts, 40)[0] == 352.0
     assert throughput_at(pts, 161)[0] is None
+    # past saturation a projected frontier's batches serve the same tokens/s but for the last bit of a float:
+    # that is no better point, so the answer stays "at its least interactive point", not an interpolation
+    flat = [(4607.0, 159191.4568521306), (2303.5, 159191.4568521306), (1.6, 159191.45685213062)]
+    assert pareto(flat) == [(4607.0, 159191.4568521306)]
+    assert throughput_at(flat, 4000)[1].startswith("at its least interactive point")
 
 
 def test_llama_3_1_8b_fit_table_in_the_report(tmp_path):

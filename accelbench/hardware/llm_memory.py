@@ -76,11 +76,29 @@ COMPUTE_PRECISION = {
 }
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """A decoder-only transformer's published shape (Llama architecture: GQA attention, SwiGLU MLP)."""
+# the shape's counts: ModelShape's int fields, the keys of a card's [generative] table that shape_fields reads
+SHAPE_COUNTS = (
+    "layers",
+    "hidden_size",
+    "heads",
+    "kv_heads",
+    "head_size",
+    "intermediate_size",
+    "vocab_size",
+    "context_length",
+)
+SHAPE_KEYS = (*SHAPE_COUNTS, "tie_word_embeddings")
 
-    name: str
+
+@dataclass(frozen=True, kw_only=True)
+class ModelShape:
+    """A decoder-only transformer's published shape (Llama architecture: GQA attention, SwiGLU MLP).
+
+    The one declaration of the shape: a card's ``models.generative.GenerativeSpec`` extends it. Its fields are
+    the keys of a card's ``[generative]`` table, which is why the checks name ``generative.KEY``; ``name`` and
+    ``source`` say which model (empty in a card's spec, whose card holds them)."""
+
+    name: str = ""
     layers: int
     hidden_size: int
     heads: int
@@ -91,6 +109,16 @@ class ModelShape:
     context_length: int
     tie_word_embeddings: bool = False
     source: str = ""
+
+    def __post_init__(self) -> None:
+        for key in SHAPE_COUNTS:
+            value = getattr(self, key)
+            if not isinstance(value, int) or value <= 0:
+                raise BadInputError(f"field 'generative.{key}': expected a positive integer, got {value!r}")
+        if self.heads % self.kv_heads:
+            raise BadInputError(
+                f"field 'generative.kv_heads': {self.kv_heads} does not divide heads={self.heads}"
+            )
 
     @property
     def linear_params_per_layer(self) -> int:
@@ -152,33 +180,33 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_size: int, kv_dtype: str
     return 2.0 * layers * kv_heads * head_size * KV_DTYPE_BYTES[kv_dtype]
 
 
-_SHAPE_KEYS = (
-    "layers",
-    "hidden_size",
-    "heads",
-    "kv_heads",
-    "head_size",
-    "intermediate_size",
-    "vocab_size",
-    "context_length",
-)
-
-
-def shape_from_mapping(name: str, raw: Mapping[str, Any], source: str = "") -> ModelShape:
-    """A ModelShape from a card's ``[generative]`` table; one clear error naming a missing or bad key."""
+def shape_fields(raw: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """ModelShape's fields (but name and source) from a card's ``[generative]`` table: each count present and an
+    int (a missing head_size is hidden_size ÷ heads, as in a Hugging Face config), the tie a bool. The one reader
+    of the table's shape; ``BadInputError`` names ``origin`` and the field, ModelShape then checks the values."""
     values: dict[str, Any] = {}
-    for key in _SHAPE_KEYS:
+    for key in SHAPE_COUNTS:
         value = raw.get(key)
-        if key == "head_size" and value is None and raw.get("hidden_size") and raw.get("heads"):
-            value = int(raw["hidden_size"]) // int(raw["heads"])
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BadInputError(
-                f"model {name!r}: [generative] {key} must be a positive integer, got {value!r}"
-            )
+        if key == "head_size" and value is None and values["heads"] > 0:
+            value = values["hidden_size"] // values["heads"]
+        if value is None:
+            raise BadInputError(f"{origin}: missing field 'generative.{key}'")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BadInputError(f"{origin}: field 'generative.{key}': expected int, got {value!r}")
         values[key] = value
-    return ModelShape(
-        name=name, tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)), source=source, **values
-    )
+    values["tie_word_embeddings"] = bool(raw.get("tie_word_embeddings", False))
+    return values
+
+
+def shape_from_mapping(name: str, raw: Mapping[str, Any], source: str = "", origin: str = "") -> ModelShape:
+    """A ModelShape from a card's ``[generative]`` table; one clear error naming ``origin`` (else the model)
+    and the missing or bad field."""
+    origin = origin or f"model {name!r}"
+    values = shape_fields(raw, origin)
+    try:
+        return ModelShape(name=name, source=source, **values)
+    except BadInputError as err:
+        raise BadInputError(f"{origin}: {err}") from None
 
 
 def load_shape(name_or_path: str) -> ModelShape:
@@ -195,7 +223,8 @@ def load_shape(name_or_path: str) -> ModelShape:
     gen = raw.get("generative")
     if not isinstance(gen, dict):
         raise BadInputError(f"model card {path} has no [generative] table (layers, heads, KV heads, ...)")
-    return shape_from_mapping(str(raw.get("name") or path.stem), gen, str(raw.get("source") or path))
+    name = str(raw.get("name") or path.stem)
+    return shape_from_mapping(name, gen, str(raw.get("source") or path), origin=f"model card {path}")
 
 
 # ------------------------------------------------------------------------------------------------ targets

@@ -1,15 +1,16 @@
 """Roofline of a generative model: prefill bound by compute, decode bound by memory. Pure; units in names.
 
-- Prefill of ISL tokens: FLOPs ≈ 2 × matmul params × ISL + attention 2 × layers × heads × head size × ISL²
-  (causal: QKᵀ and AV over half the square); bytes ≈ the weights once. TTFT bound = max(FLOPs ÷ peak,
-  bytes ÷ bandwidth).
+- Prefill of ISL tokens: FLOPs = ISL × one token's FLOPs at prefill_context(ISL) = (ISL + 1) / 2 positions
+  (causal: token i attends to i), i.e. 2 × matmul params × ISL + attention 2 × layers × heads × head size ×
+  ISL × (ISL + 1); bytes ≈ the weights once. TTFT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth).
 - One decode step at batch B with an average context c: bytes = weights read (all but an untied embedding
   table, of which a lookup reads one row) + B × c × KV bytes per token (each
   sequence reads its own cache); FLOPs = B × (2 × matmul params + 4 × layers × heads × head size × c).
   TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t.
 - A steady batch of B sequences with ISL/OSL: each sequence's prefill runs once (prefills serialise, decode
   steps are shared), so output tokens/s = B × OSL ÷ (B × TTFT + OSL × TPOT(B)); tokens/s per user =
-  1 ÷ TPOT(B) (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is ISL + OSL / 2.
+  1 ÷ TPOT(B) (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is
+  decode_context(ISL, OSL) = ISL + OSL / 2.
 - Efficiencies turn the bound into a projection: ``decode_efficiency`` is the fraction of the decode roofline
   reached, ``prefill_efficiency`` the fraction of the prefill compute roofline (fitted on published results,
   accelbench/reports/llm_projection.py). Left at 1 they give the pure bound.
@@ -30,6 +31,20 @@ from accelbench.hardware.roofline import checked_efficiency as _eff
 TERA = 1e12
 GIGA = 1e9
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+
+
+def prefill_context(isl: float) -> float:
+    """Positions a prefill token attends to on average: in a causal prompt token i sees itself and the i − 1
+    before it, so the mean over i = 1 … ISL is (ISL + 1) / 2, exactly (prefill FLOPs = ISL × token_flops at
+    this context). The one definition: the roofline, the projections and a manifest's graph_cost use it."""
+    return (isl + 1) / 2
+
+
+def decode_context(isl: float, osl: float) -> float:
+    """The average context of a decode step over OSL steps: the ISL prompt plus half the output, the context
+    growing from ISL to ISL + OSL (decode FLOPs and KV bytes per step are linear in it, so their mean is theirs
+    at this context). The one definition, as prefill_context."""
+    return isl + osl / 2
 
 
 def token_flops(matmul_params: float, layers: int, heads: int, head_size: int, context: float) -> float:
@@ -65,8 +80,8 @@ class LlmCost:
         return token_flops(self.matmul_params, self.layers, self.heads, self.head_size, context)
 
     def prefill_flops(self, isl: int) -> float:
-        """ISL tokens, each attending on average to ISL / 2 positions (causal: half the square)."""
-        return isl * self.token_flops(isl / 2)
+        """ISL tokens, each attending on average to prefill_context(ISL) = (ISL + 1) / 2 positions."""
+        return isl * self.token_flops(prefill_context(isl))
 
     def decode_flops(self, batch: int, context: float) -> float:
         return batch * self.token_flops(context)
@@ -154,7 +169,7 @@ def frontier(
     is longer."""
     if isl < 1 or osl < 1:
         raise BadInputError(f"ISL and OSL must be >= 1, got {isl}/{osl}")
-    context = isl + osl / 2.0
+    context = decode_context(isl, osl)
     prefill = ttft_s(cost, r, isl, tp, prefill_efficiency)
     sizes = sorted({b for b in batches if b <= max_batch} | ({max_batch} if max_batch >= 1 else set()))
     out = []

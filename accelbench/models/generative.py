@@ -6,7 +6,8 @@ does not: the tokenizer, the context length and the shape of the KV cache. The c
 attention over the context; bytes read per decode token are the weights plus the KV cache of the context.
 
 Reference workload for the per-token figures: ISL 1024 / OSL 1024 (InferenceX's 1k/1k), clipped to the
-context length. A prefill token attends on average to (ISL + 1) / 2 positions, a decode token to ISL + OSL / 2.
+context length. A prefill token attends on average to (ISL + 1) / 2 positions, a decode token to ISL + OSL / 2
+(hardware/llm_roofline.py prefill_context and decode_context, which the projections use too).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
-from accelbench.hardware.llm_memory import KV_DTYPES, KV_PRECISION, ModelShape
-from accelbench.hardware.llm_roofline import token_flops
+from accelbench.hardware.llm_memory import KV_DTYPES, KV_PRECISION, SHAPE_KEYS, ModelShape, shape_fields
+from accelbench.hardware.llm_roofline import decode_context, prefill_context, token_flops
 
 TASK = "text-generation"
 BUILTIN_TOKENIZER = "builtin:minilm-wordpiece"
@@ -32,69 +33,47 @@ FLOAT_KV_PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
 MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "phi", "gemma", "gemma2", "gemma3_text")
 
 
-@dataclass(frozen=True)
-class GenerativeSpec:
+# GenerativeSpec.to_dict()'s keys in the order cards and manifests have always written them
+_DICT_KEYS = (
+    "tokenizer",
+    "context_length",
+    "layers",
+    "hidden_size",
+    "heads",
+    "kv_heads",
+    "head_size",
+    "intermediate_size",
+    "vocab_size",
+    "eos_token_id",
+    "tie_word_embeddings",
+    "hf_dir",
+    "gate",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerativeSpec(ModelShape):
+    """A card's ``[generative]`` table: the transformer's shape (hardware.llm_memory.ModelShape, where its
+    fields, validation and parameter, weight and KV counts are defined) and what serving it needs besides."""
+
     tokenizer: str  # a folder with tokenizer.json, or builtin:minilm-wordpiece
-    context_length: int
-    layers: int
-    hidden_size: int
-    heads: int
-    kv_heads: int
-    head_size: int
-    intermediate_size: int
-    vocab_size: int
     eos_token_id: int | None = None
-    tie_word_embeddings: bool = False
     hf_dir: str | None = None  # hf:DIR checkpoints: the folder with config.json and the weights
     # [generative.gate]: precision -> {agreement = lowest next-token agreement, kl = highest mean KL}
     gate: dict[str, dict[str, float]] | None = field(default=None, compare=False, hash=False)
 
-    def __post_init__(self) -> None:
-        for key in ("context_length", "layers", "hidden_size", "heads", "kv_heads", "head_size"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or value <= 0:
-                raise BadInputError(f"field 'generative.{key}': expected a positive integer, got {value!r}")
-        if self.heads % self.kv_heads:
-            raise BadInputError(
-                f"field 'generative.kv_heads': {self.kv_heads} does not divide heads={self.heads}"
-            )
-
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The card's table (no name or source: the card has them)."""
+        values = asdict(self)
+        return {key: values[key] for key in _DICT_KEYS if values[key] is not None}
 
     # ------------------------------------------------------------------ counts
-    @property
-    def shape(self) -> ModelShape:
-        """The transformer's shape, where its parameter, weight and KV counts are defined (hardware)."""
-        return ModelShape(
-            name="",
-            layers=self.layers,
-            hidden_size=self.hidden_size,
-            heads=self.heads,
-            kv_heads=self.kv_heads,
-            head_size=self.head_size,
-            intermediate_size=self.intermediate_size,
-            vocab_size=self.vocab_size,
-            context_length=self.context_length,
-            tie_word_embeddings=self.tie_word_embeddings,
-        )
-
-    @property
-    def matmul_params(self) -> int:
-        """Weights every token multiplies by: attention and MLP projections of all layers, and the LM head."""
-        return self.shape.matmul_params
-
-    @property
-    def params(self) -> int:
-        """All parameters: the matmuls, the norms, and the embedding unless it is the LM head's matrix."""
-        return self.shape.params
-
     def flops_per_token(self, context: float) -> float:
         """One token through the model attending to ``context`` positions (hardware/llm_roofline.token_flops)."""
         return token_flops(self.matmul_params, self.layers, self.heads, self.head_size, context)
 
     def kv_cache_bytes_per_token(self, kv_dtype: str = "float32") -> int:
-        return int(self.shape.kv_bytes_per_token(KV_PRECISION[kv_dtype]))
+        return int(self.kv_bytes_per_token(KV_PRECISION[kv_dtype]))
 
     @property
     def reference_isl(self) -> int:
@@ -106,18 +85,18 @@ class GenerativeSpec:
 
     @property
     def prefill_context(self) -> float:
-        return (self.reference_isl + 1) / 2
+        return prefill_context(self.reference_isl)
 
     @property
     def decode_context(self) -> float:
-        return self.reference_isl + self.reference_osl / 2
+        return decode_context(self.reference_isl, self.reference_osl)
 
     def graph_cost(
         self, precision: str, weight_bytes: float | None = None, kv_dtype: str = "float32"
     ) -> dict:
         """The manifest's ``graph_cost`` block (documents.GraphCost) for this model at ``precision``."""
         if weight_bytes is None:  # nothing measured: the linear layers at the precision, the rest at 16 bits
-            weight_bytes = self.shape.weight_bytes(precision)
+            weight_bytes = self.weight_bytes(precision)
         decode = self.flops_per_token(self.decode_context)
         return {
             "params": self.params,
@@ -141,36 +120,19 @@ def kv_dtype(precision: str) -> str:
 
 def spec_from_table(table: dict[str, Any], origin: str) -> GenerativeSpec:
     """A card's ``[generative]`` table (or GenerativeSpec.to_dict()) → GenerativeSpec; BadInputError names
-    the file and the field."""
-    ints = (
-        "context_length",
-        "layers",
-        "hidden_size",
-        "heads",
-        "kv_heads",
-        "head_size",
-        "intermediate_size",
-        "vocab_size",
-    )
-    values: dict[str, Any] = {}
-    for key in ints:
-        if key not in table:
-            raise BadInputError(f"{origin}: missing field 'generative.{key}'")
-        values[key] = table[key]
-        if not isinstance(values[key], int) or isinstance(values[key], bool):
-            raise BadInputError(f"{origin}: field 'generative.{key}': expected int, got {values[key]!r}")
-    known = {"tokenizer", "eos_token_id", "tie_word_embeddings", "hf_dir", "gate"}
-    unknown = sorted(set(table) - set(ints) - known)
+    the file and the field. The shape's keys are read by hardware.llm_memory.shape_fields."""
+    shape = shape_fields(table, origin)
+    known = {"tokenizer", "eos_token_id", "hf_dir", "gate"}
+    unknown = sorted(set(table) - set(SHAPE_KEYS) - known)
     if unknown:
         raise BadInputError(f"{origin}: unknown field(s) in [generative]: {', '.join(unknown)}")
     try:
         return GenerativeSpec(
             tokenizer=str(table.get("tokenizer") or BUILTIN_TOKENIZER),
             eos_token_id=table.get("eos_token_id"),
-            tie_word_embeddings=bool(table.get("tie_word_embeddings", False)),
             hf_dir=table.get("hf_dir"),
             gate=_gate_table(table.get("gate"), origin),
-            **values,
+            **shape,
         )
     except BadInputError as err:
         raise BadInputError(f"{origin}: {err}") from None

@@ -34,7 +34,7 @@ def phase_points(
     spec: GenerativeSpec, targets: Sequence[HardwareTarget], batches: Sequence[int], precision: str
 ) -> list[PhasePoint]:
     """Per target the prefill point at the reference ISL, then a decode point per batch."""
-    cost = LlmCost.of(spec.shape, precision, KV_PRECISION[kv_dtype(precision)])
+    cost = LlmCost.of(spec, precision, KV_PRECISION[kv_dtype(precision)])
     points = []
     for target in targets:
         r = roof(target, precision)

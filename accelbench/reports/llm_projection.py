@@ -27,7 +27,15 @@ from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.llm_memory import ModelShape, fit_bytes, fit_on, load_shape
 from accelbench.hardware.llm_published import LlmPoint, load_llm_points
-from accelbench.hardware.llm_roofline import FrontierPoint, LlmCost, frontier, roof, tpot_s, ttft_s
+from accelbench.hardware.llm_roofline import (
+    FrontierPoint,
+    LlmCost,
+    decode_context,
+    frontier,
+    roof,
+    tpot_s,
+    ttft_s,
+)
 from accelbench.hardware.roofline import roofline_point
 from accelbench.models.builtin.transformer import BERT_BASE
 from accelbench.reports import efficiency as ef
@@ -76,7 +84,7 @@ def point_efficiency(point: LlmPoint, target: HardwareTarget) -> PointEfficiency
     shape = _shape(point.model)
     cost = LlmCost.of(shape, point.precision, point.kv_dtype)
     r = roof(target, point.precision)
-    context = point.isl + point.osl / 2.0
+    context = decode_context(point.isl, point.osl)
     if point.batch:
         batch = point.batch
         bound = batch / tpot_s(cost, r, batch, context, point.tp)

@@ -138,10 +138,12 @@ def step_point(
 
 # ------------------------------------------------------------------------------------------ the frontier
 def pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Upper hull of (interactivity, throughput): the points no other point beats on both, by interactivity."""
+    """Upper hull of (interactivity, throughput): the points no other point beats on both, by interactivity.
+    A less interactive point must serve more by more than rounding (1e-12 relative): the batches past a
+    projected frontier's saturation serve the same tokens/s, give or take the last bit of a float."""
     best: list[tuple[float, float]] = []
     for x, y in sorted(points, key=lambda p: (-p[0], -p[1])):
-        if not best or y > best[-1][1]:
+        if not best or y > best[-1][1] + abs(best[-1][1]) * 1e-12:
             best.append((x, y))
     return sorted(best)
 
