@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh Linux machine with Python >= 3.10 and make:
 #   make demo   - the main job: `accelbench run` on the embedded default (local CPU + bundled Triton)
-#   make test   - the whole test suite
+#   make test   - the whole test suite, on two pytest-xdist workers (a test module stays on one worker)
 #   make test-fast - the tests not marked slow (no server, database or Locust), on two pytest-xdist workers
 # docs/testing.md says where the suite's time goes and what each tier guards.
 # Each creates .venv on first use and reinstalls only when pyproject.toml changes. numpy and pyarrow come at
@@ -26,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/accelbench run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=30 --durations-min=1
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=30 --durations-min=1
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n 2

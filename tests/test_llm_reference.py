@@ -102,7 +102,10 @@ def test_completions_api_and_multi_token_events(tmp_path):
     g = json.loads(done.stdout)["steps"][0]["generative"]
     assert g["output_tokens"]["min"] == g["output_tokens"]["max"] == OSL
     assert g["gaps"] == g["requests"] * (OSL - 1)
-    assert g["itl_us"]["p50"] == 0 or g["itl_us"]["p50"] < 10_000  # 30 ms events split into three gaps
+    # a 30 ms event of three tokens is three gaps of 10 ms (one gap per event would be 30 ms); of a request's 15
+    # gaps, 13 are 10 ms and the first event's two extra tokens give 0, so the median gap is 10 ms give or take
+    # the scheduling of the two processes (it was held below 10 ms exactly: a coin flip on a loaded machine)
+    assert 7_000 < g["itl_us"]["p50"] < 13_000
 
 
 def test_cut_streams_are_failed_requests_and_the_step_goes_on(tmp_path):

@@ -55,6 +55,16 @@ def _wait_for(pid: int, ready, timeout_s: float = 240) -> list[psutil.Process]:
     raise AssertionError(f"pid {pid} never reached the state to kill it in")
 
 
+def _pytest_tree() -> set[int]:
+    """The processes this test run started and still parents: the test's own children (its own supervisor has
+    the same command line as the killed one's) and, under pytest-xdist, every worker's (another worker's
+    `accelbench serve` has a watchdog of the same command line). The killed process's children are not in it:
+    with their parent gone the kernel hands them to init."""
+    me = psutil.Process()
+    root = me.parent() if os.environ.get("PYTEST_XDIST_WORKER") else me
+    return {c.pid for c in (root or me).children(recursive=True)}
+
+
 def _kill_and_check_gone(proc: subprocess.Popen, members: list[psutil.Process]) -> None:
     """SIGKILL the accelbench process alone (as the OOM killer does); every process it started, found by
     its process group and by its command line, must be gone within GONE_WITHIN_S."""
@@ -66,8 +76,7 @@ def _kill_and_check_gone(proc: subprocess.Popen, members: list[psutil.Process]) 
     deadline = time.monotonic() + GONE_WITHIN_S
     while True:
         left = []
-        # the test's own children (its own supervisor has the same command line) are not the killed one's
-        ours = {c.pid for c in psutil.Process().children(recursive=True)}
+        ours = _pytest_tree()
         for p in psutil.process_iter(["cmdline"]):
             with contextlib.suppress(psutil.Error):
                 if not _live(p) or p.pid in ours:
