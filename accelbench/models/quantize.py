@@ -301,16 +301,6 @@ def _output_specs(card: Any, onnx_path: os.PathLike) -> list[dict[str, Any]]:
     return specs
 
 
-def _graph_cost(card: Any, onnx_path: os.PathLike, precision: str) -> dict[str, Any] | None:
+def _graph_cost(card: Any, onnx_path: os.PathLike, precision: str) -> dict[str, Any]:
     # the card fixes dynamic non-batch dims (e.g. the sequence length of an hf: export)
-    cost = model_graph_cost(card, onnx_path, 1, precision).to_dict()
-    keys = (
-        "params",
-        "flops_per_inference",
-        "weight_bytes",
-        "activation_bytes_per_inference",
-        "precision",
-        "ops",
-        "depth",
-    )
-    return {k: cost[k] for k in keys if k in cost}
+    return model_graph_cost(card, onnx_path, 1, precision).to_dict()  # the manifest's block, as it is
