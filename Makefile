@@ -26,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/accelbench run
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=30 --durations-min=1
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=30 --durations-min=1
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n 2

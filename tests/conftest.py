@@ -73,8 +73,40 @@ _spec.loader.exec_module(guard)
 GUARD_LOG = Path(tempfile.gettempdir()) / f"accelbench-fast-guard-{os.getpid()}.log"
 
 
+# The modules that take longest under `make test`, longest first (the "time by phase and module" section a run
+# prints; docs/testing.md). `make test` hands whole modules to its two workers in collection order
+# (--no-loadscope-reorder: xdist's own order, most tests first, put these few-test modules last), so the long
+# ones start first and the run ends on short modules, with neither worker idle waiting for the other's last one.
+# A module not listed keeps its place after them; a stale list costs time, never a test.
+LONGEST_FIRST = (
+    "test_corpus",
+    "test_loadtests_live",
+    "test_llm_reference",
+    "test_campaign_agents",
+    "test_llm_workloads_live",
+    "test_device_triton",
+    "test_campaigns_api",
+    "test_processes_sigkill",
+    "test_experiment_pipeline",
+    "test_serving_torch",
+    "test_loadtests_served",
+    "test_llm_loadgen_triton",
+    "test_export_hf",
+    "test_loadtests_distributed",
+    "test_install_fresh_env",
+    "test_campaign_multihost",
+)
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    rank = {f"tests/{name}.py": i for i, name in enumerate(LONGEST_FIRST)}
+    place = {item: i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.nodeid.split("::")[0], len(rank)), place[item]))
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _longest_first(items)
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_postgres = callspec is not None and callspec.params.get("db_url") == "postgresql"
@@ -144,6 +176,32 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.write_line(f"{total:.0f} s in tests: {shares}")
     for module, seconds in sorted(modules.items(), key=lambda kv: -kv[1])[:20]:
         terminalreporter.write_line(f"{seconds:8.1f} s  {module}")
+    _per_worker(terminalreporter)
+
+
+def _per_worker(terminalreporter) -> None:
+    """Under xdist: each worker's time in tests and how long before the last test it ran out of work."""
+    busy: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    began = float("inf")
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            node, stop = getattr(report, "node", None), getattr(report, "stop", 0.0)
+            if node is None or getattr(report, "when", None) is None or not stop:
+                continue
+            worker = node.gateway.id
+            busy[worker] = busy.get(worker, 0.0) + report.duration
+            ended[worker] = max(ended.get(worker, 0.0), stop)
+            began = min(began, report.start)
+    if len(busy) < 2:
+        return
+    last = max(ended.values())
+    terminalreporter.write_line(f"workers: first test to last {last - began:.0f} s")
+    for worker in sorted(busy):
+        idle = last - ended[worker]
+        terminalreporter.write_line(
+            f"  {worker}: {busy[worker]:.0f} s in tests, out of work {idle:.0f} s before the end"
+        )
 
 
 from service_fixtures import db_url, live_server, postgres_url  # noqa: E402,F401

@@ -72,14 +72,36 @@ def test_a_python_child_carries_the_guard(tmp_path):
 
 
 class FakeItem:
-    def __init__(self, fixtures: list[str], params: dict | None = None) -> None:
+    def __init__(
+        self, fixtures: list[str], params: dict | None = None, nodeid: str = "tests/test_x.py::t"
+    ) -> None:
         self.fixturenames = fixtures
+        self.nodeid = nodeid
         if params is not None:
             self.callspec = SimpleNamespace(params=params)
         self.marks: list[str] = []
 
     def add_marker(self, mark: pytest.MarkDecorator) -> None:
         self.marks.append(mark.name)
+
+
+def test_the_longest_modules_go_first_and_the_rest_keep_their_order():
+    names = ["tests/test_a.py::t1", "tests/test_llm_reference.py::t1", "tests/test_b.py::t1",
+             "tests/test_corpus.py::t1", "tests/test_llm_reference.py::t2", "tests/test_a.py::t2"]  # fmt: skip
+    items = [FakeItem([], nodeid=name) for name in names]
+    conftest._longest_first(items)
+    assert [item.nodeid for item in items] == [
+        "tests/test_corpus.py::t1", "tests/test_llm_reference.py::t1", "tests/test_llm_reference.py::t2",
+        "tests/test_a.py::t1", "tests/test_b.py::t1", "tests/test_a.py::t2"]  # fmt: skip
+
+
+def test_every_longest_first_module_exists():
+    here = Path(__file__).parent
+    assert [name for name in conftest.LONGEST_FIRST if not (here / f"{name}.py").is_file()] == []
+
+
+def test_make_test_keeps_the_collection_order():
+    assert "--no-loadscope-reorder" in (Path(__file__).parent.parent / "Makefile").read_text()
 
 
 def test_tests_on_a_server_or_postgresql_fixture_are_marked_slow():
