@@ -168,6 +168,7 @@ def test_every_page_reads_as_text_for_people_and_passes_axe(reviewer_server):
             _check_page(page, "results", folder)
             assert page.locator("#results tbody tr").count() == 2
             page.click("a[rel=next]")
+            page.wait_for_load_state()  # the URL changes when the navigation commits, before page 2's rows load
             assert "page=2" in page.url and page.locator("#results tbody tr").count() == 2
 
             page.goto(base + "/report?model=resnet50&slo_p99_ms=20")
