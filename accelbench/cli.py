@@ -7,12 +7,12 @@ become one line on stderr and the exit code the error class carries. Never a tra
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
 from accelbench import __version__
+from accelbench.commands.console import library_output
 from accelbench.errors import AccelbenchError
 
 # click >= 8.2 raises this (a UsageError) for a bare group, to print its help; click 8.1 has no such class.
@@ -23,20 +23,6 @@ def _usage_line(err: click.UsageError, ctx: click.Context) -> None:
     # click prints usage errors as Usage/Try/Error lines; accelbench's contract is one line on stderr.
     where = (err.ctx or ctx).command_path
     click.echo(f"accelbench: error: {err.format_message().rstrip('.')} (see '{where} --help')", err=True)
-
-
-class _Echo(logging.Handler):
-    """Library progress records (quantize, exports) as ``accelbench: ...`` lines on this command's stderr."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"accelbench: {record.getMessage()}", err=True)
-
-
-def _show_progress() -> None:
-    library = logging.getLogger("accelbench.models")  # the stages report progress as log records
-    library.setLevel(logging.INFO)
-    if not any(isinstance(h, _Echo) for h in library.handlers):
-        library.addHandler(_Echo())
 
 
 class _Group(click.Group):
@@ -82,8 +68,10 @@ class _Group(click.Group):
     default=None,
     help="A user catalog TOML that overrides or adds hardware targets (also ACCELBENCH_CATALOG).",
 )
+@click.option("-q", "--quiet", is_flag=True, help="Only results, warnings and errors: no progress lines.")
+@click.option("-v", "--verbose", is_flag=True, help="Also the stages' debug messages.")
 @click.pass_context
-def main(ctx: click.Context, catalog_path: str | None) -> None:
+def main(ctx: click.Context, catalog_path: str | None, quiet: bool, verbose: bool) -> None:
     """Which accelerator serves my model cheapest at my latency target?
 
     Quantize a model per hardware target, serve it on NVIDIA Triton, load-test it with Locust,
@@ -91,7 +79,10 @@ def main(ctx: click.Context, catalog_path: str | None) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["catalog_path"] = catalog_path
-    _show_progress()
+    ctx.obj["quiet"] = quiet
+    if quiet and verbose:
+        raise click.UsageError("--quiet and --verbose contradict each other: give one")
+    library_output(quiet=quiet, verbose=verbose)
 
 
 def _register_commands() -> None:

@@ -8,6 +8,7 @@ import sys
 import click
 
 from accelbench.commands import token_option
+from accelbench.commands.console import library_output
 from accelbench.commands.load_options import build, knob_options
 from accelbench.loadtests.profiles import LoadPlan
 
@@ -29,7 +30,11 @@ def init_cmd(path: str, force: bool) -> None:
     "--out", "out_dir", type=click.Path(file_okay=False), help="Output folder (overrides the spec's)."
 )
 @click.option("--target", "target_id", help="Run only this target of the spec, measured on this host.")
-@click.option("--quiet", is_flag=True, help="No progress lines; print only where the report is.")
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="No progress lines; print only where the report is (as `accelbench -q run`).",
+)
 @click.option(
     "--push",
     "push_url",
@@ -70,6 +75,9 @@ def run_cmd(
         experiment = replace(experiment, load=build(LoadPlan, {**experiment.load.__dict__, **given}))
     from accelbench.processes import record_children_in
 
+    quiet = quiet or bool((ctx.find_root().obj or {}).get("quiet"))
+    if quiet:  # the model stage's progress records as well as the pipeline's lines
+        library_output(quiet=True)
     progress = make_progress(quiet=quiet)
     # a killed earlier run on this folder may have left its tritonserver running: end it, say so
     left = record_children_in(out_dir or str(experiment.out))
