@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from accelbench.reports import llm_sections
 from accelbench.reports import sections as sec
 from accelbench.reports.capacity import percentile_key
+from accelbench.reports.headline import headline
 from accelbench.reports.rows import PlanRow
 
 if TYPE_CHECKING:
@@ -57,14 +58,27 @@ def report_title(data: ReportData) -> str:
     return f"accelbench report: {tokens}" + (f"; {classic}" if data.rows else "")
 
 
+def headline_md(data: ReportData) -> list[str]:
+    """The first screen: the headline table, a sentence per line, the footnotes (reports/headline.py)."""
+    head = headline(data)
+    if not head.lines:
+        return []
+    table = sec.Table("", head.headers, head.rows)
+    lines = ["## The answer at a glance", ""] + table_md(table) + [""]
+    lines += [f"- {line.sentence}" for line in head.lines] + [""]
+    lines += [" ".join(head.footnotes), ""]
+    return lines
+
+
 def render_markdown(data: ReportData, plan: list[PlanRow] | None, plot_files: dict[str, str]) -> str:
     lines = [f"# {report_title(data)}", ""]
-    if data.rows:
-        lines += [sec.answer(data), ""]
+    lines += headline_md(data)
     lines += ['Figures marked "(proj)" are roofline projections, not measurements; see Method.', ""]
     lines += section_md(sec.settings_section(data))
     results = sec.Section(
-        "Results", tables=[sec.results_table(data, m) for m in sorted({r.model for r in data.rows})]
+        "Results",
+        paragraphs=[f"The answer in full: {sec.answer(data)}"] if data.rows else [],
+        tables=[sec.results_table(data, m) for m in sorted({r.model for r in data.rows})],
     )
     if data.rows or data.generative is None:
         lines += section_md(results)

@@ -93,6 +93,35 @@ def efficiency_label(row: ReportRow) -> str:
     return text
 
 
+_KIND_SHORT = {
+    "published": "published",
+    "toolchain-median": "toolchain median",
+    "measured": "measured",
+    "assumed": "assumed",
+}
+PROJECTED_LEGEND = (
+    "Projected rows (proj): roofline × efficiency. The note gives the efficiency and where it came from "
+    "(published: fitted on this target's published results; toolchain median: its toolchain's median, none "
+    "published for this target; measured: calibrated on measured targets of its toolchain; assumed: no data), "
+    "the projected range of the capacity (the spread of the efficiency fit and of its validation, not a "
+    "measurement), a calibration where one applies, and the batch."
+)
+
+
+def projected_note(row: ReportRow) -> str:
+    """What is particular to one projected row; what every projected row shares is in PROJECTED_LEGEND."""
+    e = "—" if row.efficiency is None else f"{row.efficiency:.3g}"
+    text = f"efficiency {e} ({_KIND_SHORT.get(row.efficiency_kind or 'assumed', 'assumed')})"
+    lo, hi = row.projected_capacity_rps_low, row.projected_capacity_rps_high
+    if lo is not None and hi is not None and hi > lo * 1.001:
+        text += f"; range {fmt(lo)}–{fmt(hi)} req/s"
+    elif lo is not None:
+        text += "; no range (the fit passes through every published point)"
+    if row.calibration and row.calibration != "none":
+        text += f"; calibration {row.calibration}"
+    return text + f"; batch {row.projected_batch}"
+
+
 def _accuracy(row: ReportRow) -> str:
     if not row.accuracy_verdict:
         return "not recorded"
@@ -200,7 +229,7 @@ def results_table(data: ReportData, model: str) -> Table:
         if resolution_us > 1:  # imported from a bucketed histogram (Locust)
             note = (note + "; " if note else "") + f"{key} known to {resolution_us / 1000:g} ms"
         if r.status == "projected" and r.efficiency:
-            note = (note + "; " if note else "") + f"{efficiency_label(r)}; batch {r.projected_batch}"
+            note = (note + "; " if note else "") + projected_note(r)
         rows.append(
             [
                 str(r.rank) if r.rank else "—",
@@ -226,13 +255,13 @@ def results_table(data: ReportData, model: str) -> Table:
         headers.insert(10, "J/request")
         for cells, r in zip(rows, model_rows, strict=True):
             cells.insert(10, fmt(r.energy_per_request_j))
-    return Table(
-        f"{model}",
-        headers,
-        rows,
+    legend = (
         "Ranked by cost per million requests among rows that meet the SLO. Measured numbers carry their 95 % "
-        'interval in brackets; see "How to read these numbers".',
+        'interval in brackets; see "How to read these numbers".'
     )
+    if any(r.status == "projected" and r.efficiency for r in model_rows):
+        legend += " " + PROJECTED_LEGEND
+    return Table(f"{model}", headers, rows, legend)
 
 
 def settings_section(data: ReportData) -> Section:
