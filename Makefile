@@ -18,7 +18,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,hf,service]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,hf,service,pandas]"
 	$(BIN)/python -m accelbench.serving.install
 	touch $(STAMP)
 

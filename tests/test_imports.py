@@ -27,12 +27,13 @@ ROOTS = {
     "experiment": "experiment",
     "service": "service",
     "client": "client",
+    "results": "results",  # the DataFrames API (accelbench.results): folders → the report's table, as the CLI
 }
 # The roots each root may import: the CLI any; the server and its HTTP client (push, submit, agent) the
 # experiment (its spec; the agent runs the pipeline) but not each other; the experiment none (it hands
 # results to a sink it is given).
 ROOT_IMPORTS = {"cli": {"experiment", "service", "client"}, "service": {"experiment"}, "client": {"experiment"},
-                "experiment": set()}  # fmt: skip
+                "experiment": set(), "results": set()}  # fmt: skip
 BASE = -1  # below every stage: imports nothing of accelbench but other base modules
 BASE_MODULES = ("__init__", "answers", "documents", "errors", "util", "processes", "watchdog")
 

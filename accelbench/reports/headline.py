@@ -163,14 +163,21 @@ def _owned(basis: str | None) -> bool:
     return bool(basis and basis.startswith("owned"))
 
 
+def cost_bounds(r: ReportRow) -> tuple[float | None, float | None]:
+    """A row's cost per million requests, low and high: its 95 % interval when measured, its projected range
+    when projected (cost ∝ 1 / capacity: the capacity's range turned over), (None, None) without one."""
+    cost, capacity = r.cost_per_million_usd, r.capacity_rps
+    if r.status != "projected":
+        return r.cost_low, r.cost_high
+    lo, hi = r.projected_capacity_rps_low, r.projected_capacity_rps_high
+    if not (cost and capacity and lo and hi and hi > lo * 1.001):
+        return None, None
+    return cost * capacity / hi, cost * capacity / lo
+
+
 def _row_pick(r: ReportRow) -> Pick:
     cost = float(r.cost_per_million_usd or 0.0)
-    low, high = r.cost_low, r.cost_high
-    if r.status == "projected":  # cost ∝ 1 / capacity: the capacity's projected range turned over
-        lo, hi = r.projected_capacity_rps_low, r.projected_capacity_rps_high
-        low = high = None
-        if lo and hi and r.capacity_rps and hi > lo * 1.001:
-            low, high = cost * r.capacity_rps / hi, cost * r.capacity_rps / lo
+    low, high = cost_bounds(r)
     return Pick(
         r.target,
         r.precision,

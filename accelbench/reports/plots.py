@@ -20,6 +20,7 @@ from accelbench.reports.capacity import (
     step_throughput_interval,
     step_usable,
 )
+from accelbench.reports.headline import cost_bounds
 from accelbench.reports.svg import TAB10, Bar, ErrorBar, Figure, Style
 
 if TYPE_CHECKING:
@@ -94,10 +95,20 @@ def latency_vs_throughput(data: ReportData) -> str:
                 and row.capacity_rps
                 and row.latency_us is not None
             ):
+                ms = row.latency_us / 1000.0
+                lo, hi = row.projected_capacity_rps_low, row.projected_capacity_rps_high
+                ranged = lo is not None and hi is not None and hi > lo * 1.001
+                if ranged:  # the capacity's projected range: dashed, unlike a measured interval
+                    ax.errorbar(
+                        [(row.capacity_rps, ms, *_ends(row.capacity_rps, lo, hi), ms, ms)],
+                        colors[row.target],
+                        "dashed",
+                    )
                 ax.line(
-                    [(row.capacity_rps, row.latency_us / 1000.0)],
+                    [(row.capacity_rps, ms)],
                     Style(colors[row.target], _MARKERS.get(row.precision, "o"), filled=False, line=None),
-                    label=f"{row.target} {row.precision} (projected)",
+                    label=f"{row.target} {row.precision} (projected"
+                    + (", dashed: range)" if ranged else ")"),
                 )
         # log axes need data: a model with no usable step and no projection keeps linear axes
         ax.xlog = ax.ylog = bool(ax.lines)
@@ -105,8 +116,17 @@ def latency_vs_throughput(data: ReportData) -> str:
     return fig.svg()
 
 
+_BASELINE = Style("red", None, line="dashdot", width=1.0)
+_WHISKERS = (  # (projected?, legend text, sample)
+    (False, "measured: 95 % interval", Style("#111", None, line="solid", width=1.4)),
+    (True, "projected: range (not measured)", Style("#111", None, line="dashed", width=1.4)),
+)
+
+
 def cost_vs_baseline(data: ReportData) -> str:
-    """Per model: cost per million requests of every row that has one; projected hatched; baseline outlined red."""
+    """Per model: cost per million requests of every row that has one, with its measured 95 % interval (solid
+    whisker) or projected range (dashed, open brackets); projected hatched; the baseline outlined red and drawn
+    as a line across; owned devices (capex amortized, not rented) say so in their label."""
     colors = _colors(list(data.targets))
     models = [m for m in _models(data) if any(r.model == m and r.cost_per_million_usd for r in data.rows)]
     fig = Figure(
@@ -126,14 +146,19 @@ def cost_vs_baseline(data: ReportData) -> str:
             height=22.0 * len(costs) + 16,
         )
         ax.xlog = True
+        whiskers = set()
         for r, cost in costs:
             projected, base = r.status == "projected", r.target == data.baseline_id
             label = (
                 f"{r.target} {r.precision}"
                 + (" (proj)" if projected else "")
+                + (" [owned]" if (r.price_basis or "").startswith("owned") else "")
                 + (" [baseline]" if base else "")
                 + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else "")
             )
+            low, high = cost_bounds(r)
+            if low is not None and high is not None:
+                whiskers.add(projected)
             ax.bars.append(
                 Bar(
                     cost,
@@ -143,8 +168,18 @@ def cost_vs_baseline(data: ReportData) -> str:
                     hatch=projected,
                     edge="red" if base else "black",
                     edge_width=2.0 if base else 0.6,
+                    low=low,
+                    high=high,
+                    range_dashed=projected,
                 )
             )
+        ax.legend += [(text, s) for p, text, s in _WHISKERS if p in whiskers]
+        for r, cost in costs:
+            if r.target == data.baseline_id:
+                status = " (proj)" if r.status == "projected" else ""
+                ax.ref("v", cost, _BASELINE, f"baseline {r.target} {r.precision}{status}")
+        if any((r.price_basis or "").startswith("owned") for r, _ in costs):
+            ax.legend.append(("[owned] = bought: capex amortized + power", Style("white", None, line=None)))
     if not models:
         fig.axes("cost per million requests", "", "", height=60.0).note = "no row has a cost at the SLO"
     return fig.svg()
@@ -219,7 +254,8 @@ def all_plots(data: ReportData) -> dict[str, str]:
 
 def frontier_chart(gen: GenerativeReport) -> str:
     """Per model: each row's frontier, output tokens/s per accelerator vs tokens/s per user; measured solid with
-    filled markers, projected dashed with hollow ones; the asked interactivity as a vertical line."""
+    filled markers, projected dashed with hollow ones; each row's band where its points carry one (a measured
+    95 % interval, or a projected range: dashed edge); the asked interactivity as a vertical line."""
     models = sorted({r.model for r in gen.rows}) or [""]
     colors = _colors(list({r.target for r in gen.rows}))
     fig = Figure(
@@ -242,6 +278,13 @@ def frontier_chart(gen: GenerativeReport) -> str:
             if not pts:
                 continue
             projected = r.status == "projected"
+            band = [
+                (p.tokens_per_user, p.output_tps_low, p.output_tps_high)
+                for p in r.points
+                if p.tokens_per_user and p.output_tps_low and p.output_tps_high
+            ]
+            if band:  # a measured 95 % interval band (solid edge), or a projected range (dashed edge)
+                ax.band(band, colors[r.target], "dashed" if projected else "solid")
             ax.line(
                 pts,
                 Style(

@@ -240,6 +240,9 @@ class Bar:
     hatch: bool = False
     edge: str = "black"
     edge_width: float = 0.6
+    low: float | None = None  # a whisker from low to high: a measured 95 % interval, or a projected range
+    high: float | None = None
+    range_dashed: bool = False  # a projected range: dashed, with open caps, unlike a measured interval
 
 
 @dataclass
@@ -253,7 +256,8 @@ class Axes:
     ylog: bool = False
     height: float = 230.0
     lines: list[tuple[list[tuple[float, float]], Style]] = field(default_factory=list)
-    errorbars: list[tuple[list[ErrorBar], str]] = field(default_factory=list)
+    errorbars: list[tuple[list[ErrorBar], str, str]] = field(default_factory=list)  # bars, colour, dash
+    bands: list[tuple[list[tuple[float, float, float]], str, str]] = field(default_factory=list)
     refs: list[tuple[str, float, Style]] = field(default_factory=list)  # ("h" | "v", value, style)
     bars: list[Bar] = field(default_factory=list)
     legend: list[tuple[str, Style]] = field(default_factory=list)
@@ -265,9 +269,14 @@ class Axes:
         if label is not None:
             self.legend.append((label, style))
 
-    def errorbar(self, bars: Sequence[ErrorBar], color: str) -> None:
-        """(x, y, x low, x high, y low, y high) per point: its 95 % interval as a cross with caps."""
-        self.errorbars.append((list(bars), color))
+    def errorbar(self, bars: Sequence[ErrorBar], color: str, line: str = "solid") -> None:
+        """(x, y, x low, x high, y low, y high) per point: its 95 % interval as a cross with caps (``line``
+        "dashed": a projected range)."""
+        self.errorbars.append((list(bars), color, line))
+
+    def band(self, points: Sequence[tuple[float, float, float]], color: str, line: str = "solid") -> None:
+        """(x, y low, y high) per point: a shaded band between the two curves, outlined with ``line``."""
+        self.bands.append((sorted(points), color, line))
 
     def ref(self, axis: str, value: float, style: Style, label: str) -> None:
         """A line across the whole panel at y = value (axis "h") or x = value ("v")."""
@@ -276,15 +285,19 @@ class Axes:
 
     def scales(self) -> tuple[Scale, Scale]:
         if self.bars:  # bars start at the left edge: it sits below the smallest value
-            values = [b.value for b in self.bars if b.value > 0]
+            values = [v for b in self.bars for v in (b.value, b.low, b.high) if v is not None and v > 0]
+            values += [v for axis, v, _ in self.refs if axis == "v" and v > 0]
             lo, hi = min(values or [1.0]), max(values or [10.0])
             lo = lo / 10 ** max(0.3, 0.12 * math.log10(hi / lo))
             return domain([lo, hi], self.xlog, margin=0.03), Scale(-0.6, len(self.bars) - 0.4)
         xs = [x for pts, _ in self.lines for x, _ in pts]
         ys = [y for pts, _ in self.lines for _, y in pts]
-        for pts_err, _ in self.errorbars:
+        for pts_err, _, _ in self.errorbars:
             xs += [v for p in pts_err for v in (p[2], p[3])]
             ys += [v for p in pts_err for v in (p[4], p[5])]
+        for band, _, _ in self.bands:
+            xs += [x for x, _, _ in band]
+            ys += [v for _, lo, hi in band for v in (lo, hi)]
         xs += [v for axis, v, _ in self.refs if axis == "v"]
         ys += [v for axis, v, _ in self.refs if axis == "h"]
         xscale = (
@@ -404,9 +417,16 @@ def _panel(lay: _Layout, left: float, top: float, plot_w: float) -> list[str]:
             else f"M{num(px(value))} {num(top)}V{num(bottom)}"
         )
         out.append(path(d, style.color, style.width, style.line or "solid"))
-    for bars, color in ax.errorbars:
+    for band, color, line in ax.bands:
+        pts = [(x, lo, hi) for x, lo, hi in band if shown(x, lo) and shown(x, hi)]
+        if len(pts) > 1:
+            outline = [(px(x), py(hi)) for x, _, hi in pts] + [(px(x), py(lo)) for x, lo, _ in reversed(pts)]
+            out.append(
+                path(polyline(outline) + "Z", color, 0.6, line, fill=color, extra=' fill-opacity="0.15"')
+            )
+    for bars, color, line in ax.errorbars:
         drawn = [b for b in bars if shown(b[0], b[1]) and shown(b[2], b[4]) and shown(b[3], b[5])]
-        out.append(path(_error_path(drawn, px, py), color, 0.8))
+        out.append(path(_error_path(drawn, px, py), color, 0.8 if line == "solid" else 1.1, line))
     for points, style in ax.lines:
         pts = [(px(x), py(y)) for x, y in points if shown(x, y)]
         if style.line and len(pts) > 1:
@@ -467,7 +487,26 @@ def _bars(
             f'<rect x="{num(left)}" y="{num(y0)}" width="{num(x1 - left)}" height="{num(y1 - y0)}" '
             f'fill="none" stroke="{bar.edge}" stroke-width="{num(bar.edge_width)}"/>'
         )
+        if bar.low is not None and bar.high is not None and bar.high > bar.low:
+            out.append(_whisker(px(bar.low), px(bar.high), py(float(i)), bar.range_dashed))
     return out
+
+
+def _whisker(x0: float, x1: float, cy: float, dashed: bool) -> str:
+    """A measured interval: a solid line with closed caps; a projected range: dashed, with open brackets
+    ("[" and "]" turned outwards), so the two never read alike even in grey."""
+    if not dashed:
+        d = (
+            f"M{num(x0)} {num(cy)}H{num(x1)}M{num(x0)} {num(cy - _CAP * 1.5)}V{num(cy + _CAP * 1.5)}"
+            f"M{num(x1)} {num(cy - _CAP * 1.5)}V{num(cy + _CAP * 1.5)}"
+        )
+        return path(d, "#111", 1.4)
+    d = f"M{num(x0)} {num(cy)}H{num(x1)}"
+    caps = (
+        f"M{num(x0 + _CAP)} {num(cy - _CAP * 1.5)}H{num(x0)}V{num(cy + _CAP * 1.5)}H{num(x0 + _CAP)}"
+        f"M{num(x1 - _CAP)} {num(cy - _CAP * 1.5)}H{num(x1)}V{num(cy + _CAP * 1.5)}H{num(x1 - _CAP)}"
+    )
+    return path(d, "#111", 1.4, "dashed") + path(caps, "#111", 1.2)
 
 
 def _frame(
