@@ -155,7 +155,10 @@ def _sentence(line: Line) -> str:
     width = best.width
     if width is not None and width > WIDE:
         return f"{line.model}: {who} is measured, but its interval is {width:.2g}× wide: measure longer before deciding."
-    return f"{line.model}: {who} is measured; its 95 % interval is all the uncertainty there is."
+    if width is None:
+        return f"{line.model}: {who} is measured, with no 95 % interval recorded: its uncertainty is unknown."
+    half = (best.high or 0.0) - (best.low or 0.0)
+    return f"{line.model}: {who} is measured, ±{half / 2 / best.usd_per_million:.0%} (95 %)."
 
 
 # ------------------------------------------------------------------------------------------ request rows

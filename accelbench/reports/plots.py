@@ -108,7 +108,8 @@ def latency_vs_throughput(data: ReportData) -> str:
                     [(row.capacity_rps, ms)],
                     Style(colors[row.target], _MARKERS.get(row.precision, "o"), filled=False, line=None),
                     label=f"{row.target} {row.precision} (projected"
-                    + (", dashed: range)" if ranged else ")"),
+                    + (", dashed: range)" if ranged else ")")
+                    + (" [owned]" if (row.price_basis or "").startswith("owned") else ""),
                 )
         # log axes need data: a model with no usable step and no projection keeps linear axes
         ax.xlog = ax.ylog = bool(ax.lines)
@@ -294,7 +295,8 @@ def frontier_chart(gen: GenerativeReport) -> str:
                     line="dashed" if projected else "solid",
                     size=2.8,
                 ),
-                label=f"{r.target} {r.precision} ({'projected' if projected else 'measured'})",
+                label=f"{r.target} {r.precision} ({'projected' if projected else 'measured'}"
+                + (f", band: {'range' if projected else '95 % interval'})" if band else ")"),
             )
         ax.xlog = ax.ylog = bool(ax.lines)
         if gen.min_tokens_per_user is not None:

@@ -104,7 +104,7 @@ PROJECTED_LEGEND = (
     "(published: fitted on this target's published results; toolchain median: its toolchain's median, none "
     "published for this target; measured: calibrated on measured targets of its toolchain; assumed: no data), "
     "the projected range of the capacity (the spread of the efficiency fit and of its validation, not a "
-    "measurement), a calibration where one applies, and the batch."
+    "measurement), the calibration factor where one applies (how it was made: Provenance) and the batch."
 )
 
 
@@ -117,8 +117,8 @@ def projected_note(row: ReportRow) -> str:
         text += f"; range {fmt(lo)}–{fmt(hi)} req/s"
     elif lo is not None:
         text += "; no range (the fit passes through every published point)"
-    if row.calibration and row.calibration != "none":
-        text += f"; calibration {row.calibration}"
+    if row.calibration and row.calibration != "none":  # its factor; how it was made: Provenance, once per row
+        text += f"; calibration {row.calibration.split(' = ')[0]}"
     return text + f"; batch {row.projected_batch}"
 
 
