@@ -203,3 +203,30 @@ def test_log_ticks_are_few_distinct_and_inside(log_lo, decades):
 def test_the_domain_shows_every_value(values, log):
     scale = domain(values, log)
     assert all(0.0 < scale.frac(v) < 1.0 for v in values)
+
+
+def test_whiskers_and_bands_a_range_never_looks_like_a_measured_interval():
+    """A bar's measured interval is a solid whisker with closed caps; a projected range is dashed with open
+    brackets; a band is a filled outline between its two curves; the axis reaches every whisker end."""
+    from accelbench.reports.svg import Bar, Figure, Style
+
+    fig = Figure("whiskers")
+    bars = fig.axes("bars", "x", "")
+    bars.xlog = True
+    bars.bars += [Bar(2.0, "#1f77b4", "measured", low=1.5, high=2.5),
+                  Bar(5.0, "#ff7f0e", "projected", low=3.0, high=80.0, range_dashed=True)]  # fmt: skip
+    band = fig.axes("band", "x", "y")
+    band.band([(1.0, 9.0, 11.0), (2.0, 18.0, 22.0), (3.0, 27.0, 33.0)], "#2ca02c", "dashed")
+    band.line([(1.0, 10.0), (3.0, 30.0)], Style("#2ca02c"))
+    root = ET.fromstring(fig.svg())
+    paths = list(root.iter(f"{NS}path"))
+    whiskers = [p for p in paths if p.get("stroke") == "#111"]
+    solid = [p for p in whiskers if p.get("stroke-dasharray") is None]
+    dashed = [p for p in whiskers if p.get("stroke-dasharray")]
+    assert len(dashed) == 1 and len(solid) == 2  # the measured whisker; the range's line and its brackets
+    assert solid[0].get("d").count("V") == 2 and solid[1].get("d").count("H") == 4  # caps | |, brackets [ ]
+    frame = next(p.get("d") for p in paths if p.get("stroke") == "#222")  # "M{left} {top}H{right}V…"
+    right = float(frame.split("H")[1].split("V")[0])
+    assert float(dashed[0].get("d").split("H")[1]) <= right  # the range's top end is inside the axis
+    fills = [p for p in paths if p.get("fill-opacity") == "0.15"]
+    assert len(fills) == 1 and fills[0].get("d").endswith("Z") and fills[0].get("stroke-dasharray")
