@@ -129,11 +129,11 @@ def rendered(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_report_has_every_target_and_labels_every_projected_figure(rendered):
     md = (rendered / "report.md").read_text()
-    first_para = md.split("\n\n")[1]
+    headline = md.split("\n\n")[2]  # after the title and the headline's heading: its table
     assert (
-        "cheapest target" in first_para
-        and "per million requests" in first_para
-        and "a100-sxm4-80gb" in first_para
+        "cheapest target" in headline
+        and "requests at p99" in headline
+        and "vs a100-sxm4-80gb" in headline
     )
     rows = [ln for ln in md.splitlines() if re.match(r"\| (\d+|—) \| ", ln)]
     targets = {ln.split("|")[2].strip() for ln in rows}
