@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 pd = pytest.importorskip("pandas")  # the accelbench[pandas] extra; `make` installs it
+pytestmark = pytest.mark.slow  # builds three reports (a second or more each on the shared machine)
 
 from accelbench.documents import load_result  # noqa: E402
 from accelbench.hardware.catalog import load_catalog  # noqa: E402
