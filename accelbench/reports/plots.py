@@ -58,6 +58,12 @@ def _point(step: Step, key: str) -> ErrorBar | None:
     return (rps, ms, *x_ends, *y_ends)
 
 
+def _owned_tag(data: ReportData, target: str) -> str:
+    """The label tag of a device priced as bought (capex amortized + power), not rented: " [owned]"."""
+    owned = any(r.target == target and (r.price_basis or "").startswith("owned") for r in data.rows)
+    return " [owned]" if owned else ""
+
+
 def latency_vs_throughput(data: ReportData) -> str:
     """Per model: usable measured steps per target (percentile vs requests/s) with their 95 % intervals as
     error bars, projected points, and the SLO line."""
@@ -86,7 +92,7 @@ def latency_vs_throughput(data: ReportData) -> str:
                 ax.line(
                     [p[:2] for p in pts],
                     Style(colors[tid], _MARKERS.get(precision, "o"), line=_LINES.get(precision, "solid")),
-                    label=f"{tid} {precision} (measured, 95 % intervals)",
+                    label=f"{tid} {precision} (measured, 95 % intervals)" + _owned_tag(data, tid),
                 )
         for row in data.rows:
             if (
@@ -109,11 +115,15 @@ def latency_vs_throughput(data: ReportData) -> str:
                     Style(colors[row.target], _MARKERS.get(row.precision, "o"), filled=False, line=None),
                     label=f"{row.target} {row.precision} (projected"
                     + (", dashed: range)" if ranged else ")")
-                    + (" [owned]" if (row.price_basis or "").startswith("owned") else ""),
+                    + _owned_tag(data, row.target),
                 )
         # log axes need data: a model with no usable step and no projection keeps linear axes
         ax.xlog = ax.ylog = bool(ax.lines)
         ax.ref("h", opts.slo_ms, _SLO, f"SLO {key} {opts.slo_ms:g} ms")
+        for row in data.rows:  # the baseline's capacity as a line across, where it has one
+            if row.model == model and row.target == data.baseline_id and row.capacity_rps and ax.xlog:
+                status = " (proj)" if row.status == "projected" else ""
+                ax.ref("v", row.capacity_rps, _BASELINE, f"baseline {row.target} {row.precision}{status}")
     return fig.svg()
 
 
@@ -153,7 +163,7 @@ def cost_vs_baseline(data: ReportData) -> str:
             label = (
                 f"{r.target} {r.precision}"
                 + (" (proj)" if projected else "")
-                + (" [owned]" if (r.price_basis or "").startswith("owned") else "")
+                + _owned_tag(data, r.target)
                 + (" [baseline]" if base else "")
                 + (" [accuracy FAIL]" if r.accuracy_verdict == "FAIL" else "")
             )
