@@ -130,11 +130,7 @@ def rendered(tmp_path_factory) -> Path:
 def test_report_has_every_target_and_labels_every_projected_figure(rendered):
     md = (rendered / "report.md").read_text()
     headline = md.split("\n\n")[2]  # after the title and the headline's heading: its table
-    assert (
-        "cheapest target" in headline
-        and "requests at p99" in headline
-        and "vs a100-sxm4-80gb" in headline
-    )
+    assert "cheapest target" in headline and "requests at p99" in headline and "vs a100-sxm4-80gb" in headline
     rows = [ln for ln in md.splitlines() if re.match(r"\| (\d+|—) \| ", ln)]
     targets = {ln.split("|")[2].strip() for ln in rows}
     assert {"cpu-local", "l4", "l40s", "jetson-agx-orin-64gb", "inf2-xlarge", "a100-sxm4-80gb"} <= targets

@@ -420,7 +420,9 @@ def _panel(lay: _Layout, left: float, top: float, plot_w: float) -> list[str]:
     for band, color, line in ax.bands:
         kept = [(x, lo, hi) for x, lo, hi in band if shown(x, lo) and shown(x, hi)]
         if len(kept) > 1:
-            outline = [(px(x), py(hi)) for x, _, hi in kept] + [(px(x), py(lo)) for x, lo, _ in reversed(kept)]
+            outline = [(px(x), py(hi)) for x, _, hi in kept] + [
+                (px(x), py(lo)) for x, lo, _ in reversed(kept)
+            ]
             out.append(
                 path(polyline(outline) + "Z", color, 0.6, line, fill=color, extra=' fill-opacity="0.15"')
             )
