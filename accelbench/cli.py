@@ -69,7 +69,12 @@ class _Group(click.Group):
     help="A user catalog TOML that overrides or adds hardware targets (also ACCELBENCH_CATALOG).",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Only results, warnings and errors: no progress lines.")
-@click.option("-v", "--verbose", is_flag=True, help="Also the stages' debug messages.")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also the stages' debug messages and, in `run`, each measured window.",
+)
 @click.pass_context
 def main(ctx: click.Context, catalog_path: str | None, quiet: bool, verbose: bool) -> None:
     """Which accelerator serves my model cheapest at my latency target?
@@ -79,7 +84,7 @@ def main(ctx: click.Context, catalog_path: str | None, quiet: bool, verbose: boo
     """
     ctx.ensure_object(dict)
     ctx.obj["catalog_path"] = catalog_path
-    ctx.obj["quiet"] = quiet
+    ctx.obj["quiet"], ctx.obj["verbose"] = quiet, verbose
     if quiet and verbose:
         raise click.UsageError("--quiet and --verbose contradict each other: give one")
     library_output(quiet=quiet, verbose=verbose)

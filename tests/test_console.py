@@ -53,3 +53,15 @@ def test_quiet_and_verbose_together_is_one_clear_line():
     assert result.exit_code == 2
     assert result.output.strip().startswith("accelbench: error: --quiet and --verbose contradict")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_verbose_adds_each_window_and_quiet_says_nothing(capsys):
+    from accelbench.experiment.progress import make_progress
+    from accelbench.loadtests.events import StepProgress
+
+    window = StepProgress(index=0, offered={"concurrency": 4}, elapsed_s=2.0, rps=812.5, p99_us=4100.0)
+    for verbose, quiet, expected in ((True, False, 1), (False, False, 0), (True, True, 0)):
+        make_progress(quiet=quiet, verbose=verbose).event(window)
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == expected, (verbose, quiet, lines)
+        assert all("812.5 req/s, p99 4100 µs" in line for line in lines)

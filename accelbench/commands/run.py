@@ -75,10 +75,11 @@ def run_cmd(
         experiment = replace(experiment, load=build(LoadPlan, {**experiment.load.__dict__, **given}))
     from accelbench.processes import record_children_in
 
-    quiet = quiet or bool((ctx.find_root().obj or {}).get("quiet"))
+    root = ctx.find_root().obj or {}
+    quiet = quiet or bool(root.get("quiet"))
     if quiet:  # the model stage's progress records as well as the pipeline's lines
         library_output(quiet=True)
-    progress = make_progress(quiet=quiet)
+    progress = make_progress(quiet=quiet, verbose=bool(root.get("verbose")))
     # a killed earlier run on this folder may have left its tritonserver running: end it, say so
     left = record_children_in(out_dir or str(experiment.out))
     if left:

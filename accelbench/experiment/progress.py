@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from accelbench.loadtests.events import Event, RepeatStarted, StepFinished
+from accelbench.loadtests.events import Event, RepeatStarted, StepFinished, StepProgress
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,6 +36,7 @@ class Progress:
     """Records every step (the pipeline's tests read ``records``) and prints it."""
 
     quiet: bool = False
+    verbose: bool = False  # also each measured window of a running step (accelbench -v run)
     records: list[StepRecord] = field(default_factory=list)
     _console: Console | None = None
 
@@ -58,8 +59,14 @@ class Progress:
         self._emit(f"[{stage}] {message}", "yellow")
 
     def event(self, event: Event) -> None:
-        """A load sweep's event: a line per recorded step and per repeat; windows and the rest are not shown."""
-        if isinstance(event, StepFinished):
+        """A load sweep's event: a line per recorded step and per repeat; with ``verbose`` also each measured
+        window of the running step; the rest are not shown."""
+        if isinstance(event, StepProgress) and self.verbose:
+            self.note(
+                "load",
+                f"    window: {event.elapsed_s:.0f} s, {event.rps:.4g} req/s, p99 {event.p99_us:.4g} µs",
+            )
+        elif isinstance(event, StepFinished):
             self.note("load", step_note(event.step))
         elif isinstance(event, RepeatStarted):
             self.note("load", f"run {event.repeat} of {event.repeats}")
@@ -120,11 +127,11 @@ def step_note(step: Step) -> str:
     return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
 
 
-def make_progress(quiet: bool = False) -> Progress:
+def make_progress(quiet: bool = False, verbose: bool = False) -> Progress:
     """Rich spinner and colours on a terminal; plain lines otherwise."""
     console: Console | None = None
     if not quiet and sys.stderr.isatty():
         from rich.console import Console
 
         console = Console(stderr=True)
-    return Progress(quiet=quiet, _console=console)
+    return Progress(quiet=quiet, verbose=verbose and not quiet, _console=console)
