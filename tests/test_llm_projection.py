@@ -13,7 +13,7 @@ from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.llm_memory import load_shape
 from accelbench.hardware.llm_published import load_llm_points
-from accelbench.hardware.llm_roofline import LlmCost, roof, tpot_s
+from accelbench.hardware.llm_roofline import LlmCost, roof, step_s, tpot_s
 from accelbench.reports.llm_projection import LlmEfficiencies, leave_one_out
 
 
@@ -51,7 +51,10 @@ def test_a_bad_llm_point_is_one_clear_error(catalog):
 def test_a_fixed_batch_point_is_published_over_its_decode_roofline(catalog, eff):
     batch8 = next(p for p in eff.points if p.point.target == "jetson-agx-thor" and p.point.batch == 8)
     shape = load_shape("llama-3.1-8b")
-    bound = 8 / tpot_s(LlmCost.of(shape, "fp4"), roof(catalog.get("jetson-agx-thor"), "fp4"), 8, 383 + 64)
+    # a generation rate is decode steps alone (no prompt chunks), compute and memory time added
+    bound = 8 / step_s(
+        LlmCost.of(shape, "fp4"), roof(catalog.get("jetson-agx-thor"), "fp4"), 8, 383 + 64, 0, 383
+    )
     assert batch8.bound_tokens_per_s == pytest.approx(bound)
     assert batch8.decode == pytest.approx(308.7 / bound)
     assert 0 < batch8.prefill <= 1  # a measured prefill: roofline time ÷ 387.6 ms
@@ -62,13 +65,39 @@ def test_a_point_above_its_roofline_is_clamped_to_one(catalog, eff):
     assert batch1.decode_raw > 1 and batch1.decode == 1.0
 
 
-def test_unpublished_targets_take_the_toolchain_median_and_say_so(catalog, eff):
-    l4 = eff.for_target(catalog.get("l4"))
-    assert l4.kind == "toolchain-median" and "tensorrt toolchain median" in l4.label
-    inf2 = eff.for_target(catalog.get("inf2-xlarge"))
-    assert inf2.kind == "all-llm-median" and "no published neuron LLM result" in inf2.label
+def test_unpublished_targets_take_their_chips_else_toolchains_fit_and_say_so(catalog, eff):
+    l4 = eff.for_target(catalog.get("l4"))  # Ada: the L40S's points (same toolchain and compute capability)
+    assert l4.kind == "chip" and "fitted on its chip's (tensorrt 8.9)" in l4.label and "l40s" in l4.label
+    orin = eff.for_target(catalog.get("jetson-agx-orin-64gb"))  # Orin's chip published nothing: the toolchain
+    assert orin.kind == "toolchain" and "no published LLM result for this target or its chip" in orin.label
+    inf2 = eff.for_target(catalog.get("inf2-xlarge"))  # never another toolchain's efficiency silently
+    assert inf2.kind == "other-toolchain" and "NO published neuron LLM result" in inf2.label
+    assert inf2.range_low <= 0.2 * l4.range_low  # and a range five times wider downwards
     h100 = eff.for_target(catalog.get("h100-sxm"))
-    assert h100.kind == "published" and h100.n_points == 4 and "TensorRT-LLM" in h100.label
+    assert h100.kind == "published" and h100.n_points == 28 and "TensorRT-LLM" in h100.label
+    assert h100.range_low <= 1 <= h100.range_high
+
+
+def test_a_sustained_clock_below_the_boost_lowers_the_compute_roof(catalog):
+    """The A100 PCIe carries the SXM's datasheet peak; NVIDIA quotes the 250 W card at 90 % of the SXM's."""
+    pcie, sxm = roof(catalog.get("a100-pcie-80gb"), "fp16"), roof(catalog.get("a100-sxm4-80gb"), "fp16")
+    assert pcie.peak_flops_per_s == pytest.approx(0.9 * sxm.peak_flops_per_s)
+
+
+def test_prefill_chunks_share_the_step_with_decode(catalog):
+    """In-flight batching: a step carries B decode tokens and B × ISL ÷ OSL prompt tokens, the weights read once;
+    compute and memory time add. Long prompts cost compute only, not a second pass over the weights."""
+    from accelbench.hardware.llm_roofline import decode_context, frontier
+
+    shape = load_shape("llama-3.1-8b")
+    cost, r = LlmCost.of(shape, "fp16"), roof(catalog.get("a100-sxm4-80gb"), "fp16")
+    b, ctx = 64, decode_context(2048, 128)
+    alone, shared = step_s(cost, r, b, ctx, 0, 2048), step_s(cost, r, b, ctx, b * 2048 / 128, 2048)
+    extra_flops = b * 2048 / 128 * cost.token_flops((2048 + 1) / 2)
+    assert shared - alone == pytest.approx(extra_flops / r.peak_flops_per_s)
+    assert step_s(cost, r, b, ctx, 0, 2048, memory_efficiency=0.5) > alone
+    top = frontier(cost, r, 2048, 128, b)[-1]
+    assert top.output_tokens_per_s == pytest.approx(b / shared) and top.tpot_s == pytest.approx(shared)
 
 
 def test_leave_one_out_projects_each_point_from_the_others(eff):

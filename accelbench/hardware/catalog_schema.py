@@ -38,6 +38,9 @@ TARGET_SCALARS: dict[str, tuple[str, bool]] = {
     "chips": ("int", False),
     "vcpus": ("int", False),
     "peak_is_upper_bound": ("bool", False),
+    # the fraction of the datasheet peak the card sustains under a long tensor-core load where its power limit
+    # holds the clocks below the boost the peak is quoted at (sourced per SKU; the generative roofline uses it)
+    "sustained_compute_fraction": ("pos", False),
 }
 TARGET_TABLES = ("peak_tflops", "price", "alt_prices", "capex", "mig_profiles", "triton", "sources")
 
