@@ -21,7 +21,6 @@ back (``bench/projection_check.py``).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
