@@ -75,6 +75,12 @@ COMPUTE_PRECISION = {
     "fp4": "fp4",
 }
 
+# The KV cache dtype engines pick by default for a weight format, where the target has FP8: TensorRT-LLM's
+# ModelOpt FP8 checkpoints ship an FP8 KV cache (kv_cache_quant_algo FP8) and vLLM serves them with
+# kv_cache_dtype "fp8"; every other format keeps a 16-bit cache (TensorRT-LLM's and vLLM's "auto": the model's
+# activation dtype: FP32 for an FP32 model). NVFP4 on Jetson Thor runs an FP16 cache in TensorRT Edge-LLM's published tables.
+FP8_KV_WITH = frozenset({"fp8"})
+
 
 # the shape's counts: ModelShape's int fields, the keys of a card's [generative] table that shape_fields reads
 SHAPE_COUNTS = (
@@ -252,6 +258,55 @@ def runs_precision(target: HardwareTarget, precision: str) -> str | None:
     if compute in ("fp16", "bf16") and ({"fp16", "bf16"} & set(peaks)):
         return None
     return f"no {compute.upper()} on this target (the catalog has no {compute} peak)"
+
+
+def compute_precision(target: HardwareTarget, precision: str) -> str:
+    """The catalog peak a ``precision`` model computes at on ``target`` (FP16 and BF16 stand in for each other)."""
+    compute = COMPUTE_PRECISION[precision]
+    peaks = getattr(target, "peak_tflops", {}) or {}
+    if compute in ("fp16", "bf16") and compute not in peaks:
+        return "bf16" if compute == "fp16" else "fp16"
+    return compute
+
+
+@dataclass(frozen=True)
+class ServingRecipe:
+    """Precision as a serving engine runs it: the weights' format, the KV cache's dtype and the compute's.
+
+    The one definition: the fit (KV bytes per sequence), the roofline (KV bytes read per step, the peak) and every
+    generative row use it, so a projection and the fit it rests on read the same bytes."""
+
+    weights: str  # a WEIGHT_FORMATS key
+    kv_cache: str  # a KV_DTYPES key
+    compute: str  # a catalog peak_tflops key
+    kv_source: str  # why this KV dtype: the engines' default for the weights and target, or the option
+
+    @property
+    def label(self) -> str:
+        return f"weights {self.weights}, KV {self.kv_cache}, compute {self.compute}"
+
+
+def default_kv_dtype(target: HardwareTarget, precision: str) -> str:
+    """The KV cache dtype engines default to for ``precision`` weights on ``target`` (FP8_KV_WITH)."""
+    peaks = getattr(target, "peak_tflops", {}) or {}
+    if precision in FP8_KV_WITH and "fp8" in peaks:
+        return "fp8"
+    if precision == "fp32":  # "auto": the model's own dtype
+        return "fp32"
+    return "bf16" if "bf16" in peaks and "fp16" not in peaks else "fp16"
+
+
+def serving_recipe(target: HardwareTarget, precision: str, kv_dtype: str | None = None) -> ServingRecipe:
+    """The recipe of ``precision`` weights on ``target``: the KV dtype given (``--kv-dtype``), else the engines'
+    default (default_kv_dtype); ``BadInputError`` for an unknown precision or KV dtype."""
+    weight_format(precision)
+    if kv_dtype is not None and kv_dtype not in KV_DTYPES:
+        raise BadInputError(f"unknown KV cache dtype {kv_dtype!r}; use one of {', '.join(KV_DTYPES)}")
+    if kv_dtype is None:
+        kv, why = default_kv_dtype(target, precision), "the engines' default for these weights on this target"
+    else:
+        kv, why = kv_dtype, "--kv-dtype"
+    return ServingRecipe(precision, kv, compute_precision(target, precision), why)
 
 
 @dataclass(frozen=True)

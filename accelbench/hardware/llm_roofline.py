@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
-from accelbench.hardware.llm_memory import COMPUTE_PRECISION, ModelShape, runs_precision
+from accelbench.hardware.llm_memory import ModelShape, compute_precision, runs_precision
 from accelbench.hardware.roofline import RooflinePoint, batch_point, latency_lower_bound_s
 from accelbench.hardware.roofline import checked_efficiency as _eff
 
@@ -110,12 +110,9 @@ def roof(target: HardwareTarget, precision: str) -> Roof:
     why_not = runs_precision(target, precision)
     if why_not:
         raise BadInputError(f"target {target.id!r} does not run {precision}: {why_not}")
-    compute = COMPUTE_PRECISION[precision]
-    peaks = target.peak_tflops
-    if compute not in peaks:  # fp16 and bf16 stand in for each other
-        compute = "bf16" if compute == "fp16" else "fp16"
+    compute = compute_precision(target, precision)
     sustained = float(target.extra.get("sustained_compute_fraction", 1.0))  # power-limited SKUs (catalog)
-    return Roof(float(peaks[compute]) * TERA * sustained, float(target.memory_bw_gbs) * GIGA, compute)
+    return Roof(float(target.peak_tflops[compute]) * TERA * sustained, float(target.memory_bw_gbs) * GIGA, compute)
 
 
 def ttft_s(cost: LlmCost, r: Roof, isl: int, tp: int = 1, prefill_efficiency: float = 1.0) -> float:

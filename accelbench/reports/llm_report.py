@@ -30,8 +30,19 @@ from typing import Any
 from accelbench.documents import GenerativeStep, LatencyUs, Step, to_dict
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
-from accelbench.hardware.llm_memory import Fit, fit_bytes, fit_on, load_shape
-from accelbench.hardware.llm_roofline import LlmCost
+from accelbench.hardware.llm_memory import (
+    COMPUTE_PRECISION,
+    KV_PRECISION,
+    Fit,
+    ServingRecipe,
+    compute_precision,
+    fit_bytes,
+    fit_on,
+    load_shape,
+    serving_recipe,
+)
+from accelbench.hardware.llm_published import LlmPoint
+from accelbench.hardware.llm_roofline import FrontierPoint, LlmCost
 from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdict
 from accelbench.loadtests.verdict import USABLE
 from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES, PriceQuote, quote_price
@@ -188,6 +199,9 @@ class GenRow:
     max_batch: int | None = None
     answer_tps: float | None = None
     answer_how: str = ""
+    recipe: ServingRecipe | None = (
+        None  # weights, KV cache and compute dtypes (None: a measured row without them)
+    )
 
     def cost(self, basis: str, which: str = "output", tps: float | None = None) -> float | None:
         q = self.prices.get(basis)
@@ -308,6 +322,17 @@ def measured_row(
         cap,
         reason,
         prices=_prices(target, options),
+        recipe=measured_recipe(group, target),
+    )
+
+
+def measured_recipe(group: Group, target: HardwareTarget) -> ServingRecipe | None:
+    """A measured row's recipe: its precision, the KV dtype its graph cost records, the compute it ran at."""
+    kv = KV_PRECISION.get(str((group.graph_cost() or {}).get("kv_dtype")))
+    if kv is None or group.precision not in COMPUTE_PRECISION:
+        return None
+    return ServingRecipe(
+        group.precision, kv, compute_precision(target, group.precision), "the results' graph_cost"
     )
 
 
@@ -419,6 +444,10 @@ def token_row(row: GenRow, basis: str, min_per_user: float | None) -> TokenRow:
         else None,
         answer_how=row.answer_how,
         efficiency_source=row.efficiency_source,
+        weights_dtype=row.recipe.weights if row.recipe else None,
+        kv_dtype=row.recipe.kv_cache if row.recipe else None,
+        compute_dtype=row.recipe.compute if row.recipe else None,
+        kv_dtype_source=row.recipe.kv_source if row.recipe else None,
         tp=row.tp,
         max_batch=row.max_batch,
         reason=row.reason,
@@ -441,47 +470,72 @@ def projected_row(
     ttft_ms: float,
     tpot_ms: float,
 ) -> GenRow:
+    """A projected row beside a measured group: its workload's ISL/OSL, its graph cost where no card exists."""
     isl, osl, _, _ = _workload(group)
-    row = GenRow(
-        model, precision, target.id, "projected", isl, osl, [], None, "", prices=_prices(target, options)
+    return project_generative(
+        ProjectionRequest(model, precision, isl, osl, options.kv_dtype),
+        target,
+        efficiencies,
+        ttft_ms,
+        tpot_ms,
+        _prices(target, options),
+        group.graph_cost(),
     )
+
+
+@dataclass(frozen=True)
+class ProjectionRequest:
+    """What a projected generative row is asked for: a model (a card name or path), its weights' precision, the
+    workload's ISL/OSL and the KV cache dtype (None: the engines' default for the weights and target)."""
+
+    model: str
+    precision: str
+    isl: int | None
+    osl: int | None
+    kv_dtype: str | None = None
+
+
+def project_generative(
+    req: ProjectionRequest,
+    target: HardwareTarget,
+    efficiencies: LlmEfficiencies | None,
+    ttft_ms: float,
+    tpot_ms: float,
+    prices: Mapping[str, PriceQuote],
+    graph_cost: Mapping[str, Any] | None = None,
+) -> GenRow:
+    """THE projected generative row (``report --project`` and ``accelbench project`` both call it): the serving
+    recipe (llm_memory.serving_recipe), the model's roofline cost in it, the frontier (llm_projection.project)
+    and each point's verdicts at the objectives; the capacity is the fastest point meeting both."""
+    isl, osl = req.isl, req.osl
+    row = GenRow(req.model, req.precision, target.id, "projected", isl, osl, [], None, "", prices=prices)
     if not isl or not osl:
         return replace(row, reason="not projected: the workload records no ISL/OSL")
+    try:
+        recipe = serving_recipe(target, req.precision, req.kv_dtype)
+    except BadInputError as err:
+        return replace(row, reason=f"not projected: {err}")
+    row = replace(row, recipe=recipe)
     try:  # a card with the published shape beats the graph cost (it knows the attention size and KV heads)
-        shape = load_shape(model)
-        cost, kv_heads, weights = LlmCost.of(shape, precision), shape.kv_heads, shape.weight_bytes(precision)
+        shape = load_shape(req.model)
+        cost = LlmCost.of(shape, req.precision, recipe.kv_cache)
+        kv_heads, weights = shape.kv_heads, shape.weight_bytes(req.precision)
     except BadInputError:
-        got = cost_from_graph_cost(group.graph_cost() or {})
+        got = cost_from_graph_cost(graph_cost or {})
         if got is None:
             return replace(
                 row,
                 reason="not projected: the results carry no generative graph_cost (params, weight and KV bytes)",
             )
         cost, kv_heads, weights = got[0], 1, got[0].weight_bytes
+        kv = KV_PRECISION.get(str((graph_cost or {}).get("kv_dtype")), recipe.kv_cache)
+        row = replace(row, recipe=replace(recipe, kv_cache=kv, kv_source="the results' graph_cost"))
     eff: Efficiency | None = efficiencies.for_target(target) if efficiencies is not None else None
     try:
-        proj = project(cost, kv_heads, target, precision, isl, osl, eff, weights)
+        proj = project(cost, kv_heads, target, req.precision, isl, osl, eff, weights)
     except BadInputError as err:
         return replace(row, reason=f"not projected: {err}")
-    points = []
-    for fp in proj.points:
-        v_ttft = PASS if fp.ttft_s * 1000 <= ttft_ms else FAIL
-        v_tpot = PASS if fp.tpot_s * 1000 <= tpot_ms else FAIL
-        points.append(
-            GenPoint(
-                fp.batch,
-                fp.output_tokens_per_s_per_accelerator,
-                None,
-                None,
-                fp.output_tokens_per_s_per_accelerator * isl / osl,
-                fp.tokens_per_s_per_user,
-                fp.ttft_s * 1000,
-                fp.tpot_s * 1000,
-                v_ttft,
-                v_tpot,
-                combine(v_ttft, v_tpot),
-            )
-        )
+    points = [_projected_point(fp, isl, osl, ttft_ms, tpot_ms) for fp in proj.points]
     passing = [p for p in points if p.verdict == PASS]
     capacity = max(passing, key=lambda p: p.output_tps) if passing else None
     reason = proj.reason
@@ -496,6 +550,24 @@ def projected_row(
         max_batch=proj.max_batch,
         efficiency_source=eff.label if eff is not None else None,
         efficiency_kind=eff.kind if eff is not None else None,
+    )
+
+
+def _projected_point(fp: FrontierPoint, isl: int, osl: int, ttft_ms: float, tpot_ms: float) -> GenPoint:
+    v_ttft = PASS if fp.ttft_s * 1000 <= ttft_ms else FAIL
+    v_tpot = PASS if fp.tpot_s * 1000 <= tpot_ms else FAIL
+    return GenPoint(
+        fp.batch,
+        fp.output_tokens_per_s_per_accelerator,
+        None,
+        None,
+        fp.output_tokens_per_s_per_accelerator * isl / osl,
+        fp.tokens_per_s_per_user,
+        fp.ttft_s * 1000,
+        fp.tpot_s * 1000,
+        v_ttft,
+        v_tpot,
+        combine(v_ttft, v_tpot),
     )
 
 
@@ -632,3 +704,31 @@ def generative_files(gen: GenerativeReport) -> dict[str, bytes]:
     }
     text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
     return {"generative.csv": buf.getvalue().encode("utf-8"), "generative.json": text.encode("utf-8")}
+
+
+# ------------------------------------------------------------------------------------ the fit, reproduced
+@dataclass(frozen=True)
+class Reproduced:
+    """A published ``[[llm_points]]`` point projected back through the report's own path (project_generative)."""
+
+    point: LlmPoint
+    row: GenRow
+    projected_tokens_per_s: float  # as the point publishes it: whole TP group
+    ratio: float  # projected ÷ published
+
+
+def reproduce(point: LlmPoint, target: HardwareTarget, efficiencies: LlmEfficiencies) -> Reproduced | None:
+    """``point`` projected as ``report``/``project`` would project its model, precision and ISL/OSL on its target
+    (the default serving recipe, no objective): a maximum-throughput point is the capacity (the largest batch),
+    read for the whole TP group; a fixed-batch point the decode rate at its batch (batch ÷ TPOT, as published).
+    None where the row has no such point (its reason says why)."""
+    req = ProjectionRequest(point.model, point.precision, point.isl, point.osl)
+    row = project_generative(req, target, efficiencies, math.inf, math.inf, {})
+    if point.batch:
+        per_user = [p.tokens_per_user for p in row.points if p.concurrency == point.batch]
+        got = per_user[0] * point.batch if per_user and per_user[0] else None
+    else:
+        got = row.capacity.output_tps * (row.tp or 1) if row.capacity is not None else None
+    if got is None:
+        return None
+    return Reproduced(point, row, got, got / point.output_tokens_per_s)

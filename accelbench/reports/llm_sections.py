@@ -118,6 +118,8 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
         note = r.reason if c is None or proj or searched else ""
         if proj and r.tp:
             note += f"; TP {r.tp}, up to {r.max_batch} sequences at ISL + OSL"
+        if r.recipe is not None:
+            note = f"{note}; {r.recipe.label}" if note else r.recipe.label
         rows.append(
             [
                 r.target,

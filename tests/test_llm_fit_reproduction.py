@@ -1,0 +1,80 @@
+"""Every published ``[[llm_points]]`` fit point reproduced through the report's own path (issue 48, item 2).
+
+``llm_report.reproduce`` projects a point's model, precision and ISL/OSL on its target with the same function
+``report --project`` and ``accelbench project`` call for a projected generative row (``project_generative``),
+with the default serving recipe: the KV cache dtype is the engines' default, never the point's own, so a recipe
+that differs from the one the fit read (the FP16-KV bug of issue 48: 0.47–0.61×) fails here.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from accelbench.hardware.catalog import load_catalog
+from accelbench.hardware.llm_memory import serving_recipe
+from accelbench.reports.llm_projection import LlmEfficiencies
+from accelbench.reports.llm_report import Reproduced, reproduce
+
+BOUND = 1.1
+# Points the per-target median efficiency does not yet reproduce within BOUND: the spread of the target's own
+# efficiencies (a maximum-throughput point's efficiency varies with ISL/OSL under the serialised-prefill steady
+# state; issue 48 item 3 replaces it). Each must stay within WIDE, and must still be outside BOUND: one that
+# comes inside fails here until it is taken off this list.
+KNOWN_OUTSIDE = {
+    "h100-sxm llama-3.1-8b fp8 5000/500 max throughput",
+    "h200-sxm llama-3.1-8b fp8 128/2048 max throughput",
+    "h200-sxm llama-3.1-8b fp8 2048/2048 max throughput",
+    "h200-sxm llama-3.1-8b fp8 5000/500 max throughput",
+    "h100-sxm llama-3.1-8b fp8 2048/2048 max throughput",
+    "jetson-agx-thor llama-3.1-8b fp4 383/128 batch 1",
+    "jetson-agx-thor llama-3.1-8b fp4 383/128 batch 8",
+}
+WIDE = 1.25
+
+
+@pytest.fixture(scope="module")
+def reproduced() -> list[Reproduced]:
+    catalog = load_catalog()
+    eff = LlmEfficiencies(catalog)
+    out = []
+    for p in eff.points:
+        got = reproduce(p.point, catalog.get(p.point.target), eff)
+        assert got is not None, f"{p.point.label}: not projected through the report path"
+        out.append(got)
+    return out
+
+
+def _off(ratio: float) -> float:
+    return max(ratio, 1 / ratio)
+
+
+def test_every_fit_point_is_reproduced_through_the_report_path(reproduced):
+    assert len(reproduced) >= 10
+    for r in reproduced:
+        off = _off(r.ratio)
+        if r.point.label in KNOWN_OUTSIDE:
+            assert BOUND < off <= WIDE, f"{r.point.label}: {r.ratio:.3f} (update KNOWN_OUTSIDE)"
+        else:
+            assert off <= BOUND, f"{r.point.label}: projected {r.projected_tokens_per_s:.0f} ÷ published "
+            f"{r.point.output_tokens_per_s:.0f} = {r.ratio:.3f}"
+    assert _off(statistics.median(r.ratio for r in reproduced)) <= BOUND
+
+
+def test_the_report_path_reads_each_point_in_the_kv_dtype_the_fit_read(reproduced):
+    for r in reproduced:
+        assert r.row.recipe is not None
+        assert r.row.recipe.kv_cache == r.point.kv_dtype, r.point.label
+        assert r.row.recipe.weights == r.point.precision
+
+
+def test_the_default_kv_dtype_follows_the_weights_and_the_target_and_the_option_overrides():
+    catalog = load_catalog()
+    h100, a100 = catalog.get("h100-sxm"), catalog.get("a100-sxm4-80gb")
+    assert serving_recipe(h100, "fp8").kv_cache == "fp8"
+    assert serving_recipe(h100, "fp16").kv_cache == "fp16"
+    assert serving_recipe(h100, "int4").kv_cache == "fp16"
+    assert serving_recipe(a100, "fp16").compute == "fp16"
+    assert serving_recipe(h100, "fp8", "fp16").kv_cache == "fp16"
+    assert serving_recipe(h100, "fp8", "fp16").kv_source == "--kv-dtype"
