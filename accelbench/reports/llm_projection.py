@@ -180,6 +180,34 @@ def _combine(pts: list[PointEfficiency], kind: str, label: str) -> Efficiency:
     )
 
 
+def _newest_family(own: list[PointEfficiency], precision: str | None) -> list[PointEfficiency]:
+    """The target's points its own fit rests on: of the newest source family that published ``precision`` on it,
+    else of its newest family."""
+    base = [p for p in own if p.point.precision == precision] or own
+    newest = max(base, key=lambda p: (p.point.date, p.point.family)).point.family
+    return [p for p in base if p.point.family == newest]
+
+
+def _own_fit(target: HardwareTarget, own: list[PointEfficiency], precision: str | None) -> Efficiency:
+    """A target's fit on its own points: those of the newest source family (engine release) that published the
+    precision on it, else of its newest family. The older families' points on the target (an engine version
+    since superseded) widen the range by how far the fit lands from them: the engine-version drift."""
+    use = _newest_family(own, precision)
+    newest = use[0].point.family
+    eff = _combine(use, "published", f"published: fitted on {target.id}'s {_describe(use)}")
+    older = [p for p in own if p.point.family != newest]
+    if not older:
+        return eff
+    ratios = [p.point.output_tokens_per_s / p.predicted(eff.prefill, eff.decode) for p in older]
+    drift = ", ".join(sorted({p.point.family or p.point.software.split(",")[0] for p in older}))
+    return replace(
+        eff,
+        range_low=min(eff.range_low, *ratios),
+        range_high=max(eff.range_high, *ratios),
+        label=f"{eff.label}; range widened to its {len(older)} point(s) of {drift} (engine-version drift)",
+    )
+
+
 def _by_target(pts: list[PointEfficiency]) -> dict[str, list[PointEfficiency]]:
     out: dict[str, list[PointEfficiency]] = {}
     for p in pts:
@@ -202,10 +230,12 @@ class LlmEfficiencies:
         exclude: LlmPoint | None = None,
         without_target: bool = False,
         without_family: str | None = None,
+        precision: str | None = None,
     ) -> Efficiency | None:
         """The target's Efficiency (None without any published point); ``exclude`` leaves one point out,
         ``without_target`` all of the target's own (as if it had never been published), ``without_family`` every
-        point of that source family."""
+        point of that source family; ``precision`` picks the target's own points of that precision where it has
+        some."""
         pts = [
             p
             for p in self.points
@@ -213,7 +243,7 @@ class LlmEfficiencies:
             and not (without_target and p.point.target == target.id)
             and not (without_family is not None and p.point.family == without_family)
         ]
-        eff = self._fit(target, pts)
+        eff = self._fit(target, pts, precision)
         if eff is None:
             return None
         floor = step_floor(self.catalog, target, [p.point for p in pts])
@@ -226,10 +256,18 @@ class LlmEfficiencies:
         # the row names what bounds its step from below, beside what its efficiency rests on
         return replace(eff, label=f"{eff.label}; {' and '.join(floors)}") if floors else eff
 
-    def _fit(self, target: HardwareTarget, pts: list[PointEfficiency]) -> Efficiency | None:
+    def fitted_on(self, point: LlmPoint) -> bool:
+        """Whether ``point`` is one its target's own fit rests on for its precision (not an older engine
+        release's point, which only widens the range)."""
+        own = [p for p in self.points if p.point.target == point.target]
+        return any(p.point is point for p in _newest_family(own, point.precision))
+
+    def _fit(
+        self, target: HardwareTarget, pts: list[PointEfficiency], precision: str | None = None
+    ) -> Efficiency | None:
         own = [p for p in pts if p.point.target == target.id]
         if own:
-            return _combine(own, "published", f"published: fitted on {target.id}'s {_describe(own)}")
+            return _own_fit(target, own, precision)
         chip = target.compute_capability
         same_chip = [
             p
@@ -384,7 +422,7 @@ def leave_one_out(eff: LlmEfficiencies) -> list[LlmCheckRow]:
             prefill_efficiency=p.prefill,
             family=p.point.family,
         )
-        model = eff.for_target(target, exclude=p.point)
+        model = eff.for_target(target, exclude=p.point, precision=p.point.precision)
         if model is not None:
             projected = _floored(p, model)
             row = replace(
@@ -393,7 +431,7 @@ def leave_one_out(eff: LlmEfficiencies) -> list[LlmCheckRow]:
                 factor=projected / published,
                 fitted_from=f"{model.kind} ({model.n_points} point(s))",
             )
-        other = eff.for_target(target, without_target=True)
+        other = eff.for_target(target, without_target=True, precision=p.point.precision)
         if other is not None:
             e = _floored(p, other)
             row = replace(
@@ -403,7 +441,11 @@ def leave_one_out(eff: LlmEfficiencies) -> list[LlmCheckRow]:
                 target_out_low=e * other.range_low,
                 target_out_high=e * other.range_high,
             )
-        family = eff.for_target(target, without_family=p.point.family) if p.point.family else None
+        family = (
+            eff.for_target(target, without_family=p.point.family, precision=p.point.precision)
+            if p.point.family
+            else None
+        )
         if family is not None:
             e = _floored(p, family)
             row = replace(

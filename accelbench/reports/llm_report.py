@@ -530,7 +530,9 @@ def project_generative(
         cost, kv_heads, weights = got[0], 1, got[0].weight_bytes
         kv = KV_PRECISION.get(str((graph_cost or {}).get("kv_dtype")), recipe.kv_cache)
         row = replace(row, recipe=replace(recipe, kv_cache=kv, kv_source="the results' graph_cost"))
-    eff: Efficiency | None = efficiencies.for_target(target) if efficiencies is not None else None
+    eff: Efficiency | None = (
+        efficiencies.for_target(target, precision=req.precision) if efficiencies is not None else None
+    )
     try:
         proj = project(cost, kv_heads, target, req.precision, isl, osl, eff, weights)
     except BadInputError as err:
