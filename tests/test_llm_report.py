@@ -73,7 +73,7 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
         assert rows[tid]["efficiency_source"], tid
         assert f"| {tid} | fp32 | projected |" in md
     assert "fitted on its chip's (tensorrt 8.9)" in rows["l4"]["efficiency_source"]  # the L40S's points
-    assert "published: fitted on h100-sxm's 28 point(s)" in rows["h100-sxm"]["efficiency_source"]
+    assert "published: fitted on h100-sxm's 10 point(s)" in rows["h100-sxm"]["efficiency_source"]
     assert "NO published neuron LLM result" in rows["inf2-xlarge"]["efficiency_source"]
 
 
