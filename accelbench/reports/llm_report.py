@@ -34,6 +34,7 @@ from accelbench.hardware.llm_memory import (
     COMPUTE_PRECISION,
     KV_PRECISION,
     Fit,
+    ModelShape,
     ServingRecipe,
     compute_precision,
     fit_bytes,
@@ -270,7 +271,7 @@ def _objective(
     return default, "MLPerf Llama3.1-8B standard objectives (default)"
 
 
-def _prices(target: HardwareTarget, options: ReportOptions) -> dict[str, PriceQuote]:
+def target_prices(target: HardwareTarget, options: ReportOptions) -> dict[str, PriceQuote]:
     out = {}
     for basis in PRICE_BASES:
         q = quote_price(
@@ -321,7 +322,7 @@ def measured_row(
         points,
         cap,
         reason,
-        prices=_prices(target, options),
+        prices=target_prices(target, options),
         recipe=measured_recipe(group, target),
     )
 
@@ -478,7 +479,7 @@ def projected_row(
         efficiencies,
         ttft_ms,
         tpot_ms,
-        _prices(target, options),
+        target_prices(target, options),
         group.graph_cost(),
     )
 
@@ -493,6 +494,8 @@ class ProjectionRequest:
     isl: int | None
     osl: int | None
     kv_dtype: str | None = None
+    shape: ModelShape | None = None  # the model's shape when known (hf:DIR); else its card by ``model``
+    tp: int | None = None  # None: every TP degree the instance allows, the cheapest per token kept
 
 
 def project_generative(
@@ -517,7 +520,7 @@ def project_generative(
         return replace(row, reason=f"not projected: {err}")
     row = replace(row, recipe=recipe)
     try:  # a card with the published shape beats the graph cost (it knows the attention size and KV heads)
-        shape = load_shape(req.model)
+        shape = req.shape or load_shape(req.model)
         cost = LlmCost.of(shape, req.precision, recipe.kv_cache)
         kv_heads, weights = shape.kv_heads, shape.weight_bytes(req.precision)
     except BadInputError:
@@ -591,12 +594,13 @@ class FitRow:
 
 
 def fit_table(
-    model: str,
+    model: str | ModelShape,
     targets: Mapping[str, HardwareTarget],
     context: int,
     precisions: Sequence[str] = FIT_PRECISIONS,
+    kv_dtype: str | None = None,
 ) -> FitTable:
-    shape = load_shape(model)
+    shape = model if isinstance(model, ModelShape) else load_shape(model)
     rows = []
     for tid in sorted(targets):
         t = targets[tid]
@@ -604,10 +608,21 @@ def fit_table(
             FitRow(
                 tid,
                 t.memory_gb,
-                {p: fit_on(shape, t, p, min(context, shape.context_length)) for p in precisions},
+                {
+                    p: fit_on(shape, t, p, min(context, shape.context_length), fit_kv_dtype(t, p, kv_dtype))
+                    for p in precisions
+                },
             )
         )
     return FitTable(shape.name, context, shape.source, rows)
+
+
+def fit_kv_dtype(target: HardwareTarget, precision: str, kv_dtype: str | None) -> str:
+    """The KV dtype a fit reads: the serving recipe's (the option, else the engines' default)."""
+    try:
+        return serving_recipe(target, precision, kv_dtype).kv_cache
+    except BadInputError:
+        return kv_dtype or "fp16"
 
 
 def measured_fit_table(
@@ -678,7 +693,7 @@ def build_generative(
             fits.append(table)
     all_targets = dict(catalog.targets)
     for model in options.fit_models:
-        fits.append(fit_table(model, all_targets, context))
+        fits.append(fit_table(model, all_targets, context, kv_dtype=options.kv_dtype))
     basis = options.price_basis
     target_tps = options.target_tokens_per_s
     gen_plan = plan(rows, target_tps, options.headroom, basis) if target_tps else None
