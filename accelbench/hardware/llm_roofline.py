@@ -6,7 +6,9 @@
 - One decode step at batch B with an average context c: bytes = weights read (all but an untied embedding
   table, of which a lookup reads one row) + B × c × KV bytes per token (each
   sequence reads its own cache); FLOPs = B × (2 × matmul params + 4 × layers × heads × head size × c).
-  TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t.
+  TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t
+  and adds its all-reduces over the instance's links (allreduce_s) to every step and prefill. An instance-level
+  catalog entry (inf2-48xlarge: 12 chips) is read per chip: its peak and bandwidth ÷ its chips.
 - A steady batch of B sequences with ISL/OSL: each sequence's prefill runs once (prefills serialise, decode
   steps are shared), so output tokens/s = B × OSL ÷ (B × TTFT + OSL × TPOT(B)); tokens/s per user =
   1 ÷ TPOT(B) (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
-from accelbench.hardware.llm_memory import ModelShape, compute_precision, runs_precision
+from accelbench.hardware.llm_memory import ModelShape, chips, compute_precision, runs_precision
 from accelbench.hardware.roofline import RooflinePoint, batch_point, latency_lower_bound_s
 from accelbench.hardware.roofline import checked_efficiency as _eff
 
@@ -95,15 +97,30 @@ class Roof:
     peak_flops_per_s: float
     bandwidth_bytes_per_s: float
     compute_precision: str
+    link_bytes_per_s: float = 0.0  # to the other accelerators of the instance, each way (0: none known)
 
 
 def roof(target: HardwareTarget, precision: str) -> Roof:
-    """The target's compute peak for the weights' compute precision and its memory bandwidth."""
+    """ONE accelerator's compute peak for the weights' compute precision and its memory bandwidth."""
     why_not = runs_precision(target, precision)
     if why_not:
         raise BadInputError(f"target {target.id!r} does not run {precision}: {why_not}")
     compute = compute_precision(target, precision)
-    return Roof(float(target.peak_tflops[compute]) * TERA, float(target.memory_bw_gbs) * GIGA, compute)
+    n = chips(target)  # an instance-level entry (inf2-48xlarge) adds up its chips: one chip's roof
+    peak, bandwidth = float(target.peak_tflops[compute]) * TERA / n, float(target.memory_bw_gbs) * GIGA / n
+    link = float((getattr(target, "extra", {}) or {}).get("interconnect_gbs", 0) or 0) * GIGA
+    return Roof(peak, bandwidth, compute, link)
+
+
+def allreduce_s(cost: LlmCost, tokens: float, tp: int, r: Roof) -> float:
+    """Tensor parallelism's communication for ``tokens`` tokens: two all-reduces per layer (after attention and
+    after the MLP, Megatron-style, as TensorRT-LLM and vLLM split a Llama) of the tokens' 16-bit hidden states
+    (heads × head size), each a ring moving 2 (t − 1) / t of the message through every accelerator's link.
+    0 at TP 1 or where the catalog has no link figure (interconnect_gbs)."""
+    if tp <= 1 or r.link_bytes_per_s <= 0:
+        return 0.0
+    message = tokens * cost.heads * cost.head_size * 2.0
+    return 2 * cost.layers * 2.0 * (tp - 1) / tp * message / r.link_bytes_per_s
 
 
 def ttft_s(cost: LlmCost, r: Roof, isl: int, tp: int = 1, prefill_efficiency: float = 1.0) -> float:
@@ -167,11 +184,13 @@ def frontier(
     if isl < 1 or osl < 1:
         raise BadInputError(f"ISL and OSL must be >= 1, got {isl}/{osl}")
     context = decode_context(isl, osl)
-    prefill = ttft_s(cost, r, isl, tp, prefill_efficiency)
+    prefill = ttft_s(cost, r, isl, tp, prefill_efficiency) + allreduce_s(cost, isl, tp, r)
     sizes = sorted({b for b in batches if b <= max_batch} | ({max_batch} if max_batch >= 1 else set()))
     out = []
     for b in sizes:
-        step = max(tpot_s(cost, r, b, context, tp, decode_efficiency), step_floor_s)
+        step = max(tpot_s(cost, r, b, context, tp, decode_efficiency), step_floor_s) + allreduce_s(
+            cost, b, tp, r
+        )
         thr = b * osl / (b * prefill + osl * step)
         compute = cost.decode_flops(b, context) / r.peak_flops_per_s
         bound = "compute" if compute > cost.decode_bytes(b, context) / r.bandwidth_bytes_per_s else "memory"

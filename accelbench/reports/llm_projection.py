@@ -352,10 +352,20 @@ def project(
     osl: int,
     efficiency: Efficiency | None,
     fit_weight_bytes: float | None = None,
+    tp: int | None = None,
+    activations: float = 0.0,
 ) -> Projection:
-    """The projected frontier of a model on ``target``: the fit at ISL + OSL, then one point per batch."""
+    """The projected frontier of a model on ``target``: the fit at ISL + OSL (at ``tp`` accelerators, else the
+    smallest TP degree that holds a sequence; ``activations`` as llm_memory.fit_bytes), then one point per batch."""
     fit = fit_bytes(
-        target, precision, fit_weight_bytes or cost.weight_bytes, cost.kv_bytes_per_token, kv_heads, isl + osl
+        target,
+        precision,
+        fit_weight_bytes or cost.weight_bytes,
+        cost.kv_bytes_per_token,
+        kv_heads,
+        isl + osl,
+        tp=tp,
+        activations=activations,
     )
     if not fit.fits:
         return Projection(target.id, precision, None, 0, [], efficiency, fit.reason)
