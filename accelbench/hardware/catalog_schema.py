@@ -31,6 +31,8 @@ TARGET_SCALARS: dict[str, tuple[str, bool]] = {
     "toolchain": ("str", True),
     "compute_capability": ("str", False),
     "interconnect": ("str", False),
+    # one accelerator's link to the others of its instance, GB/s each way: TP all-reduces (llm_roofline)
+    "interconnect_gbs": ("pos", False),
     "verification": ("str", False),
     "note": ("str", False),
     "marketed_tops_sparse_int8": ("num", False),

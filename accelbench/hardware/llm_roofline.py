@@ -6,7 +6,9 @@
 - One decode step at batch B with an average context c: bytes = weights read (all but an untied embedding
   table, of which a lookup reads one row) + B × c × KV bytes per token (each
   sequence reads its own cache); FLOPs = B × (2 × matmul params + 4 × layers × heads × head size × c).
-  TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t.
+  TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t
+  and adds its all-reduces over the instance's links (allreduce_s) to every step and prefill. An instance-level
+  catalog entry (inf2-48xlarge: 12 chips) is read per chip: its peak and bandwidth ÷ its chips.
 - A steady batch of B sequences with ISL/OSL, as engines run it (in-flight batching, chunked prefill): every
   step decodes one token of each of the B sequences and carries prompt chunks of the sequences that join, on
   average B × ISL ÷ OSL prompt tokens a step (each sequence's ISL prompt tokens spread over its OSL steps), so
@@ -14,9 +16,9 @@
   efficiency and reads the weights and the KV cache at the memory efficiency one after the other (time =
   FLOPs ÷ (peak × compute efficiency) + bytes ÷ (bandwidth × memory efficiency): fitted on the TensorRT-LLM
   tables, the additive step reproduces each target's rows within 1.06–1.17×, where max(compute, memory) and
-  prefill-on-top-of-decode leave 1.2–1.4×). Output tokens/s = B ÷ step; tokens/s per user = 1 ÷ step
-  (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is decode_context(ISL, OSL) =
-  ISL + OSL / 2.
+  prefill-on-top-of-decode leave 1.2–1.4×), plus the step's all-reduces under TP. Output tokens/s = B ÷ step;
+  tokens/s per user = 1 ÷ step (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is
+  decode_context(ISL, OSL) = ISL + OSL / 2.
 - Efficiencies turn the bound into a projection: ``decode_efficiency`` is the fraction of the memory bandwidth
   a step reaches, ``prefill_efficiency`` the fraction of the compute peak (prefill and every step's matmuls;
   both fitted on published results, accelbench/reports/llm_projection.py). Left at 1 they give the bound.
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
-from accelbench.hardware.llm_memory import ModelShape, compute_precision, runs_precision
+from accelbench.hardware.llm_memory import ModelShape, chips, compute_precision, runs_precision
 from accelbench.hardware.roofline import RooflinePoint, batch_point, latency_lower_bound_s
 from accelbench.hardware.roofline import checked_efficiency as _eff
 
@@ -103,16 +105,32 @@ class Roof:
     peak_flops_per_s: float
     bandwidth_bytes_per_s: float
     compute_precision: str
+    link_bytes_per_s: float = 0.0  # to the other accelerators of the instance, each way (0: none known)
 
 
 def roof(target: HardwareTarget, precision: str) -> Roof:
-    """The target's compute peak for the weights' compute precision and its memory bandwidth."""
+    """ONE accelerator's compute peak for the weights' compute precision and its memory bandwidth."""
     why_not = runs_precision(target, precision)
     if why_not:
         raise BadInputError(f"target {target.id!r} does not run {precision}: {why_not}")
     compute = compute_precision(target, precision)
+    n = chips(target)  # an instance-level entry (inf2-48xlarge) adds up its chips: one chip's roof
     sustained = float(target.extra.get("sustained_compute_fraction", 1.0))  # power-limited SKUs (catalog)
-    return Roof(float(target.peak_tflops[compute]) * TERA * sustained, float(target.memory_bw_gbs) * GIGA, compute)
+    peak = float(target.peak_tflops[compute]) * TERA * sustained / n
+    bandwidth = float(target.memory_bw_gbs) * GIGA / n
+    link = float((getattr(target, "extra", {}) or {}).get("interconnect_gbs", 0) or 0) * GIGA
+    return Roof(peak, bandwidth, compute, link)
+
+
+def allreduce_s(cost: LlmCost, tokens: float, tp: int, r: Roof) -> float:
+    """Tensor parallelism's communication for ``tokens`` tokens: two all-reduces per layer (after attention and
+    after the MLP, Megatron-style, as TensorRT-LLM and vLLM split a Llama) of the tokens' 16-bit hidden states
+    (heads × head size), each a ring moving 2 (t − 1) / t of the message through every accelerator's link.
+    0 at TP 1 or where the catalog has no link figure (interconnect_gbs)."""
+    if tp <= 1 or r.link_bytes_per_s <= 0:
+        return 0.0
+    message = tokens * cost.heads * cost.head_size * 2.0
+    return 2 * cost.layers * 2.0 * (tp - 1) / tp * message / r.link_bytes_per_s
 
 
 def ttft_s(cost: LlmCost, r: Roof, isl: int, tp: int = 1, prefill_efficiency: float = 1.0) -> float:
@@ -198,14 +216,14 @@ def frontier(
     if isl < 1 or osl < 1:
         raise BadInputError(f"ISL and OSL must be >= 1, got {isl}/{osl}")
     context = decode_context(isl, osl)
-    prefill = ttft_s(cost, r, isl, tp, prefill_efficiency)
+    prefill = ttft_s(cost, r, isl, tp, prefill_efficiency) + allreduce_s(cost, isl, tp, r)
     sizes = sorted({b for b in batches if b <= max_batch} | ({max_batch} if max_batch >= 1 else set()))
     out = []
     for b in sizes:
         chunks = b * isl / osl
         step = max(
             step_s(cost, r, b, context, chunks, isl, tp, decode_efficiency, prefill_efficiency), step_floor_s
-        )
+        ) + allreduce_s(cost, b + chunks, tp, r)  # the step's decode tokens and prompt chunks
         thr = b / step
         compute = cost.decode_flops(b, context) / r.peak_flops_per_s
         bound = "compute" if compute > cost.decode_bytes(b, context) / r.bandwidth_bytes_per_s else "memory"

@@ -114,7 +114,7 @@ def point_efficiency(point: LlmPoint, target: HardwareTarget) -> PointEfficiency
     if point.batch:
         batch, chunks = point.batch, 0.0  # a generation rate: decode steps alone
     else:
-        fit = fit_on(shape, target, point.precision, point.isl + point.osl, point.kv_dtype)
+        fit = fit_on(shape, target, point.precision, point.isl + point.osl, point.kv_dtype, tp=point.tp)
         if not fit.fits:
             raise BadInputError(f"published point {point.label}: the model does not fit ({fit.reason})")
         batch, chunks = fit.sequences, fit.sequences * point.isl / point.osl
@@ -635,10 +635,20 @@ def project(
     osl: int,
     efficiency: Efficiency | None,
     fit_weight_bytes: float | None = None,
+    tp: int | None = None,
+    activations: float = 0.0,
 ) -> Projection:
-    """The projected frontier of a model on ``target``: the fit at ISL + OSL, then one point per batch."""
+    """The projected frontier of a model on ``target``: the fit at ISL + OSL (at ``tp`` accelerators, else the
+    smallest TP degree that holds a sequence; ``activations`` as llm_memory.fit_bytes), then one point per batch."""
     fit = fit_bytes(
-        target, precision, fit_weight_bytes or cost.weight_bytes, cost.kv_bytes_per_token, kv_heads, isl + osl
+        target,
+        precision,
+        fit_weight_bytes or cost.weight_bytes,
+        cost.kv_bytes_per_token,
+        kv_heads,
+        isl + osl,
+        tp=tp,
+        activations=activations,
     )
     if not fit.fits:
         return Projection(target.id, precision, None, 0, [], efficiency, fit.reason)

@@ -36,11 +36,13 @@ from accelbench.hardware.llm_memory import (
     Fit,
     ModelShape,
     ServingRecipe,
+    activation_bytes,
     compute_precision,
     fit_bytes,
     fit_on,
     load_shape,
     serving_recipe,
+    tp_degrees,
 )
 from accelbench.hardware.llm_published import LlmPoint
 from accelbench.hardware.llm_roofline import FrontierPoint, LlmCost
@@ -48,7 +50,13 @@ from accelbench.loadtests.statistics import FAIL, INCONCLUSIVE, PASS, slo_verdic
 from accelbench.loadtests.verdict import USABLE
 from accelbench.reports.cost import HOURS_PER_MONTH, PRICE_BASES, PriceQuote, quote_price
 from accelbench.reports.groups import Group, GroupKey
-from accelbench.reports.llm_projection import Efficiency, LlmEfficiencies, cost_from_graph_cost, project
+from accelbench.reports.llm_projection import (
+    Efficiency,
+    LlmEfficiencies,
+    Projection,
+    cost_from_graph_cost,
+    project,
+)
 from accelbench.reports.options import ReportOptions
 from accelbench.reports.rows import TOKEN_COLUMNS, TokenPlanRow, TokenRow
 
@@ -200,9 +208,9 @@ class GenRow:
     max_batch: int | None = None
     answer_tps: float | None = None
     answer_how: str = ""
-    recipe: ServingRecipe | None = (
-        None  # weights, KV cache and compute dtypes (None: a measured row without them)
-    )
+    # weights, KV cache and compute dtypes (None: a measured row without them)
+    recipe: ServingRecipe | None = None
+    tp_options: tuple[dict[str, Any], ...] = ()  # projected: every TP degree that fits (TpOption.summary)
 
     def cost(self, basis: str, which: str = "output", tps: float | None = None) -> float | None:
         q = self.prices.get(basis)
@@ -521,9 +529,11 @@ def project_generative(
     row = replace(row, recipe=recipe)
     try:  # a card with the published shape beats the graph cost (it knows the attention size and KV heads)
         shape = req.shape or load_shape(req.model)
+        activations = activation_bytes(shape)
         cost = LlmCost.of(shape, req.precision, recipe.kv_cache)
         kv_heads, weights = shape.kv_heads, shape.weight_bytes(req.precision)
     except BadInputError:
+        activations = 0.0  # a graph cost has no layer shapes to size them by
         got = cost_from_graph_cost(graph_cost or {})
         if got is None:
             return replace(
@@ -536,16 +546,22 @@ def project_generative(
     eff: Efficiency | None = (
         efficiencies.for_target(target, precision=req.precision) if efficiencies is not None else None
     )
-    try:
-        proj = project(cost, kv_heads, target, req.precision, isl, osl, eff, weights)
-    except BadInputError as err:
-        return replace(row, reason=f"not projected: {err}")
-    points = [_projected_point(fp, isl, osl, ttft_ms, tpot_ms) for fp in proj.points]
-    passing = [p for p in points if p.verdict == PASS]
-    capacity = max(passing, key=lambda p: p.output_tps) if passing else None
+    options = []
+    for tp in (req.tp,) if req.tp else linked_tp_degrees(target):
+        try:
+            proj = project(cost, kv_heads, target, req.precision, isl, osl, eff, weights, tp, activations)
+        except BadInputError as err:
+            return replace(row, reason=f"not projected: {err}")
+        options.append(_tp_option(proj, isl, osl, ttft_ms, tpot_ms))
+    best = choose_tp(options)
+    proj, points, capacity = best.projection, best.points, best.capacity
     reason = proj.reason
     if proj.points and capacity is None:
         reason = f"does not meet the objective (projected): {proj.reason}"
+    elif len([o for o in options if o.projection.points]) > 1:
+        reason += (
+            f"; TP {proj.tp} of {', '.join(str(o.tp) for o in options if o.projection.points)} ({TP_RULE})"
+        )
     return replace(
         row,
         points=points,
@@ -555,7 +571,63 @@ def project_generative(
         max_batch=proj.max_batch,
         efficiency_source=eff.label if eff is not None else None,
         efficiency_kind=eff.kind if eff is not None else None,
+        tp_options=tuple(o.summary() for o in options if o.projection.points),
     )
+
+
+TP_TIE = 0.01  # a larger degree must serve this much more per accelerator: the projection is not finer
+TP_RULE = "the most output tokens/s per accelerator at the objective, all-reduces over the instance's links included"
+
+
+def linked_tp_degrees(target: HardwareTarget) -> tuple[int, ...]:
+    """The TP degrees projected on ``target``: every one its instance allows where the catalog gives its link
+    bandwidth (interconnect_gbs, for the all-reduces), else TP 1 only."""
+    degrees = tp_degrees(target)
+    linked = (getattr(target, "extra", {}) or {}).get("interconnect_gbs")
+    return degrees if linked else degrees[:1]
+
+
+@dataclass(frozen=True)
+class TpOption:
+    """One tensor-parallel degree of a projected row: its projection, points and capacity at the objective."""
+
+    tp: int
+    projection: Projection
+    points: list[GenPoint]
+    capacity: GenPoint | None
+
+    def summary(self) -> dict[str, Any]:
+        """What the JSON row lists for every degree: its batch and capacity per accelerator."""
+        c = self.capacity
+        return {
+            "tp": self.tp,
+            "max_batch": self.projection.max_batch,
+            "capacity_output_tokens_per_s": c.output_tps if c else None,
+            "capacity_output_tokens_per_s_low": c.output_tps_low if c else None,
+            "capacity_output_tokens_per_s_high": c.output_tps_high if c else None,
+            "reason": self.projection.reason,
+        }
+
+
+def _tp_option(proj: Projection, isl: int, osl: int, ttft_ms: float, tpot_ms: float) -> TpOption:
+    points = [_projected_point(fp, isl, osl, ttft_ms, tpot_ms) for fp in proj.points]
+    passing = [p for p in points if p.verdict == PASS]
+    capacity = max(passing, key=lambda p: p.output_tps) if passing else None
+    return TpOption(proj.tp or 0, proj, points, capacity)
+
+
+def choose_tp(options: Sequence[TpOption]) -> TpOption:
+    """The cheapest degree per token (TP_RULE): a degree's price is t accelerator-hours, so the most output
+    tokens/s per accelerator at the objective (within TP_TIE of each other: the smaller degree, which needs fewer
+    accelerators per replica); the smallest that fits where none meets it."""
+    fitting = [o for o in options if o.projection.points] or list(options)
+    best = fitting[0]
+    for o in fitting[1:]:
+        if o.capacity is not None and (
+            best.capacity is None or o.capacity.output_tps > best.capacity.output_tps * (1 + TP_TIE)
+        ):
+            best = o
+    return best
 
 
 def _projected_point(fp: FrontierPoint, isl: int, osl: int, ttft_ms: float, tpot_ms: float) -> GenPoint:
@@ -716,7 +788,10 @@ def generative_files(gen: GenerativeReport) -> dict[str, bytes]:
             "source": gen.objective_source,
         },
         "min_tokens_per_user": gen.min_tokens_per_user,
-        "rows": [{**t, "points": points_dicts(r)} for t, r in zip(table, gen.rows, strict=True)],
+        "rows": [
+            {**t, "points": points_dicts(r), "tp_options": list(r.tp_options)}
+            for t, r in zip(table, gen.rows, strict=True)
+        ],
         "plan": None if gen.plan is None else [asdict(p) for p in gen.plan],
     }
     text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
@@ -739,7 +814,7 @@ def reproduce(point: LlmPoint, target: HardwareTarget, efficiencies: LlmEfficien
     (the default serving recipe, no objective): a maximum-throughput point is the capacity (the largest batch),
     read for the whole TP group; a fixed-batch point the decode rate at its batch (batch ÷ TPOT, as published).
     None where the row has no such point (its reason says why)."""
-    req = ProjectionRequest(point.model, point.precision, point.isl, point.osl)
+    req = ProjectionRequest(point.model, point.precision, point.isl, point.osl, tp=point.tp)
     row = project_generative(req, target, efficiencies, math.inf, math.inf, {})
     if point.batch:
         per_user = [p.tokens_per_user for p in row.points if p.concurrency == point.batch]
