@@ -46,6 +46,8 @@ from accelbench.reports import efficiency as ef
 
 # the efficiencies tried: 2 % steps up to 1 (a fit at the edge of the grid says the roofline is the limit)
 GRID = np.linspace(0.02, 1.0, 50)
+# a target's own fit through fewer points than this has no spread of its own: its range is widened as a borrowed one
+MIN_OWN_POINTS = 3
 # a target whose toolchain published no LLM point: its range reaches this far below the borrowed fit
 UNPUBLISHED_TOOLCHAIN_LOW = 0.2
 
@@ -290,7 +292,10 @@ class LlmEfficiencies:
         eff = self._fit(target, pts, precision)
         if eff is None:
             return None
-        if widen and eff.kind != "published" and exclude is None and without_family is None:
+        # a borrowed fit, or one through fewer than MIN_OWN_POINTS of the target's own (no spread to speak of),
+        # takes the other targets' leave-one-target-out spread as its range
+        thin = eff.kind != "published" or eff.n_points < MIN_OWN_POINTS
+        if widen and thin and exclude is None and without_family is None:
             eff = self._widened(target, eff)
         floor = step_floor(self.catalog, target, [p.point for p in pts])
         if floor:
@@ -356,16 +361,20 @@ class LlmEfficiencies:
 def step_floor(
     catalog: Catalog, target: HardwareTarget, points: Iterable[LlmPoint]
 ) -> tuple[float, str] | None:
-    """The shortest decode step published on the target (else on a target with its chip) at batch 1 for the
+    """The shortest decode step published on the target (else on a target with its chip and bandwidth) at batch 1 for the
     smallest model published there: 1 ÷ its output tokens/s. A smaller model's step is no shorter on that stack
     (launches, sampling and scheduling do not shrink with the weights). None where no batch-1 point exists:
     the datacenter GPUs' published LLM points are all maximum-throughput runs, whose step is not a floor."""
     chip = target.compute_capability
 
     def same_chip(tid: str) -> bool:
+        # a batch-1 step is bound by its board's memory as much as by launches: only a board of the same chip
+        # and bandwidth shares it (the Orin Nano's 19 tok/s is no floor for the AGX Orin's twice the bandwidth)
         t = catalog.get(tid)
-        return (
-            tid == target.id or bool(chip) and (t.toolchain, t.compute_capability) == (target.toolchain, chip)
+        return tid == target.id or (
+            bool(chip)
+            and (t.toolchain, t.compute_capability, t.memory_bw_gbs)
+            == (target.toolchain, chip, target.memory_bw_gbs)
         )
 
     pts = [p for p in points if p.batch == 1 and same_chip(p.target)]
