@@ -14,9 +14,11 @@ Then the fixed term of a graph never published: each published graph's placed fr
 by its op count) and by the median graph, against its own fit (``fixed_term_by_size``).
 
 Then the generative points (``[[llm_points]]``, accelbench/reports/llm_projection.py): each published output-token
-rate projected from the efficiency refitted without it (its target's other points, else its toolchain's, else
-all), projected ÷ published per point and the worst (``--json`` prints both lists under "classic" and
-"generative" with ``--generative``).
+rate projected with the compute and memory efficiencies refitted without it, without its target's points and
+without its source family's (worst and median, per family); the ratios between targets of one published table at
+one ISL/OSL; how many published values the projected ranges hold; every fit point reproduced through the report's
+own path (``llm_report.reproduce``); and the held-out family's figure (``--json`` prints both lists under
+"classic" and "generative" with ``--generative``).
 """
 
 from __future__ import annotations
