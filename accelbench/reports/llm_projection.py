@@ -234,12 +234,14 @@ class LlmEfficiencies:
                 points = load_llm_points(frozenset(catalog.targets))
             self.points = [point_efficiency(p, catalog.get(p.target)) for p in points]
         self._target_out: list[tuple[str, float]] | None = None
+        # layer_floor per target: a fit of the toolchain's published series, the same for every refit
+        self._layer_floors: dict[str, tuple[float, str] | None] = {}
 
     def without_family(self, family: str) -> LlmEfficiencies:
         """The same model fitted as if ``family`` had never been published (its validation spread too)."""
-        return LlmEfficiencies(
-            self.catalog, efficiencies=[p for p in self.points if p.point.family != family]
-        )
+        sub = LlmEfficiencies(self.catalog, efficiencies=[p for p in self.points if p.point.family != family])
+        sub._layer_floors = self._layer_floors  # the floors rest on the classic series, not on these points
+        return sub
 
     def target_out_factors(self) -> list[tuple[str, float]]:
         """(target, projected ÷ published) of every point projected with its target's points left out."""
@@ -300,7 +302,9 @@ class LlmEfficiencies:
         floor = step_floor(self.catalog, target, [p.point for p in pts])
         if floor:
             eff = replace(eff, step_floor_s=floor[0], step_floor_source=floor[1])
-        per_layer = layer_floor(self.catalog, target)
+        if target.id not in self._layer_floors:
+            self._layer_floors[target.id] = layer_floor(self.catalog, target)
+        per_layer = self._layer_floors[target.id]
         if per_layer:
             eff = replace(eff, layer_floor_s=per_layer[0], layer_floor_source=per_layer[1])
         floors = [f for f in (eff.step_floor_source, eff.layer_floor_source) if f]
