@@ -94,3 +94,14 @@ def test_a_malformed_card_is_one_line(tmp_path):
     card.write_text('name = "bad"\n[generative]\nlayers = 2\n')
     got = _run(str(card), "--isl", "1", "--osl", "1")
     assert got.exit_code != 0 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+
+
+def test_every_projected_row_and_frontier_point_has_a_range_that_says_what_it_is(rows):
+    for r in (r for r in rows if r["capacity_output_tokens_per_s"]):
+        low, value, high = (r[f"capacity_output_tokens_per_s{k}"] for k in ("_low", "", "_high"))
+        assert low < value < high, r["target"]
+        assert r["usd_per_million_output_tokens_low"] < r["usd_per_million_output_tokens_high"]
+        assert all(p["output_tps_low"] <= p["output_tps"] <= p["output_tps_high"] for p in r["points"])
+        own = r["target"] == "h100-sxm"  # the only one of the four with published LLM points of its own
+        assert ("fit's spread over its" in r["efficiency_source"]) == own
+        assert ("widened 1.5× either way" in r["efficiency_source"]) != own
