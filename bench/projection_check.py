@@ -230,7 +230,7 @@ def print_generative(rows: list[LlmCheckRow], eff: LlmEfficiencies, baseline: st
         w, m = _spread(ratios_fit)
         print(f"fit points reproduced through the report path (llm_report.reproduce): {len(ratios_fit)} of "
               f"{len(fitted)}, worst {w:.3g}×, median {m:.3g}×, {sum(max(r, 1 / r) <= 1.1 for r in ratios_fit)} "
-              f"within 1.1×")  # fmt: skip
+              f"within 1.1×; {sum(bool(g.covered) for g in got if g is not None)} inside the report row's range")  # fmt: skip
     held = [r.factor_family_out for r in rows if r.family == LLM_HELD_OUT_FAMILY and r.factor_family_out]
     figure = f"worst {_spread(held)[0]:.3g}× over {len(held)} point(s)" if held else "no point"
     print(f"held-out source family: {LLM_HELD_OUT_FAMILY}, fitted without it: {figure} ({LLM_HELD_OUT_NOTE})")

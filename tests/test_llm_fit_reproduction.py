@@ -86,3 +86,17 @@ def test_the_default_kv_dtype_follows_the_weights_and_the_target_and_the_option_
     assert serving_recipe(a100, "fp16").compute == "fp16"
     assert serving_recipe(h100, "fp8", "fp16").kv_cache == "fp16"
     assert serving_recipe(h100, "fp8", "fp16").kv_source == "--kv-dtype"
+
+
+def test_every_fit_point_has_a_range_around_its_projection(reproduced):
+    reproduced = [r for r, _ in reproduced]
+    for r in reproduced:
+        assert r.low_tokens_per_s is not None and r.high_tokens_per_s is not None, r.point.label
+        assert r.low_tokens_per_s <= r.projected_tokens_per_s <= r.high_tokens_per_s
+    covered = [r.covered for r in reproduced]
+    # the range is its own points' spread: most of the points it was fitted on lie inside it
+    assert sum(bool(c) for c in covered) >= 0.8 * len(covered), [
+        (r.point.label, r.low_tokens_per_s, r.point.output_tokens_per_s, r.high_tokens_per_s)
+        for r in reproduced
+        if not r.covered
+    ]

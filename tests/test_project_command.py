@@ -94,3 +94,27 @@ def test_a_malformed_card_is_one_line(tmp_path):
     card.write_text('name = "bad"\n[generative]\nlayers = 2\n')
     got = _run(str(card), "--isl", "1", "--osl", "1")
     assert got.exit_code != 0 and len(got.stderr.strip().splitlines()) == 1, got.stderr
+
+
+def _own_points() -> set[str]:
+    from collections import Counter
+
+    from accelbench.hardware.catalog import load_catalog
+    from accelbench.hardware.llm_published import load_llm_points
+
+    counts = Counter(p.target for p in load_llm_points(frozenset(load_catalog().targets)))
+    return {t for t, n in counts.items() if n > 1}
+
+
+OWN_POINTS = _own_points()
+
+
+def test_every_projected_row_and_frontier_point_has_a_range_that_says_what_it_is(rows):
+    for r in (r for r in rows if r["capacity_output_tokens_per_s"]):
+        low, value, high = (r[f"capacity_output_tokens_per_s{k}"] for k in ("_low", "", "_high"))
+        assert low < value < high, r["target"]
+        assert r["usd_per_million_output_tokens_low"] < r["usd_per_million_output_tokens_high"]
+        assert all(p["output_tps_low"] <= p["output_tps"] <= p["output_tps_high"] for p in r["points"])
+        own = r["target"] in OWN_POINTS  # a target with published LLM points of its own (more than one)
+        assert ("fit's spread over its" in r["efficiency_source"]) == own
+        assert ("widened 1.5× either way" in r["efficiency_source"]) != own
