@@ -34,6 +34,7 @@ from accelbench.hardware.llm_published import LlmPoint, load_llm_points
 from accelbench.hardware.llm_roofline import (
     FrontierPoint,
     LlmCost,
+    allreduce_s,
     decode_context,
     frontier,
     prefill_context,
@@ -69,10 +70,11 @@ class PointEfficiency:
     tokens_per_step: float = 0.0
     prefill_bound_s: float | None = None
     prefill_s: float | None = None
+    comm_s: float = 0.0  # the step's TP all-reduces (llm_roofline.allreduce_s): no efficiency applies
 
     def predicted(self, compute: float, memory: float) -> float:
         """Output tokens/s at these efficiencies."""
-        return self.tokens_per_step / (self.compute_s / compute + self.memory_s / memory)
+        return self.tokens_per_step / (self.compute_s / compute + self.memory_s / memory + self.comm_s)
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ def point_efficiency(point: LlmPoint, target: HardwareTarget) -> PointEfficiency
     flops = cost.decode_flops(batch, context) + chunks * cost.token_flops(prefill_context(point.isl))
     compute_s = flops / point.tp / r.peak_flops_per_s
     memory_s = cost.decode_bytes(batch, context) / point.tp / r.bandwidth_bytes_per_s
-    bound = batch / (compute_s + memory_s)
+    comm_s = allreduce_s(cost, batch + chunks, point.tp, r)
+    bound = batch / (compute_s + memory_s + comm_s)
     raw = point.output_tokens_per_s / bound
     prefill = prefill_bound = prefill_s = None
     if point.prefill_ms and point.prefill_tokens:
@@ -133,7 +136,18 @@ def point_efficiency(point: LlmPoint, target: HardwareTarget) -> PointEfficiency
         prefill_s = point.prefill_ms / 1000.0
         prefill = min(1.0, prefill_bound / prefill_s)
     return PointEfficiency(
-        point, batch, bound, min(raw, 1.0), raw, prefill, compute_s, memory_s, batch, prefill_bound, prefill_s
+        point,
+        batch,
+        bound,
+        min(raw, 1.0),
+        raw,
+        prefill,
+        compute_s,
+        memory_s,
+        batch,
+        prefill_bound,
+        prefill_s,
+        comm_s,
     )
 
 
@@ -144,7 +158,8 @@ def fit_efficiencies(pts: list[PointEfficiency]) -> tuple[float, float, float, f
     m = np.array([p.memory_s for p in pts])
     n = np.array([p.tokens_per_step for p in pts])
     y = np.array([p.point.output_tokens_per_s for p in pts])
-    pred = n / (c / GRID[:, None, None] + m / GRID[None, :, None])
+    comm = np.array([p.comm_s for p in pts])
+    pred = n / (c / GRID[:, None, None] + m / GRID[None, :, None] + comm)
     err = (np.log(y / pred) ** 2).sum(axis=2)
     pre = [p for p in pts if p.prefill_bound_s and p.prefill_s]
     if pre:
