@@ -98,6 +98,7 @@ def _register_commands() -> None:
         hardware,
         loadtests,
         models,
+        project,
         quantize,
         reports,
         run,
@@ -105,7 +106,7 @@ def _register_commands() -> None:
         serving,
     )
 
-    for module in (hardware, models, quantize, serving, loadtests, reports, run, service, campaigns):
+    for module in (hardware, models, quantize, serving, loadtests, reports, project, run, service, campaigns):
         module.register(main)
 
 

@@ -14,9 +14,11 @@ Then the fixed term of a graph never published: each published graph's placed fr
 by its op count) and by the median graph, against its own fit (``fixed_term_by_size``).
 
 Then the generative points (``[[llm_points]]``, accelbench/reports/llm_projection.py): each published output-token
-rate projected from the efficiency refitted without it (its target's other points, else its toolchain's, else
-all), projected ÷ published per point and the worst (``--json`` prints both lists under "classic" and
-"generative" with ``--generative``).
+rate projected with the compute and memory efficiencies refitted without it, without its target's points and
+without its source family's (worst and median, per family); the ratios between targets of one published table at
+one ISL/OSL; how many published values the projected ranges hold; every fit point reproduced through the report's
+own path (``llm_report.reproduce``); and the held-out family's figure (``--json`` prints both lists under
+"classic" and "generative" with ``--generative``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,16 @@ from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.catalog_schema import PUBLISHED_FAMILIES
 from accelbench.hardware.roofline import roofline_point
-from accelbench.reports.llm_projection import LlmCheckRow, LlmEfficiencies, leave_one_out
+from accelbench.reports.llm_projection import (
+    LLM_HELD_OUT_FAMILY,
+    LLM_HELD_OUT_NOTE,
+    LlmCheckRow,
+    LlmEfficiencies,
+    leave_one_out,
+    llm_coverage,
+    ratio_checks,
+)
+from accelbench.reports.llm_report import reproduce
 from accelbench.reports.validation import (
     HELD_OUT_FAMILY,
     CheckRow,
@@ -101,7 +112,8 @@ def main() -> None:
         print(f"projection_check: {err}", file=sys.stderr)
         sys.exit(2)
     results = checks(catalog, baseline)
-    llm_rows = leave_one_out(LlmEfficiencies(catalog))
+    llm_eff = LlmEfficiencies(catalog)
+    llm_rows = leave_one_out(llm_eff)
     if args.json:
         tables = {title: [asdict(r) for r in rows] for title, rows in results.items()}
         if args.generative:
@@ -118,7 +130,7 @@ def main() -> None:
     )
     print_held_out(held_out(catalog, roofline_point, baseline))
     print_fixed_terms(fixed_term_by_size(catalog, roofline_point))
-    print_generative(llm_rows)
+    print_generative(llm_rows, llm_eff, baseline)
 
 
 def _summary(rows: list[CheckRow], key: str) -> str:
@@ -158,27 +170,70 @@ def print_fixed_terms(rows: list[FixedTermRow]) -> None:
                   f"{sum(f <= 1.5 for f in factors)} within 1.5×, {sum(f <= 2 for f in factors)} within 2×")  # fmt: skip
 
 
-def print_generative(rows: list[LlmCheckRow]) -> None:
-    """The generative leave-one-out table: each published LLM point projected from the others."""
-    print()
-    print("| target | model | precision | ISL/OSL | batch | published tok/s | roofline tok/s | efficiency "
-          "| projected tok/s (left out) | projected ÷ published | fitted from | target left out: projected ÷ published "
-          "| fitted from |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+def _spread(factors: list[float]) -> tuple[float, float]:
+    off = [max(f, 1 / f) for f in factors]
+    return max(off), statistics.median(off)
+
+
+def print_generative(rows: list[LlmCheckRow], eff: LlmEfficiencies, baseline: str) -> None:
+    """The generative checks: each published LLM point projected with itself, its target and its source family
+    left out; the ratios between targets of one table; the ranges' coverage; the fit reproduced by the report."""
+    print("\n## generative (LLM) points: each projected from the others\n")
+    print("| target | model | precision | family | ISL/OSL | batch | published tok/s | roofline tok/s | "
+          "published ÷ roofline | point left out ÷ published | target left out ÷ published | fitted from | "
+          "family left out ÷ published | fitted from |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         batch = r.batch or f"max ({r.inferred_batch} fit)"
-        print(f"| {r.target} | {r.model} | {r.precision} | {r.isl}/{r.osl} | {batch} | "
+        print(f"| {r.target} | {r.model} | {r.precision} | {r.family or '—'} | {r.isl}/{r.osl} | {batch} | "
               f"{r.published_tokens_per_s:,.1f} | {r.bound_tokens_per_s:,.1f} | {r.efficiency:.3g} | "
-              f"{_fmt(r.projected_tokens_per_s, 6)} | {_fmt(r.factor)} | {r.fitted_from or '—'} | "
-              f"{_fmt(r.factor_target_out)} | {r.target_out_from or '—'} |")  # fmt: skip
-    for key, what in (("factor", "point left out"), ("factor_target_out", "its target left out")):
+              f"{_fmt(r.factor)} | {_fmt(r.factor_target_out)} | {r.target_out_from or '—'} | "
+              f"{_fmt(r.factor_family_out)} | {r.family_out_from or '—'} |")  # fmt: skip
+    for key, what in (
+        ("factor", "point left out"),
+        ("factor_target_out", "its target left out"),
+        ("factor_family_out", "its source family left out"),
+    ):
         spread, row = worst(rows, key)  # every published LLM point counts
+        factors = [getattr(r, key) for r in rows if getattr(r, key)]
         where = (
-            f" ({row.target} {row.isl}/{row.osl} batch {row.batch or 'max'}: {getattr(row, key):.3g})"
+            f" ({row.target} {row.precision} {row.isl}/{row.osl} batch {row.batch or 'max'}: {getattr(row, key):.3g})"
             if row
             else ""
         )
-        print(f"worst generative projected ÷ published, {what}: {_fmt(spread)}×{where}")
+        median = _spread(factors)[1] if factors else None
+        print(f"worst generative projected ÷ published, {what}: {_fmt(spread)}×{where}; median {_fmt(median)}× "
+              f"over {len(factors)}")  # fmt: skip
+    for family in sorted({r.family for r in rows if r.family}):
+        fs = [r.factor_family_out for r in rows if r.family == family and r.factor_family_out]
+        if fs:
+            w, m = _spread(fs)
+            print(f"  family {family} left out: worst {w:.3g}×, median {m:.3g}× over {len(fs)} point(s)")
+    for key, what in (("factor", "each point left out"), ("factor_target_out", "both targets left out")):
+        ratios = ratio_checks(rows, baseline, key)
+        if not ratios:
+            continue
+        wr = max(ratios, key=lambda r: max(r.ratio_factor, 1 / r.ratio_factor))
+        off = [max(r.ratio_factor, 1 / r.ratio_factor) for r in ratios]
+        print(f"ratios between targets of one table ({what}): worst "
+              f"{max(off):.3g}× ({wr.family} {wr.isl}/{wr.osl} {wr.target} {wr.precision} ÷ {wr.reference}: published "
+              f"{wr.published_ratio:.3g}, projected ÷ published {wr.ratio_factor:.3g}); median "
+              f"{statistics.median(off):.3g}×; {sum(f <= 1.25 for f in off)} of {len(off)} within 1.25×")  # fmt: skip
+    cov = llm_coverage(rows)
+    print(f"range coverage: {cov.in_target_out_range} of {cov.points} published values inside the range projected "
+          f"with their target left out; {cov.in_family_out_range} of {cov.family_points} with their source "
+          f"family left out")  # fmt: skip
+    fitted = [p for p in eff.points if eff.fitted_on(p.point)]
+    got = [reproduce(p.point, eff.catalog.get(p.point.target), eff) for p in fitted]
+    ratios_fit = [g.ratio for g in got if g is not None]
+    if ratios_fit:
+        w, m = _spread(ratios_fit)
+        print(f"fit points reproduced through the report path (llm_report.reproduce): {len(ratios_fit)} of "
+              f"{len(fitted)}, worst {w:.3g}×, median {m:.3g}×, {sum(max(r, 1 / r) <= 1.1 for r in ratios_fit)} "
+              f"within 1.1×; {sum(bool(g.covered) for g in got if g is not None)} inside the report row's range")  # fmt: skip
+    held = [r.factor_family_out for r in rows if r.family == LLM_HELD_OUT_FAMILY and r.factor_family_out]
+    figure = f"worst {_spread(held)[0]:.3g}× over {len(held)} point(s)" if held else "no point"
+    print(f"held-out source family: {LLM_HELD_OUT_FAMILY}, fitted without it: {figure} ({LLM_HELD_OUT_NOTE})")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import pytest
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.llm_memory import (
+    activation_bytes,
     fit_on,
     kv_bytes_per_token,
     load_shape,
@@ -73,23 +74,27 @@ def test_weight_bytes_by_precision_count_int4_scales(llama8b):
 #   inf2.xlarge 32 GB: 28.8e9 − 16.0605e9 → 11.86 → 11; FP8 19.7188e9 → 18.36 → 18;            INT4 23.0994e9 → 21.51 → 21
 #   T4 16 GB:         FP16 16.06e9 > 14.4e9: does not fit (one GPU per g4dn.xlarge); FP8: no FP8; INT4 8.6994e9 → 8.10 → 8
 #   Orin Nano 8 GB:   FP16 does not fit; FP8: no FP8;                                           INT4 1.4994e9 → 1.40 → 1
+#   minus, from each, the activations of a forward pass of 8192 tokens (llm_memory.activation_bytes, ACT below:
+#   8192 × (4 × 4096 + 2 × 64 × 128 + 3 × 14336) × 2 B + 256 × 128256 × 4 B logits = 1.3057e9 B), so one fewer
+#   sequence or two than the figures above.
 GIB = 2**30
+ACT = 8192 * (4 * 4096 + 2 * (32 + 2 * 8) * 128 + 3 * 14336) * 2 + 256 * 128256 * 4
 HAND = {
-    "l4": {"fp16": (24 * 0.9 * GB - 16_060_522_496) / GIB, "fp8": (24 * 0.9 * GB - 9_081_200_640) / GIB,
-           "int4": (24 * 0.9 * GB - 5_700_591_616) / GIB},
-    "a100-sxm4-80gb": {"fp16": (72 * GB - 16_060_522_496) / GIB, "fp8": None, "int4": (72 * GB - 5_700_591_616) / GIB},
-    "h100-sxm": {"fp16": (72 * GB - 16_060_522_496) / GIB, "fp8": (72 * GB - 9_081_200_640) / GIB,
-                 "int4": (72 * GB - 5_700_591_616) / GIB},
-    "l40s": {"fp16": (43.2 * GB - 16_060_522_496) / GIB, "fp8": (43.2 * GB - 9_081_200_640) / GIB,
-             "int4": (43.2 * GB - 5_700_591_616) / GIB},
-    "inf2-xlarge": {"fp16": (28.8 * GB - 16_060_522_496) / GIB, "fp8": (28.8 * GB - 9_081_200_640) / GIB,
-                    "int4": (28.8 * GB - 5_700_591_616) / GIB},
-    "t4": {"fp16": (14.4 * GB - 16_060_522_496) / GIB, "fp8": None, "int4": (14.4 * GB - 5_700_591_616) / GIB},
-    "jetson-orin-nano-8gb": {"fp16": (7.2 * GB - 16_060_522_496) / GIB, "fp8": None,
-                             "int4": (7.2 * GB - 5_700_591_616) / GIB},
+    "l4": {"fp16": (24 * 0.9 * GB - 16_060_522_496 - ACT) / GIB, "fp8": (24 * 0.9 * GB - 9_081_200_640 - ACT) / GIB,
+           "int4": (24 * 0.9 * GB - 5_700_591_616 - ACT) / GIB},
+    "a100-sxm4-80gb": {"fp16": (72 * GB - 16_060_522_496 - ACT) / GIB, "fp8": None, "int4": (72 * GB - 5_700_591_616 - ACT) / GIB},
+    "h100-sxm": {"fp16": (72 * GB - 16_060_522_496 - ACT) / GIB, "fp8": (72 * GB - 9_081_200_640 - ACT) / GIB,
+                 "int4": (72 * GB - 5_700_591_616 - ACT) / GIB},
+    "l40s": {"fp16": (43.2 * GB - 16_060_522_496 - ACT) / GIB, "fp8": (43.2 * GB - 9_081_200_640 - ACT) / GIB,
+             "int4": (43.2 * GB - 5_700_591_616 - ACT) / GIB},
+    "inf2-xlarge": {"fp16": (28.8 * GB - 16_060_522_496 - ACT) / GIB, "fp8": (28.8 * GB - 9_081_200_640 - ACT) / GIB,
+                    "int4": (28.8 * GB - 5_700_591_616 - ACT) / GIB},
+    "t4": {"fp16": (14.4 * GB - 16_060_522_496 - ACT) / GIB, "fp8": None, "int4": (14.4 * GB - 5_700_591_616 - ACT) / GIB},
+    "jetson-orin-nano-8gb": {"fp16": (7.2 * GB - 16_060_522_496 - ACT) / GIB, "fp8": None,
+                             "int4": (7.2 * GB - 5_700_591_616 - ACT) / GIB},
 }  # fmt: skip
-EXPECTED = {"l4": (5, 11, 14), "a100-sxm4-80gb": (52, None, 61), "h100-sxm": (52, 58, 61), "l40s": (25, 31, 34),
-            "inf2-xlarge": (11, 18, 21), "t4": (0, None, 8), "jetson-orin-nano-8gb": (0, None, 1)}  # fmt: skip
+EXPECTED = {"l4": (3, 10, 13), "a100-sxm4-80gb": (50, None, 60), "h100-sxm": (50, 57, 60), "l40s": (24, 30, 33),
+            "inf2-xlarge": (10, 17, 20), "t4": (0, None, 6), "jetson-orin-nano-8gb": (0, None, 0)}  # fmt: skip
 
 
 @pytest.mark.parametrize("target_id", sorted(HAND))
@@ -113,10 +118,14 @@ def test_tensor_parallel_is_the_smallest_degree_that_fits(catalog):
                              "intermediate_size": 28672, "vocab_size": 128256, "context_length": 131072})  # fmt: skip
     fit = fit_on(big, catalog.get("h100-sxm"), "fp16", 8192)
     weights = big.weight_bytes("fp16")
+    act = activation_bytes(big)
     assert weights > 72 * GB and weights / 2 < 72 * GB
-    assert fit.tp == 2 and "TP 2" in fit.reason and "NVLink" in fit.reason
-    # per GPU: half the weights, half the KV heads
-    assert fit.sequences == max_sequences(72 * GB, weights / 2, 2 * 80 * 8 * 128 * 2 * 8192 / 2)
+    # TP 2 holds the weights and activations but not one 8k sequence beside them (0.67 GB per GPU left)
+    assert max_sequences(72 * GB, (weights + act) / 2, 2 * 80 * 8 * 128 * 2 * 8192 / 2) == 0
+    assert fit.tp == 4 and "TP 4" in fit.reason and "NVLink" in fit.reason
+    # per GPU: a quarter of the weights and activations, a quarter of the KV heads
+    assert fit.sequences == max_sequences(72 * GB, (weights + act) / 4, 2 * 80 * 8 * 128 * 2 * 8192 / 4)
+    assert fit_on(big, catalog.get("h100-sxm"), "fp16", 8192, tp=2).reason.startswith("does not fit")
     # L4 is one GPU per g6.xlarge: no TP to fall back on
     assert not fit_on(big, catalog.get("l4"), "fp16", 8192).fits
 
@@ -125,8 +134,8 @@ def test_mig_slices_where_they_fit(catalog, llama8b):
     fit = fit_on(llama8b, catalog.get("a100-sxm4-80gb"), "int4", 8192)
     slices = {m.profile: m.sequences for m in fit.mig}
     assert "7g.80gb" not in slices  # the whole GPU is the TP-1 row itself
-    assert slices["3g.40gb"] == math.floor((36 * GB - 5_700_591_616) / GIB)  # 28
-    assert slices["1g.10gb"] == math.floor((9 * GB - 5_700_591_616) / GIB)  # 3
+    assert slices["3g.40gb"] == math.floor((36 * GB - 5_700_591_616 - ACT) / GIB)  # 28
+    assert slices["1g.10gb"] == math.floor((9 * GB - 5_700_591_616 - ACT) / GIB)  # 3
     assert "1g.10gb" not in {
         m.profile for m in fit_on(llama8b, catalog.get("a100-sxm4-80gb"), "fp16", 8192).mig
     }

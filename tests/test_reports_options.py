@@ -15,7 +15,8 @@ from accelbench.reports.options import CLASSIC, DEFAULTS, GENERATIVE, option_spe
 
 # the server's query parameter for each option it takes (the same names as the flags, as a query spells them)
 QUERY_NAMES = {"slo_ms": "slo_p99_ms", "price_overrides": "price"}
-NOT_ON_THE_SERVER = {"target_tokens_per_s", "fit_models", "fit_context"}
+# kv_dtype (issue 48): the CLI's for now; the server's reports take the engines' default KV dtype
+NOT_ON_THE_SERVER = {"target_tokens_per_s", "fit_models", "fit_context", "kv_dtype"}
 
 
 def cli_options(*args: str) -> ReportOptions:

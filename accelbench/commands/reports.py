@@ -49,11 +49,11 @@ def _alias_key(name: str, alias: str) -> str:
     return f"{name}__{alias.lstrip('-').replace('-', '_')}"
 
 
-def report_options(group: str):
-    """A decorator adding every report option of ``group`` (CLASSIC or GENERATIVE) to a command, in the order
-    reports/options.py declares them; each arrives as a keyword argument named as its ReportOptions field
-    (a deprecated alias as its own argument: pass the arguments through ``take_aliases``)."""
-    specs = option_specs(group)
+def report_options(group: str, exclude: tuple[str, ...] = ()):
+    """A decorator adding every report option of ``group`` (CLASSIC or GENERATIVE) but the fields in ``exclude``
+    to a command, in the order reports/options.py declares them; each arrives as a keyword argument named as its
+    ReportOptions field (a deprecated alias as its own argument: pass the arguments through ``take_aliases``)."""
+    specs = [s for s in option_specs(group) if s.name not in exclude]
 
     def decorate(func):
         for spec in reversed(specs):

@@ -31,6 +31,8 @@ TARGET_SCALARS: dict[str, tuple[str, bool]] = {
     "toolchain": ("str", True),
     "compute_capability": ("str", False),
     "interconnect": ("str", False),
+    # one accelerator's link to the others of its instance, GB/s each way: TP all-reduces (llm_roofline)
+    "interconnect_gbs": ("pos", False),
     "verification": ("str", False),
     "note": ("str", False),
     "marketed_tops_sparse_int8": ("num", False),
@@ -38,6 +40,9 @@ TARGET_SCALARS: dict[str, tuple[str, bool]] = {
     "chips": ("int", False),
     "vcpus": ("int", False),
     "peak_is_upper_bound": ("bool", False),
+    # the fraction of the datasheet peak the card sustains under a long tensor-core load where its power limit
+    # holds the clocks below the boost the peak is quoted at (sourced per SKU; the generative roofline uses it)
+    "sustained_compute_fraction": ("pos", False),
 }
 TARGET_TABLES = ("peak_tflops", "price", "alt_prices", "capex", "mig_profiles", "triton", "sources")
 

@@ -8,8 +8,10 @@
   checkpoints do. INT4 counts its scales: one FP16 scale per group of 128 weights (AWQ's default group size),
   so 0.5 + 2/128 bytes per weight. FP8 and INT8 per-tensor / per-channel scales are negligible (not counted).
 - KV cache bytes per token = 2 (K and V) × layers × KV heads × head size × bytes of the KV dtype.
-- Fit: per accelerator, usable memory = (1 − ACTIVATION_RESERVE_FRACTION) × memory; the reserve (10 %, vLLM's
-  default gpu_memory_utilization of 0.9 leaves the same) holds activations, the CUDA context and the runtime.
+- Fit: per accelerator, usable memory = (1 − ACTIVATION_RESERVE_FRACTION) × memory, as vLLM sizes it
+  (gpu_memory_utilization, default 0.9, a fraction of the total memory: docs.vllm.ai engine arguments); the KV
+  cache gets what is left of it after the weights and the activations of a forward pass (activation_bytes:
+  vLLM profiles one of max_num_batched_tokens); the other 10 % is the CUDA context, NCCL and the runtime.
   Tensor parallelism over t accelerators of one instance splits the weights and the KV heads t ways (a KV head
   is never split: with t > KV heads each accelerator keeps ceil(KV heads / t)). The largest number of concurrent
   sequences at a context length is ⌊(usable − weights per accelerator) ÷ KV bytes per sequence per accelerator⌋;
@@ -36,6 +38,10 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 ACTIVATION_RESERVE_FRACTION = 0.10
+MAX_NUM_TOKENS = (
+    8192  # tokens one forward pass holds (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens)
+)
+LOGIT_ROWS = 256  # sequences sampled per step whose FP32 logits are live (vLLM's default max_num_seqs)
 INT4_GROUP_SIZE = 128
 TP_DEGREES = (1, 2, 4, 8, 16)
 CARDS_DIR = Path(__file__).resolve().parent.parent / "models" / "cards"
@@ -74,6 +80,12 @@ COMPUTE_PRECISION = {
     "int4": "fp16",
     "fp4": "fp4",
 }
+
+# The KV cache dtype engines pick by default for a weight format, where the target has FP8: TensorRT-LLM's
+# ModelOpt FP8 checkpoints ship an FP8 KV cache (kv_cache_quant_algo FP8) and vLLM serves them with
+# kv_cache_dtype "fp8"; every other format keeps a 16-bit cache (TensorRT-LLM's and vLLM's "auto": the model's
+# activation dtype: FP32 for an FP32 model). NVFP4 on Jetson Thor runs an FP16 cache in TensorRT Edge-LLM's published tables.
+FP8_KV_WITH = frozenset({"fp8"})
 
 
 # the shape's counts: ModelShape's int fields, the keys of a card's [generative] table that shape_fields reads
@@ -228,10 +240,33 @@ def load_shape(name_or_path: str) -> ModelShape:
 
 
 # ------------------------------------------------------------------------------------------------ targets
+def chips(target: HardwareTarget) -> int:
+    """Chips an instance-level catalog entry's figures add up (inf2-48xlarge: 12); 1 for a per-accelerator one."""
+    return int((getattr(target, "extra", {}) or {}).get("chips", 1) or 1)
+
+
 def accelerator_memory_bytes(target: HardwareTarget) -> float:
     """Memory of ONE accelerator: catalog memory (GB), divided by the chips of an instance-level entry."""
-    chips = int((getattr(target, "extra", {}) or {}).get("chips", 1) or 1)
-    return float(target.memory_gb) * 1e9 / chips
+    return float(target.memory_gb) * 1e9 / chips(target)
+
+
+def tp_degrees(target: HardwareTarget) -> tuple[int, ...]:
+    """The tensor-parallel degrees an instance of ``target`` allows: TP_DEGREES up to its accelerators."""
+    limit = accelerators_per_instance(target)
+    return tuple(t for t in TP_DEGREES if t <= limit)
+
+
+def activation_bytes(shape: ModelShape, tp: int = 1) -> float:
+    """Activation memory per accelerator an engine sets aside before sizing the KV cache: the live tensors of one
+    forward pass over MAX_NUM_TOKENS tokens (vLLM profiles a forward of max_num_batched_tokens and TensorRT-LLM
+    allocates for max_num_tokens, 8192 by default in both): per token the hidden state and residual, the
+    attention's Q/K/V and output, and the MLP's gate, up and product, in 16 bits, split over TP; plus the FP32
+    logits of the LOGIT_ROWS sequences sampled per step. An estimate of the
+    profile, not a measurement; it matters only where the weights nearly fill the memory."""
+    per_token = 4 * shape.hidden_size + 2 * (shape.heads + 2 * shape.kv_heads) * shape.head_size
+    per_token += 3 * shape.intermediate_size
+    logits = LOGIT_ROWS * shape.vocab_size * 4.0
+    return (MAX_NUM_TOKENS * per_token * 2.0 + logits) / tp
 
 
 def accelerators_per_instance(target: HardwareTarget) -> int:
@@ -252,6 +287,55 @@ def runs_precision(target: HardwareTarget, precision: str) -> str | None:
     if compute in ("fp16", "bf16") and ({"fp16", "bf16"} & set(peaks)):
         return None
     return f"no {compute.upper()} on this target (the catalog has no {compute} peak)"
+
+
+def compute_precision(target: HardwareTarget, precision: str) -> str:
+    """The catalog peak a ``precision`` model computes at on ``target`` (FP16 and BF16 stand in for each other)."""
+    compute = COMPUTE_PRECISION[precision]
+    peaks = getattr(target, "peak_tflops", {}) or {}
+    if compute in ("fp16", "bf16") and compute not in peaks:
+        return "bf16" if compute == "fp16" else "fp16"
+    return compute
+
+
+@dataclass(frozen=True)
+class ServingRecipe:
+    """Precision as a serving engine runs it: the weights' format, the KV cache's dtype and the compute's.
+
+    The one definition: the fit (KV bytes per sequence), the roofline (KV bytes read per step, the peak) and every
+    generative row use it, so a projection and the fit it rests on read the same bytes."""
+
+    weights: str  # a WEIGHT_FORMATS key
+    kv_cache: str  # a KV_DTYPES key
+    compute: str  # a catalog peak_tflops key
+    kv_source: str  # why this KV dtype: the engines' default for the weights and target, or the option
+
+    @property
+    def label(self) -> str:
+        return f"weights {self.weights}, KV {self.kv_cache}, compute {self.compute}"
+
+
+def default_kv_dtype(target: HardwareTarget, precision: str) -> str:
+    """The KV cache dtype engines default to for ``precision`` weights on ``target`` (FP8_KV_WITH)."""
+    peaks = getattr(target, "peak_tflops", {}) or {}
+    if precision in FP8_KV_WITH and "fp8" in peaks:
+        return "fp8"
+    if precision == "fp32":  # "auto": the model's own dtype
+        return "fp32"
+    return "bf16" if "bf16" in peaks and "fp16" not in peaks else "fp16"
+
+
+def serving_recipe(target: HardwareTarget, precision: str, kv_dtype: str | None = None) -> ServingRecipe:
+    """The recipe of ``precision`` weights on ``target``: the KV dtype given (``--kv-dtype``), else the engines'
+    default (default_kv_dtype); ``BadInputError`` for an unknown precision or KV dtype."""
+    weight_format(precision)
+    if kv_dtype is not None and kv_dtype not in KV_DTYPES:
+        raise BadInputError(f"unknown KV cache dtype {kv_dtype!r}; use one of {', '.join(KV_DTYPES)}")
+    if kv_dtype is None:
+        kv, why = default_kv_dtype(target, precision), "the engines' default for these weights on this target"
+    else:
+        kv, why = kv_dtype, "--kv-dtype"
+    return ServingRecipe(precision, kv, compute_precision(target, precision), why)
 
 
 @dataclass(frozen=True)
@@ -296,8 +380,12 @@ def fit_bytes(
     kv_heads: int,
     context: int,
     reserve: float = ACTIVATION_RESERVE_FRACTION,
+    tp: int | None = None,
+    activations: float = 0.0,
 ) -> Fit:
-    """The fit of a model given its weight and per-token KV bytes (whole model) on ``target``."""
+    """The fit of a model given its weight and per-token KV bytes (whole model) on ``target``: at ``tp``
+    accelerators, else at the smallest TP degree that holds one sequence. ``activations``: bytes per accelerator
+    at TP 1 (activation_bytes), set aside beside the weights and split over TP like them."""
     if not 0 <= reserve < 1:
         raise BadInputError(f"activation reserve must be in [0, 1), got {reserve!r}")
     if context < 1:
@@ -323,21 +411,24 @@ def fit_bytes(
     if why_not:
         return replace(none, reason=f"does not run {precision}: {why_not}")
     limit = accelerators_per_instance(target)
-    for tp in (t for t in TP_DEGREES if t <= limit):
-        kv_share = math.ceil(kv_heads / tp) / kv_heads
-        n = max_sequences(usable, weight_bytes / tp, kv_seq * kv_share)
+    degrees = tp_degrees(target) if tp is None else (tp,) if tp <= limit else ()
+    for t in degrees:
+        kv_share = math.ceil(kv_heads / t) / kv_heads
+        n = max_sequences(usable, (weight_bytes + activations) / t, kv_seq * kv_share)
         if n >= 1:
-            where = "" if tp == 1 else f"; TP {tp} over {interconnect or 'the instance interconnect'}"
-            mig = _mig(target, weight_bytes, kv_seq, reserve) if tp == 1 else ()
+            where = "" if t == 1 else f"; TP {t} over {interconnect or 'the instance interconnect'}"
+            mig = _mig(target, weight_bytes + activations, kv_seq, reserve) if t == 1 else ()
             return replace(
                 none,
                 fits=True,
-                tp=tp,
+                tp=t,
                 sequences=n,
                 mig=mig,
                 reason=f"fits: {n} sequence(s) of "
                 f"{context} tokens beside {weight_bytes / 1e9:.3g} GB of weights{where}",
             )
+    if tp is not None:
+        limit = min(limit, tp)
     return replace(
         none,
         reason=(
@@ -366,8 +457,10 @@ def fit_on(
     context: int,
     kv_dtype: str = "fp16",
     reserve: float = ACTIVATION_RESERVE_FRACTION,
+    tp: int | None = None,
 ) -> Fit:
-    """Does ``shape`` fit ``target`` at ``precision`` weights and ``context`` tokens per sequence?"""
+    """Does ``shape`` fit ``target`` at ``precision`` weights and ``context`` tokens per sequence (at ``tp``, else
+    the smallest TP degree that holds one sequence), beside its activations (activation_bytes)?"""
     if context > shape.context_length:
         raise BadInputError(f"context {context} exceeds {shape.name}'s context length {shape.context_length}")
     return fit_bytes(
@@ -378,4 +471,6 @@ def fit_on(
         shape.kv_heads,
         context,
         reserve,
+        tp,
+        activation_bytes(shape),
     )

@@ -38,6 +38,7 @@ LLM_POINT_KEYS: dict[str, tuple[str, bool]] = {
     "source": ("str", True),
     "date": ("str", True),
     "note": ("str", False),
+    "family": ("str", False),
 }
 
 
@@ -58,6 +59,9 @@ class LlmPoint:
     prefill_ms: float | None = None
     prefill_tokens: int | None = None
     note: str = ""
+    # the published source family (one table of one release: "trtllm-v0.14", "trtllm-v1.0", "edge-llm", ...):
+    # bench/projection_check.py fits without a family and judges the fit on it
+    family: str = ""
 
     @property
     def label(self) -> str:

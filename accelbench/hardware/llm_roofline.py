@@ -6,16 +6,26 @@
 - One decode step at batch B with an average context c: bytes = weights read (all but an untied embedding
   table, of which a lookup reads one row) + B × c × KV bytes per token (each
   sequence reads its own cache); FLOPs = B × (2 × matmul params + 4 × layers × heads × head size × c).
-  TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t.
-- A steady batch of B sequences with ISL/OSL: each sequence's prefill runs once (prefills serialise, decode
-  steps are shared), so output tokens/s = B × OSL ÷ (B × TTFT + OSL × TPOT(B)); tokens/s per user =
-  1 ÷ TPOT(B) (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is
+  TPOT bound = max(FLOPs ÷ peak, bytes ÷ bandwidth). Tensor parallelism over t accelerators divides both by t
+  and adds its all-reduces over the instance's links (allreduce_s) to every step and prefill. An instance-level
+  catalog entry (inf2-48xlarge: 12 chips) is read per chip: its peak and bandwidth ÷ its chips.
+- A steady batch of B sequences with ISL/OSL, as engines run it (in-flight batching, chunked prefill): every
+  step decodes one token of each of the B sequences and carries prompt chunks of the sequences that join, on
+  average B × ISL ÷ OSL prompt tokens a step (each sequence's ISL prompt tokens spread over its OSL steps), so
+  the weights are read once for both (``step_s``). The step runs its matmuls and attention at the compute
+  efficiency and reads the weights and the KV cache at the memory efficiency one after the other (time =
+  FLOPs ÷ (peak × compute efficiency) + bytes ÷ (bandwidth × memory efficiency): fitted on the TensorRT-LLM
+  tables, the additive step reproduces each target's rows within 1.06–1.17×, where max(compute, memory) and
+  prefill-on-top-of-decode leave 1.2–1.4×), plus the step's all-reduces under TP. Output tokens/s = B ÷ step;
+  tokens/s per user = 1 ÷ step (InferenceX's interactivity, 1000 / TPOT ms). The average decode context is
   decode_context(ISL, OSL) = ISL + OSL / 2.
-- Efficiencies turn the bound into a projection: ``decode_efficiency`` is the fraction of the decode roofline
-  reached, ``prefill_efficiency`` the fraction of the prefill compute roofline (fitted on published results,
-  accelbench/reports/llm_projection.py). Left at 1 they give the pure bound.
+- Efficiencies turn the bound into a projection: ``decode_efficiency`` is the fraction of the memory bandwidth
+  a step reaches, ``prefill_efficiency`` the fraction of the compute peak (prefill and every step's matmuls;
+  both fitted on published results, accelbench/reports/llm_projection.py). Left at 1 they give the bound.
 
-Precision: the catalog peak of the weights' compute precision (INT4/W4A16 computes in FP16; llm_memory).
+Precision: the catalog peak of the weights' compute precision (INT4/W4A16 computes in FP16; llm_memory), times
+the SKU's ``sustained_compute_fraction`` where the catalog gives one (a power-limited card's clocks sit below the
+boost its datasheet peak is quoted at).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from dataclasses import dataclass
 
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import HardwareTarget
-from accelbench.hardware.llm_memory import COMPUTE_PRECISION, ModelShape, runs_precision
+from accelbench.hardware.llm_memory import ModelShape, chips, compute_precision, runs_precision
 from accelbench.hardware.roofline import RooflinePoint, batch_point, latency_lower_bound_s
 from accelbench.hardware.roofline import checked_efficiency as _eff
 
@@ -95,18 +105,32 @@ class Roof:
     peak_flops_per_s: float
     bandwidth_bytes_per_s: float
     compute_precision: str
+    link_bytes_per_s: float = 0.0  # to the other accelerators of the instance, each way (0: none known)
 
 
 def roof(target: HardwareTarget, precision: str) -> Roof:
-    """The target's compute peak for the weights' compute precision and its memory bandwidth."""
+    """ONE accelerator's compute peak for the weights' compute precision and its memory bandwidth."""
     why_not = runs_precision(target, precision)
     if why_not:
         raise BadInputError(f"target {target.id!r} does not run {precision}: {why_not}")
-    compute = COMPUTE_PRECISION[precision]
-    peaks = target.peak_tflops
-    if compute not in peaks:  # fp16 and bf16 stand in for each other
-        compute = "bf16" if compute == "fp16" else "fp16"
-    return Roof(float(peaks[compute]) * TERA, float(target.memory_bw_gbs) * GIGA, compute)
+    compute = compute_precision(target, precision)
+    n = chips(target)  # an instance-level entry (inf2-48xlarge) adds up its chips: one chip's roof
+    sustained = float(target.extra.get("sustained_compute_fraction", 1.0))  # power-limited SKUs (catalog)
+    peak = float(target.peak_tflops[compute]) * TERA * sustained / n
+    bandwidth = float(target.memory_bw_gbs) * GIGA / n
+    link = float((getattr(target, "extra", {}) or {}).get("interconnect_gbs", 0) or 0) * GIGA
+    return Roof(peak, bandwidth, compute, link)
+
+
+def allreduce_s(cost: LlmCost, tokens: float, tp: int, r: Roof) -> float:
+    """Tensor parallelism's communication for ``tokens`` tokens: two all-reduces per layer (after attention and
+    after the MLP, Megatron-style, as TensorRT-LLM and vLLM split a Llama) of the tokens' 16-bit hidden states
+    (heads × head size), each a ring moving 2 (t − 1) / t of the message through every accelerator's link.
+    0 at TP 1 or where the catalog has no link figure (interconnect_gbs)."""
+    if tp <= 1 or r.link_bytes_per_s <= 0:
+        return 0.0
+    message = tokens * cost.heads * cost.head_size * 2.0
+    return 2 * cost.layers * 2.0 * (tp - 1) / tp * message / r.link_bytes_per_s
 
 
 def ttft_s(cost: LlmCost, r: Roof, isl: int, tp: int = 1, prefill_efficiency: float = 1.0) -> float:
@@ -123,6 +147,28 @@ def tpot_s(
     e = _eff("decode_efficiency", decode_efficiency)
     flops, moved = cost.decode_flops(batch, context) / tp, cost.decode_bytes(batch, context) / tp
     return latency_lower_bound_s(flops, moved, r.peak_flops_per_s * e, r.bandwidth_bytes_per_s * e)
+
+
+def step_s(
+    cost: LlmCost,
+    r: Roof,
+    batch: int,
+    context: float,
+    prefill_tokens: float,
+    isl: int,
+    tp: int = 1,
+    memory_efficiency: float = 1.0,
+    compute_efficiency: float = 1.0,
+) -> float:
+    """One engine step under in-flight batching: one decode token for each of ``batch`` sequences at ``context``
+    and ``prefill_tokens`` prompt tokens of ISL-token prompts (chunked prefill) in the same step, the weights read
+    once. Compute time (matmuls and attention at the compute efficiency) plus memory time (weights and KV cache
+    at the memory efficiency): the step's GEMMs and its attention's KV reads do not overlap."""
+    ec = _eff("compute_efficiency", compute_efficiency)
+    em = _eff("memory_efficiency", memory_efficiency)
+    flops = cost.decode_flops(batch, context) + prefill_tokens * cost.token_flops(prefill_context(isl))
+    moved = cost.decode_bytes(batch, context)
+    return (flops / (r.peak_flops_per_s * ec) + moved / (r.bandwidth_bytes_per_s * em)) / tp
 
 
 def prefill_point(cost: LlmCost, r: Roof, target_id: str, precision: str, isl: int) -> RooflinePoint:
@@ -170,12 +216,15 @@ def frontier(
     if isl < 1 or osl < 1:
         raise BadInputError(f"ISL and OSL must be >= 1, got {isl}/{osl}")
     context = decode_context(isl, osl)
-    prefill = ttft_s(cost, r, isl, tp, prefill_efficiency)
+    prefill = ttft_s(cost, r, isl, tp, prefill_efficiency) + allreduce_s(cost, isl, tp, r)
     sizes = sorted({b for b in batches if b <= max_batch} | ({max_batch} if max_batch >= 1 else set()))
     out = []
     for b in sizes:
-        step = max(tpot_s(cost, r, b, context, tp, decode_efficiency), step_floor_s)
-        thr = b * osl / (b * prefill + osl * step)
+        chunks = b * isl / osl
+        step = max(
+            step_s(cost, r, b, context, chunks, isl, tp, decode_efficiency, prefill_efficiency), step_floor_s
+        ) + allreduce_s(cost, b + chunks, tp, r)  # the step's decode tokens and prompt chunks
+        thr = b / step
         compute = cost.decode_flops(b, context) / r.peak_flops_per_s
         bound = "compute" if compute > cost.decode_bytes(b, context) / r.bandwidth_bytes_per_s else "memory"
         out.append(FrontierPoint(b, prefill, step, 1.0 / step, thr, thr / tp, bound))

@@ -127,13 +127,16 @@ def _published_models(
     groups: Mapping[GroupKey, Group],
     roofline: ef.RooflineFn,
     pairs: Sequence[tuple[str, str]],
+    graph_costs: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
 ) -> dict[GroupKey, ef.EfficiencyModel | None]:
     """(model, precision, target id) → the target's published efficiency model for the model's kind, with its
     latency floor and its validation range; not yet calibrated. A model never published takes the fixed term of
-    its graph's depth (none in a manifest older than the count: the median graph's)."""
+    its graph's depth (none in a manifest older than the count: the median graph's). ``graph_costs``: the
+    models' costs where no group carries them (``project_classic``)."""
+    graph_costs = graph_costs or {}
     out: dict[GroupKey, ef.EfficiencyModel | None] = {}
     for model, precision in pairs:
-        gc = _graph_cost_for(groups, model, precision)
+        gc = graph_costs.get((model, precision)) or _graph_cost_for(groups, model, precision)
         flops = float(gc["flops_per_inference"]) if gc else None
         depth = float(gc["depth"]) if gc and gc.get("depth") is not None else None
         for tid, t in targets.items():
@@ -583,3 +586,30 @@ def compare_to_cheapest(ranked: list[ReportRow], confidence: float = 0.95) -> li
                 f"no significant difference from {name} ({confidence:.0%}, Holm p = {p:.2g})"
             )
     return [replace(r, comparison=comparisons[id(r)]) if id(r) in comparisons else r for r in ranked]
+
+
+def project_classic(
+    model: str,
+    precisions: Sequence[str],
+    graph_costs: Mapping[str, Mapping[str, Any]],
+    targets: Mapping[str, HardwareTarget],
+    catalog: Catalog,
+    options: ReportOptions,
+) -> ReportData:
+    """Projected classic rows with no measurement (``accelbench project``): ``model`` at each precision
+    (``graph_costs``: precision → its graph cost) on each target, through the same projected row, published
+    efficiency models, prices, baseline ratios and ranking as ``build_report``'s."""
+    roofline = proj.default_roofline()
+    pairs = [(model, p) for p in precisions]
+    costs = {(model, p): dict(graph_costs[p]) for p in precisions}
+    models = _published_models(catalog, targets, {}, roofline, pairs, costs)
+    baseline_id = options.baseline or catalog.baseline_id
+    rows = [
+        _projected_row(model, p, t, costs[(model, p)], {}, options, {}, roofline, models.get((model, p, tid)))
+        for p in precisions
+        for tid, t in sorted(targets.items())
+    ]
+    rows = [_price_row(row, targets[row.target], options) for row in rows]
+    rows = _rank(_baseline_ratios(rows, baseline_id), options)
+    rows.sort(key=lambda r: (r.model, r.rank if r.rank is not None else 10**9, r.target, r.precision))
+    return ReportData(options, baseline_id, rows, {}, dict(targets), {}, costs, models)

@@ -4,8 +4,10 @@ The JSON table is one list. Classic rows come first, each with results.csv's col
 as they always were. Generative rows follow, one per model × precision × target in generative.csv's order, each
 a ``GenerativeJsonRow``: the marker ``"table": "generative"`` (classic rows have no ``table`` key), every
 generative.csv column (reports/rows.TokenRow), the objectives the row was judged at (``slo_ttft_p99_ms``,
-``slo_tpot_p99_ms``, ``slo_source``: as a classic row carries its ``slo_ms`` and ``percentile``) and ``points``,
-its frontier points as generative.json has them (llm_report.GenPoint).
+``slo_tpot_p99_ms``, ``slo_source``: as a classic row carries its ``slo_ms`` and ``percentile``), ``points``,
+its frontier points as generative.json has them (llm_report.GenPoint), and ``tp_options``: for a projected row
+every tensor-parallel degree that fits with its capacity (llm_report.TpOption.summary; the row's ``tp`` is the
+one chosen).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class GenerativeJsonRow:
     slo_tpot_p99_ms: float  # the TPOT p99 objective
     slo_source: str  # where the objectives came from (the options, the workload, MLPerf's defaults)
     points: tuple[GenPoint, ...]
+    tp_options: tuple[
+        dict[str, Any], ...
+    ] = ()  # a projected row: every TP degree that fits, and its capacity
     table: Literal["generative"] = GENERATIVE_TABLE
 
     def as_json(self) -> dict[str, Any]:
@@ -39,6 +44,7 @@ class GenerativeJsonRow:
             "slo_tpot_p99_ms": self.slo_tpot_p99_ms,
             "slo_source": self.slo_source,
             "points": [p.to_dict() for p in self.points],
+            "tp_options": list(self.tp_options),
         }
 
 
@@ -53,6 +59,7 @@ def generative_rows(gen: GenerativeReport | None) -> list[GenerativeJsonRow]:
             gen.tpot_ms,
             gen.objective_source,
             tuple(r.points),
+            r.tp_options,
         )
         for r in gen.rows
     ]

@@ -33,6 +33,10 @@ def _ivl(value: float | None, low: float | None, high: float | None, money: bool
     return one(value) if low is None or high is None else f"{one(value)} [{one(low)}, {one(high)}]"
 
 
+def _proj(text: str, projected: bool) -> str:
+    return f"{text} (proj)" if projected and text != "—" else text
+
+
 def answer(gen: GenerativeReport) -> str:
     """The generative answer: per model the cheapest target at the objective (and at the interactivity)."""
     parts = []
@@ -103,12 +107,9 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
         c, proj = r.capacity, r.status == "projected"
         q = r.prices.get(basis)
         low, high = r.cost_interval(basis)
-        out_cost = _usd(r.cost(basis), proj) if proj else _ivl(r.cost(basis), low, high, money=True)
-        cap = (
-            "—"
-            if c is None
-            else (_n(c.output_tps, True) if proj else _ivl(c.output_tps, c.output_tps_low, c.output_tps_high))
-        )
+        # a projected figure carries its range (llm_report.efficiency_bounds), a measured one its 95 % interval
+        out_cost = _proj(_ivl(r.cost(basis), low, high, money=True), proj)
+        cap = "—" if c is None else _proj(_ivl(c.output_tps, c.output_tps_low, c.output_tps_high), proj)
         verdict = (
             "PASS"
             if c is not None
@@ -118,6 +119,8 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
         note = r.reason if c is None or proj or searched else ""
         if proj and r.tp:
             note += f"; TP {r.tp}, up to {r.max_batch} sequences at ISL + OSL"
+        if r.recipe is not None:
+            note = f"{note}; {r.recipe.label}" if note else r.recipe.label
         rows.append(
             [
                 r.target,
@@ -143,7 +146,9 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
         rows,
         "Cost per million tokens = $/accelerator-hour ÷ (tokens/s × 3600) × 10⁶ at the capacity step; input "
         "and blended at the workload's ISL/OSL. Measured figures carry their 95 % interval (from the output "
-        "token rate's interval). A basis the catalog lacks for a target shows —.",
+        "token rate's interval), projected ones their range [low, high] (the efficiency fit's spread, widened "
+        "where the target has no published LLM point of its own; the note says which). A basis the catalog lacks "
+        "for a target shows —.",
     )
 
 
@@ -190,9 +195,7 @@ def steps_table(gen: GenerativeReport) -> Table:
                     r.precision,
                     r.status,
                     fmt(p.concurrency),
-                    _n(p.output_tps, proj)
-                    if proj
-                    else _ivl(p.output_tps, p.output_tps_low, p.output_tps_high),
+                    _proj(_ivl(p.output_tps, p.output_tps_low, p.output_tps_high), proj),
                     _n(p.tokens_per_user, proj),
                     _n(p.ttft_p99_ms, proj),
                     p.ttft_verdict,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from accelbench.hardware.llm_memory import KV_DTYPES
 from accelbench.reports.cost import DEFAULT_USD_PER_KWH, PRICE_BASES, parse_price_overrides
 
 DEFAULT_MAX_ERROR_RATE = (
@@ -138,6 +139,14 @@ class ReportOptions:
         multiple=True,
         metavar="CARD",
         help="Generative: a model card (packaged name such as llama-3.1-8b, or a TOML) for the memory-fit table.",
+    )
+    kv_dtype: str | None = option(
+        flag="--kv-dtype",
+        group=GENERATIVE,
+        choices=tuple(KV_DTYPES),
+        show_default=False,
+        help="Generative projections: the KV cache dtype [default: what the engines use for the weights on "
+        "the target: fp8 with fp8 weights where it has FP8, else fp16/bf16].",
     )
     fit_context: int | None = option(
         flag="--context",

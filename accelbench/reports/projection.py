@@ -45,9 +45,19 @@ def bytes_per_inference(graph_cost: Mapping[str, Any], batch: int) -> float:
     return total / batch
 
 
+# Toolchains that run an FP32 network's matmuls and convolutions in TF32 by default where the GPU has it (Ampere
+# and later): TensorRT's builder sets BuilderFlag.TF32 unless told not to (trtexec --noTF32), so an FP32 engine
+# reaches the TF32 tensor-core peak, not the FP32 CUDA-core one. ONNX Runtime's CPU, Neuron (its compiler casts
+# matmuls to BF16 by its own --auto-cast rule, which accelbench's Neuron variants pin) and CPUs keep FP32.
+TF32_BY_DEFAULT = frozenset({"tensorrt"})
+
+
 def precision_on(target: HardwareTarget, precision: str) -> str | None:
-    """The precision the target would run a ``precision`` variant in (its peak table decides)."""
+    """The precision the target would run a ``precision`` variant in (its peak table decides; FP32 runs as TF32
+    where the toolchain does so by default and the target has a TF32 peak: TF32_BY_DEFAULT)."""
     peaks = target.peak_tflops or {}
+    if precision == "fp32" and target.toolchain in TF32_BY_DEFAULT and peaks.get("tf32"):
+        return "tf32"
     for candidate in PRECISION_FALLBACK.get(precision, (precision,)):
         if peaks.get(candidate):
             return candidate

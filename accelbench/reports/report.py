@@ -71,6 +71,12 @@ def render_report(
     if unknown:
         raise ValueError(f"unknown report formats {unknown}; known: {FORMATS}")
     data = build_report(documents, catalog, options, roofline, leave_out_unknown_targets)
+    return render_data(data, formats)
+
+
+def render_data(data: ReportData, formats: Iterable[str] = FORMATS) -> RenderedReport:
+    """A built report (``build_report``'s, or ``accelbench project``'s with no measurement) in ``formats``."""
+    formats = tuple(formats)
     table = flat_rows(data.rows)
     outputs: dict[str, bytes] = {}
     if "md" in formats or "html" in formats:
