@@ -653,7 +653,14 @@ def covers(point: GenPoint, published_tokens_per_s: float) -> bool | None:
     """Whether a projected point's range contains a published output tokens/s per accelerator (None: no range).
     For coverage over held-out points: the share of ``covers(...)`` that is True."""
     got = projection_range(point)
-    return None if got is None else got[0] <= published_tokens_per_s <= got[1]
+    return None if got is None else inside(published_tokens_per_s, *got)
+
+
+def inside(value: float, low: float, high: float) -> bool:
+    """``low <= value <= high``, give or take the last bits of a float (a range's end built as projected ÷ a
+    ratio is the published figure itself, up to rounding)."""
+    slack = 1e-9 * max(abs(low), abs(high))
+    return low - slack <= value <= high + slack
 
 
 TP_TIE = 0.01  # a larger degree must serve this much more per accelerator: the projection is not finer
@@ -903,7 +910,7 @@ class Reproduced:
         """Whether the published figure lies inside the projected range (None: no range)."""
         if self.low_tokens_per_s is None or self.high_tokens_per_s is None:
             return None
-        return self.low_tokens_per_s <= self.point.output_tokens_per_s <= self.high_tokens_per_s
+        return inside(self.point.output_tokens_per_s, self.low_tokens_per_s, self.high_tokens_per_s)
 
 
 def reproduce(
