@@ -14,8 +14,8 @@ import pytest
 
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.llm_memory import serving_recipe
+from accelbench.reports.llm_projected import Reproduced, reproduce
 from accelbench.reports.llm_projection import LlmEfficiencies
-from accelbench.reports.llm_report import Reproduced, reproduce
 
 BOUND = 1.1
 # Points the per-target median efficiency does not yet reproduce within BOUND: the spread of the target's own

@@ -23,15 +23,14 @@ from accelbench.hardware.llm_memory import ModelShape, load_shape, runs_precisio
 from accelbench.hardware.published import load_published
 from accelbench.models.loader import causal_lm_card, is_causal_lm_dir
 from accelbench.reports.build import ReportData, project_classic
+from accelbench.reports.llm_projected import ProjectionRequest, project_generative
 from accelbench.reports.llm_projection import LlmEfficiencies
 from accelbench.reports.llm_report import (
     GenerativeReport,
-    ProjectionRequest,
     answer_rows,
     fit_table,
     objectives,
     plan,
-    project_generative,
     target_prices,
 )
 from accelbench.reports.options import ReportOptions
