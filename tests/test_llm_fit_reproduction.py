@@ -1,6 +1,6 @@
 """Every published ``[[llm_points]]`` fit point reproduced through the report's own path (issue 48, item 2).
 
-``llm_report.reproduce`` projects a point's model, precision and ISL/OSL on its target with the same function
+``llm_projected.reproduce`` projects a point's model, precision and ISL/OSL on its target with the same function
 ``report --project`` and ``accelbench project`` call for a projected generative row (``project_generative``),
 with the default serving recipe: the KV cache dtype is the engines' default, never the point's own, so a recipe
 that differs from the one the fit read (the FP16-KV bug of issue 48: 0.47–0.61×) fails here.

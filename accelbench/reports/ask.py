@@ -2,7 +2,7 @@
 
 A generative model (a packaged card such as ``llama-3.1-8b``, a card TOML with a ``[generative]`` table, or a
 causal-LM checkpoint ``hf:DIR``) at an ISL/OSL gets the generative rows ``report --project`` builds
-(``llm_report.project_generative``: the serving recipe, the fit, the frontier, capacity at the TTFT/TPOT
+(``llm_projected.project_generative``: the serving recipe, the fit, the frontier, capacity at the TTFT/TPOT
 objective, cost per million input/output tokens); a classic model (one whose graph cost
 ``published_results.toml`` counts: resnet50, bert-base, ...) gets the classic projected rows
 (``build.project_classic``: cost per million requests at the latency SLO). Both come back as a ``ReportData``
