@@ -182,9 +182,10 @@ def fit_spread(efficiencies: LlmEfficiencies, target: HardwareTarget, eff: Effic
 def projection_range(point: GenPoint) -> tuple[float, float] | None:
     """The range of a projected point's output tokens/s per accelerator (low, high), None where it has none.
 
-    The low and high ends are the same batch projected at the low and high ends of efficiency_bounds, so
-    a published figure lies inside when ``low <= published <= high``: what a validation counts for coverage
-    (``covers``)."""
+    The ends are the point's projection × the row's Band (fit_spread: ÷ the highest and lowest projected ÷
+    published ratio of the points its efficiency rests on, widened where the target has none of its own), so a
+    published figure lies inside when ``low <= published <= high``: what a validation counts for coverage
+    (``covers``; a validation that leaves points out must build the row from efficiencies fitted without them)."""
     if point.output_tps_low is None or point.output_tps_high is None:
         return None
     return point.output_tps_low, point.output_tps_high
@@ -292,7 +293,7 @@ class Reproduced:
     row: GenRow
     projected_tokens_per_s: float  # as the point publishes it: whole TP group
     ratio: float  # projected ÷ published
-    low_tokens_per_s: float | None = None  # the range (efficiency_bounds), as projected_tokens_per_s
+    low_tokens_per_s: float | None = None  # the range (fit_spread), as projected_tokens_per_s
     high_tokens_per_s: float | None = None
 
     @property
