@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -130,3 +131,15 @@ def test_an_hf_checkpoint_folder_is_projected_from_its_config(tmp_path):
     assert row["target"] == "l4" and row["capacity_output_tokens_per_s"] > 0 and row["kv_dtype"] == "fp16"
     bad = _run(f"hf:{tmp_path / 'missing'}", "--isl", "1", "--osl", "1")
     assert bad.exit_code != 0 and "ForCausalLM" in bad.stderr
+
+
+def test_a_trace_gives_the_workload_its_mean_lengths():
+    trace = str(
+        Path(__file__).parent / "data/traces/mooncake_sample.jsonl"
+    )  # 60 requests, 39.08 / 4.02 tokens
+    got = _run("llama-3.1-8b", "--trace", trace, "--target", "h100-sxm", "--precision", "fp8", "--json")
+    assert got.exit_code == 0, got.output
+    (row,) = json.loads(got.stdout)
+    assert (row["isl"], row["osl"]) == (39, 4) and row["capacity_output_tokens_per_s"] > 0
+    both = _run("llama-3.1-8b", "--trace", trace, "--isl", "10", "--osl", "10")
+    assert both.exit_code != 0 and "give the workload once" in both.stderr
