@@ -17,6 +17,7 @@ from accelbench.hardware.llm_memory import (
     ModelShape,
     activation_bytes,
     load_shape,
+    runs_precision,
     serving_recipe,
     tp_degrees,
 )
@@ -72,6 +73,9 @@ def project_generative(
         recipe = serving_recipe(target, req.precision, req.kv_dtype)
     except BadInputError as err:
         return replace(row, reason=f"not projected: {err}")
+    why_not = runs_precision(target, req.precision)
+    if why_not:  # no recipe to name: the target has no such compute
+        return replace(row, reason=f"does not run {req.precision}: {why_not}")
     row = replace(row, recipe=recipe)
     try:  # a card with the published shape beats the graph cost (it knows the attention size and KV heads)
         shape = req.shape or load_shape(req.model)
