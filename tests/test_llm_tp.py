@@ -9,8 +9,8 @@ import pytest
 from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.llm_memory import shape_from_mapping
 from accelbench.hardware.llm_roofline import LlmCost, allreduce_s, roof
+from accelbench.reports.llm_projected import TP_TIE, ProjectionRequest, project_generative
 from accelbench.reports.llm_projection import LlmEfficiencies
-from accelbench.reports.llm_report import TP_TIE, ProjectionRequest, project_generative
 
 LLAMA_70B = {
     "layers": 80,

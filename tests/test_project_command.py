@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -65,6 +66,7 @@ def test_markdown_html_and_json_files(tmp_path):
     assert json.loads((tmp_path / "table.json").read_text())[0]["target"] == "l4"
 
 
+@pytest.mark.slow  # the published classic efficiency models: ~4 s of CPU
 def test_a_classic_model_gets_cost_per_million_requests():
     got = _run("resnet50", "--precision", "fp16", "--target", "l4,a100-sxm4-80gb", "--json")
     assert got.exit_code == 0, got.output
@@ -118,3 +120,39 @@ def test_every_projected_row_and_frontier_point_has_a_range_that_says_what_it_is
         own = r["target"] in OWN_POINTS  # a target with published LLM points of its own (more than one)
         assert ("fit's spread over its" in r["efficiency_source"]) == own
         assert ("widened 1.5× either way" in r["efficiency_source"]) != own
+
+
+def test_an_hf_checkpoint_folder_is_projected_from_its_config(tmp_path):
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 16,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": True,
+        "model_type": "llama",
+    }  # fmt: skip (Llama-3.2-1B's shape)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    got = _run(
+        f"hf:{tmp_path}", "--isl", "128", "--osl", "128", "--target", "l4", "--precision", "fp16", "--json"
+    )
+    assert got.exit_code == 0, got.output
+    (row,) = json.loads(got.stdout)
+    assert row["target"] == "l4" and row["capacity_output_tokens_per_s"] > 0 and row["kv_dtype"] == "fp16"
+    bad = _run(f"hf:{tmp_path / 'missing'}", "--isl", "1", "--osl", "1")
+    assert bad.exit_code != 0 and "ForCausalLM" in bad.stderr
+
+
+def test_a_trace_gives_the_workload_its_mean_lengths():
+    trace = str(
+        Path(__file__).parent / "data/traces/mooncake_sample.jsonl"
+    )  # 60 requests, 39.08 / 4.02 tokens
+    got = _run("llama-3.1-8b", "--trace", trace, "--target", "h100-sxm", "--precision", "fp8", "--json")
+    assert got.exit_code == 0, got.output
+    (row,) = json.loads(got.stdout)
+    assert (row["isl"], row["osl"]) == (39, 4) and row["capacity_output_tokens_per_s"] > 0
+    both = _run("llama-3.1-8b", "--trace", trace, "--isl", "10", "--osl", "10")
+    assert both.exit_code != 0 and "give the workload once" in both.stderr

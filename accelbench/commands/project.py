@@ -23,6 +23,12 @@ NOT_HERE = ("project", "include_failed", "max_error_rate", "fit_models")
     "--osl", type=click.IntRange(min=1), default=None, help="Output tokens per request (generative)."
 )
 @click.option(
+    "--trace",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A request trace (Mooncake JSONL, BurstGPT CSV) instead of --isl/--osl: its mean ISL and OSL.",
+)
+@click.option(
     "--precision",
     "precisions",
     multiple=True,
@@ -47,7 +53,7 @@ NOT_HERE = ("project", "include_failed", "max_error_rate", "fit_models")
     help="Folder for report.md, report.html, generative.csv/.json [default: print Markdown to stdout].",
 )
 @click.pass_context
-def project_cmd(ctx, model, isl, osl, precisions, targets, as_json, out_dir, **given) -> None:
+def project_cmd(ctx, model, isl, osl, trace, precisions, targets, as_json, out_dir, **given) -> None:
     """Project a model's cost on catalog targets without measuring it: capacity at the objective, cost per
     million tokens (generative, at --isl/--osl) or requests (classic), every row labelled projected."""
     from accelbench.reports.ask import Ask, ask
@@ -55,7 +61,7 @@ def project_cmd(ctx, model, isl, osl, precisions, targets, as_json, out_dir, **g
     from accelbench.reports.table import to_json_text
 
     options = options_from(take_aliases(given))
-    request = Ask(model, isl, osl, split_ids(precisions), split_ids(targets))
+    request = Ask(model, isl, osl, split_ids(precisions), split_ids(targets), trace)
     formats = ("md", "html", "csv") if out_dir else ("md",) if not as_json else ()
     rendered = render_data(ask(request, catalog_of(ctx), options), formats)
     if as_json:

@@ -2,7 +2,7 @@
 
 A generative model (a packaged card such as ``llama-3.1-8b``, a card TOML with a ``[generative]`` table, or a
 causal-LM checkpoint ``hf:DIR``) at an ISL/OSL gets the generative rows ``report --project`` builds
-(``llm_report.project_generative``: the serving recipe, the fit, the frontier, capacity at the TTFT/TPOT
+(``llm_projected.project_generative``: the serving recipe, the fit, the frontier, capacity at the TTFT/TPOT
 objective, cost per million input/output tokens); a classic model (one whose graph cost
 ``published_results.toml`` counts: resnet50, bert-base, ...) gets the classic projected rows
 (``build.project_classic``: cost per million requests at the latency SLO). Both come back as a ``ReportData``
@@ -12,7 +12,7 @@ the report's own renderers turn into Markdown, HTML and JSON (``report.render_da
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +21,17 @@ from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.catalog_schema import PRECISIONS
 from accelbench.hardware.llm_memory import ModelShape, load_shape, runs_precision
 from accelbench.hardware.published import load_published
+from accelbench.loadtests.traces import read_trace
 from accelbench.models.loader import causal_lm_card, is_causal_lm_dir
 from accelbench.reports.build import ReportData, project_classic
+from accelbench.reports.llm_projected import ProjectionRequest, project_generative
 from accelbench.reports.llm_projection import LlmEfficiencies
 from accelbench.reports.llm_report import (
     GenerativeReport,
-    ProjectionRequest,
     answer_rows,
     fit_table,
     objectives,
     plan,
-    project_generative,
     target_prices,
 )
 from accelbench.reports.options import ReportOptions
@@ -49,6 +49,18 @@ class Ask:
     osl: int | None = None
     precisions: tuple[str, ...] = ()
     targets: tuple[str, ...] = ()
+    trace: str | None = None  # a Mooncake JSONL or BurstGPT CSV trace: its mean ISL/OSL (trace_lengths)
+
+
+def trace_lengths(path: str) -> tuple[int, int]:
+    """(ISL, OSL) of a trace: the mean prompt and output lengths of its requests (loadtests.traces.read_trace),
+    rounded. Decode reads KV bytes linear in the context and prefill FLOPs near-linear in the prompt, so the mean
+    request prices the trace's tokens to first order; its spread (long prompts beside short ones) is not
+    modelled."""
+    entries = read_trace(path)
+    isl = round(sum(e.isl for e in entries) / len(entries))
+    osl = round(sum(e.osl for e in entries) / len(entries))
+    return max(1, isl), max(1, osl)
 
 
 def generative_shape(model: str, classic: Sequence[str] = ()) -> ModelShape | None:
@@ -93,8 +105,13 @@ def ask(request: Ask, catalog: Catalog, options: ReportOptions) -> ReportData:
     baseline_id = options.baseline or catalog.baseline_id
     if shape is None:
         return _classic(request, catalog, targets, options)
+    if request.trace is not None:
+        if request.isl or request.osl:
+            raise BadInputError("give the workload once: --trace FILE or --isl N --osl N")
+        isl, osl = trace_lengths(request.trace)
+        request = replace(request, isl=isl, osl=osl)
     if not request.isl or not request.osl:
-        raise BadInputError("a generative model needs the workload: --isl N --osl N")
+        raise BadInputError("a generative model needs the workload: --isl N --osl N (or --trace FILE)")
     gen = ask_generative(request, shape, catalog, targets, options)
     return ReportData(options, baseline_id, [], {}, targets, {}, {}, generative=gen)
 

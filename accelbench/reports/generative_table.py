@@ -6,7 +6,7 @@ a ``GenerativeJsonRow``: the marker ``"table": "generative"`` (classic rows have
 generative.csv column (reports/rows.TokenRow), the objectives the row was judged at (``slo_ttft_p99_ms``,
 ``slo_tpot_p99_ms``, ``slo_source``: as a classic row carries its ``slo_ms`` and ``percentile``), ``points``,
 its frontier points as generative.json has them (llm_report.GenPoint), and ``tp_options``: for a projected row
-every tensor-parallel degree that fits with its capacity (llm_report.TpOption.summary; the row's ``tp`` is the
+every tensor-parallel degree that fits with its capacity (llm_projected.TpOption.summary; the row's ``tp`` is the
 one chosen).
 """
 

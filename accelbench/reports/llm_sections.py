@@ -107,7 +107,7 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
         c, proj = r.capacity, r.status == "projected"
         q = r.prices.get(basis)
         low, high = r.cost_interval(basis)
-        # a projected figure carries its range (llm_report.efficiency_bounds), a measured one its 95 % interval
+        # a projected figure carries its range (llm_projected.fit_spread), a measured one its 95 % interval
         out_cost = _proj(_ivl(r.cost(basis), low, high, money=True), proj)
         cap = "—" if c is None else _proj(_ivl(c.output_tps, c.output_tps_low, c.output_tps_high), proj)
         verdict = (
