@@ -2,8 +2,10 @@
 
 ``JobSink`` is the pipeline's ``StepSink`` for the job: each recorded step's document (the resume point of a
 job that is requeued) is handed to a heartbeat thread that sends it (``PUT /jobs/ID/documents``) with the
-next beat, so a slow or restarting server never holds a load step up; each finished result is stored
-(``POST /jobs/ID/results``, by content hash: sent twice, stored once). The job is stopped through its
+next beat, so a slow or restarting server never holds a load step up; each finished result first
+replaces its partial document (so an attempt that resumes after a lost answer finds the sweep complete) and
+is then stored (``POST /jobs/ID/results``: by content hash, and once per job and run id: sent twice, stored
+once; docs/service.md, "Exactly once"). The job is stopped through its
 ``Cancel`` token: by the agent's (SIGTERM: the running step finishes, is sent, the job is released) or by
 the server (a 409 on any call: the job was cancelled, requeued, or its lease or time limit ran out).
 """
@@ -76,7 +78,11 @@ class JobSink:
 
     def result(self, path: Path, document: ResultDocument, manifest: VariantManifest | None) -> None:
         body = {**self.call, **envelope(document, Path(path).name, manifest)}
+        with self.lock:  # the finished document replaces the partial one before the result is posted: an
+            # attempt that resumes after a lost answer then finds it complete and measures (and stamps) nothing
+            self.pending[Path(path).name] = body["result"]
         try:
+            self.flush()
             self.client.call("POST", f"/jobs/{self.job_id}/results", body)
             self.results += 1
         except Conflict as err:
@@ -130,6 +136,7 @@ class JobSink:
                         del self.pending[name]
 
     def send_unsent(self) -> None:
+        self.flush()  # the finished documents first (see ``result``)
         while self.unsent:
             self.client.call("POST", f"/jobs/{self.job_id}/results", self.unsent[0])
             self.unsent.pop(0)

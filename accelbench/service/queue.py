@@ -364,6 +364,23 @@ def documents(session: Session, job_id: int) -> list[dict[str, Any]]:
     return [json.loads(r.document) for r in rows.scalars()]
 
 
+def result_of_run(session: Session, job_id: int, run_id: str) -> Result | None:
+    """The result the job already stored for ``run_id``, if any.
+
+    A job measures each of its runs (variant, load profile, repeat: the run id) once. A second result of the
+    same job and run is the same result delivered again: an attempt that resumed after its predecessor's
+    answer was lost and only completed (or, on another host, measured again) a sweep already stored. It is
+    answered as the stored one, never linked as a second run (docs/service.md, "Exactly once")."""
+    query = (
+        sa.select(Result)
+        .join(JobResult, JobResult.result_id == Result.id)
+        .where(JobResult.job_id == job_id, Result.run_id == run_id)
+        .order_by(Result.id)
+        .limit(1)
+    )
+    return session.execute(query).scalar_one_or_none()
+
+
 def link_result(session: Session, job: Job, result_id: int) -> None:
     from sqlalchemy.exc import IntegrityError
 
