@@ -66,11 +66,16 @@ def _runner(client, tokens, name: str, target: str = "cpu-local", labels=None, t
     return r.json()["id"]
 
 
-def _claim(client, tokens, runner_id: int, wait_s: float = 0.0):
+def _claim(client, tokens, runner_id: int, wait_s: float = 0.0, ack: bool = True):
+    """Claim; with ``ack`` the first heartbeat follows at once, as an agent's does (an unacknowledged claim is
+    withdrawn after a heartbeat interval: test_lost_answers.py)."""
     body = {"runner_id": runner_id, "runner_secret": SECRETS.get(runner_id, ""), "wait_s": wait_s}
     r = client.post("/jobs/claim", json=body, headers=_h(tokens["runner"]))
     assert r.status_code in (200, 204), r.text
-    return r.json() if r.status_code == 200 else None
+    job = r.json() if r.status_code == 200 else None
+    if job is not None and ack:
+        assert _call(client, tokens, job, runner_id, "heartbeat").status_code == 200
+    return job
 
 
 def _ids(job, runner_id) -> dict:
