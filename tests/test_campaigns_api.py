@@ -202,7 +202,8 @@ def test_a_runner_re_registers_with_its_secret_or_its_own_token(api):
         secret,
     )  # rotated: the old one is dead
     body = {"runner_id": first.json()["id"], "runner_secret": secret, "wait_s": 0}
-    _error(client.post("/jobs/claim", json=body, headers=_h(tokens["runner"])), 403)
+    why = _error(client.post("/jobs/claim", json=body, headers=_h(tokens["runner"])), 403)
+    assert "another agent registered as 'restarts'" in why and "--name" in why  # two agents, one name
 
 
 def test_lease_expiry_requeues_then_expires_after_the_last_attempt(api):

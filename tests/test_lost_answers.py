@@ -190,3 +190,36 @@ def test_heartbeats_are_due_an_interval_after_the_send_not_after_a_slow_answer(a
     assert max(gaps) < delay_s + lease_s / 6, gaps  # after the round trip: delay_s + lease_s / 3
     assert api.call(job, rid, "done").status_code == 200
     assert api.get(campaign["id"])["status"] == "done"
+
+
+def _distinct_results(folder: Path, tag: str) -> Path:
+    """The recorded cpu-local results under run ids of their own (new to the server)."""
+    folder.mkdir()
+    for path in sorted(DOC.parent.glob("*.json")):
+        doc = json.loads(path.read_text())
+        doc["run_id"] = f"{doc['run_id']}-{tag}"
+        (folder / path.name).write_text(json.dumps(doc))
+    return folder
+
+
+def test_a_push_whose_batch_answer_is_lost_is_retried_and_counts_what_the_server_holds(
+    api, live_server, tmp_path
+):
+    from accelbench.client.push import push_paths
+    from accelbench.errors import ServerError
+
+    token = create_token(live_server.db_url, "push", "lossy-push")
+    sent, cut = _distinct_results(tmp_path / "sent", "retried"), _distinct_results(tmp_path / "cut", "cut")
+    with LossyProxy(api.url) as proxy:
+        proxy.drop("POST", r"/results/batch$")  # stored, the answer lost: sent again, stored once
+        count = push_paths([str(sent)], proxy.url, token, retry_s=10)
+        assert proxy.dropped == 1
+        assert (count.total, count.stored, count.resent) == (4, 4, 4)
+        assert "the server holds 4 of 4" in count.line(proxy.url)
+        proxy.drop("POST", r"/results/batch$", times=1000)  # every answer lost until it gives up
+        with pytest.raises(ServerError) as lost:
+            push_paths([str(cut)], proxy.url, token, retry_s=1)
+    message = str(lost.value)
+    assert "confirmed 0 of 4 stored; the answer for the next 4 was lost: they may be stored too" in message
+    again = push_paths([str(cut)], live_server.base_url, token, retry_s=0)  # what the server holds now
+    assert (again.created, again.existing, again.stored) == (0, 4, 4)

@@ -158,6 +158,14 @@ def register_runner(
 def authenticate_runner(session: Session, runner_id: int, secret: str | None) -> Runner:
     """The runner if ``secret`` is its runner secret; NotYours otherwise (an unknown id says the same)."""
     runner = session.get(Runner, runner_id)
+    if runner is not None and secret and not same_hash(runner.secret_hash, secret):
+        # a secret this runner had: the usual cause is a second agent registered under the same name, whose
+        # registration replaced it (the default name, HOST-TARGET, is the same for two agents on one host)
+        raise NotYours(
+            f"runner {runner_id}: its runner secret was replaced: another agent registered as "
+            f"{runner.name!r} (two agents on one host for one target share the default name HOST-TARGET): "
+            "give each agent its own --name"
+        )
     if runner is None or not same_hash(runner.secret_hash, secret):
         raise NotYours(f"runner {runner_id}: wrong or missing runner secret (register again to get one)")
     return runner
