@@ -225,6 +225,8 @@ def test_a_push_whose_batch_answer_is_lost_is_retried_and_counts_what_the_server
     from accelbench.client.push import push_paths
     from accelbench.errors import ServerError
 
+    if not live_server.db_url.startswith("sqlite"):
+        pytest.skip("the client's count of one batch route: one database is enough")
     token = create_token(live_server.db_url, "push", "lossy-push")
     sent, cut = _distinct_results(tmp_path / "sent", "retried"), _distinct_results(tmp_path / "cut", "cut")
     with LossyProxy(api.url) as proxy:
