@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -28,6 +29,7 @@ import pytest
 from llm_helpers import measured
 
 from accelbench.errors import ToolchainMissingError
+from accelbench.serving.embedded import cache_dir
 
 pytestmark = pytest.mark.slow
 ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
@@ -35,6 +37,7 @@ MODEL = "llama-tiny"
 # short steps: vLLM's own batching is what is measured, not its steady state
 SHORT = ("--warmup", "0.5", "--duration", "1.5", "--max-duration", "2")
 MARK = "ACCELBENCH_TEST_MARK"
+ENGINE_WORDS = ("vllm", "VLLM", "tritonserver", "triton_python_backend_stub")
 BLOCK = 128  # vLLM's CPU build caches prefixes in 128-token blocks (LLM-NOTES.md)
 
 
@@ -57,10 +60,15 @@ def marked(mark: str) -> set[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    found.add(int(entry.name))
+                if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                    continue
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                name = (entry / "comm").read_text()
             except OSError:
                 continue
+            # the engine's processes, not accelbench's process supervisor (started inside the mark, lives on)
+            if any(word in f"{cmd} {name}" for word in ENGINE_WORDS):
+                found.add(int(entry.name))
     return found
 
 
@@ -78,7 +86,8 @@ def model_dir(tmp_path_factory) -> Path:
     from accelbench.serving.vllm_engine import prepare_model_dir
 
     hf, tokenizer = checkpoint_of(load_card(f"builtin:{MODEL}"))
-    return prepare_model_dir(hf, tokenizer, tmp_path_factory.mktemp("vllm") / MODEL)
+    # the same folder every run: vLLM's torch.compile cache is keyed by the model's path (among others)
+    return prepare_model_dir(hf, tokenizer, cache_dir() / "vllm" / "test-models" / MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -178,10 +187,21 @@ def test_cancelled_requests_are_counted_and_vllm_lets_them_go(vllm, model_dir, t
     assert running and all(float(line.rsplit(" ", 1)[1]) == 0 for line in running), running
 
 
-def test_accelbench_run_serves_vllm_through_triton(vllm, tmp_path):
+def test_no_vllm_process_is_left_behind(vllm):
+    """The module's server stops (API server, engine core, worker), and nothing that carries its mark runs
+    after it; the run below is checked the same way."""
+    assert len(marked(vllm.mark)) >= 2  # the API server and its engine core at least
+    vllm.stop()
+    assert not gone(vllm.mark)
+
+
+def test_accelbench_run_serves_vllm_through_triton(tmp_path):
     """``engine = "vllm"``: the run writes accelbench's vLLM model into a Triton repository, serves it in the
-    vLLM stub environment, measures it over generate_stream, and records vLLM in the provenance. (The module's
-    OpenAI server is up meanwhile: its torch.compile cache makes this start shorter.)"""
+    vLLM stub environment, measures it over generate_stream, and records vLLM in the provenance. Last, after the
+    module's OpenAI server has stopped (its engine busy-waits on the cores); its output folder is the same every
+    run (emptied first), so vLLM's torch.compile cache, keyed by the model's path, serves later runs."""
+    out = cache_dir() / "vllm" / "test-run"
+    shutil.rmtree(out, ignore_errors=True)
     spec = tmp_path / "spec.toml"
     spec.write_text(
         textwrap.dedent(f"""
@@ -214,11 +234,11 @@ def test_accelbench_run_serves_vllm_through_triton(vllm, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert not gone(mark)  # tritonserver, its stub and vLLM's engine core all ended with the run
-    repo = tmp_path / "out" / "repository" / "cpu-local-vllm" / f"{MODEL}__cpu-local__fp32"
+    repo = out / "repository" / "cpu-local-vllm" / f"{MODEL}__cpu-local__fp32"
     served = json.loads((repo / "1" / "model.json").read_text())
     assert (served["dtype"], served["max_num_seqs"], served["max_model_len"]) == ("float32", 2, 256)
     assert 'backend: "python"' in (repo / "config.pbtxt").read_text()
-    (result,) = (tmp_path / "out" / "results").glob("*.json")
+    (result,) = (out / "results").glob("*.json")
     doc = json.loads(result.read_text())
     engine = doc["provenance"]["engine"]
     assert engine["name"] == "vllm" and engine["version"] and engine["args"]["max_model_len"] == 256, engine
@@ -226,12 +246,4 @@ def test_accelbench_run_serves_vllm_through_triton(vllm, tmp_path):
     assert g["requests"] > 0 and g["output_tokens"]["min"] == g["output_tokens"]["max"] == 8, g[
         "output_tokens"
     ]
-    assert (tmp_path / "out" / "report" / "report.md").is_file()
-
-
-def test_no_vllm_process_is_left_behind(vllm):
-    """The last test: the module's server stops (API server, engine core, worker), and nothing that carries
-    its mark runs after it; the run above was checked the same way."""
-    assert len(marked(vllm.mark)) >= 2  # the API server and its engine core at least
-    vllm.stop()
-    assert not gone(vllm.mark)
+    assert (out / "report" / "report.md").is_file()
