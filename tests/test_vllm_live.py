@@ -37,7 +37,9 @@ MODEL = "llama-tiny"
 # short steps: vLLM's own batching is what is measured, not its steady state
 SHORT = ("--warmup", "0.5", "--duration", "1.5", "--max-duration", "2")
 MARK = "ACCELBENCH_TEST_MARK"
-ENGINE_WORDS = ("vllm", "VLLM", "tritonserver", "triton_python_backend_stub")
+# vLLM's API server, its engine core and worker (their process titles), Triton's server and python stub; not
+# a bare "vllm", which a path such as a worktree's may hold
+ENGINE_WORDS = ("vllm.entrypoints", "VLLM::", "tritonserver", "triton_python_b")
 BLOCK = 128  # vLLM's CPU build caches prefixes in 128-token blocks (LLM-NOTES.md)
 
 
@@ -206,7 +208,7 @@ def test_accelbench_run_serves_vllm_through_triton(tmp_path):
     spec.write_text(
         textwrap.dedent(f"""
         name = "vllm-live"
-        out = "{tmp_path / "out"}"
+        out = "{out}"
         [[models]]
         uri = "builtin:{MODEL}"
         precisions = ["fp32"]
