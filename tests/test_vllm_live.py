@@ -37,9 +37,6 @@ MODEL = "llama-tiny"
 # short steps: vLLM's own batching is what is measured, not its steady state
 SHORT = ("--warmup", "0.5", "--duration", "1.5", "--max-duration", "2")
 MARK = "ACCELBENCH_TEST_MARK"
-# vLLM's API server, its engine core and worker (their process titles), Triton's server and python stub; not
-# a bare "vllm", which a path such as a worktree's may hold
-ENGINE_WORDS = ("vllm.entrypoints", "VLLM::", "tritonserver", "triton_python_b")
 BLOCK = 128  # vLLM's CPU build caches prefixes in 128-token blocks (LLM-NOTES.md)
 
 
@@ -54,29 +51,39 @@ def _vllm_env() -> Path:
         pytest.skip(f"vLLM's environment could not be built here: {err}")
 
 
-def marked(mark: str) -> set[int]:
-    """The processes whose environment carries ``ACCELBENCH_TEST_MARK=mark``: ours and their children
-    (a child keeps its parent's environment even when it outlives it), never another engineer's."""
+def _session(pid: int | str) -> int | None:
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[3])  # state, ppid, pgrp, session
+
+
+def in_sessions(sessions: set[int]) -> set[int]:
+    """The processes of these sessions. accelbench starts each server as a session leader (processes.start_group)
+    and vLLM's engine core and worker stay in it; they cannot be found by their environment, which vLLM's
+    process titles overwrite."""
+    return {int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _session(e.name) in sessions}
+
+
+def marked_sessions(mark: str) -> set[int]:
+    """The sessions led by a process whose environment carries ``ACCELBENCH_TEST_MARK=mark``: the servers that a
+    process of ours started (tritonserver), never another engineer's."""
     found = set()
     needle = f"{MARK}={mark}".encode()
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
+        if entry.name.isdigit() and _session(entry.name) == int(entry.name):
             try:
-                if needle not in (entry / "environ").read_bytes().split(b"\0"):
-                    continue
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                name = (entry / "comm").read_text()
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    found.add(int(entry.name))
             except OSError:
                 continue
-            # the engine's processes, not accelbench's process supervisor (started inside the mark, lives on)
-            if any(word in f"{cmd} {name}" for word in ENGINE_WORDS):
-                found.add(int(entry.name))
     return found
 
 
-def gone(mark: str, within_s: float = 15.0) -> set[int]:
+def gone(sessions: set[int], within_s: float = 15.0) -> set[int]:
     deadline = time.monotonic() + within_s
-    while (left := marked(mark)) and time.monotonic() < deadline:
+    while (left := in_sessions(sessions)) and time.monotonic() < deadline:
         time.sleep(0.5)
     return left
 
@@ -101,13 +108,7 @@ def vllm(model_dir, tmp_path_factory):
     args = VllmArgs.from_spec(str(model_dir), MODEL, "fp32", max_num_seqs=8, max_model_len=512)
     log = tmp_path_factory.mktemp("vllm-log") / "vllm.log"
     server = VllmServer(args, log_path=log)
-    mark = uuid.uuid4().hex
-    os.environ[MARK] = mark  # inherited by the server's processes only (removed once they have started)
-    try:
-        server.start()
-    finally:
-        del os.environ[MARK]
-    server.mark = mark  # type: ignore[attr-defined]
+    server.start()
     try:
         yield server
     finally:
@@ -190,11 +191,13 @@ def test_cancelled_requests_are_counted_and_vllm_lets_them_go(vllm, model_dir, t
 
 
 def test_no_vllm_process_is_left_behind(vllm):
-    """The module's server stops (API server, engine core, worker), and nothing that carries its mark runs
-    after it; the run below is checked the same way."""
-    assert len(marked(vllm.mark)) >= 2  # the API server and its engine core at least
+    """The module's server stops: the API server, vLLM's engine core and its worker (all in the session the
+    server leads) are gone after it; the run below is checked the same way."""
+    assert vllm.proc is not None
+    session = {vllm.proc.pid}
+    assert len(in_sessions(session)) >= 3, in_sessions(session)  # API server, engine core, worker
     vllm.stop()
-    assert not gone(vllm.mark)
+    assert not gone(session)
 
 
 def test_accelbench_run_serves_vllm_through_triton(tmp_path):
@@ -231,11 +234,19 @@ def test_accelbench_run_serves_vllm_through_triton(tmp_path):
     )
     mark = uuid.uuid4().hex
     env = {**os.environ, MARK: mark}
-    done = subprocess.run(
-        [*ACCELBENCH, "run", str(spec)], capture_output=True, text=True, timeout=600, env=env
+    run = subprocess.Popen(
+        [*ACCELBENCH, "run", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert not gone(mark)  # tritonserver, its stub and vLLM's engine core all ended with the run
+    sessions: set[int] = (
+        set()
+    )  # tritonserver's, seen while the run goes (its stub and vLLM's engine core in it)
+    while run.poll() is None:
+        sessions |= marked_sessions(mark)
+        time.sleep(1)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr[-3000:]
+    assert sessions, "the run started no server of its own"
+    assert not gone(sessions)  # tritonserver, its stub and vLLM's engine core all ended with the run
     repo = out / "repository" / "cpu-local-vllm" / f"{MODEL}__cpu-local__fp32"
     served = json.loads((repo / "1" / "model.json").read_text())
     assert (served["dtype"], served["max_num_seqs"], served["max_model_len"]) == ("float32", 2, 256)
