@@ -187,7 +187,8 @@ def stub_environment() -> tuple[Path, tuple[Path, ...], dict[str, str]]:
 
     stub = build_vllm_stub_env()
     libdir = Path(str(sysconfig.get_config_var("LIBDIR") or ""))
-    libs = (libdir,) if (libdir / sysconfig.get_config_var("INSTSONAME")).is_file() else ()
+    soname = str(sysconfig.get_config_var("INSTSONAME") or "")
+    libs = (libdir,) if soname.startswith("libpython") and (libdir / soname).is_file() else ()
     return stub, libs, dict(CPU_ENV)
 
 

@@ -14,6 +14,7 @@ container serves the same ``model.json`` with its own backend (``backend: "vllm"
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import locale
 import os
@@ -40,7 +41,8 @@ class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         # the 2.51 stub starts its interpreter in the C locale whatever the environment says (PYTHONUTF8 and
         # LC_ALL are not read), and torch's inductor reads its templates with the locale's codec: ascii fails
-        locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
+        with contextlib.suppress(locale.Error):  # a host without that locale keeps its own
+            locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
