@@ -4,6 +4,8 @@ The composition root: it calls each stage's library API (docs/architecture.md) a
 
     <out>/variants/<model>__<target>__<precision>/   variant folders (manifest.json, model, reference/)
     <out>/repository/<target>/                       the Triton model repository served for a local target
+    <out>/repository/<target>-vllm/                  engine = "vllm" on a cpu target: its own Triton's repository
+    <out>/serve_vllm-<target>.sh                     engine = "vllm" on a GPU target: what that host runs
     <out>/results/<run_id>.json                      one result document per (variant, load profile)
     <out>/report/                                    report.md, report.html, plots/, results.csv/.parquet
     <out>/logs/                                      tritonserver logs
@@ -180,7 +182,6 @@ def _quantize_all(
     # the FP32 reference comes back with every precision; keep each variant once, FP32 only if asked for
     unique = {v.name: v for v in variants}
     keep = {(m.uri, p) for m in spec.models for p in m.precisions}
-    keep |= {(v.manifest.source.uri, v.manifest.precision) for v in variants if _served_by_vllm(v)}
     return [v for v in unique.values() if (v.manifest.source.uri, v.manifest.precision) in keep]
 
 
