@@ -528,6 +528,14 @@ class ImportedFrom(_Part):
     sha256: str
 
 
+class EngineProvenance(_Part):
+    """The generative engine that served the model (``engine = "vllm"``): its name, version, arguments."""
+
+    name: str
+    version: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict, description="the engine arguments (vLLM: model.json)")
+
+
 class Provenance(_Part):
     """Where and how the document was made."""
 
@@ -541,6 +549,7 @@ class Provenance(_Part):
     imported_from: ImportedFrom | None = None
     method: str | None = None
     note: str | None = None
+    engine: EngineProvenance | None = None
 
 
 class LoadProfile(_Part):

@@ -276,6 +276,7 @@ SERVER_SIDE = {
     "llm_engine.py",
     "torch_runner.py",
     "onnx_torch.py",
+    "vllm_model.py",
 }
 
 

@@ -390,7 +390,7 @@ def test_a_spec_names_the_serving_engine_per_target_or_per_model():
     ("target", "engine", "needle"),
     [
         ("inf2-xlarge", "trtllm", r"targets\[0\].engine: engine 'trtllm' does not run on inf2-xlarge"),
-        ("l4", "vllm", "does not run on l4"),
+        ("jetson-agx-orin-64gb", "vllm", "does not run on jetson-agx-orin-64gb"),
         ("c7i.xlarge", "trtllm", "no generative recipe"),
     ],
 )
@@ -400,6 +400,7 @@ def test_the_catalog_check_refuses_an_engine_the_target_cannot_run(catalog, targ
     with pytest.raises(BadInputError, match=needle):
         check_against_catalog(_spec(engine, target=target), catalog)
     check_against_catalog(_spec("vllm", target="inf2-xlarge"), catalog)  # what AWS documents for inf2
+    check_against_catalog(_spec("vllm", target="l4"), catalog)  # vLLM itself, in the NGC vLLM container
     check_against_catalog(_spec("trtllm", target="jetson-agx-orin-64gb"), catalog)
 
 

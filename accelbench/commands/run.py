@@ -104,7 +104,10 @@ def run_cmd(
     finally:
         if sink is not None:
             sink.close()
-    click.echo(f"report: {outcome.report_path}")
+    for line in outcome.written:  # engine = "vllm" on a GPU target: what that host runs
+        click.echo(line)
+    if outcome.result_paths or not outcome.written:
+        click.echo(f"report: {outcome.report_path}")
 
 
 @click.command("validate")

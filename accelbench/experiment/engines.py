@@ -30,16 +30,34 @@ class BuiltEngine:
     folder: Path
 
 
+def _recipe_engine(spec: ExperimentSpec, model: ModelSpec) -> str | None:
+    """The recipe engine that serves ``model`` on the spec's one target, or None (triton-python, or vLLM run
+    by the pipeline itself on a cpu or NVIDIA datacenter target: experiment/vllm_stage.py)."""
+    target = spec.targets[0]
+    engine = spec.engine_for(model, target)
+    if engine == DEFAULT_ENGINE:
+        return None
+    if engine == "vllm":
+        from accelbench.hardware.catalog import load_catalog
+        from accelbench.models.toolchains.llm_recipes import vllm_serves
+
+        try:
+            if vllm_serves(load_catalog(None).get(target.id)):
+                return None
+        except BadInputError:
+            pass
+    return engine
+
+
 def recipe_models(spec: ExperimentSpec) -> list[tuple[ModelSpec, str]]:
     """(model, engine) for every model of a one-target spec that a recipe engine serves."""
-    target = spec.targets[0]
-    engines = [(m, spec.engine_for(m, target)) for m in spec.models]
-    return [(m, e) for m, e in engines if e != DEFAULT_ENGINE]
+    engines = [(m, _recipe_engine(spec, m)) for m in spec.models]
+    return [(m, e) for m, e in engines if e is not None]
 
 
 def without_recipe_models(spec: ExperimentSpec) -> ExperimentSpec | None:
-    """The spec with only the triton-python models (None when none is left for the pipeline)."""
-    left = tuple(m for m in spec.models if spec.engine_for(m, spec.targets[0]) == DEFAULT_ENGINE)
+    """The spec with only the models the pipeline serves (None when none is left for the pipeline)."""
+    left = tuple(m for m in spec.models if _recipe_engine(spec, m) is None)
     return replace(spec, models=left) if left else None
 
 

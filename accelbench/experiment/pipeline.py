@@ -4,6 +4,8 @@ The composition root: it calls each stage's library API (docs/architecture.md) a
 
     <out>/variants/<model>__<target>__<precision>/   variant folders (manifest.json, model, reference/)
     <out>/repository/<target>/                       the Triton model repository served for a local target
+    <out>/repository/<target>-vllm/                  engine = "vllm" on a cpu target: its own Triton's repository
+    <out>/serve_vllm-<target>.sh                     engine = "vllm" on a GPU target: what that host runs
     <out>/results/<run_id>.json                      one result document per (variant, load profile)
     <out>/report/                                    report.md, report.html, plots/, results.csv/.parquet
     <out>/logs/                                      tritonserver logs
@@ -56,6 +58,8 @@ class RunOutcome:
     result_paths: list[Path] = field(default_factory=list)
     excluded: list[str] = field(default_factory=list)  # variants that failed the accuracy gate
     cancelled: bool = False  # stopped on request: the files hold what was finished, a rerun resumes
+    # engine = "vllm" on a GPU target: the repository and script written for that host (nothing measured)
+    written: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -95,11 +99,12 @@ def run_experiment(
     outcome = RunOutcome(out_dir=out, report_path=out / "report" / "report.md")
     try:
         for target in spec.measured_targets:
-            _check_measurable(target, catalog.get(target.id))
+            if not _written_for_gpu(spec, target, catalog.get(target.id)):
+                _check_measurable(target, catalog.get(target.id))
         progress.stage(
             "quantize", f"{len(spec.models)} model(s) × {len(spec.measured_targets)} measured target(s)"
         )
-        variants = _quantize_all(spec, out, catalog_path, progress)
+        variants = _quantize_all(spec, out, catalog_path, progress, catalog)
         if _stopped(cancel, outcome):
             return outcome
         progress.stage("accuracy gate")
@@ -113,10 +118,12 @@ def run_experiment(
                 return outcome
             mine = [v for v in served if v.manifest.target == target.id]
             outcome.result_paths += _measure_target(
-                spec, target, mine, out, catalog, progress, command, sink, cancel
+                spec, target, mine, out, catalog, progress, command, sink, cancel, outcome
             )
         if _stopped(cancel, outcome):
             return outcome
+        if outcome.written and not outcome.result_paths:
+            return outcome  # only GPU layouts were written: nothing measured to report on
         progress.stage("report")
         _report(spec, out, catalog, progress, outcome)
     finally:
@@ -146,12 +153,29 @@ def _check_measurable(target: TargetSpec, hw: HardwareTarget) -> None:
 # ---- quantize -----------------------------------------------------------------------------------------
 
 
+def _written_for_gpu(spec: ExperimentSpec, target: TargetSpec, hw: HardwareTarget) -> bool:
+    """A local GPU target whose models vLLM serves: its repository is written for that host, not run here."""
+    from accelbench.experiment.vllm_stage import is_gpu, uses_vllm
+
+    return target.mode == "local" and is_gpu(hw) and all(uses_vllm(spec, m, target, hw) for m in spec.models)
+
+
 def _quantize_all(
-    spec: ExperimentSpec, out: Path, catalog_path: str | None, progress: Progress
+    spec: ExperimentSpec, out: Path, catalog_path: str | None, progress: Progress, catalog: Catalog
 ) -> list[_Variant]:
+    from accelbench.experiment.vllm_stage import uses_vllm, write_variant
+
     variants: list[_Variant] = []
     for model in spec.models:
         for target in spec.measured_targets:
+            hw = catalog.get(target.id)
+            if uses_vllm(spec, model, target, hw):  # vLLM reads the checkpoint itself: no quantization
+                for precision in model.precisions:
+                    with progress.step("vllm", f"{model.uri} {target.id} {precision}") as notes:
+                        manifest = write_variant(spec, model, hw, precision, out / "variants")
+                        notes.append(f"{manifest.name}: hf/ and engine arguments for vLLM")
+                    variants.append(_Variant(out / "variants" / manifest.name, manifest))
+                continue
             wanted = [p for p in model.precisions if p != "fp32"] or ["fp32"]
             for precision in wanted:
                 variants += _quantize_one(model.uri, target.id, precision, out, catalog_path, progress)
@@ -280,6 +304,12 @@ def _profile(spec: ExperimentSpec, repeat: int = 1, variant: _Variant | None = N
     return profile.streaming(workload, variant_tokenizer(variant.dir, card_tokenizer))
 
 
+def _served_by_vllm(variant: _Variant) -> bool:
+    from accelbench.experiment.vllm_stage import is_vllm_variant
+
+    return is_vllm_variant(variant.manifest)
+
+
 def _generative(variant: _Variant) -> bool:
     return variant.manifest.card.get("task") == "text-generation"
 
@@ -306,6 +336,56 @@ def _measure_target(
     command: str,
     sink: StepSink | None = None,
     cancel: Cancel | None = None,
+    outcome: RunOutcome | None = None,
+) -> list[Path]:
+    vllm = [v for v in variants if _served_by_vllm(v)]
+    if vllm and target.mode == "local":  # vLLM's models run in a Triton of their own (or on the GPU host)
+        rest = [v for v in variants if not _served_by_vllm(v)]
+        paths = _measure_vllm(spec, target, vllm, out, catalog, progress, command, sink, cancel, outcome)
+        if rest:
+            paths += _measure_target(spec, target, rest, out, catalog, progress, command, sink, cancel)
+        return paths
+    return _measure_served(spec, target, variants, out, catalog, progress, command, sink, cancel)
+
+
+def _measure_vllm(
+    spec: ExperimentSpec,
+    target: TargetSpec,
+    variants: list[_Variant],
+    out: Path,
+    catalog: Catalog,
+    progress: Progress,
+    command: str,
+    sink: StepSink | None,
+    cancel: Cancel | None,
+    outcome: RunOutcome | None,
+) -> list[Path]:
+    from accelbench.experiment import vllm_stage
+
+    hw = catalog.get(target.id)
+    if vllm_stage.is_gpu(hw):
+        with progress.step("repository", f"{target.id} (vLLM, NGC {vllm_stage.NGC_TAG_SUFFIX})") as notes:
+            layout = vllm_stage.write_gpu_layout(
+                [v.dir for v in variants], [v.manifest for v in variants], target.id, out
+            )
+            notes.append(vllm_stage.describe(layout))
+        if outcome is not None:
+            outcome.written.append(vllm_stage.describe(layout))
+        return []
+    return _measure_served(spec, target, variants, out, catalog, progress, command, sink, cancel, vllm=True)
+
+
+def _measure_served(
+    spec: ExperimentSpec,
+    target: TargetSpec,
+    variants: list[_Variant],
+    out: Path,
+    catalog: Catalog,
+    progress: Progress,
+    command: str,
+    sink: StepSink | None = None,
+    cancel: Cancel | None = None,
+    vllm: bool = False,
 ) -> list[Path]:
     # every (variant, repeat) whose result document is not yet complete; repeat 1 keeps today's file name
     paths, todo = [], []
@@ -331,12 +411,24 @@ def _measure_target(
         from accelbench.serving.server import LocalTriton
 
         flavor = "local" if catalog.get(target.id).toolchain == "onnxruntime-cpu" else "ngc"
-        repo_dir = out / "repository" / target.id
-        with progress.step("repository", f"{target.id} ({len(variants)} models, {flavor})"):
-            write_repository([v.dir for v in variants], repo_dir, flavor, catalog=catalog)
-        with progress.step("serve", f"tritonserver for {target.id}") as notes:
+        repo_dir = out / "repository" / (f"{target.id}-vllm" if vllm else target.id)
+        extra: dict[str, Any] = {}
+        if vllm:
+            from accelbench.experiment import vllm_stage
+
+            with progress.step("repository", f"{target.id} ({len(variants)} models, vLLM in Triton)"):
+                vllm_stage.write_repository(
+                    [v.dir for v in variants], [v.manifest for v in variants], repo_dir, gpu=False
+                )
+            stub, libs, env = vllm_stage.stub_environment()
+            extra = {"stub_env": stub, "library_dirs": libs, "extra_env": env, "start_timeout_s": 420.0}
+        else:
+            with progress.step("repository", f"{target.id} ({len(variants)} models, {flavor})"):
+                write_repository([v.dir for v in variants], repo_dir, flavor, catalog=catalog)
+        with progress.step("serve", f"tritonserver for {target.id}" + (" (vLLM)" if vllm else "")) as notes:
             (out / "logs").mkdir(parents=True, exist_ok=True)
-            server = LocalTriton(repo_dir, log_path=out / "logs" / f"tritonserver-{target.id}.log")
+            log_name = f"tritonserver-{target.id}{'-vllm' if vllm else ''}.log"
+            server = LocalTriton(repo_dir, log_path=out / "logs" / log_name, **extra)
             server.start()
             notes.append(server.http_url)
         try:
@@ -436,6 +528,8 @@ def _sweeps(
             )
             if profile.workload:  # a generative variant: streamed, token by token (docs/llm.md)
                 doc = _generative_sweep(server, v, name, profile, options, prompts, trace)
+                if _served_by_vllm(v):
+                    _record_engine(doc, _result_path(out, v, profile), v, server)
             else:
                 doc, _ = measure(
                     server,
@@ -447,6 +541,21 @@ def _sweeps(
             notes.append(f"{len(doc.steps)} steps" + ("" if doc.complete else ", stopped on request"))
         if sink is not None and doc.complete:
             sink.result(_result_path(out, v, profile), doc, v.manifest)
+
+
+def _record_engine(doc: ResultDocument, path: Path, v: _Variant, server: Any) -> None:
+    """provenance.engine of a vLLM-served result: vLLM's version (this host's venv; unknown at a url)."""
+    from accelbench.documents import EngineProvenance
+    from accelbench.experiment.vllm_stage import variant_args
+    from accelbench.loadtests import results
+
+    version = None
+    if server.__class__.__name__ == "LocalTriton":
+        from accelbench.serving.install_vllm import vllm_env_version
+
+        version = vllm_env_version()
+    doc.provenance.engine = EngineProvenance(name="vllm", version=version, args=variant_args(v.manifest))
+    results.save(doc, path)
 
 
 def _generative_sweep(

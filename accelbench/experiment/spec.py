@@ -35,6 +35,7 @@ PRICE_BASES = ("on-demand", "spot", "reserved")
 # (docs/quantization.md: TensorRT-LLM / Edge-LLM for NVIDIA, vLLM on NxD Inference for Inferentia2)
 ENGINES = ("triton-python", "trtllm", "vllm")
 DEFAULT_ENGINE = "triton-python"
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # vLLM's --kv-cache-dtype choices
 DEFAULT_SPEC_RESOURCE = "default_spec.toml"
 
 
@@ -65,10 +66,21 @@ class ModelSpec:
     uri: str
     precisions: tuple[str, ...] = ("fp32", "int8")
     engine: str | None = None  # overrides the target's engine for this model
+    # engine = "vllm" only (its engine arguments, docs/llm.md "Engines"): the KV cache's dtype, the most
+    # sequences in a batch (default: the largest concurrency of [load]) and the context (default: the card's)
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.engine is not None:
             _one_of("engine", self.engine, ENGINES)
+        if self.kv_cache_dtype is not None:
+            _one_of("kv_cache_dtype", self.kv_cache_dtype, KV_CACHE_DTYPES)
+        for key in ("max_num_seqs", "max_model_len"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise SpecError(key, f"must be a positive integer (got {value!r})")
         if not isinstance(self.uri, str) or not self.uri.strip():
             raise SpecError(
                 "uri", "must be a non-empty string (builtin:NAME, onnx:PATH, hf:ID or a card .toml)"

@@ -57,8 +57,10 @@ def install_server() -> str:
     return f"installed {PYTRITON} {PYTRITON_VERSION} (--no-deps: its numpy<2 pin is for its client)"
 
 
-def build_stub_env(target: Path | None = None) -> Path:
-    """The stub's environment at ``target`` (default: ``stub_env_dir()``), built once; its path."""
+def build_stub_env(target: Path | None = None, parent_sites: tuple[str, ...] | None = None) -> Path:
+    """The stub's environment at ``target`` (default: ``stub_env_dir()``), built once; its path.
+
+    ``parent_sites``: the site-packages its ``.pth`` adds after numpy<2 (default: this environment's)."""
     target = target or stub_env_dir()
     if stub_env_ready(target):
         return target
@@ -77,7 +79,7 @@ def build_stub_env(target: Path | None = None) -> Path:
                 f"{sys.version_info.major}.{sys.version_info.minor}): {_last_line(done.stderr)}; models "
                 "written with tensor_transport dlpack still serve without it"
             )
-        ours = dict.fromkeys(sysconfig.get_path(k) for k in ("purelib", "platlib"))
+        ours = dict.fromkeys(parent_sites or [sysconfig.get_path(k) for k in ("purelib", "platlib")])
         # addsitedir, not a bare path: this environment's own .pth files (editable installs) apply too
         lines = [f"import site; site.addsitedir({path!r})" for path in ours]
         (site / "zz_accelbench_parent_env.pth").write_text("\n".join(lines) + "\n")

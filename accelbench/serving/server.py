@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from accelbench.documents import VariantManifest
@@ -104,6 +105,9 @@ class LocalTriton:
         extra_args: tuple[str, ...] = (),
         models: list[str] | None = None,
         prefer_stub_env: bool = True,
+        stub_env: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+        library_dirs: tuple[Path, ...] = (),
     ) -> None:
         self.repo = Path(repo)
         self.host = host
@@ -116,6 +120,10 @@ class LocalTriton:
         self.load_models = list(models) if models else None  # None: every model in the repository
         # False: DLPack models keep this environment's numpy even when the stub's numpy<2 one is built
         self.prefer_stub_env = prefer_stub_env
+        # a stub environment of the caller's (vLLM's: install_vllm.build_vllm_stub_env) and more variables
+        self._stub_env_override = stub_env
+        self.extra_env = dict(extra_env or {})
+        self.extra_library_dirs = tuple(library_dirs)  # searched before the server's own
         self.process: subprocess.Popen | None = None
         self.server_version: str | None = None
         self.stub_env: Path | None = None  # the stub's numpy<2 environment when the server runs with it
@@ -171,6 +179,12 @@ class LocalTriton:
             bridge_models=numpy_bridge_models(self.repo, chosen),
             prefer_stub_env=self.prefer_stub_env,
         )
+        if self._stub_env_override is not None:
+            install = replace(install, stub_env=self._stub_env_override)
+        if self.extra_env:
+            install = replace(install, env_overrides={**install.env_overrides, **self.extra_env})
+        if self.extra_library_dirs:
+            install = replace(install, library_dirs=(*self.extra_library_dirs, *install.library_dirs))
         self.stub_env = install.stub_env
         self._choose_ports()
         try:

@@ -103,12 +103,24 @@ def check_engine(target: HardwareTarget, engine: str) -> None:
         raise BadInputError(f"engine {engine!r} is not one of {', '.join(SERVING_ENGINES)}")
     if engine == "triton-python":
         return
+    if engine == "vllm" and vllm_serves(target):
+        return
     module = target_module(target)
     if engine not in module.ENGINES:
         raise BadInputError(
             f"engine {engine!r} does not run on {target.id}; it takes {', '.join(module.ENGINES)} "
             "(or triton-python)"
         )
+
+
+def vllm_serves(target: HardwareTarget) -> bool:
+    """Whether ``engine = "vllm"`` runs vLLM itself on ``target`` through Triton (serving/vllm_engine.py):
+    its CPU build on cpu targets, the NGC ``-vllm-python-py3`` container on NVIDIA datacenter GPUs. (On
+    Inferentia2, vllm is the Neuron recipe's serving engine.)"""
+    return (
+        getattr(target, "toolchain", None) == "onnxruntime-cpu"
+        or getattr(target, "kind", "") == "datacenter-gpu"
+    )
 
 
 def recipe_model(card: Any, hf_dir: Path) -> RecipeModel:
