@@ -13,7 +13,18 @@ from click.testing import CliRunner
 
 from accelbench.cli import main
 from accelbench.documents import load_result
-from accelbench.reports.llm_report import pareto, throughput_at, usd_per_million_tokens
+from accelbench.reports.cost import PriceQuote
+from accelbench.reports.headline import _gen_pick, cost_text
+from accelbench.reports.llm_report import (
+    GenPoint,
+    GenRow,
+    answer_rows,
+    pareto,
+    range_at,
+    throughput_at,
+    token_row,
+    usd_per_million_tokens,
+)
 
 DATA = Path(__file__).parent / "data" / "llm" / "hand"
 PROJECT = "l4,a100-sxm4-80gb,h100-sxm,inf2-xlarge,jetson-agx-orin-64gb"
@@ -127,6 +138,43 @@ def test_pareto_and_pchip_are_monotone():
     flat = [(4607.0, 159191.4568521306), (2303.5, 159191.4568521306), (1.6, 159191.45685213062)]
     assert pareto(flat) == [(4607.0, 159191.4568521306)]
     assert throughput_at(flat, 4000)[1].startswith("at its least interactive point")
+
+
+def _frontier_row(status: str, band: tuple[float, float]) -> GenRow:
+    """A row on the frontier of test_pareto_and_pchip_are_monotone, each point's range ``band`` × its rate."""
+    pts = [(160.0, 152.0), (125.0, 236.0), (80.0, 301.0), (47.6, 352.0), (100.0, 200.0)]
+    points = [
+        GenPoint(None, y, y * band[0], y * band[1], None, x, 1.0, 1.0, "PASS", "PASS", "PASS") for x, y in pts
+    ]
+    price = {"on-demand": PriceQuote(CPU_LOCAL_USD_PER_HOUR, "on-demand", "test", "2026-01", "")}
+    return GenRow("m", "fp16", "t", status, 128, 128, points, points[2], "", prices=price)
+
+
+def test_the_answer_of_a_projected_row_carries_its_range_through_the_interpolation():
+    (proj,) = answer_rows([_frontier_row("projected", (0.5, 1.25))], 100.0)
+    value = throughput_at([(p.tokens_per_user or 0.0, p.output_tps) for p in proj.points], 100.0)[0]
+    assert value is not None and proj.answer_tps == value and 236.0 < value < 301.0
+    # one pair of band factors for the frontier: PCHIP scales with its data, so the range is value × factors
+    assert proj.answer_tps_low == pytest.approx(value * 0.5) and proj.answer_tps_high == pytest.approx(
+        value * 1.25
+    )
+    low, high = proj.answer_cost_interval("on-demand")
+    cost = usd_per_million_tokens(CPU_LOCAL_USD_PER_HOUR, value)
+    assert low == pytest.approx(cost / 1.25) and high == pytest.approx(cost / 0.5)
+    t = token_row(proj, "on-demand", 100.0)
+    assert (t.answer_usd_per_million_output_tokens_low, t.answer_usd_per_million_output_tokens_high) == (
+        low,
+        high,
+    )
+    pick = _gen_pick(proj, "on-demand", None, proj.answer_tps)
+    assert pick is not None and "no range" not in cost_text(pick) and (pick.low, pick.high) == (low, high)
+    # below the least interactive point: that point's own range; not reached: none
+    (at_edge,) = answer_rows([proj], 40.0)
+    assert (at_edge.answer_tps_low, at_edge.answer_tps_high) == pytest.approx((352.0 * 0.5, 352.0 * 1.25))
+    assert range_at([(160.0, 152.0, 76.0, 190.0)], 161.0) == (None, None)
+    # a measured row's answer claims no interval (its points' 95 % intervals are not one between them)
+    (measured,) = answer_rows([_frontier_row("measured", (0.9, 1.1))], 100.0)
+    assert measured.answer_tps == value and measured.answer_cost_interval("on-demand") == (None, None)
 
 
 def test_llama_3_1_8b_fit_table_in_the_report(tmp_path):

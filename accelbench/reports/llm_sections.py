@@ -163,13 +163,14 @@ def answer_table(gen: GenerativeReport, model: str) -> Table | None:
     ):
         proj = r.status == "projected"
         cost = r.cost(basis, "output", r.answer_tps) if r.answer_tps else None
+        low, high = r.answer_cost_interval(basis)
         rows.append(
             [
                 r.target,
                 r.precision,
                 r.status,
-                _n(r.answer_tps, proj),
-                _usd(cost, proj),
+                _proj(_ivl(r.answer_tps, r.answer_tps_low, r.answer_tps_high), proj),
+                _proj(_ivl(cost, low, high, money=True), proj),
                 r.answer_how or r.reason,
             ]
         )
@@ -179,7 +180,8 @@ def answer_table(gen: GenerativeReport, model: str) -> Table | None:
         rows,
         "Throughput is interpolated monotonically (PCHIP) along each target's frontier between points "
         'that meet the TTFT objective; an interactivity beyond the most interactive point is "not '
-        'reached", never extrapolated.',
+        "reached\", never extrapolated. A projected row's range [low, high] is its frontier's low and high ends "
+        "interpolated the same way.",
     )
 
 
