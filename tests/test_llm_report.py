@@ -86,6 +86,14 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
     assert "fitted on its chip's (tensorrt 8.9)" in rows["l4"]["efficiency_source"]  # the L40S's points
     assert "published: fitted on h100-sxm's 10 point(s)" in rows["h100-sxm"]["efficiency_source"]
     assert "NO published neuron LLM result" in rows["inf2-xlarge"]["efficiency_source"]
+    # notes said once (issue 52): a projected row's note names its fit by number, the fit's text and what every
+    # projected row shares (the TP rule, the roofline) stand once in the legend under the table
+    table = md.split("### llama-tiny: cost per million tokens")[1].split("\n### ")[0]
+    for tid in PROJECT.split(","):
+        assert table.count(rows[tid]["efficiency_source"]) == 1, tid
+        note = next(line for line in table.splitlines() if line.startswith(f"| {tid} |")).split(" | ")[-1]
+        assert note.startswith("fit [") and "roofline" not in note and "published" not in note, note
+    assert table.count("all-reduces over the instance's links included") == 1
 
 
 @pytest.mark.slow

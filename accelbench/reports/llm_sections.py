@@ -12,6 +12,7 @@ from accelbench.reports.sections import Section, Table, fmt
 
 if TYPE_CHECKING:
     from accelbench.reports.llm_report import GenerativeReport
+    from accelbench.reports.llm_rows import GenRow
 
 
 def _usd(v: float | None, projected: bool = False) -> str:
@@ -98,11 +99,45 @@ COST_HEADERS = [
 ]
 
 
+GEN_PROJECTED_LEGEND = (
+    "Projected rows (proj): decode and prefill rooflines at the largest batch the memory holds, times the "
+    "compute and memory efficiencies fitted on published LLM results (Generative method). The note names the "
+    "row's fit (numbered below, said once: what it rests on, its efficiencies, its range and the floor under a "
+    "decode step), its tensor-parallel degree (of those that fit, the one with the most output tokens/s per "
+    "accelerator at the objective, all-reduces over the instance's links included), the most sequences at "
+    "ISL + OSL it holds, and its serving recipe (weights, KV cache and compute dtypes)."
+)
+
+
+def _fit_ref(r: GenRow, fits: dict[str, int]) -> str:
+    """The row's fit as a number into the legend's list (``fits``: its full text → number, filled here)."""
+    if not r.efficiency_source:
+        return "no efficiency fit"
+    n = fits.setdefault(r.efficiency_source, len(fits) + 1)
+    return f"fit [{n}]"
+
+
+def _projected_note(r: GenRow, fits: dict[str, int]) -> str:
+    """What is particular to one projected row; what every projected row shares is in GEN_PROJECTED_LEGEND."""
+    if not r.points:  # not projected, or does not run the precision: its reason is particular
+        return r.reason
+    parts = [_fit_ref(r, fits)]
+    if r.capacity is None:
+        parts.insert(0, "does not meet the objective")
+    if r.tp:
+        degrees = [str(o["tp"]) for o in r.tp_options]
+        parts.append(f"TP {r.tp} of {', '.join(degrees)}" if len(degrees) > 1 else f"TP {r.tp}")
+    if r.max_batch:
+        parts.append(f"up to {r.max_batch:,} sequences")
+    return "; ".join(parts)
+
+
 def cost_table(gen: GenerativeReport, model: str) -> Table:
     basis = gen.price_basis
     others = [b for b in PRICE_BASES if b != basis]
     headers = COST_HEADERS + [f"$ per M output ({b})" for b in others] + ["note"]
     rows = []
+    fits: dict[str, int] = {}
     for r in (r for r in gen.rows if r.model == model):
         c, proj = r.capacity, r.status == "projected"
         q = r.prices.get(basis)
@@ -116,9 +151,8 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
             else ("—" if not r.points else ("INCONCLUSIVE" if "INCONCLUSIVE" in r.reason else "FAIL"))
         )
         searched = r.reason.startswith("the SLO-capacity search")  # its answer and interval, as found
-        note = r.reason if c is None or proj or searched else ""
-        if proj and r.tp:
-            note += f"; TP {r.tp}, up to {r.max_batch} sequences at ISL + OSL"
+        measured_note = r.reason if c is None or searched else ""
+        note = _projected_note(r, fits) if proj else measured_note
         if r.recipe is not None:
             note = f"{note}; {r.recipe.label}" if note else r.recipe.label
         rows.append(
@@ -140,16 +174,19 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
                 note.strip("; "),
             ]
         )
-    return Table(
-        f"{model}: cost per million tokens at the objective ({basis})",
-        headers,
-        rows,
+    legend = (
         "Cost per million tokens = $/accelerator-hour ÷ (tokens/s × 3600) × 10⁶ at the capacity step; input "
         "and blended at the workload's ISL/OSL. Measured figures carry their 95 % interval (from the output "
         "token rate's interval), projected ones their range [low, high] (the efficiency fit's spread, widened "
-        "where the target has no published LLM point of its own; the note says which). A basis the catalog lacks "
-        "for a target shows —.",
+        "where the target has no published LLM point of its own). A basis the catalog lacks for a target shows —."
     )
+    if any(r.status == "projected" and r.points for r in gen.rows if r.model == model):
+        legend += " " + GEN_PROJECTED_LEGEND
+    if fits:
+        legend += " Fits: " + " ".join(
+            f"[{n}] {text}." for text, n in sorted(fits.items(), key=lambda x: x[1])
+        )
+    return Table(f"{model}: cost per million tokens at the objective ({basis})", headers, rows, legend)
 
 
 def answer_table(gen: GenerativeReport, model: str) -> Table | None:
