@@ -78,6 +78,8 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
     assert "plots/frontier.svg" in md and html.count("<svg") == 1 and 'id="plot-frontier"' in html
     # the cheapest target at 10 tokens/s per user
     assert "At **10 tokens/s per user** (and the TTFT objective), the cheapest is **" in md
+    at_user = md.split("At **10 tokens/s per user**")[1].split(". ")[0]  # projected there: its range said too
+    assert "projected): **$" in at_user and "per million output tokens** (range $" in at_user, at_user
     # projected rows for L4, A100, H100, inf2 and Jetson AGX Orin, labelled with their efficiency's source
     for tid in PROJECT.split(","):
         assert rows[tid]["status"] == "projected"

@@ -38,6 +38,13 @@ def _proj(text: str, projected: bool) -> str:
     return f"{text} (proj)" if projected and text != "—" else text
 
 
+def _range(r: GenRow, low: float | None, high: float | None) -> str:
+    """A projected figure's range after it in the answer (a measured one's interval is in its table)."""
+    if r.status != "projected" or low is None or high is None:
+        return ""
+    return f" (range {_usd(low)}–{_usd(high)})"
+
+
 def answer(gen: GenerativeReport) -> str:
     """The generative answer: per model the cheapest target at the objective (and at the interactivity)."""
     parts = []
@@ -60,7 +67,8 @@ def answer(gen: GenerativeReport) -> str:
             )
             parts.append(
                 f"For **{model}** at {obj}, the cheapest target is **{best.target}** ({best.precision}, "
-                f"{label}): **{_usd(cost)} per million output tokens** ({basis}; capacity "
+                f"{label}): **{_usd(cost)} per million output tokens**{_range(best, *best.cost_interval(basis))} "
+                f"({basis}; capacity "
                 f"{fmt(point.output_tps)} output tokens/s per accelerator)."
             )
         else:
@@ -74,7 +82,8 @@ def answer(gen: GenerativeReport) -> str:
                 label = "measured" if best.status == "measured" else "projected"
                 parts.append(
                     f"At **{n}** (and the TTFT objective), the cheapest is **{best.target}** "
-                    f"({best.precision}, {label}): **{_usd(cost)} per million output tokens** "
+                    f"({best.precision}, {label}): **{_usd(cost)} per million output tokens**"
+                    f"{_range(best, *best.answer_cost_interval(basis))} "
                     f"({fmt(best.answer_tps)} tokens/s per accelerator; {best.answer_how})."
                 )
             else:
