@@ -13,7 +13,18 @@ from click.testing import CliRunner
 
 from accelbench.cli import main
 from accelbench.documents import load_result
-from accelbench.reports.llm_report import pareto, throughput_at, usd_per_million_tokens
+from accelbench.reports.cost import PriceQuote
+from accelbench.reports.headline import _gen_pick, cost_text
+from accelbench.reports.llm_report import (
+    GenPoint,
+    GenRow,
+    answer_rows,
+    pareto,
+    range_at,
+    throughput_at,
+    token_row,
+    usd_per_million_tokens,
+)
 
 DATA = Path(__file__).parent / "data" / "llm" / "hand"
 PROJECT = "l4,a100-sxm4-80gb,h100-sxm,inf2-xlarge,jetson-agx-orin-64gb"
@@ -67,6 +78,8 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
     assert "plots/frontier.svg" in md and html.count("<svg") == 1 and 'id="plot-frontier"' in html
     # the cheapest target at 10 tokens/s per user
     assert "At **10 tokens/s per user** (and the TTFT objective), the cheapest is **" in md
+    at_user = md.split("At **10 tokens/s per user**")[1].split(". ")[0]  # projected there: its range said too
+    assert "projected): **$" in at_user and "per million output tokens** (range $" in at_user, at_user
     # projected rows for L4, A100, H100, inf2 and Jetson AGX Orin, labelled with their efficiency's source
     for tid in PROJECT.split(","):
         assert rows[tid]["status"] == "projected"
@@ -75,6 +88,14 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
     assert "fitted on its chip's (tensorrt 8.9)" in rows["l4"]["efficiency_source"]  # the L40S's points
     assert "published: fitted on h100-sxm's 10 point(s)" in rows["h100-sxm"]["efficiency_source"]
     assert "NO published neuron LLM result" in rows["inf2-xlarge"]["efficiency_source"]
+    # notes said once (issue 52): a projected row's note names its fit by number, the fit's text and what every
+    # projected row shares (the TP rule, the roofline) stand once in the legend under the table
+    table = md.split("### llama-tiny: cost per million tokens")[1].split("\n### ")[0]
+    for tid in PROJECT.split(","):
+        assert table.count(rows[tid]["efficiency_source"]) == 1, tid
+        note = next(line for line in table.splitlines() if line.startswith(f"| {tid} |")).split(" | ")[-1]
+        assert note.startswith("fit [") and "roofline" not in note and "published" not in note, note
+    assert table.count("all-reduces over the instance's links included") == 1
 
 
 @pytest.mark.slow
@@ -127,6 +148,43 @@ def test_pareto_and_pchip_are_monotone():
     flat = [(4607.0, 159191.4568521306), (2303.5, 159191.4568521306), (1.6, 159191.45685213062)]
     assert pareto(flat) == [(4607.0, 159191.4568521306)]
     assert throughput_at(flat, 4000)[1].startswith("at its least interactive point")
+
+
+def _frontier_row(status: str, band: tuple[float, float]) -> GenRow:
+    """A row on the frontier of test_pareto_and_pchip_are_monotone, each point's range ``band`` × its rate."""
+    pts = [(160.0, 152.0), (125.0, 236.0), (80.0, 301.0), (47.6, 352.0), (100.0, 200.0)]
+    points = [
+        GenPoint(None, y, y * band[0], y * band[1], None, x, 1.0, 1.0, "PASS", "PASS", "PASS") for x, y in pts
+    ]
+    price = {"on-demand": PriceQuote(CPU_LOCAL_USD_PER_HOUR, "on-demand", "test", "2026-01", "")}
+    return GenRow("m", "fp16", "t", status, 128, 128, points, points[2], "", prices=price)
+
+
+def test_the_answer_of_a_projected_row_carries_its_range_through_the_interpolation():
+    (proj,) = answer_rows([_frontier_row("projected", (0.5, 1.25))], 100.0)
+    value = throughput_at([(p.tokens_per_user or 0.0, p.output_tps) for p in proj.points], 100.0)[0]
+    assert value is not None and proj.answer_tps == value and 236.0 < value < 301.0
+    # one pair of band factors for the frontier: PCHIP scales with its data, so the range is value × factors
+    assert proj.answer_tps_low == pytest.approx(value * 0.5) and proj.answer_tps_high == pytest.approx(
+        value * 1.25
+    )
+    low, high = proj.answer_cost_interval("on-demand")
+    cost = usd_per_million_tokens(CPU_LOCAL_USD_PER_HOUR, value)
+    assert low == pytest.approx(cost / 1.25) and high == pytest.approx(cost / 0.5)
+    t = token_row(proj, "on-demand", 100.0)
+    assert (t.answer_usd_per_million_output_tokens_low, t.answer_usd_per_million_output_tokens_high) == (
+        low,
+        high,
+    )
+    pick = _gen_pick(proj, "on-demand", None, proj.answer_tps)
+    assert pick is not None and "no range" not in cost_text(pick) and (pick.low, pick.high) == (low, high)
+    # below the least interactive point: that point's own range; not reached: none
+    (at_edge,) = answer_rows([proj], 40.0)
+    assert (at_edge.answer_tps_low, at_edge.answer_tps_high) == pytest.approx((352.0 * 0.5, 352.0 * 1.25))
+    assert range_at([(160.0, 152.0, 76.0, 190.0)], 161.0) == (None, None)
+    # a measured row's answer claims no interval (its points' 95 % intervals are not one between them)
+    (measured,) = answer_rows([_frontier_row("measured", (0.9, 1.1))], 100.0)
+    assert measured.answer_tps == value and measured.answer_cost_interval("on-demand") == (None, None)
 
 
 def test_llama_3_1_8b_fit_table_in_the_report(tmp_path):

@@ -221,7 +221,7 @@ def _gen_pick(r: GenRow, basis: str, baseline: GenRow | None, tps: float | None 
     cost = r.cost(basis, "output", tps)
     if cost is None:
         return None
-    low, high = r.cost_interval(basis) if tps is None else (None, None)
+    low, high = r.cost_interval(basis) if tps is None else r.answer_cost_interval(basis)
     base = None
     if baseline is not None and (tps is None or baseline.answer_tps):  # the baseline at the same objective
         base = baseline.cost(basis, "output", None if tps is None else baseline.answer_tps)

@@ -13,7 +13,8 @@ result documents whose steps carry a ``generative`` block (docs/llm.md):
   at ``min_tokens_per_user`` N keeps the points whose TTFT p99 meets its bound, takes their upper (Pareto) hull
   and interpolates throughput monotonically between measured points (scipy PchipInterpolator on the hull);
   N above the most interactive point is "not reached" (never extrapolated), N below the least interactive
-  point takes that point (it already serves more than N).
+  point takes that point (it already serves more than N). A projected row's answer carries its range: the low
+  and high ends of the same hull points interpolated the same way (range_at); a measured row's answer none.
 Projected rows come from accelbench/reports/llm_projected.py (project_generative, on the efficiencies of
 llm_projection.py) and say so, with their efficiency's source, TP degree and range.
 """
@@ -146,10 +147,40 @@ def throughput_at(points: list[tuple[float, float]], min_per_user: float) -> tup
         return ys[0], f"at its least interactive point, {xs[0]:.3g} tok/s per user (≥ the target)"
     if len(hull) == 1:
         return ys[0], "the only point"
+    return _pchip(xs, ys, min_per_user), f"interpolated (PCHIP) between {len(hull)} frontier points"
+
+
+def _pchip(xs: list[float], ys: list[float], x: float) -> float:
+    """PCHIP through (xs, ys) at ``x``, held at the ends (xs ascending)."""
+    if x <= xs[0] or len(xs) == 1:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
     from scipy.interpolate import PchipInterpolator
 
-    value = float(PchipInterpolator(xs, ys)(min_per_user))
-    return value, f"interpolated (PCHIP) between {len(hull)} frontier points"
+    return float(PchipInterpolator(xs, ys)(x))
+
+
+def range_at(
+    points: list[tuple[float, float, float | None, float | None]], min_per_user: float
+) -> tuple[float | None, float | None]:
+    """The range (low, high) of a projected frontier's throughput at ``min_per_user``: the hull throughput_at
+    interpolates (chosen on the projected value), with its points' low and high ends interpolated the same
+    way (PCHIP, the least interactive point below the range). PCHIP scales with its data, so where the band
+    factors are one pair for the whole frontier (llm_projected.fit_spread) this is the interpolated value ×
+    those factors. (None, None) where any hull point has no range or the value is not reached. Points are
+    (tokens/s per user, output tokens/s, its low, its high)."""
+    ends = {(x, y): (lo, hi) for x, y, lo, hi in points if x and y and x > 0 and y > 0}
+    hull = pareto(list(ends))
+    if not hull or min_per_user > hull[-1][0] * (1 + 1e-12):
+        return None, None
+    lows, highs = [ends[p][0] for p in hull], [ends[p][1] for p in hull]
+    if any(v is None or v <= 0 for v in lows + highs):
+        return None, None
+    xs = [p[0] for p in hull]
+    return _pchip(xs, [float(v or 0) for v in lows], min_per_user), _pchip(
+        xs, [float(v or 0) for v in highs], min_per_user
+    )
 
 
 # ------------------------------------------------------------------------------------------------- rows
@@ -300,7 +331,19 @@ def answer_rows(rows: list[GenRow], min_per_user: float | None) -> list[GenRow]:
     out = []
     for row in rows:
         tps, how = throughput_at(frontier_points(row), min_per_user)
-        out.append(replace(row, answer_tps=tps, answer_how=how))
+        low = high = None
+        if tps is not None and row.status == "projected":  # a measured row's answer claims no interval
+            passing = [p for p in row.points if p.tokens_per_user and p.ttft_verdict == PASS]
+            low, high = range_at(
+                [
+                    (p.tokens_per_user or 0.0, p.output_tps, p.output_tps_low, p.output_tps_high)
+                    for p in passing
+                ],
+                min_per_user,
+            )
+            if low is not None and high is not None:
+                low, high = min(low, tps), max(high, tps)
+        out.append(replace(row, answer_tps=tps, answer_tps_low=low, answer_tps_high=high, answer_how=how))
     return out
 
 
@@ -331,6 +374,7 @@ def token_row(row: GenRow, basis: str, min_per_user: float | None) -> TokenRow:
     """The row's table row: the capacity point, costs on every basis, the answer at the interactivity."""
     c = row.capacity
     low, high = row.cost_interval(basis)
+    alow, ahigh = row.answer_cost_interval(basis)
     per_basis = {
         f"usd_per_million_output_tokens_{b.replace('-', '_')}": row.cost(b, "output") for b in PRICE_BASES
     }
@@ -361,6 +405,10 @@ def token_row(row: GenRow, basis: str, min_per_user: float | None) -> TokenRow:
         answer_usd_per_million_output_tokens=row.cost(basis, "output", row.answer_tps)
         if row.answer_tps
         else None,
+        answer_output_tokens_per_s_low=row.answer_tps_low,
+        answer_output_tokens_per_s_high=row.answer_tps_high,
+        answer_usd_per_million_output_tokens_low=alow,
+        answer_usd_per_million_output_tokens_high=ahigh,
         answer_how=row.answer_how,
         efficiency_source=row.efficiency_source,
         weights_dtype=row.recipe.weights if row.recipe else None,

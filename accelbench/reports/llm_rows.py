@@ -68,6 +68,9 @@ class GenRow:
     max_batch: int | None = None
     answer_tps: float | None = None
     answer_how: str = ""
+    # the answer's projected range (llm_report.range_at); None on a measured row, whose answer claims no interval
+    answer_tps_low: float | None = None
+    answer_tps_high: float | None = None
     # weights, KV cache and compute dtypes (None: a measured row without them)
     recipe: ServingRecipe | None = None
     tp_options: tuple[dict[str, Any], ...] = ()  # projected: every TP degree that fits (TpOption.summary)
@@ -101,3 +104,10 @@ class GenRow:
         return usd_per_million_tokens(q.usd_per_hour, c.output_tps_high), usd_per_million_tokens(
             q.usd_per_hour, c.output_tps_low
         )
+
+    def answer_cost_interval(self, basis: str) -> tuple[float | None, float | None]:
+        """The cost range at the answer's interactivity: its throughput range turned over (None, None without)."""
+        q, lo, hi = self.prices.get(basis), self.answer_tps_low, self.answer_tps_high
+        if q is None or not lo or not hi or lo <= 0:
+            return None, None
+        return usd_per_million_tokens(q.usd_per_hour, hi), usd_per_million_tokens(q.usd_per_hour, lo)

@@ -12,6 +12,7 @@ from accelbench.reports.sections import Section, Table, fmt
 
 if TYPE_CHECKING:
     from accelbench.reports.llm_report import GenerativeReport
+    from accelbench.reports.llm_rows import GenRow
 
 
 def _usd(v: float | None, projected: bool = False) -> str:
@@ -37,6 +38,13 @@ def _proj(text: str, projected: bool) -> str:
     return f"{text} (proj)" if projected and text != "—" else text
 
 
+def _range(r: GenRow, low: float | None, high: float | None) -> str:
+    """A projected figure's range after it in the answer (a measured one's interval is in its table)."""
+    if r.status != "projected" or low is None or high is None:
+        return ""
+    return f" (range {_usd(low)}–{_usd(high)})"
+
+
 def answer(gen: GenerativeReport) -> str:
     """The generative answer: per model the cheapest target at the objective (and at the interactivity)."""
     parts = []
@@ -59,7 +67,8 @@ def answer(gen: GenerativeReport) -> str:
             )
             parts.append(
                 f"For **{model}** at {obj}, the cheapest target is **{best.target}** ({best.precision}, "
-                f"{label}): **{_usd(cost)} per million output tokens** ({basis}; capacity "
+                f"{label}): **{_usd(cost)} per million output tokens**{_range(best, *best.cost_interval(basis))} "
+                f"({basis}; capacity "
                 f"{fmt(point.output_tps)} output tokens/s per accelerator)."
             )
         else:
@@ -73,7 +82,8 @@ def answer(gen: GenerativeReport) -> str:
                 label = "measured" if best.status == "measured" else "projected"
                 parts.append(
                     f"At **{n}** (and the TTFT objective), the cheapest is **{best.target}** "
-                    f"({best.precision}, {label}): **{_usd(cost)} per million output tokens** "
+                    f"({best.precision}, {label}): **{_usd(cost)} per million output tokens**"
+                    f"{_range(best, *best.answer_cost_interval(basis))} "
                     f"({fmt(best.answer_tps)} tokens/s per accelerator; {best.answer_how})."
                 )
             else:
@@ -98,11 +108,45 @@ COST_HEADERS = [
 ]
 
 
+GEN_PROJECTED_LEGEND = (
+    "Projected rows (proj): decode and prefill rooflines at the largest batch the memory holds, times the "
+    "compute and memory efficiencies fitted on published LLM results (Generative method). The note names the "
+    "row's fit (numbered below, said once: what it rests on, its efficiencies, its range and the floor under a "
+    "decode step), its tensor-parallel degree (of those that fit, the one with the most output tokens/s per "
+    "accelerator at the objective, all-reduces over the instance's links included), the most sequences at "
+    "ISL + OSL it holds, and its serving recipe (weights, KV cache and compute dtypes)."
+)
+
+
+def _fit_ref(r: GenRow, fits: dict[str, int]) -> str:
+    """The row's fit as a number into the legend's list (``fits``: its full text → number, filled here)."""
+    if not r.efficiency_source:
+        return "no efficiency fit"
+    n = fits.setdefault(r.efficiency_source, len(fits) + 1)
+    return f"fit [{n}]"
+
+
+def _projected_note(r: GenRow, fits: dict[str, int]) -> str:
+    """What is particular to one projected row; what every projected row shares is in GEN_PROJECTED_LEGEND."""
+    if not r.points:  # not projected, or does not run the precision: its reason is particular
+        return r.reason
+    parts = [_fit_ref(r, fits)]
+    if r.capacity is None:
+        parts.insert(0, "does not meet the objective")
+    if r.tp:
+        degrees = [str(o["tp"]) for o in r.tp_options]
+        parts.append(f"TP {r.tp} of {', '.join(degrees)}" if len(degrees) > 1 else f"TP {r.tp}")
+    if r.max_batch:
+        parts.append(f"up to {r.max_batch:,} sequences")
+    return "; ".join(parts)
+
+
 def cost_table(gen: GenerativeReport, model: str) -> Table:
     basis = gen.price_basis
     others = [b for b in PRICE_BASES if b != basis]
     headers = COST_HEADERS + [f"$ per M output ({b})" for b in others] + ["note"]
     rows = []
+    fits: dict[str, int] = {}
     for r in (r for r in gen.rows if r.model == model):
         c, proj = r.capacity, r.status == "projected"
         q = r.prices.get(basis)
@@ -116,9 +160,8 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
             else ("—" if not r.points else ("INCONCLUSIVE" if "INCONCLUSIVE" in r.reason else "FAIL"))
         )
         searched = r.reason.startswith("the SLO-capacity search")  # its answer and interval, as found
-        note = r.reason if c is None or proj or searched else ""
-        if proj and r.tp:
-            note += f"; TP {r.tp}, up to {r.max_batch} sequences at ISL + OSL"
+        measured_note = r.reason if c is None or searched else ""
+        note = _projected_note(r, fits) if proj else measured_note
         if r.recipe is not None:
             note = f"{note}; {r.recipe.label}" if note else r.recipe.label
         rows.append(
@@ -140,16 +183,19 @@ def cost_table(gen: GenerativeReport, model: str) -> Table:
                 note.strip("; "),
             ]
         )
-    return Table(
-        f"{model}: cost per million tokens at the objective ({basis})",
-        headers,
-        rows,
+    legend = (
         "Cost per million tokens = $/accelerator-hour ÷ (tokens/s × 3600) × 10⁶ at the capacity step; input "
         "and blended at the workload's ISL/OSL. Measured figures carry their 95 % interval (from the output "
         "token rate's interval), projected ones their range [low, high] (the efficiency fit's spread, widened "
-        "where the target has no published LLM point of its own; the note says which). A basis the catalog lacks "
-        "for a target shows —.",
+        "where the target has no published LLM point of its own). A basis the catalog lacks for a target shows —."
     )
+    if any(r.status == "projected" and r.points for r in gen.rows if r.model == model):
+        legend += " " + GEN_PROJECTED_LEGEND
+    if fits:
+        legend += " Fits: " + " ".join(
+            f"[{n}] {text}." for text, n in sorted(fits.items(), key=lambda x: x[1])
+        )
+    return Table(f"{model}: cost per million tokens at the objective ({basis})", headers, rows, legend)
 
 
 def answer_table(gen: GenerativeReport, model: str) -> Table | None:
@@ -163,13 +209,14 @@ def answer_table(gen: GenerativeReport, model: str) -> Table | None:
     ):
         proj = r.status == "projected"
         cost = r.cost(basis, "output", r.answer_tps) if r.answer_tps else None
+        low, high = r.answer_cost_interval(basis)
         rows.append(
             [
                 r.target,
                 r.precision,
                 r.status,
-                _n(r.answer_tps, proj),
-                _usd(cost, proj),
+                _proj(_ivl(r.answer_tps, r.answer_tps_low, r.answer_tps_high), proj),
+                _proj(_ivl(cost, low, high, money=True), proj),
                 r.answer_how or r.reason,
             ]
         )
@@ -179,7 +226,8 @@ def answer_table(gen: GenerativeReport, model: str) -> Table | None:
         rows,
         "Throughput is interpolated monotonically (PCHIP) along each target's frontier between points "
         'that meet the TTFT objective; an interactivity beyond the most interactive point is "not '
-        'reached", never extrapolated.',
+        "reached\", never extrapolated. A projected row's range [low, high] is its frontier's low and high ends "
+        "interpolated the same way.",
     )
 
 

@@ -176,7 +176,15 @@ class TokenRow:
     usd_per_million_blended_tokens: float | None = column("float", "USD per 10⁶ input + output tokens")
     min_tokens_per_user: float | None = column("float", "tokens/s per user")
     answer_output_tokens_per_s: float | None = column("float", "output tokens/s per accelerator")
+    answer_output_tokens_per_s_low: float | None = column("float", "output tokens/s (projected range)")
+    answer_output_tokens_per_s_high: float | None = column("float", "output tokens/s (projected range)")
     answer_usd_per_million_output_tokens: float | None = column("float", "USD per 10⁶ output tokens")
+    answer_usd_per_million_output_tokens_low: float | None = column(
+        "float", "USD per 10⁶ output tokens (range)"
+    )
+    answer_usd_per_million_output_tokens_high: float | None = column(
+        "float", "USD per 10⁶ output tokens (range)"
+    )
     answer_how: str = column("str", default="")
     efficiency_source: str | None = column("str")
     weights_dtype: str | None = column("str")  # the serving recipe (hardware/llm_memory.ServingRecipe)
