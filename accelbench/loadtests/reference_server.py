@@ -11,7 +11,8 @@ are tested against (tests/test_llm_reference.py) and the engine of bench/llm_cli
 
 Fault modes for tests: ``--no-stream`` (plain JSON answers), ``--cut-every N`` (every Nth stream is cut
 mid-answer), ``--max-output N`` (answers end early), ``--context N`` (a longer prompt + max_tokens is refused
-with both numbers, as vLLM does).
+with both numbers, as vLLM does), ``--burst`` (each answer's chunks are all sent, one write each, when its
+last token is due: a stream that is not streamed, as a busy engine sends it).
 
 Capacity and workload modes: ``--slots N`` (at most N answers generate at once, the others wait in arrival
 order; a request's TTFT timer starts when it gets its slot, so the server's capacity is known: N streams,
@@ -300,7 +301,8 @@ class Reference:
         sent = 0
         while sent < n_out:
             k = min(per_event, n_out - sent)
-            due = arrived + self.args.ttft_ms / 1000 + (sent + k - 1) * self.args.itl_ms / 1000
+            last = n_out if self.args.burst else sent + k  # --burst: every chunk when the last one is due
+            due = arrived + self.args.ttft_ms / 1000 + (last - 1) * self.args.itl_ms / 1000
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             if cut and sent >= n_out // 2:
                 writer.transport.abort()  # the server goes away mid-answer
@@ -382,6 +384,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-output", type=int, default=0)
     p.add_argument("--cut-every", type=int, default=0)
     p.add_argument("--no-stream", action="store_true")
+    p.add_argument(
+        "--burst", action="store_true", help="send each answer's chunks at once, when the last is due"
+    )
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--slots", type=int, default=0, help="answers generated at once (0: no limit)")
     p.add_argument("--reasoning", type=int, default=0)
