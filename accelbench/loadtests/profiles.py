@@ -52,6 +52,22 @@ def _fraction(value: Any) -> str | None:
     return f"{value!r} must be in (0, 1]: lengths uniform in [r·L, L]"
 
 
+MIN_ENGINE_METRICS_S = 0.1
+
+
+def _engine_metrics(value: Any) -> str | None:
+    """``off``, or seconds between scrapes (at least MIN_ENGINE_METRICS_S)."""
+    if value == "off":
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if seconds >= MIN_ENGINE_METRICS_S:
+        return None
+    return f"{value!r} must be off or seconds between scrapes, >= {MIN_ENGINE_METRICS_S:g}"
+
+
 def _flag(value: Any) -> str | None:
     return None if isinstance(value, bool) else f"{value!r} must be true or false"
 
@@ -199,7 +215,17 @@ class Workload:
         check=_fraction,
     )
 
+    engine_metrics: str = knob(
+        "0.5",
+        "Scrape the engine's /metrics every SECONDS during each step, in a process of its own (off: not at "
+        "all; default 0.5).",
+        flag="--engine-metrics",
+        check=_engine_metrics,
+    )
+
     def __post_init__(self) -> None:
+        if isinstance(self.engine_metrics, int | float) and not isinstance(self.engine_metrics, bool):
+            object.__setattr__(self, "engine_metrics", f"{self.engine_metrics:g}")  # a spec's number
         validate(self)
         if self.api == "openai":
             object.__setattr__(self, "api", "openai-chat")
@@ -241,6 +267,11 @@ class Workload:
             )
         if self.api == "openai-embeddings" and (self.turns > 1 or self.cancel_after_ms is not None):
             raise ProfileError("api", "openai-embeddings answers in one piece: no turns, no cancellation")
+
+    @property
+    def engine_metrics_s(self) -> float | None:
+        """Seconds between /metrics scrapes; None: ``--engine-metrics off``."""
+        return None if self.engine_metrics == "off" else float(self.engine_metrics)
 
     @property
     def is_trace(self) -> bool:
@@ -307,6 +338,7 @@ _LATER_FIELDS = frozenset(
         "trace_block_tokens",
         "cancel_after_ms",
         "cancel_fraction",
+        "engine_metrics",
     }
 )
 

@@ -27,7 +27,8 @@ as vLLM's reasoning parsers send them), ``--no-done`` (the stream ends after its
 without ``[DONE]``, as ``transformers serve`` does), ``--refuse-ignore-eos`` (422 for a request carrying
 ``ignore_eos``, as ``transformers serve`` answers), ``--cached-tokens N`` (usage says N prompt tokens came
 from the prefix cache). ``GET /metrics`` answers vLLM-named Prometheus gauges and counters (requests running
-and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state. ``--slots N``: at most
+and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state (``--metrics-kb N``:
+padded with histogram series to about N KB, as large as vLLM's page). ``--slots N``: at most
 N answers stream at once, the others wait in arrival order (counted as waiting; a TTFT starts at the slot).
 """
 
@@ -80,6 +81,7 @@ class Reference:
         ]
         self.requests = 0
         self.slots = asyncio.Semaphore(args.slots) if args.slots else None
+        self.padding = _padding(args.metrics_kb, args.model)
         self.log: list[LogEntry] = []  # one entry per generation request (GET /v1/requests)
         self.prefixes: set[int] = set()  # chained hashes of every prefix of every prompt seen
         self.running = 0
@@ -138,7 +140,7 @@ class Reference:
             f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
             f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}',
         ]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + self.padding
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
@@ -331,6 +333,21 @@ class Reference:
         return True
 
 
+def _padding(kb: int, model: str) -> str:
+    """About ``kb`` KB of histogram series in vLLM's names, so ``/metrics`` is as large as vLLM's (55 KB)."""
+    lines: list[str] = []
+    size, i = 0, 0
+    while size < kb * 1024:
+        name = f"vllm:request_phase_{i}_seconds"
+        lines.append(f"# TYPE {name} histogram")
+        for le in ("0.01", "0.05", "0.1", "0.5", "1.0", "5.0", "+Inf"):
+            lines.append(f'{name}_bucket{{model_name="{model}",le="{le}"}} {i}.0')
+        lines += [f'{name}_count{{model_name="{model}"}} {i}.0', f'{name}_sum{{model_name="{model}"}} {i}.5']
+        size = sum(len(ln) + 1 for ln in lines)
+        i += 1
+    return "".join(ln + "\n" for ln in lines)
+
+
 def _text(content: object) -> str:
     """A message's text: a string, or a list of content parts (``{"type": "text", "text": ...}``)."""
     if isinstance(content, list):
@@ -389,6 +406,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--slots", type=int, default=0, help="answers generated at once (0: no limit)")
+    p.add_argument("--metrics-kb", type=int, default=0, help="pad /metrics to about this many KB (vLLM: 55)")
     p.add_argument("--reasoning", type=int, default=0)
     p.add_argument("--no-done", action="store_true")
     p.add_argument("--refuse-ignore-eos", action="store_true")

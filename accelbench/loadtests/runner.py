@@ -60,7 +60,7 @@ from locust.rpc import Message  # noqa: E402
 from locust.runners import LocalRunner, MasterRunner  # noqa: E402
 
 if TYPE_CHECKING:
-    from accelbench.serving.engine_metrics import Poller
+    from accelbench.loadtests.metrics_poll import PollerProcess
 
 Emit = Callable[[WireEvent], None]
 Dead = Callable[[], str | None]  # why a load process is gone, or None
@@ -89,6 +89,7 @@ class Controller:
         runner.register_message("ab_drained", self._on_drained)
         runner.register_message("ab_window", self._on_window)
         self.stats = _StatsProbe(cfg)
+        self.poller = _engine_poller(cfg)  # its own process, polling during the measured windows
 
     def _on_drained(self, environment: Environment, msg: Message, **_kw: Any) -> None:
         self.drained.setdefault(msg.data["token"], []).append(msg.data)
@@ -146,7 +147,7 @@ class Controller:
         started_at = _utc_now()
         token = self._send("measure")
         t0 = time.monotonic()
-        poller = _engine_poller(self.cfg)
+        poller = self.poller.start() if self.poller is not None else None
         windows, aborted = self._watch(token, t0, plan)
         duration_s = round(time.monotonic() - t0, 3)
         engine_metrics = poller.stop() if poller is not None else None
@@ -297,16 +298,18 @@ class _StatsProbe:
         return stats_delta(before["stats"], after["stats"]), metrics
 
 
-def _engine_poller(cfg: ChildConfig) -> Poller | None:
-    """A generative step's poller of the engine's /metrics (serving/engine_metrics), started; None for a
-    classic step or where the metrics' place is not known (Triton over gRPC alone)."""
+def _engine_poller(cfg: ChildConfig) -> PollerProcess | None:
+    """A generative sweep's poller of the engine's /metrics (metrics_poll.py: its own process, off this
+    event loop); None for a classic sweep, with ``--engine-metrics off``, or where the metrics' place is not
+    known (Triton over gRPC alone)."""
     workload = cfg.load.workload
-    if workload is None:
+    if workload is None or workload.engine_metrics_s is None:
         return None
-    from accelbench.serving.engine_metrics import Poller, metrics_url
+    from accelbench.loadtests.metrics_poll import PollerProcess
+    from accelbench.serving.engine_metrics import metrics_url
 
     url = metrics_url(workload.api, cfg.load.url, cfg.metrics_url)
-    return Poller(url, cfg.load.model).start() if url else None
+    return PollerProcess(url, cfg.load.model, workload.engine_metrics_s).launch() if url else None
 
 
 def _utc_now() -> str:
@@ -369,6 +372,8 @@ def run_master(cfg: ChildConfig, config_path: str) -> None:
         controller.run(read_steps)
         emit(LoadDone())
     finally:
+        if controller.poller is not None:
+            controller.poller.close()
         _finish(runner, workers)
 
 
