@@ -466,6 +466,9 @@ class Workload(_Part):
         None, description="requests cancelled this long after they were sent"
     )
     cancel_fraction: Number | None = Field(None, description="the fraction of requests cancelled")
+    engine_metrics: str | None = Field(
+        None, description="seconds between the engine's /metrics scrapes (in a process of their own), or off"
+    )
 
 
 class SearchPlan(_Part):
@@ -475,6 +478,7 @@ class SearchPlan(_Part):
     max_concurrency: int | None = None
     between: int | None = None
     refinements: int | None = None
+    budget_s: Number | None = Field(None, description="the search's time budget, seconds (absent: 300)")
 
 
 class SearchStep(_Part):

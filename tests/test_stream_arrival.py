@@ -156,7 +156,7 @@ def test_a_bursting_server_is_not_streamed_and_a_large_metrics_page_leaves_the_l
     with reference_server.running(free_port(), *opts) as url:
         cmd = [sys.executable, "-m", "accelbench.cli", "loadtest", "--url", url, "--api", "openai",
                "--model", "reference", "--isl", "16", "--osl", "16", "--warmup", "0.2", "--concurrency", "2",
-               "--duration", "2", "--max-duration", "2", "--engine-metrics", "0.25", "--out", str(tmp_path)]  # fmt: skip
+               "--duration", "1", "--max-duration", "1", "--engine-metrics", "0.25", "--out", str(tmp_path)]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 5, done.stderr[-2000:]
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("step 0") and "tok/s" in ln)
@@ -170,3 +170,30 @@ def test_a_bursting_server_is_not_streamed_and_a_large_metrics_page_leaves_the_l
     engine = g["engine_metrics"]
     assert engine["engine"] == "vllm" and engine["samples"] >= 3 and engine["interval_s"] == 0.25
     assert step["loadgen"]["event_loop_lag_us"]["p99"] < engine["scrape_ms_mean"] * 1000
+
+
+@pytest.mark.slow  # the reference server and a whole (short) search
+def test_a_search_answers_within_its_time_budget(tmp_path: Path):
+    """No step length given: each search step gets its share of --search-budget-s (not the 60 s a p99's
+    662 requests would take), and the answer says the interval its samples give. 4 slots: up to 4 users
+    no request waits (TTFT 40 ms), at 5 one in five waits a whole answer (about 160 ms more)."""
+    opts = ("--ttft-ms", "40", "--itl-ms", "8", "--slots", "4")
+    with reference_server.running(free_port(), *opts) as url:
+        cmd = [sys.executable, "-m", "accelbench.cli", "loadtest", "--url", url, "--api", "openai",
+               "--model", "reference", "--isl", "8", "--osl", "16", "--warmup", "0.3", "--search", "concurrency",
+               "--search-max-concurrency", "8", "--search-between", "1", "--slo-ttft-p99-ms", "120",
+               "--search-budget-s", "25", "--out", str(tmp_path), "--json"]  # fmt: skip
+        began = time.monotonic()
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        wall_s = time.monotonic() - began
+    assert done.returncode in (0, 5), done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    s = doc["search"]
+    assert doc["load_profile"]["search"]["budget_s"] == 25
+    assert max(x["duration_s"] for x in doc["steps"]) < 10  # capped by the budget, not --max-duration's 60
+    assert wall_s < 25 + 30  # the budget, plus the last step, the drains and the processes' start
+    lags = [x["loadgen"]["event_loop_lag_us"]["max"] for x in doc["steps"]]
+    if s["answer"] != {"concurrency": 4} and max(lags) > 40_000:
+        pytest.skip(f"the host stalled the load process (event-loop lag max µs per step: {lags})")
+    assert s["answer"] == {"concurrency": 4} and s["above"] == {"concurrency": 5}, s
+    assert "at concurrency 4: TTFT p99" in s["reason"] and "95 % interval" in s["reason"]

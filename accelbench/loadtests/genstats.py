@@ -16,13 +16,13 @@ import zlib
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from accelbench.documents import Interval, ThroughputInterval, to_dict
 from accelbench.loadtests import histogram
 from accelbench.loadtests import statistics as st
+from accelbench.loadtests.jsonwire import GenerativeBlock, ProfileWire, RecordWire
 from accelbench.loadtests.streams import TOKEN_SOURCES, StreamAnswer
 
 # per-request columns, in completion order (µs; token counts)
@@ -194,7 +194,7 @@ class Record:
         for gap in gaps:
             histogram.record_us(h["itl_us"], gap)
 
-    def encode(self, workload: dict[str, Any]) -> dict[str, Any]:
+    def encode(self, workload: ProfileWire) -> RecordWire:
         return {
             "columns": {k: _pack(v) for k, v in self.cols.items()},
             "itl": _pack(self.itl),
@@ -205,7 +205,7 @@ class Record:
         }
 
 
-def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
+def combine(parts: Iterable[RecordWire | None]) -> RecordWire | None:
     """The processes' records as one (columns concatenated and ordered by completion, histograms merged)."""
     given = [p for p in parts if p]
     if not given:
@@ -232,11 +232,11 @@ def combine(parts: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
     }
 
 
-def _latency(x: np.ndarray) -> tuple[dict[str, Any], dict[str, Interval]]:
+def _latency(x: np.ndarray) -> tuple[GenerativeBlock, dict[str, Interval]]:
     """LatencyUs (exact percentiles, max, mean) and each percentile's exact 95 % interval."""
     if not len(x):
         return {}, {}
-    summary: dict[str, Any] = {}
+    summary: GenerativeBlock = {}
     intervals = {}
     for key, q in histogram.PERCENTILES:
         intervals[key] = st.quantile_interval(x, q).rounded(1)
@@ -246,7 +246,7 @@ def _latency(x: np.ndarray) -> tuple[dict[str, Any], dict[str, Interval]]:
     return summary, intervals
 
 
-def _counts(values: np.ndarray, asked: np.ndarray) -> dict[str, Any]:
+def _counts(values: np.ndarray, asked: np.ndarray) -> dict[str, int | float]:
     return {
         "total": int(values.sum()),
         "mean": round(float(values.mean()), 2),
@@ -257,8 +257,8 @@ def _counts(values: np.ndarray, asked: np.ndarray) -> dict[str, Any]:
 
 
 def _goodput(
-    ttft: np.ndarray, tpot: np.ndarray, workload: dict[str, Any], span_s: float
-) -> dict[str, Any] | None:
+    ttft: np.ndarray, tpot: np.ndarray, workload: ProfileWire, span_s: float
+) -> GenerativeBlock | None:
     """Requests whose own TTFT and TPOT both met the objectives (a one-token answer has no TPOT to miss)."""
     slo_ttft, slo_tpot = workload.get("slo_ttft_p99_ms"), workload.get("slo_tpot_p99_ms")
     if slo_ttft is None and slo_tpot is None:
@@ -278,10 +278,10 @@ def _goodput(
     }
 
 
-def _reasoning_and_cache(kept: dict[str, np.ndarray]) -> dict[str, Any]:
+def _reasoning_and_cache(kept: dict[str, np.ndarray]) -> GenerativeBlock:
     """TTFO and TTST percentiles, reasoning and cached prompt tokens, and where the output counts came from
     (columns missing in an older record give nothing)."""
-    out: dict[str, Any] = {}
+    out: GenerativeBlock = {}
     if "ttfo_us" not in kept:
         return out
     for metric in ("ttfo_us", "ttst_us"):
@@ -307,7 +307,7 @@ def _reasoning_and_cache(kept: dict[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
-def _bursts(arrival: np.ndarray, out: dict[str, Any]) -> str | None:
+def _bursts(arrival: np.ndarray, out: GenerativeBlock) -> str | None:
     """The step's burst counts into ``out`` (``burst_answers``, ``burst_answers_loop_late``, ``streamed``,
     ``token_times``); the INVALID reason when more than BURST_STEP_SHARE of its answers came in one burst."""
     n = len(arrival)
@@ -328,21 +328,21 @@ def _bursts(arrival: np.ndarray, out: dict[str, Any]) -> str | None:
 
 
 def step(
-    gen: dict[str, Any],
-    offered: dict[str, Any],
+    gen: RecordWire,
+    offered: dict[str, float],
     duration_s: float,
     cpu_s: float,
     failed: int,
     sample_floor: int,
     ci_batches: int = 10,
-) -> tuple[dict[str, Any], list[str], list[str]]:
+) -> tuple[GenerativeBlock, list[str], list[str]]:
     """The step's ``generative`` block, its INVALID reasons (short outputs) and LOW-PRECISION reasons (too
     few requests or gaps after the warm-up cut). The warm-up cut is MSER-5 on e2e in completion order, as
     the classic statistics cut the same requests."""
     cols = {k: _unpack(v) for k, v in gen["columns"].items()}
     workload = gen.get("workload") or {}
     n_all = len(cols["done_us"])
-    out: dict[str, Any] = {
+    out: GenerativeBlock = {
         "requests": 0,
         "failed": failed,
         "histograms": gen.get("histograms"),

@@ -20,8 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-# the engine_metrics block (documents.EngineMetrics) as the poller process writes it: a wire format
-EngineBlock = dict[str, object]
+from accelbench.loadtests.jsonwire import EngineBlock
+
 STOP_TIMEOUT_S = 10.0
 NICE = 10
 

@@ -43,9 +43,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from accelbench.loadtests import tokens
+from accelbench.loadtests.jsonwire import OpenAIJson
+
+Request = OpenAIJson  # a request body as the client sent it (completions, chat completions, embeddings)
 
 
 async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes, float]:
@@ -100,7 +103,7 @@ class Reference:
         self.prefixes.update(fresh)
         return longest
 
-    def entry(self, path: str, req: dict[str, Any], prompt: str, arrived: float) -> LogEntry:
+    def entry(self, path: str, req: Request, prompt: str, arrived: float) -> LogEntry:
         """The request's log entry (kept at most 100,000)."""
         ids = tokens.load_tokenizer(self.args.tokenizer).encode(prompt, add_special_tokens=False).ids
         messages = req.get("messages") or []
@@ -269,7 +272,7 @@ class Reference:
         n_in: int,
         n_out: int,
         arrived: float,
-        req: dict[str, Any],
+        req: Request,
         entry: LogEntry,
     ) -> bool:
         writer.write(
@@ -294,7 +297,7 @@ class Reference:
         n_in: int,
         n_out: int,
         arrived: float,
-        req: dict[str, Any],
+        req: Request,
         cut: bool,
         per_event: int,
         words: list[str],
@@ -324,7 +327,7 @@ class Reference:
                 entry["cancelled"] = True  # the client went away (a cancelled request)
                 return False
         if (req.get("stream_options") or {}).get("include_usage") and not self.args.no_usage:
-            usage: dict[str, Any] = dict(_usage(n_in, n_out))
+            usage: dict[str, object] = dict(_usage(n_in, n_out))
             if self.args.cached_tokens or self.args.prefix_cache:
                 usage["prompt_tokens_details"] = {"cached_tokens": self.cached_of(entry, n_in)}
             _chunk(writer, {"choices": [], "usage": usage})

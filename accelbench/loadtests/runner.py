@@ -59,6 +59,8 @@ from locust.env import Environment  # noqa: E402
 from locust.rpc import Message  # noqa: E402
 from locust.runners import LocalRunner, MasterRunner  # noqa: E402
 
+from accelbench.loadtests.jsonwire import TritonJson  # noqa: E402
+
 if TYPE_CHECKING:
     from accelbench.loadtests.metrics_poll import PollerProcess
 
@@ -193,6 +195,9 @@ class Controller:
         ``max_duration_s``; the windows seen, and why the step was cut short (None: it was not)."""
         minimum = self.profile.duration_s or 0.0
         maximum = max(self.profile.max_duration_s, minimum)
+        if plan.max_duration_s is not None:  # a search step's share of its time budget
+            maximum = min(maximum, plan.max_duration_s)
+            minimum = min(minimum, maximum)
         seen: list[tuple[float, float]] = []
         latencies: list[np.ndarray] = []
         while True:
@@ -266,7 +271,7 @@ class _StatsProbe:
         if workload is not None and workload.api.startswith("openai"):
             self.http_url = self.metrics_url = None  # not a Triton: no per-model statistics to read
 
-    def snapshot(self) -> tuple[dict[str, Any] | None, str | None]:
+    def snapshot(self) -> tuple[TritonJson | None, str | None]:
         if not self.http_url:
             return None, None
         # the serving stage, imported only when a server is probed
@@ -274,7 +279,7 @@ class _StatsProbe:
         from accelbench.serving.stats import stats_snapshot
 
         try:
-            snap: dict[str, Any] = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
+            snap: TritonJson = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
         except Exception as err:  # any failure here means the server is gone or broken
             return None, f"the server stopped answering ({one_line(err)})"
         if self.metrics_url:
@@ -285,8 +290,8 @@ class _StatsProbe:
         return snap, None
 
     def deltas(
-        self, before: dict[str, Any] | None, after: dict[str, Any] | None
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        self, before: TritonJson | None, after: TritonJson | None
+    ) -> tuple[TritonJson | None, TritonJson | None]:
         if not before or not after:
             return None, None
         from accelbench.serving.metrics import metrics_delta

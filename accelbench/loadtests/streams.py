@@ -35,9 +35,13 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from accelbench.loadtests.connections import Pool, Stale, open_socket, parse_head
+from accelbench.loadtests.jsonwire import OpenAIJson
 from accelbench.loadtests.wire import ServerAnswer
+from accelbench.loadtests.workloads import Prompt
 
 _RECV = 65536
+Event = OpenAIJson  # an SSE event as received (an OpenAI chunk; Triton's generate_stream events alike)
+Body = OpenAIJson  # a request's JSON body as sent
 # Linux asm-generic/socket.h: SO_TIMESTAMPNS (== SCM_TIMESTAMPNS), a struct timespec of two longs; Python's
 # socket module does not name it
 SO_TIMESTAMPNS = 35
@@ -70,7 +74,7 @@ class StreamAnswer:
     ids: list[int] = field(default_factory=list)  # OpenAI: tokens the chunk's ids / logprobs say, else -1
     ids_source: str = "token_ids"  # what ``ids`` were read from: token_ids or logprobs
     reasoning: list[bool] = field(default_factory=list)  # OpenAI: per event, a reasoning chunk
-    usage: dict[str, Any] | None = None  # wire format: the OpenAI ``usage`` object as sent
+    usage: Event | None = None  # the OpenAI ``usage`` object as sent
     input_tokens: int | None = None
     finish_reason: str | None = None
     kernel_times: bool = False  # times_ns are the kernel's receive timestamps (else: when the read returned)
@@ -90,7 +94,7 @@ def split_url(url: str) -> tuple[str, int, str]:
     return parts.hostname or "127.0.0.1", parts.port or 80, parts.path.rstrip("/")
 
 
-def _http(host: str, port: int, path: str, body: dict[str, Any]) -> bytes:
+def _http(host: str, port: int, path: str, body: Body) -> bytes:
     data = json.dumps(body, separators=(",", ":")).encode()
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
@@ -103,7 +107,7 @@ def build_request(
     api: str,
     url: str,
     model: str,
-    prompt: dict[str, Any],
+    prompt: Prompt,
     ignore_eos: bool,
     messages: list[dict[str, str]] | None = None,
 ) -> bytes:
@@ -114,7 +118,7 @@ def build_request(
     if api == "openai-embeddings":
         return _http(host, port, f"{base}/embeddings", {"model": model, "input": prompt["text"]})
     if api == "triton":
-        body: dict[str, Any] = {"input_ids": list(prompt["input_ids"]), "max_tokens": osl}
+        body: Body = {"input_ids": list(prompt["input_ids"]), "max_tokens": osl}
         if ignore_eos:
             body["ignore_eos"] = True
         return _http(host, port, f"/v2/models/{quote(model, safe='')}/generate_stream", body)
@@ -134,7 +138,7 @@ def build_request(
     return _http(host, port, f"{base}/completions", body)
 
 
-def _openai_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None:
+def _openai_event(event: Event, answer: StreamAnswer, now: int) -> None:
     if event.get("usage"):
         answer.usage = event["usage"]
     if "error" in event:
@@ -155,7 +159,7 @@ def _openai_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None
             answer.finish_reason = choice["finish_reason"]
 
 
-def _chunk_tokens(choice: dict[str, Any], answer: StreamAnswer) -> int:
+def _chunk_tokens(choice: Event, answer: StreamAnswer) -> int:
     """Tokens a chunk says it carries: its ``token_ids`` (vLLM ``return_token_ids``), else its logprobs
     entries (chat ``logprobs.content``, completions ``logprobs.tokens``); -1 when it says neither."""
     ids = choice.get("token_ids")
@@ -170,7 +174,7 @@ def _chunk_tokens(choice: dict[str, Any], answer: StreamAnswer) -> int:
     return -1
 
 
-def _triton_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None:
+def _triton_event(event: Event, answer: StreamAnswer, now: int) -> None:
     if "error" in event:
         raise ServerAnswer("stream", str(event["error"])[:300])
     ids = event.get("output_ids")
@@ -402,7 +406,7 @@ def _embedding(text: str) -> StreamAnswer:
     )
 
 
-EventHandler = Callable[[dict[str, Any], StreamAnswer, int], None]  # one decoded event into the answer
+EventHandler = Callable[[Event, StreamAnswer, int], None]  # one decoded event into the answer
 
 
 def _parse_events(data: bytearray, handle: EventHandler, answer: StreamAnswer, now: int) -> bool:
@@ -455,7 +459,7 @@ class SseClient(Pool[SseConnection]):
 
 
 # ---------------------------------------------------------------- Triton gRPC ModelStreamInfer
-def grpc_stream_request(model: str, prompt: dict[str, Any], ignore_eos: bool) -> bytes:
+def grpc_stream_request(model: str, prompt: Prompt, ignore_eos: bool) -> bytes:
     """A serialized ``ModelInferRequest`` for the decoupled model (contract tensors), asking for an empty
     final response so the end of each stream is seen."""
     import numpy as np

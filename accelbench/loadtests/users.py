@@ -28,6 +28,7 @@ from accelbench.loadtests import histogram, samples, wire
 from accelbench.loadtests.clients import GrpcClient, HttpClient
 from accelbench.loadtests.edge import LoadConfig
 from accelbench.loadtests.genstats import LOOP_LATE_US
+from accelbench.loadtests.jsonwire import RecordWire
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.wire import WrongOutput
 
@@ -137,7 +138,7 @@ class Window(TypedDict):
 
 
 class _GenerativeTotals(TypedDict, total=False):
-    generative: dict[str, Any]  # genagent: the step's genstats.Record, encoded
+    generative: RecordWire  # genagent: the step's genstats.Record, encoded
 
 
 class Totals(_GenerativeTotals):
