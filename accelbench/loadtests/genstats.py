@@ -62,6 +62,7 @@ BURST_TOKEN_SHARE = 0.90
 BURST_STEP_SHARE = 0.05
 LOOP_LATE_US = 10_000
 ARRIVED_IN_ONE_BURST, LOOP_WAS_LATE, KERNEL_TIMES = 1, 2, 4
+MERGED_BY_A_LATE_CLIENT = "not streamed as read (the load process was late):"
 
 
 def largest_burst(times_ns: list[int], counts: list[int]) -> int:
@@ -319,8 +320,11 @@ def _bursts(arrival: np.ndarray, out: GenerativeBlock) -> str | None:
     out["streamed"] = not (n and burst.sum() > BURST_STEP_SHARE * n)
     if out["streamed"]:
         return None
+    # every burst while the load process was late: the client's merge (measured against vLLM here: none of
+    # those bursts were on the wire), which another measurement may not repeat (verdict.RETRYABLE)
+    head = MERGED_BY_A_LATE_CLIENT if late == int(burst.sum()) else "not streamed:"
     return (
-        f"not streamed: {int(burst.sum())} of {n} answers arrived in one burst (>= {BURST_TOKEN_SHARE:.0%} of "
+        f"{head} {int(burst.sum())} of {n} answers arrived in one burst (>= {BURST_TOKEN_SHARE:.0%} of "
         f"their tokens less than {BURST_GAP_US} µs apart; limit {BURST_STEP_SHARE:.0%} of the answers), so "
         f"TTFT, ITL and TPOT do not describe a stream; {late} of them while the load process was late "
         f"(> {LOOP_LATE_US / 1000:g} ms), {int(burst.sum()) - late} with it on time (the server's bursts)"

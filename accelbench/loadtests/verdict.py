@@ -16,6 +16,7 @@ import numpy as np
 
 from accelbench.documents import Drift, StepStatistics, ThroughputInterval, Trend, Truncated, to_dict
 from accelbench.loadtests import statistics as st
+from accelbench.loadtests.genstats import MERGED_BY_A_LATE_CLIENT
 from accelbench.loadtests.histogram import PERCENTILES
 
 VALID = "VALID"
@@ -130,7 +131,8 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 3)
 
 
-RETRYABLE = ("drift:", "no steady state:")  # the INVALID reasons another measurement may not repeat
+# the INVALID reasons another measurement may not repeat (a stream merged by a starved load process too)
+RETRYABLE = ("drift:", "no steady state:", MERGED_BY_A_LATE_CLIENT)
 
 
 def worth_retrying(verdict: str, reasons: Sequence[str]) -> bool:
