@@ -208,3 +208,23 @@ def test_a_search_answers_within_its_time_budget(tmp_path: Path):
         pytest.skip(f"the host stalled the load process (event-loop lag max µs per step: {lags})")
     assert s["answer"] == {"concurrency": 4} and s["above"] == {"concurrency": 5}, s
     assert "at concurrency 4: TTFT p99" in s["reason"] and "95 % interval" in s["reason"]
+
+
+@pytest.mark.parametrize(("streamed", "tpot_verdict", "verdict"), [(False, "NOT-STREAMED", "INCONCLUSIVE"),
+                                                                   (None, "PASS", "PASS")])  # fmt: skip
+def test_the_report_judges_no_tpot_of_a_step_that_was_not_streamed(streamed, tpot_verdict, verdict):
+    """A TPOT of 20 µs from answers that came in bursts meets any objective: the report says NOT-STREAMED
+    and claims no capacity from the step (its verdict INCONCLUSIVE); a streamed step is judged as before."""
+    from accelbench.documents import Step
+    from accelbench.reports.llm_report import step_point
+
+    generative = {
+        "output_tokens_per_s": {"value": 100.0},
+        "ttft_us": {"p99": 50_000},
+        "tpot_us": {"p50": 10, "p99": 20},
+    }
+    step = Step.model_validate({"index": 0, "offered": {"concurrency": 2}, "verdict": "INVALID",
+                                "generative": {**generative, "streamed": streamed}})  # fmt: skip
+    point = step_point("run", step, ttft_ms=200, tpot_ms=50)
+    assert point is not None and point.ttft_verdict == "PASS"
+    assert (point.tpot_verdict, point.verdict) == (tpot_verdict, verdict)

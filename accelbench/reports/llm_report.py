@@ -99,10 +99,13 @@ def _metric_verdict(gen: GenerativeStep, metric: str, bound_ms: float) -> tuple[
     return value / 1000.0, slo_verdict(low, high, bound_ms * 1000.0)
 
 
+NOT_STREAMED = "NOT-STREAMED"  # a step whose answers came in bursts (loadtests/genstats): no TPOT to judge
+
+
 def combine(*verdicts: str) -> str:
     if FAIL in verdicts:
         return FAIL
-    return INCONCLUSIVE if INCONCLUSIVE in verdicts else PASS
+    return INCONCLUSIVE if INCONCLUSIVE in verdicts or NOT_STREAMED in verdicts else PASS
 
 
 def step_point(
@@ -114,6 +117,8 @@ def step_point(
         return None
     ttft, v_ttft = _metric_verdict(gen, "ttft_us", ttft_ms)
     tpot, v_tpot = _metric_verdict(gen, "tpot_us", tpot_ms)
+    if gen.streamed is False:
+        v_tpot = NOT_STREAMED
     per_user = _f(gen.tokens_per_s_per_user)
     tpot_p50 = gen.tpot_us.p50 if gen.tpot_us is not None else None
     if per_user is None and tpot_p50:
