@@ -340,6 +340,11 @@ class EngineMetrics(_Part):
     prefix_cache_hit_rate_from: str | None = Field(
         None, description="counters (the step's difference) | gauge (the engine's own hit-rate gauge, mean)"
     )
+    interval_s: Number | None = Field(None, description="seconds between scrapes (--engine-metrics)")
+    scrape_ms_mean: Number | None = Field(
+        None, description="mean wall time of one scrape (GET and parse), in the poller's own process"
+    )
+    scrape_ms_max: Number | None = None
 
 
 class GenerativeStep(_Part):
@@ -386,6 +391,23 @@ class GenerativeStep(_Part):
         None, description="every measured request streamed exactly the output length it asked"
     )
     engine_metrics: EngineMetrics | None = None
+    streamed: bool | None = Field(
+        None,
+        description="false: more than 5 % of the answers arrived in one burst (>= 90 % of their tokens under "
+        "1 ms apart): TTFT, ITL and TPOT do not describe a stream, and the step is INVALID",
+    )
+    burst_answers: int | None = Field(
+        None, description="answers whose output arrived in one burst (>= 90 % of its tokens under 1 ms apart)"
+    )
+    burst_answers_loop_late: int | None = Field(
+        None,
+        description="of those, answers while the load process was late by more than 10 ms (perhaps the "
+        "client's merge, not the server's burst)",
+    )
+    token_times: str | None = Field(
+        None,
+        description="kernel (the socket's receive timestamps, SO_TIMESTAMPNS) | loop (when the read returned)",
+    )
     short_outputs: int | None = Field(
         None, description="requests that ended before their asked output length"
     )
@@ -444,6 +466,9 @@ class Workload(_Part):
         None, description="requests cancelled this long after they were sent"
     )
     cancel_fraction: Number | None = Field(None, description="the fraction of requests cancelled")
+    engine_metrics: str | None = Field(
+        None, description="seconds between the engine's /metrics scrapes (in a process of their own), or off"
+    )
 
 
 class SearchPlan(_Part):
@@ -453,6 +478,7 @@ class SearchPlan(_Part):
     max_concurrency: int | None = None
     between: int | None = None
     refinements: int | None = None
+    budget_s: Number | None = Field(None, description="the search's time budget, seconds (absent: 300)")
 
 
 class SearchStep(_Part):

@@ -2,7 +2,8 @@
 
 ``POST /v1/completions`` and ``/v1/chat/completions`` with ``stream: true`` answer ``max_tokens`` chunks in the
 OpenAI format (``object: text_completion`` / ``chat.completion.chunk``, id, created, model), the first after
-``--ttft-ms``, the next every ``--itl-ms``, then a usage chunk and ``[DONE]``; ``GET /health`` and ``/v1/models``.
+``--ttft-ms``, the next every ``--itl-ms`` (``--burst``: all of them when the last is due, as a busy engine
+sends them), then a usage chunk and ``[DONE]``; ``GET /health`` and ``/v1/models``.
 Loopback only. Words come from a fixed list, one word = one token of a WordPiece tokenizer.
 
     python tests/openai_sse_server.py --port PORT --model NAME [--ttft-ms 50 --itl-ms 10]
@@ -52,7 +53,7 @@ async def handle(reader, writer, args) -> None:
             )
             created = int(time.time())
             for i in range(n):
-                due = arrived + (args.ttft_ms + i * args.itl_ms) / 1000.0
+                due = arrived + (args.ttft_ms + (n - 1 if args.burst else i) * args.itl_ms) / 1000.0
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
                 word = " " + WORDS[i % len(WORDS)]
                 last = "length" if i == n - 1 else None
@@ -86,4 +87,5 @@ if __name__ == "__main__":
     p.add_argument("--model", required=True)
     p.add_argument("--ttft-ms", type=float, default=50.0)
     p.add_argument("--itl-ms", type=float, default=10.0)
+    p.add_argument("--burst", action="store_true")
     asyncio.run(main(p.parse_args()))

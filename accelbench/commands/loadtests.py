@@ -103,11 +103,13 @@ def _step_line(step) -> str:
     errors = sum(to_dict(step.errors).values()) if step.errors else 0
     if step.generative is not None:
         g = step.generative
+        timing = f"TTFT p50 {_ms(g.ttft_us)} ms  ITL p50 {_ms(g.itl_us)} ms  TPOT p50 {_ms(g.tpot_us)} ms"
+        if g.streamed is False:  # genstats: the answers arrived in one burst, their gaps are not a stream's
+            timing = f"TTFT/ITL/TPOT not streamed ({g.burst_answers} of {g.requests} answers in one burst)"
         text = (
             f"step {step.index} {offered_label(to_dict(step.offered))}: {step.throughput_rps:.2f} req/s  "
             f"{(g.output_tokens_per_s.value if g.output_tokens_per_s else 0) or 0:.1f} tok/s  "
-            f"TTFT p50 {_ms(g.ttft_us)} ms  ITL p50 {_ms(g.itl_us)} ms  TPOT p50 {_ms(g.tpot_us)} ms  "
-            f"errors {errors}  {step.verdict}"
+            f"{timing}  errors {errors}  {step.verdict}"
         )
         return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
     text = (

@@ -114,10 +114,13 @@ def step_note(step: Step) -> str:
         g = step.generative
         tok_s = g.output_tokens_per_s.value if g.output_tokens_per_s else None
         p50 = {m: (getattr(g, m).p50 if getattr(g, m) else None) for m in ("ttft_us", "itl_us", "tpot_us")}
+        timing = (
+            f"TTFT p50 {num(p50['ttft_us'])} µs, ITL p50 {num(p50['itl_us'])} µs, TPOT p50 {num(p50['tpot_us'])} µs"
+            if g.streamed is not False
+            else f"TTFT/ITL/TPOT not streamed ({g.burst_answers} of {g.requests} answers in one burst)"
+        )
         text = (
-            f"  {offered_label(to_dict(step.offered))}{again}: {num(tok_s)} tok/s, TTFT p50 "
-            f"{num(p50['ttft_us'])} µs, ITL p50 {num(p50['itl_us'])} µs, TPOT p50 {num(p50['tpot_us'])} µs, "
-            f"{step.verdict}"
+            f"  {offered_label(to_dict(step.offered))}{again}: {num(tok_s)} tok/s, {timing}, {step.verdict}"
         )
         return text + (f" ({'; '.join(step.reasons)})" if step.reasons else "")
     text = (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests import sweep
 from accelbench.loadtests.distributed import MasterBind, check_reachable_target
 from accelbench.loadtests.events import Event, RepeatStarted
+from accelbench.loadtests.jsonwire import OutputSpec
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.served import DATA_MODES, ServedModel, make_payloads, parse_shapes, read_served
 from accelbench.loadtests.sweep import PAYLOAD_COUNT, Server, SweepOptions
@@ -60,7 +60,7 @@ def model_card(manifest: VariantManifest | None, card_uri: str | None) -> ModelC
 
 def expected_outputs(
     manifest: VariantManifest | None, card: ModelCard | None, served: Callable[[], ServedModel]
-) -> list[dict[str, Any]]:
+) -> list[OutputSpec]:
     """Outputs every answer must carry (name, numpy dtype, shape): manifest, card, else the server's metadata
     (``served()`` reads it)."""
     batched = {"batched": False} if card is not None and not card.batchable else {}

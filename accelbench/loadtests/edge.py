@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.loadtests.distributed import MasterBind
+from accelbench.loadtests.jsonwire import ConfigWire
 from accelbench.loadtests.profiles import LoadProfile, StepPlan, Workload
 
 
@@ -47,7 +48,7 @@ class LoadConfig:
     def workload(self) -> Workload | None:
         return self.profile.workload
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ConfigWire:
         return {
             "profile": self.profile.to_dict(),
             "model": self.model,
@@ -87,7 +88,7 @@ class ChildConfig:
     def profile(self) -> LoadProfile:
         return self.load.profile
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ConfigWire:
         return {
             "load": self.load.to_wire(),
             "steps": [s.to_wire() for s in self.steps],

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from accelbench.loadtests.jsonwire import EngineBlock, EventWire, RecordWire, TritonJson
+
 if TYPE_CHECKING:  # the Locust child imports this module; it never builds documents
     from accelbench.documents import ResultDocument, Step, VariantManifest
 
@@ -44,7 +46,7 @@ if TYPE_CHECKING:  # the Locust child imports this module; it never builds docum
 class StepProgress:
     wire: ClassVar[str] = "progress"
     index: int
-    offered: dict[str, Any]
+    offered: dict[str, float]
     elapsed_s: float
     rps: float
     p99_us: float
@@ -90,12 +92,12 @@ class MeasuredStep:
     last_error: str | None = None
     loop_lag_us: dict[str, float | int | None] | None = None
     samples: str | None = None
-    generative: dict[str, Any] | None = None
+    generative: RecordWire | None = None
     windows: tuple[tuple[float, float], ...] = ()
-    server_stats: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
-    engine_metrics: dict[str, Any] | None = None  # the engine's /metrics (serving/engine_metrics)
-    extra: dict[str, Any] = field(default_factory=dict)  # keys a newer child sent that this one does not know
+    server_stats: TritonJson | None = None
+    metrics: TritonJson | None = None
+    engine_metrics: EngineBlock | None = None  # the engine's /metrics (serving/engine_metrics)
+    extra: EventWire = field(default_factory=dict)  # keys a newer child sent that this one does not know
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> MeasuredStep:
@@ -106,7 +108,7 @@ class MeasuredStep:
         values["extra"] = {k: v for k, v in data.items() if k not in names}
         return cls(**values)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> EventWire:
         return dataclasses.asdict(self)
 
 
@@ -233,7 +235,7 @@ _WIRE: dict[str, type[WireEvent]] = {
 }
 
 
-def to_wire(event: WireEvent) -> dict[str, Any]:
+def to_wire(event: WireEvent) -> EventWire:
     """The JSON object a child writes for ``event`` (``{"event": KIND, **fields}``)."""
     return {"event": event.wire, **dataclasses.asdict(event)}
 
@@ -243,7 +245,7 @@ def from_wire(data: Any) -> WireEvent | None:
     if not isinstance(data, dict) or data.get("event") not in _WIRE:
         return None
     cls = _WIRE[data["event"]]
-    fields: dict[str, Any] = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
+    fields: EventWire = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
     try:
         if cls is WorkersJoined:
             fields["workers"] = tuple(WorkerInfo(**w) for w in fields["workers"] or ())

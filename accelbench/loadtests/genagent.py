@@ -195,7 +195,7 @@ class GenerativeAgent(users.Agent[Any]):
                     isl,
                     osl,
                     mismatch,
-                    genstats.extra(answer, counts, source),
+                    genstats.extra(answer, counts, source, self.loop_late_since(start_ns)),
                 )
         if self.environment is not None:
             users.fire_request(

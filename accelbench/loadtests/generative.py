@@ -14,7 +14,6 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from accelbench.documents import ResultDocument
 from accelbench.errors import BadInputError, ServerError
@@ -22,13 +21,15 @@ from accelbench.loadtests import streams, sweep, workloads
 from accelbench.loadtests.api import find_manifest, manifest_folder, model_card, triton_server
 from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.events import Cancel, Event
+from accelbench.loadtests.jsonwire import OpenAIJson, TritonJson
 from accelbench.loadtests.profiles import LoadProfile, Workload
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits
 from accelbench.loadtests.wire import ServerAnswer
+from accelbench.loadtests.workloads import Prompt
 from accelbench.serving.http_client import HttpError, HttpStatus, NotJson, TritonHttp, Unreachable, get_json
 
 
-def openai_models(base_url: str) -> list[dict[str, Any]]:
+def openai_models(base_url: str) -> list[OpenAIJson]:
     """The engine's ``/v1/models`` entries (empty when it has no such route)."""
     try:
         data = get_json(f"{base_url.rstrip('/')}/models")
@@ -39,7 +40,7 @@ def openai_models(base_url: str) -> list[dict[str, Any]]:
     return [m for m in (data.get("data") or []) if isinstance(m, dict)] if isinstance(data, dict) else []
 
 
-def triton_generative(http_url: str, model: str) -> dict[str, Any] | None:
+def triton_generative(http_url: str, model: str) -> TritonJson | None:
     """The served model's config when it is decoupled (streams its answers), else None."""
     try:
         config = TritonHttp(http_url).model_config(model)
@@ -73,7 +74,7 @@ def context_of(api: str, url: str, model: str, card_context: int | None) -> int 
     return int(value) if value and str(value).isdigit() else None
 
 
-def check_context(prompts: list[dict[str, Any]], context: int | None) -> None:
+def check_context(prompts: list[Prompt], context: int | None) -> None:
     """The longest prompt plus its output must fit; a conversation's last turn carries every turn before."""
     if context is None:
         return
@@ -92,9 +93,7 @@ def check_context(prompts: list[dict[str, Any]], context: int | None) -> None:
         )
 
 
-def preflight(
-    api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
-) -> bool:
+def preflight(api: str, url: str, model: str, prompt: Prompt, ignore_eos: bool, timeout_s: float) -> bool:
     """One streamed request (the longest prompt): it must stream tokens, and its stream must end (a
     ``[DONE]``, or the end of the body after a ``finish_reason``). Returns whether ``ignore_eos`` may be
     sent: an OpenAI engine that refuses it (``transformers serve``: 422 "Unexpected keys in the request:
@@ -113,9 +112,7 @@ def _refuses_ignore_eos(err: BaseException | None) -> bool:
     return isinstance(err, ServerAnswer) and err.status_code in (400, 422) and "ignore_eos" in str(err)
 
 
-def _preflight(
-    api: str, url: str, model: str, prompt: dict[str, Any], ignore_eos: bool, timeout_s: float
-) -> None:
+def _preflight(api: str, url: str, model: str, prompt: Prompt, ignore_eos: bool, timeout_s: float) -> None:
     client: streams.GrpcStreamClient | streams.SseClient
     try:
         if api == "triton-grpc":
@@ -129,7 +126,7 @@ def _preflight(
     try:
         answer = client.exchange(request, first_only=2)  # the whole prompt and output length are accepted
         if answer.times_ns and api != "triton-grpc":  # and a short answer's stream ends as a complete one
-            short = {**prompt, "osl": 2}
+            short: Prompt = {**prompt, "osl": 2}
             client.exchange(streams.build_request(api, url, model, short, ignore_eos))
     except streams.NotStreaming as err:
         raise BadInputError(f"{url} ({api}) does not stream: {err}") from None

@@ -111,6 +111,6 @@ def from_table(cls: type[T], table: Mapping[str, Any], defaults: Mapping[str, An
     return cls(**{**(defaults or {}), **values})
 
 
-def field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, object]:
     """Each field's type (string annotations resolved), for option builders."""
     return typing.get_type_hints(cls)

@@ -27,6 +27,7 @@ from locust.event import EventHook
 
 from accelbench.loadtests import histogram, users
 from accelbench.loadtests.edge import LoadConfig
+from accelbench.loadtests.jsonwire import LocustMessage
 from accelbench.loadtests.profiles import LoadProfile, Workload
 
 users.init_grpc_gevent()  # before any channel exists, or gRPC users share one request at a time
@@ -134,13 +135,13 @@ class _Merged:
         record = getattr(self.agent, "record", None)
         return {m: histogram.encode(h) for m, h in record.hists.items()} if record is not None else {}
 
-    def send(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    def send(self, client_id: str, data: LocustMessage, **_kw: Any) -> None:
         if self.agent is not None:
             data["accelbench_hist_us"] = histogram.encode(self.agent.hist)
             if tokens := self.own_tokens():
                 data["accelbench_tokens_us"] = tokens
 
-    def keep(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    def keep(self, client_id: str, data: LocustMessage, **_kw: Any) -> None:
         if data.get("accelbench_hist_us"):
             self.latency[client_id] = data["accelbench_hist_us"]
         if data.get("accelbench_tokens_us"):

@@ -15,9 +15,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from accelbench.errors import BadInputError
+from accelbench.loadtests.jsonwire import ProfileWire
 from accelbench.loadtests.knobs import (
     REQUIRED,
     ProfileError,
@@ -50,6 +51,22 @@ def _fraction(value: Any) -> str | None:
     if is_number(value) and 0 < value <= 1:
         return None
     return f"{value!r} must be in (0, 1]: lengths uniform in [r·L, L]"
+
+
+MIN_ENGINE_METRICS_S = 0.1
+
+
+def _engine_metrics(value: Any) -> str | None:
+    """``off``, or seconds between scrapes (at least MIN_ENGINE_METRICS_S)."""
+    if value == "off":
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if seconds >= MIN_ENGINE_METRICS_S:
+        return None
+    return f"{value!r} must be off or seconds between scrapes, >= {MIN_ENGINE_METRICS_S:g}"
 
 
 def _flag(value: Any) -> str | None:
@@ -199,7 +216,17 @@ class Workload:
         check=_fraction,
     )
 
+    engine_metrics: str = knob(
+        "0.5",
+        "Scrape the engine's /metrics every SECONDS during each step, in a process of its own (off: not at "
+        "all; default 0.5).",
+        flag="--engine-metrics",
+        check=_engine_metrics,
+    )
+
     def __post_init__(self) -> None:
+        if isinstance(self.engine_metrics, int | float) and not isinstance(self.engine_metrics, bool):
+            object.__setattr__(self, "engine_metrics", f"{self.engine_metrics:g}")  # a spec's number
         validate(self)
         if self.api == "openai":
             object.__setattr__(self, "api", "openai-chat")
@@ -243,6 +270,11 @@ class Workload:
             raise ProfileError("api", "openai-embeddings answers in one piece: no turns, no cancellation")
 
     @property
+    def engine_metrics_s(self) -> float | None:
+        """Seconds between /metrics scrapes; None: ``--engine-metrics off``."""
+        return None if self.engine_metrics == "off" else float(self.engine_metrics)
+
+    @property
     def is_trace(self) -> bool:
         return self.trace is not None
 
@@ -272,7 +304,7 @@ class Workload:
         """The trace file given (None: no trace, or one already recorded by name)."""
         return None if self.trace is None or self.trace_sha256 else self.trace
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ProfileWire:
         """Every field; the workload fields added later are left out at their defaults, so the documents
         written before them stay resumable and unchanged."""
         out = asdict(self)
@@ -307,11 +339,13 @@ _LATER_FIELDS = frozenset(
         "trace_block_tokens",
         "cancel_after_ms",
         "cancel_fraction",
+        "engine_metrics",
     }
 )
 
 
 SEARCH_MODES = ("concurrency", "rate")
+DEFAULT_SEARCH_BUDGET_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -344,6 +378,13 @@ class Search:
         "Search: bisection steps at most after those (concurrencies stop 1 apart).",
         flag="--search-refinements",
         check=whole(0),
+    )
+    budget_s: float = knob(
+        DEFAULT_SEARCH_BUDGET_S,
+        "Search: seconds for the whole search; each step gets its share of what is left, and the answer "
+        "carries the interval its samples give (default 300).",
+        flag="--search-budget-s",
+        check=number(),
     )
 
     def __post_init__(self) -> None:
@@ -476,7 +517,7 @@ class LoadProfile:
         levels = (1.0, float(search.max_concurrency))
         return dataclasses.replace(self, kind=kind, levels=levels, search=search)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ProfileWire:
         """The ``load_profile`` of the result document; equal dicts mean a rerun may resume."""
         out = asdict(self)
         out["levels"] = [int(v) if self.kind == "closed" else float(v) for v in self.levels]
@@ -491,6 +532,8 @@ class LoadProfile:
             del out["search"]
         else:
             out["levels"] = [int(v) for v in self.levels]
+            if self.search.budget_s == DEFAULT_SEARCH_BUDGET_S:  # searches recorded before it resume
+                del out["search"]["budget_s"]
         return out
 
     def to_document(self) -> LoadProfileDocument:
@@ -540,6 +583,7 @@ class StepPlan:
     index: int
     concurrency: int | None = None
     rate_rps: float | None = None
+    max_duration_s: float | None = None  # a search step's share of its time budget (None: the profile's)
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.rate_rps is None):
@@ -555,15 +599,27 @@ class StepPlan:
             return {"concurrency": self.concurrency}
         return {"rate_rps": float(self.rate_rps or 0.0)}
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"index": self.index, "offered": self.offered}
+    def to_wire(self) -> StepWire:
+        out: StepWire = {"index": self.index, "offered": self.offered}
+        if self.max_duration_s is not None:
+            out["max_duration_s"] = self.max_duration_s
+        return out
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> StepPlan:
-        offered = data["offered"]
+    def from_wire(cls, data: StepWire) -> StepPlan:
+        offered, cap = data["offered"], data.get("max_duration_s")
+        cap_s = None if cap is None else float(cap)
         if "concurrency" in offered:
-            return cls(int(data["index"]), concurrency=int(offered["concurrency"]))
-        return cls(int(data["index"]), rate_rps=float(offered["rate_rps"]))
+            return cls(int(data["index"]), concurrency=int(offered["concurrency"]), max_duration_s=cap_s)
+        return cls(int(data["index"]), rate_rps=float(offered["rate_rps"]), max_duration_s=cap_s)
+
+
+class StepWire(TypedDict, total=False):
+    """A StepPlan as the sweep sends it to its Locust child (JSON)."""
+
+    index: int
+    offered: dict[str, float]
+    max_duration_s: float
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ are tested against (tests/test_llm_reference.py) and the engine of bench/llm_cli
 
 Fault modes for tests: ``--no-stream`` (plain JSON answers), ``--cut-every N`` (every Nth stream is cut
 mid-answer), ``--max-output N`` (answers end early), ``--context N`` (a longer prompt + max_tokens is refused
-with both numbers, as vLLM does).
+with both numbers, as vLLM does), ``--burst`` (each answer's chunks are all sent, one write each, when its
+last token is due: a stream that is not streamed, as a busy engine sends it).
 
 Capacity and workload modes: ``--slots N`` (at most N answers generate at once, the others wait in arrival
 order; a request's TTFT timer starts when it gets its slot, so the server's capacity is known: N streams,
@@ -26,7 +27,8 @@ as vLLM's reasoning parsers send them), ``--no-done`` (the stream ends after its
 without ``[DONE]``, as ``transformers serve`` does), ``--refuse-ignore-eos`` (422 for a request carrying
 ``ignore_eos``, as ``transformers serve`` answers), ``--cached-tokens N`` (usage says N prompt tokens came
 from the prefix cache). ``GET /metrics`` answers vLLM-named Prometheus gauges and counters (requests running
-and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state. ``--slots N``: at most
+and waiting, KV-cache use, prefix-cache queries and hits) from the server's own state (``--metrics-kb N``:
+padded with histogram series to about N KB, as large as vLLM's page). ``--slots N``: at most
 N answers stream at once, the others wait in arrival order (counted as waiting; a TTFT starts at the slot).
 """
 
@@ -41,9 +43,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from accelbench.loadtests import tokens
+from accelbench.loadtests.jsonwire import OpenAIJson
+
+Request = OpenAIJson  # a request body as the client sent it (completions, chat completions, embeddings)
 
 
 async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes, float]:
@@ -79,6 +84,7 @@ class Reference:
         ]
         self.requests = 0
         self.slots = asyncio.Semaphore(args.slots) if args.slots else None
+        self.padding = _padding(args.metrics_kb, args.model)
         self.log: list[LogEntry] = []  # one entry per generation request (GET /v1/requests)
         self.prefixes: set[int] = set()  # chained hashes of every prefix of every prompt seen
         self.running = 0
@@ -97,7 +103,7 @@ class Reference:
         self.prefixes.update(fresh)
         return longest
 
-    def entry(self, path: str, req: dict[str, Any], prompt: str, arrived: float) -> LogEntry:
+    def entry(self, path: str, req: Request, prompt: str, arrived: float) -> LogEntry:
         """The request's log entry (kept at most 100,000)."""
         ids = tokens.load_tokenizer(self.args.tokenizer).encode(prompt, add_special_tokens=False).ids
         messages = req.get("messages") or []
@@ -137,7 +143,7 @@ class Reference:
             f'vllm:prefix_cache_queries_total{{model_name="{self.args.model}"}} {self.prompt_tokens}',
             f'vllm:prefix_cache_hits_total{{model_name="{self.args.model}"}} {hits}',
         ]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + self.padding
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
@@ -266,7 +272,7 @@ class Reference:
         n_in: int,
         n_out: int,
         arrived: float,
-        req: dict[str, Any],
+        req: Request,
         entry: LogEntry,
     ) -> bool:
         writer.write(
@@ -291,7 +297,7 @@ class Reference:
         n_in: int,
         n_out: int,
         arrived: float,
-        req: dict[str, Any],
+        req: Request,
         cut: bool,
         per_event: int,
         words: list[str],
@@ -300,7 +306,8 @@ class Reference:
         sent = 0
         while sent < n_out:
             k = min(per_event, n_out - sent)
-            due = arrived + self.args.ttft_ms / 1000 + (sent + k - 1) * self.args.itl_ms / 1000
+            last = n_out if self.args.burst else sent + k  # --burst: every chunk when the last one is due
+            due = arrived + self.args.ttft_ms / 1000 + (last - 1) * self.args.itl_ms / 1000
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             if cut and sent >= n_out // 2:
                 writer.transport.abort()  # the server goes away mid-answer
@@ -320,13 +327,28 @@ class Reference:
                 entry["cancelled"] = True  # the client went away (a cancelled request)
                 return False
         if (req.get("stream_options") or {}).get("include_usage") and not self.args.no_usage:
-            usage: dict[str, Any] = dict(_usage(n_in, n_out))
+            usage: dict[str, object] = dict(_usage(n_in, n_out))
             if self.args.cached_tokens or self.args.prefix_cache:
                 usage["prompt_tokens_details"] = {"cached_tokens": self.cached_of(entry, n_in)}
             _chunk(writer, {"choices": [], "usage": usage})
         writer.write((b"" if self.args.no_done else _frame(b"data: [DONE]\n\n")) + b"0\r\n\r\n")
         await writer.drain()
         return True
+
+
+def _padding(kb: int, model: str) -> str:
+    """About ``kb`` KB of histogram series in vLLM's names, so ``/metrics`` is as large as vLLM's (55 KB)."""
+    lines: list[str] = []
+    size, i = 0, 0
+    while size < kb * 1024:
+        name = f"vllm:request_phase_{i}_seconds"
+        lines.append(f"# TYPE {name} histogram")
+        for le in ("0.01", "0.05", "0.1", "0.5", "1.0", "5.0", "+Inf"):
+            lines.append(f'{name}_bucket{{model_name="{model}",le="{le}"}} {i}.0')
+        lines += [f'{name}_count{{model_name="{model}"}} {i}.0', f'{name}_sum{{model_name="{model}"}} {i}.5']
+        size = sum(len(ln) + 1 for ln in lines)
+        i += 1
+    return "".join(ln + "\n" for ln in lines)
 
 
 def _text(content: object) -> str:
@@ -382,8 +404,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-output", type=int, default=0)
     p.add_argument("--cut-every", type=int, default=0)
     p.add_argument("--no-stream", action="store_true")
+    p.add_argument(
+        "--burst", action="store_true", help="send each answer's chunks at once, when the last is due"
+    )
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--slots", type=int, default=0, help="answers generated at once (0: no limit)")
+    p.add_argument("--metrics-kb", type=int, default=0, help="pad /metrics to about this many KB (vLLM: 55)")
     p.add_argument("--reasoning", type=int, default=0)
     p.add_argument("--no-done", action="store_true")
     p.add_argument("--refuse-ignore-eos", action="store_true")

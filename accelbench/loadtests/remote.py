@@ -42,7 +42,7 @@ from accelbench.loadtests.events import (
 )
 
 # bump when the ab_config message (edge.LoadConfig.to_wire) changes; a worker refuses another version
-CONFIG_VERSION = 4
+CONFIG_VERSION = 5  # 5: Workload.engine_metrics; the generative record's arrival column (issue 49)
 CONFIGURE_TIMEOUT_S = 60.0
 
 

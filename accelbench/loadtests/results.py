@@ -29,6 +29,7 @@ from accelbench.documents import (
     to_dict,
 )
 from accelbench.errors import BadInputError
+from accelbench.loadtests.jsonwire import ProvenanceWire
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.util import atomic_write_text, utc_now_iso
 
@@ -46,7 +47,7 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def host_probe() -> dict[str, Any]:
+def host_probe() -> ProvenanceWire:
     """What the load generator ran on (the accelerator is described by the server side and the catalog)."""
     return {
         "hostname": platform.node(),
@@ -68,7 +69,7 @@ def new_document(
     variant: str,
     manifest: VariantManifest | None,
     profile: LoadProfile,
-    server: dict[str, Any],
+    server: ProvenanceWire,
     repository_config: str = "",
     command: str = "",
     target: str | None = None,

@@ -59,8 +59,10 @@ from locust.env import Environment  # noqa: E402
 from locust.rpc import Message  # noqa: E402
 from locust.runners import LocalRunner, MasterRunner  # noqa: E402
 
+from accelbench.loadtests.jsonwire import TritonJson  # noqa: E402
+
 if TYPE_CHECKING:
-    from accelbench.serving.engine_metrics import Poller
+    from accelbench.loadtests.metrics_poll import PollerProcess
 
 Emit = Callable[[WireEvent], None]
 Dead = Callable[[], str | None]  # why a load process is gone, or None
@@ -89,6 +91,7 @@ class Controller:
         runner.register_message("ab_drained", self._on_drained)
         runner.register_message("ab_window", self._on_window)
         self.stats = _StatsProbe(cfg)
+        self.poller = _engine_poller(cfg)  # its own process, polling during the measured windows
 
     def _on_drained(self, environment: Environment, msg: Message, **_kw: Any) -> None:
         self.drained.setdefault(msg.data["token"], []).append(msg.data)
@@ -146,7 +149,7 @@ class Controller:
         started_at = _utc_now()
         token = self._send("measure")
         t0 = time.monotonic()
-        poller = _engine_poller(self.cfg)
+        poller = self.poller.start() if self.poller is not None else None
         windows, aborted = self._watch(token, t0, plan)
         duration_s = round(time.monotonic() - t0, 3)
         engine_metrics = poller.stop() if poller is not None else None
@@ -192,6 +195,9 @@ class Controller:
         ``max_duration_s``; the windows seen, and why the step was cut short (None: it was not)."""
         minimum = self.profile.duration_s or 0.0
         maximum = max(self.profile.max_duration_s, minimum)
+        if plan.max_duration_s is not None:  # a search step's share of its time budget
+            maximum = min(maximum, plan.max_duration_s)
+            minimum = min(minimum, maximum)
         seen: list[tuple[float, float]] = []
         latencies: list[np.ndarray] = []
         while True:
@@ -265,7 +271,7 @@ class _StatsProbe:
         if workload is not None and workload.api.startswith("openai"):
             self.http_url = self.metrics_url = None  # not a Triton: no per-model statistics to read
 
-    def snapshot(self) -> tuple[dict[str, Any] | None, str | None]:
+    def snapshot(self) -> tuple[TritonJson | None, str | None]:
         if not self.http_url:
             return None, None
         # the serving stage, imported only when a server is probed
@@ -273,7 +279,7 @@ class _StatsProbe:
         from accelbench.serving.stats import stats_snapshot
 
         try:
-            snap: dict[str, Any] = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
+            snap: TritonJson = {"stats": stats_snapshot(self.http_url, self.model), "metrics": None}
         except Exception as err:  # any failure here means the server is gone or broken
             return None, f"the server stopped answering ({one_line(err)})"
         if self.metrics_url:
@@ -284,8 +290,8 @@ class _StatsProbe:
         return snap, None
 
     def deltas(
-        self, before: dict[str, Any] | None, after: dict[str, Any] | None
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        self, before: TritonJson | None, after: TritonJson | None
+    ) -> tuple[TritonJson | None, TritonJson | None]:
         if not before or not after:
             return None, None
         from accelbench.serving.metrics import metrics_delta
@@ -297,16 +303,18 @@ class _StatsProbe:
         return stats_delta(before["stats"], after["stats"]), metrics
 
 
-def _engine_poller(cfg: ChildConfig) -> Poller | None:
-    """A generative step's poller of the engine's /metrics (serving/engine_metrics), started; None for a
-    classic step or where the metrics' place is not known (Triton over gRPC alone)."""
+def _engine_poller(cfg: ChildConfig) -> PollerProcess | None:
+    """A generative sweep's poller of the engine's /metrics (metrics_poll.py: its own process, off this
+    event loop); None for a classic sweep, with ``--engine-metrics off``, or where the metrics' place is not
+    known (Triton over gRPC alone)."""
     workload = cfg.load.workload
-    if workload is None:
+    if workload is None or workload.engine_metrics_s is None:
         return None
-    from accelbench.serving.engine_metrics import Poller, metrics_url
+    from accelbench.loadtests.metrics_poll import PollerProcess
+    from accelbench.serving.engine_metrics import metrics_url
 
     url = metrics_url(workload.api, cfg.load.url, cfg.metrics_url)
-    return Poller(url, cfg.load.model).start() if url else None
+    return PollerProcess(url, cfg.load.model, workload.engine_metrics_s).launch() if url else None
 
 
 def _utc_now() -> str:
@@ -369,6 +377,8 @@ def run_master(cfg: ChildConfig, config_path: str) -> None:
         controller.run(read_steps)
         emit(LoadDone())
     finally:
+        if controller.poller is not None:
+            controller.poller.close()
         _finish(runner, workers)
 
 

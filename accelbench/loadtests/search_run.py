@@ -11,6 +11,7 @@ the finished steps and their phases, and the search goes on from them (the searc
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +23,13 @@ from accelbench.loadtests.distributed import MasterBind
 from accelbench.loadtests.profiles import LoadProfile, StepPlan
 
 MAX_STEPS = 64  # a search that has not converged by then stops (its answer says so)
+# A search has a time budget (--search-budget-s): each step it plans is given what is left, shared among
+# the steps it may still need (bracketing, between, refinements), less its warm-up and STEP_OVERHEAD_S (the
+# users' start, the drain of the requests in flight, the child's messages), at least MIN_STEP_S. A step so
+# short may hold fewer requests than its p99 needs (662 for an early-stopping bound): the answer then says
+# the interval its samples give. When the budget is spent, the search answers from what it measured.
+STEP_OVERHEAD_S = 3.0
+MIN_STEP_S = 2.0
 
 Plans = list[StepPlan]
 Measure = Callable[[str, Plans, Callable[[], Plans]], None]  # (closed | open, plans, more) -> None
@@ -59,8 +67,18 @@ def point_of(step: Step) -> search.Point:
 class SearchRun:
     """One search over ``doc``'s steps; ``measure`` measures plans of one kind, ``save`` writes the document."""
 
-    def __init__(self, doc: ResultDocument, profile: LoadProfile, save: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        doc: ResultDocument,
+        profile: LoadProfile,
+        save: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.doc, self.plan, self.save = doc, plan_of(profile), save
+        self.clock, self.started = clock, clock()
+        self.budget_s = profile.search.budget_s if profile.search else 0.0
+        self.warmup_s = profile.warmup_s
+        self.planned_here = 0  # steps this run planned (a rerun's budget covers its own steps)
         w = profile.workload
         if doc.search is None or doc.search.mode != self.plan.mode:
             doc.search = SearchResult(
@@ -72,6 +90,17 @@ class SearchRun:
         measured = {s.index for s in doc.steps}
         # a phase planned but never measured (a run cut short) is planned again
         doc.search.steps = [s for s in doc.search.steps if s.index in measured]
+
+    def spent(self) -> bool:
+        """The time budget is used up: no further step is planned."""
+        return self.clock() - self.started >= self.budget_s
+
+    def step_cap_s(self) -> float:
+        """The next step's longest measured window: its share of the budget left (see MIN_STEP_S)."""
+        left = self.budget_s - (self.clock() - self.started)
+        most = 2 + self.plan.between + self.plan.refinements
+        steps_left = max(1, most - self.planned_here)
+        return round(max(MIN_STEP_S, left / steps_left - self.warmup_s - STEP_OVERHEAD_S), 1)
 
     def phases(self) -> dict[int, str]:
         return {s.index: s.phase for s in self.doc.search.steps} if self.doc.search else {}
@@ -89,17 +118,19 @@ class SearchRun:
         start = max([s.index for s in self.doc.steps] + [s.index for s in search_doc.steps] + [-1]) + 1
         out = []
         for i, (offered, phase) in enumerate(loads):
+            cap = self.step_cap_s()
+            self.planned_here += 1
             if "concurrency" in offered:
-                out.append(StepPlan(start + i, concurrency=int(offered["concurrency"])))
+                out.append(StepPlan(start + i, concurrency=int(offered["concurrency"]), max_duration_s=cap))
             else:
-                out.append(StepPlan(start + i, rate_rps=float(offered["rate_rps"])))
+                out.append(StepPlan(start + i, rate_rps=float(offered["rate_rps"]), max_duration_s=cap))
             search_doc.steps.append(SearchStep(index=start + i, phase=phase))
         self.save()
         return out
 
     def run(self, measure: Measure, stopped: Callable[[], bool]) -> None:
         """Measure round after round until the search is done (or ``stopped``), then record the answer."""
-        while not stopped():
+        while not stopped() and not self.spent():
             loads = self._next()
             if not loads:
                 break
@@ -107,7 +138,7 @@ class SearchRun:
             before = len(self.doc.steps)
 
             def more(kind: str = kind) -> Plans:  # the same child goes on while the loads are of its kind
-                nxt = [] if stopped() else self._next()
+                nxt = [] if stopped() or self.spent() else self._next()
                 return self._plans(nxt) if nxt and all(_kind(x) == kind for x in nxt) else []
 
             measure(kind, self._plans([x for x in loads if _kind(x) == kind]), more)
@@ -130,8 +161,44 @@ class SearchRun:
         for s in doc.steps:
             s.met = got.met.get(s.index)
         doc.answer, doc.above, doc.answer_step = offered(got.level), offered(got.above), got.step
-        doc.reason, doc.complete = got.reason, complete
+        notes = [got.reason, *self._evidence(got)]
+        if self.spent() and self._next():
+            notes.append(f"the search's time budget of {self.budget_s:g} s ran out before it converged")
+        doc.reason, doc.complete = "; ".join(n for n in notes if n), complete
         self.save()
+
+    def _evidence(self, got: search.Answer) -> list[str]:
+        """The TTFT p99 of the answer's step and of the step above it, each with the 95 % interval its own
+        requests give, and whether they were fewer than a bounded p99 needs."""
+        by_index = {s.index: s for s in self.doc.steps}
+        above = next(
+            (s for s in self.doc.steps if got.above is not None and point_of(s).level == got.above), None
+        )
+        out = []
+        for step in (by_index.get(got.step) if got.step is not None else None, above):
+            line = ttft_p99_evidence(step) if step is not None else None
+            if line:
+                out.append(line)
+        return out
+
+
+def ttft_p99_evidence(step: Step) -> str | None:
+    """``at concurrency 4: TTFT p99 71.0 ms (95 % 65.2-∞ ms, 180 requests; a bounded p99 needs 662)``."""
+    g = step.generative
+    interval = ((g.intervals or {}).get("ttft_us") or {}).get("p99") if g else None
+    if g is None or interval is None or interval.value is None:
+        return None
+    floor = (g.sample_floors or {}).get("ttft_us")
+
+    def ms(us: float | None) -> str:
+        return "∞" if us is None else f"{us / 1000:.1f}"
+
+    short = f"; a bounded p99 needs {floor}" if floor and (g.requests or 0) < floor else ""
+    label = ", ".join(f"{k} {v:g}" for k, v in step.offered.model_dump(exclude_none=True).items())
+    return (
+        f"at {label}: TTFT p99 {ms(interval.value)} ms (95 % interval {ms(interval.low)}-{ms(interval.high)} ms "
+        f"from {g.requests} requests{short})"
+    )
 
 
 def _kind(load: search.Load) -> str:

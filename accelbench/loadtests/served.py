@@ -16,12 +16,12 @@ import os
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from accelbench.errors import BadInputError
 from accelbench.loadtests import wire
+from accelbench.loadtests.jsonwire import OutputSpec, UserJson
 from accelbench.models.cards import parse_shape
 
 DATA_MODES = ("zero", "random")
@@ -42,7 +42,7 @@ class ServedModel:
     inputs: tuple[ServedTensor, ...]
     outputs: tuple[ServedTensor, ...]
 
-    def expected_outputs(self) -> list[dict[str, Any]]:
+    def expected_outputs(self) -> list[OutputSpec]:
         """What every answer must carry, in the form of the manifest's outputs."""
         batched = self.max_batch_size > 0
         return [
@@ -172,7 +172,7 @@ def _generated(tensor: ServedTensor, shape: list[int], mode: str, rng: np.random
     return rng.random(size=shape).astype(dtype)
 
 
-def _read_data_file(path: Path) -> list[dict[str, Any]]:
+def _read_data_file(path: Path) -> list[UserJson]:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -191,7 +191,7 @@ def _read_data_file(path: Path) -> list[dict[str, Any]]:
 
 def _from_entries(
     served: ServedModel,
-    entries: list[dict[str, Any]],
+    entries: list[UserJson],
     shapes: dict[str, tuple[int, ...]],
     batched: bool,
     path: Path,
@@ -206,7 +206,7 @@ def _from_entries(
 
 
 def _entry_array(
-    model: str, tensor: ServedTensor, entry: dict[str, Any], given: tuple[int, ...] | None, path: Path
+    model: str, tensor: ServedTensor, entry: UserJson, given: tuple[int, ...] | None, path: Path
 ) -> np.ndarray:
     where = f"--input-data {path}: input {tensor.name!r}"
     if tensor.name not in entry:

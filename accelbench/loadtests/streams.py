@@ -4,17 +4,30 @@ Triton's gRPC ``ModelStreamInfer``.
 
 Like clients.py, a request is built once per prompt (whole HTTP request bytes) and sent with one
 ``sendall``; the answer is read into one reused buffer per connection. Per event the client keeps only the
-arrival time (``perf_counter_ns`` of the ``recv`` that delivered it) and the event's tokens (Triton: the
+arrival time and the event's tokens (Triton: the
 count of ``output_ids``; OpenAI: the chunk's token ids or logprobs where the engine sends them, else its
 text, counted afterwards and only when ``usage`` does not settle it). A chunk of ``delta.reasoning_content``
 / ``delta.reasoning`` is a token event too, marked as reasoning. An OpenAI stream is complete at ``[DONE]``,
 or when the body ends after a chunk with a ``finish_reason`` (``transformers serve`` and others omit
 ``[DONE]``). Plain sockets: gevent-patched in Locust processes, blocking in the caller's preflight.
+
+Arrival times (docs/llm.md, "When a chunk arrived"): on Linux each read asks the kernel when the data it
+returns reached the socket (``SO_TIMESTAMPNS``: the receive timestamp of the last segment read, in
+``recvmsg``'s ancillary data), so a load process that gets to the socket late still times the chunk when it
+reached the host. The timestamp is on CLOCK_REALTIME; it is moved onto ``perf_counter_ns`` by subtracting
+the read's own wait (realtime now − the stamp) from the monotonic now. Segments that queued while the loop
+was away are merged by the kernel (TCP coalescing keeps the last segment's stamp), so a read that carried
+several events gives them one time: each answer keeps the longest such wait (``late_us``) so that a merge
+of the client's own can be told from a burst sent by the server (genstats.py). Elsewhere (no timestamp in
+the ancillary data, gRPC), the time is ``perf_counter_ns`` when the read returned.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,9 +35,18 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from accelbench.loadtests.connections import Pool, Stale, open_socket, parse_head
+from accelbench.loadtests.jsonwire import OpenAIJson
 from accelbench.loadtests.wire import ServerAnswer
+from accelbench.loadtests.workloads import Prompt
 
 _RECV = 65536
+Event = OpenAIJson  # an SSE event as received (an OpenAI chunk; Triton's generate_stream events alike)
+Body = OpenAIJson  # a request's JSON body as sent
+# Linux asm-generic/socket.h: SO_TIMESTAMPNS (== SCM_TIMESTAMPNS), a struct timespec of two longs; Python's
+# socket module does not name it
+SO_TIMESTAMPNS = 35
+_STAMP = struct.Struct("@ll")
+_ANCILLARY = socket.CMSG_SPACE(_STAMP.size) if hasattr(socket, "CMSG_SPACE") else 0
 GRPC_STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
@@ -52,9 +74,11 @@ class StreamAnswer:
     ids: list[int] = field(default_factory=list)  # OpenAI: tokens the chunk's ids / logprobs say, else -1
     ids_source: str = "token_ids"  # what ``ids`` were read from: token_ids or logprobs
     reasoning: list[bool] = field(default_factory=list)  # OpenAI: per event, a reasoning chunk
-    usage: dict[str, Any] | None = None
+    usage: Event | None = None  # the OpenAI ``usage`` object as sent
     input_tokens: int | None = None
     finish_reason: str | None = None
+    kernel_times: bool = False  # times_ns are the kernel's receive timestamps (else: when the read returned)
+    late_us: int = 0  # the longest any read of it waited in the socket before the loop got to it (kernel)
 
     @property
     def cached_tokens(self) -> int | None:
@@ -70,7 +94,7 @@ def split_url(url: str) -> tuple[str, int, str]:
     return parts.hostname or "127.0.0.1", parts.port or 80, parts.path.rstrip("/")
 
 
-def _http(host: str, port: int, path: str, body: dict[str, Any]) -> bytes:
+def _http(host: str, port: int, path: str, body: Body) -> bytes:
     data = json.dumps(body, separators=(",", ":")).encode()
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
@@ -83,7 +107,7 @@ def build_request(
     api: str,
     url: str,
     model: str,
-    prompt: dict[str, Any],
+    prompt: Prompt,
     ignore_eos: bool,
     messages: list[dict[str, str]] | None = None,
 ) -> bytes:
@@ -94,7 +118,7 @@ def build_request(
     if api == "openai-embeddings":
         return _http(host, port, f"{base}/embeddings", {"model": model, "input": prompt["text"]})
     if api == "triton":
-        body: dict[str, Any] = {"input_ids": list(prompt["input_ids"]), "max_tokens": osl}
+        body: Body = {"input_ids": list(prompt["input_ids"]), "max_tokens": osl}
         if ignore_eos:
             body["ignore_eos"] = True
         return _http(host, port, f"/v2/models/{quote(model, safe='')}/generate_stream", body)
@@ -114,7 +138,7 @@ def build_request(
     return _http(host, port, f"{base}/completions", body)
 
 
-def _openai_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None:
+def _openai_event(event: Event, answer: StreamAnswer, now: int) -> None:
     if event.get("usage"):
         answer.usage = event["usage"]
     if "error" in event:
@@ -135,7 +159,7 @@ def _openai_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None
             answer.finish_reason = choice["finish_reason"]
 
 
-def _chunk_tokens(choice: dict[str, Any], answer: StreamAnswer) -> int:
+def _chunk_tokens(choice: Event, answer: StreamAnswer) -> int:
     """Tokens a chunk says it carries: its ``token_ids`` (vLLM ``return_token_ids``), else its logprobs
     entries (chat ``logprobs.content``, completions ``logprobs.tokens``); -1 when it says neither."""
     ids = choice.get("token_ids")
@@ -150,7 +174,7 @@ def _chunk_tokens(choice: dict[str, Any], answer: StreamAnswer) -> int:
     return -1
 
 
-def _triton_event(event: dict[str, Any], answer: StreamAnswer, now: int) -> None:
+def _triton_event(event: Event, answer: StreamAnswer, now: int) -> None:
     if "error" in event:
         raise ServerAnswer("stream", str(event["error"])[:300])
     ids = event.get("output_ids")
@@ -225,17 +249,49 @@ class _Body:
         del raw[:pos]
 
 
+def receive_timestamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp each read with its data's arrival time (Linux); False where it cannot."""
+    if not sys.platform.startswith("linux") or not _ANCILLARY:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def kernel_stamp_ns(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The ``SCM_TIMESTAMPNS`` of a ``recvmsg``'s ancillary data (ns, CLOCK_REALTIME), or None."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _STAMP.size:
+            sec, nsec = _STAMP.unpack_from(data)
+            return int(sec) * 1_000_000_000 + int(nsec)
+    return None
+
+
 class SseConnection:
-    """One keep-alive HTTP/1.1 connection carrying one streamed answer at a time."""
+    """One keep-alive HTTP/1.1 connection carrying one streamed answer at a time; ``arrived_ns``: when the
+    data of the last read reached the host (``perf_counter_ns`` scale), ``late_ns`` how long it had waited."""
 
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
         self.sock = open_socket(host, port, timeout_s)
         self.buf = bytearray(_RECV)
         self.keep = True
         self.used = False
+        self.kernel_times = receive_timestamps(self.sock)
+        self.arrived_ns = 0
+        self.late_ns = 0
 
     def _recv(self) -> memoryview:
-        n = self.sock.recv_into(self.buf)
+        if self.kernel_times:
+            n, ancillary, _flags, _addr = self.sock.recvmsg_into([self.buf], _ANCILLARY)
+            now, wall = time.perf_counter_ns(), time.time_ns()
+            stamp = kernel_stamp_ns(ancillary)
+            self.late_ns = max(0, wall - stamp) if stamp is not None else 0
+            self.arrived_ns = now - self.late_ns
+        else:
+            n = self.sock.recv_into(self.buf)
+            self.arrived_ns, self.late_ns = time.perf_counter_ns(), 0
         if not n:
             raise StreamBroken("the server closed the connection mid-answer")
         return memoryview(self.buf)[:n]
@@ -298,13 +354,14 @@ class SseConnection:
 
     def _events(self, body: _Body, rest: bytes, api: str, first_only: int) -> StreamAnswer:
         openai = api != "triton"
-        answer = StreamAnswer()
+        answer = StreamAnswer(kernel_times=self.kernel_times)
         handle = _openai_event if openai else _triton_event
         data = bytearray()
         chunk: bytes | memoryview = rest
         finished = False
         while True:
-            now = time.perf_counter_ns()
+            now = self.arrived_ns  # the read that delivered ``chunk`` (rest: the head's last read)
+            answer.late_us = max(answer.late_us, self.late_ns // 1000)
             body.feed(chunk, data)
             if b"\r" in data:  # CRLF line ends (allowed by SSE; sse-starlette sends them)
                 data[:] = data.replace(b"\r\n", b"\n")
@@ -349,7 +406,7 @@ def _embedding(text: str) -> StreamAnswer:
     )
 
 
-EventHandler = Callable[[dict[str, Any], StreamAnswer, int], None]  # one decoded event into the answer
+EventHandler = Callable[[Event, StreamAnswer, int], None]  # one decoded event into the answer
 
 
 def _parse_events(data: bytearray, handle: EventHandler, answer: StreamAnswer, now: int) -> bool:
@@ -402,7 +459,7 @@ class SseClient(Pool[SseConnection]):
 
 
 # ---------------------------------------------------------------- Triton gRPC ModelStreamInfer
-def grpc_stream_request(model: str, prompt: dict[str, Any], ignore_eos: bool) -> bytes:
+def grpc_stream_request(model: str, prompt: Prompt, ignore_eos: bool) -> bytes:
     """A serialized ``ModelInferRequest`` for the decoupled model (contract tensors), asking for an empty
     final response so the end of each stream is seen."""
     import numpy as np

@@ -13,7 +13,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
@@ -43,6 +42,7 @@ from accelbench.loadtests.events import (
     StepMeasured,
     StepsDone,
 )
+from accelbench.loadtests.jsonwire import OutputSpec, TritonJson
 from accelbench.loadtests.profiles import LoadProfile, StepPlan, offered_label
 from accelbench.loadtests.verdict import DEFAULT_LIMITS, Limits, analyse, judge, worth_retrying
 from accelbench.serving.server import free_port
@@ -174,7 +174,7 @@ def build_step(raw: MeasuredStep, kind: str, batch_size: int, limits: Limits) ->
     )
 
 
-def _latency_summary(statistics: StepStatistics | None, hist: HdrHistogram) -> dict[str, Any]:
+def _latency_summary(statistics: StepStatistics | None, hist: HdrHistogram) -> dict[str, float | int | None]:
     summary = histogram.summary_us(hist)
     for key, interval in ((statistics.latency_us if statistics else None) or {}).items():
         if interval.value is not None:
@@ -182,7 +182,7 @@ def _latency_summary(statistics: StepStatistics | None, hist: HdrHistogram) -> d
     return summary
 
 
-def _energy_per_request_j(metrics: dict[str, Any] | None, successes: int) -> float | None:
+def _energy_per_request_j(metrics: TritonJson | None, successes: int) -> float | None:
     energy = (metrics or {}).get("energy_j")
     return energy / successes if energy is not None and successes else None
 
@@ -230,7 +230,7 @@ def run_sweep(
     model: str,
     variant: str,
     payloads: list[dict[str, np.ndarray]],
-    expected_outputs: list[dict[str, Any]],
+    expected_outputs: list[OutputSpec],
     profile: LoadProfile,
     options: SweepOptions,
 ) -> tuple[ResultDocument, Path]:
@@ -318,7 +318,7 @@ class _Load:
     server: Server
     model: str
     payloads: list[dict[str, np.ndarray]]
-    expected: tuple[dict[str, Any], ...]
+    expected: tuple[OutputSpec, ...]
     profile: LoadProfile
     options: SweepOptions
 

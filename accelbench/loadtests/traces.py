@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import BadInputError
+from accelbench.loadtests.jsonwire import UserJson
+
+JsonLine = UserJson  # one line of a prompts file or a Mooncake trace, as written
 
 BLOCK_TOKENS = 512  # Mooncake's hash block size
 MAX_ENTRIES = 20_000
@@ -52,7 +55,7 @@ def _time(value: Any, where: str, key: str) -> float:
     return float(value)
 
 
-def json_lines(path: Path, what: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+def json_lines(path: Path, what: str = "") -> Iterator[tuple[str, JsonLine]]:
     """Each non-blank line of a JSONL file as (``FILE:LINE``, its object); one line naming the bad one."""
     with open(path, encoding="utf-8", errors="strict") as handle:
         try:

@@ -27,6 +27,8 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from accelbench.loadtests import histogram, samples, wire
 from accelbench.loadtests.clients import GrpcClient, HttpClient
 from accelbench.loadtests.edge import LoadConfig
+from accelbench.loadtests.genstats import LOOP_LATE_US
+from accelbench.loadtests.jsonwire import RecordWire
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.wire import WrongOutput
 
@@ -40,6 +42,7 @@ def init_grpc_gevent() -> None:
 
 
 LAG_PERIOD_S = 0.05  # its lateness shows starvation as a 5 ms timer did, at a tenth of the wake-ups (CPU)
+LATE_US = LOOP_LATE_US  # a loop later than this may have merged a stream's gaps
 ERROR_KINDS = ("connection", "timeout", "server", "wrong_output")
 CHECK_EVERY = 100  # default: a full output check on every 100th answer (and on every failed lean check)
 
@@ -135,7 +138,7 @@ class Window(TypedDict):
 
 
 class _GenerativeTotals(TypedDict, total=False):
-    generative: dict[str, Any]  # genagent: the step's genstats.Record, encoded
+    generative: RecordWire  # genagent: the step's genstats.Record, encoded
 
 
 class Totals(_GenerativeTotals):
@@ -178,6 +181,8 @@ class Agent(Generic[Request]):
         self.environment: Environment | None = None
         self.process = psutil.Process()
         self._lag_watch: gevent.Greenlet | None = None
+        self.beat_ns = 0  # when the loop-lag timer last started its period
+        self.late_at_ns = -1  # when it last woke later than LATE_US
         self.specs = wire.output_specs(config.expected_outputs, profile.batch_size)
         self.check_every = max(1, profile.check_every or CHECK_EVERY)
         # the lean or full check of an answer: an HttpAnswer or a gRPC response's bytes, as the client returns
@@ -228,10 +233,20 @@ class Agent(Generic[Request]):
         even when its own CPU share looks low (other processes hold the cores)."""
         while True:
             t0 = time.perf_counter_ns()
+            self.beat_ns = t0
             gevent.sleep(LAG_PERIOD_S)
-            histogram.record_us(
-                self.lag_hist, (time.perf_counter_ns() - t0) // 1000 - int(LAG_PERIOD_S * 1e6)
-            )
+            now = time.perf_counter_ns()
+            lag_us = (now - t0) // 1000 - int(LAG_PERIOD_S * 1e6)
+            histogram.record_us(self.lag_hist, lag_us)
+            if lag_us > LATE_US:
+                self.late_at_ns = now
+
+    def loop_late_since(self, start_ns: int) -> bool:
+        """Whether the loop-lag timer saw this process late by more than LATE_US since ``start_ns``, or is
+        that overdue now (the loop has not got to it)."""
+        now = time.perf_counter_ns()
+        overdue = self.beat_ns and now - self.beat_ns > int(LAG_PERIOD_S * 1e9) + LATE_US * 1000
+        return self.late_at_ns >= start_ns or bool(overdue)
 
     def pause(self, timeout_s: float) -> Totals:
         """Stop starting requests, wait for those in flight, and return this process's totals."""

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from accelbench.documents import Drift, StepStatistics, ThroughputInterval, Trend, Truncated, to_dict
 from accelbench.loadtests import statistics as st
+from accelbench.loadtests.genstats import MERGED_BY_A_LATE_CLIENT
 from accelbench.loadtests.histogram import PERCENTILES
 
 VALID = "VALID"
@@ -73,7 +73,7 @@ def analyse(
     done, lat = done[cut.cut :], lat[cut.cut :]
     n = len(lat)
     judged = f"p{limits.judged_percentile:g}"
-    counts: dict[str, Any] = dict(
+    counts = StepStatistics(
         requests=int(n + cut.cut),
         truncated=Truncated(requests=cut.cut, seconds=round(start, 3)),
         n=int(n),
@@ -82,7 +82,7 @@ def analyse(
     )
     if n < 2 or end <= start:
         low.append(f"only {n} requests after the warm-up cut")
-        return StepStatistics(**counts), invalid, low
+        return counts, invalid, low
     rates, _ = st.time_batches(done, lat, start, end, limits.ci_batches)
     thr, se, df = st.mean_interval(rates)
     rank = st.early_stopping_rank(n, limits.judged_percentile, 0.99)
@@ -93,7 +93,8 @@ def analyse(
         throughput=_trend(drift_rates, limits),
     )
     statistics = StepStatistics(
-        **counts,
+        **counts.model_dump(exclude_none=True, exclude={"truncated"}),
+        truncated=counts.truncated,
         throughput_rps=ThroughputInterval(**to_dict(thr.rounded(3)), se=round(se, 4), df=df),
         latency_us={key: st.quantile_interval(lat, q).rounded(3) for key, q in PERCENTILES},
         upper_99_us=_round(st.quantile_upper_bound(lat, limits.judged_percentile, 0.99)),
@@ -130,7 +131,8 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(float(value), 3)
 
 
-RETRYABLE = ("drift:", "no steady state:")  # the INVALID reasons another measurement may not repeat
+# the INVALID reasons another measurement may not repeat (a stream merged by a starved load process too)
+RETRYABLE = ("drift:", "no steady state:", MERGED_BY_A_LATE_CLIENT)
 
 
 def worth_retrying(verdict: str, reasons: Sequence[str]) -> bool:

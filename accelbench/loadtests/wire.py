@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from accelbench.loadtests.jsonwire import TritonJson
+
 # Triton datatype ↔ numpy dtype (BYTES: numpy object arrays of bytes)
 _TRITON = {
     "BOOL": np.bool_,
@@ -226,7 +228,7 @@ class HttpAnswer:
     header_length: int | None
     body: bytes | bytearray | memoryview
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> TritonJson:
         end = self.header_length if self.header_length is not None else len(self.body)
         try:
             parsed = json.loads(bytes(self.body[:end]))

@@ -11,13 +11,26 @@ import json
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from accelbench.errors import BadInputError
 from accelbench.loadtests import tokens, traces
 from accelbench.loadtests.profiles import Workload
+
+
+class Prompt(TypedDict, total=False):
+    """One prompt as the workload builds it (a file's line has ``text`` and ``osl`` until it is tokenized)
+    and as a load process reads it back from its payload (``from_payload``)."""
+
+    input_ids: list[int]
+    text: str
+    osl: int
+    turns: list[str]  # a conversation's questions, the first one's ids in input_ids
+    at_s: float  # a trace request's arrival, seconds after the trace's first
+    group: int  # a shared-prefix prompt's group
+
 
 PROMPT_COUNT = 256  # distinct synthetic prompts (rotated); a prompts file is used whole, up to MAX_PROMPTS
 MAX_PROMPTS = 20_000
@@ -31,11 +44,11 @@ def lengths(rng: random.Random, value: int, ratio: float) -> int:
     return value if ratio >= 1 else rng.randint(max(1, int(round(value * ratio))), value)
 
 
-def synthetic_prompts(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) -> list[dict[str, Any]]:
+def synthetic_prompts(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) -> list[Prompt]:
     """Prompts of plain-word tokens (one token per word, tokens.word_ids): exactly the drawn ISL each."""
     words = tokens.word_ids(_tokenizer(workload))
     rng = random.Random(f"prompts/{seed}")
-    out = []
+    out: list[Prompt] = []
     for _ in range(count):
         ids = [rng.choice(words) for _ in range(lengths(rng, workload.isl, workload.isl_range))]
         out.append(
@@ -48,7 +61,7 @@ def synthetic_prompts(workload: Workload, count: int = PROMPT_COUNT, seed: int =
     return out
 
 
-def _osl_of(entry: dict[str, Any], where: str, default: int) -> int:
+def _osl_of(entry: traces.JsonLine, where: str, default: int) -> int:
     for key in ("output_tokens", "max_tokens", "osl", "output_len"):
         if key in entry:
             value = entry[key]
@@ -58,9 +71,9 @@ def _osl_of(entry: dict[str, Any], where: str, default: int) -> int:
     return default
 
 
-def read_jsonl(path: Path, default_osl: int) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, default_osl: int) -> list[Prompt]:
     """``{"prompt": "...", "output_tokens": N}`` per line (output length optional; ``text`` also accepted)."""
-    out = []
+    out: list[Prompt] = []
     for where, entry in traces.json_lines(path, " with a prompt"):
         prompt = entry.get("prompt", entry.get("text"))
         if not isinstance(prompt, str) or not prompt.strip():
@@ -69,13 +82,13 @@ def read_jsonl(path: Path, default_osl: int) -> list[dict[str, Any]]:
     return out
 
 
-def read_sharegpt(path: Path, data: Any, workload: Workload) -> list[dict[str, Any]]:
+def read_sharegpt(path: Path, data: Any, workload: Workload) -> list[Prompt]:
     """ShareGPT: a list of ``{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}``;
     the first human turn is the prompt, the answer's length (in the tokenizer's tokens) the output length,
     as vLLM's and SGLang's benchmarks read it. Entries with fewer than two turns are skipped (as there)."""
     if not isinstance(data, list):
         raise BadInputError(f"{path}: a ShareGPT file is a JSON list of conversations")
-    out = []
+    out: list[Prompt] = []
     for number, entry in enumerate(data, start=1):
         turns = entry.get("conversations", entry.get("conversation")) if isinstance(entry, dict) else None
         if not isinstance(turns, list) or not all(
@@ -89,7 +102,7 @@ def read_sharegpt(path: Path, data: Any, workload: Workload) -> list[dict[str, A
     return out
 
 
-def file_prompts(path: str | os.PathLike[str], workload: Workload) -> list[dict[str, Any]]:
+def file_prompts(path: str | os.PathLike[str], workload: Workload) -> list[Prompt]:
     """Prompts of a JSONL or ShareGPT file, tokenized; one line naming the file (and line) when bad."""
     path = Path(path)
     if not path.is_file():
@@ -116,11 +129,11 @@ def file_prompts(path: str | os.PathLike[str], workload: Workload) -> list[dict[
 
 def make_prompts(
     workload: Workload, prompts_file: str | os.PathLike[str] | None, seed: int = 0
-) -> list[dict[str, Any]]:
+) -> list[Prompt]:
     return file_prompts(prompts_file, workload) if prompts_file else synthetic_prompts(workload, seed=seed)
 
 
-def as_payloads(prompts: list[dict[str, Any]]) -> list[dict[str, np.ndarray]]:
+def as_payloads(prompts: list[Prompt]) -> list[dict[str, np.ndarray]]:
     """Prompts as the classic path's payloads (arrays per name), so they travel to every load process: a
     conversation's questions as ``turns``, a trace request's arrival as ``at_s``."""
     out = []
@@ -142,8 +155,8 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def from_payload(payload: dict[str, np.ndarray]) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def from_payload(payload: dict[str, np.ndarray]) -> Prompt:
+    out: Prompt = {
         "input_ids": [int(i) for i in payload["input_ids"]],
         "text": _text(payload["text"].reshape(-1)[0]),
         "osl": int(payload["osl"].reshape(-1)[0]),
@@ -155,15 +168,13 @@ def from_payload(payload: dict[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
-def longest(prompts: list[dict[str, Any]]) -> tuple[int, int]:
+def longest(prompts: list[Prompt]) -> tuple[int, int]:
     """The longest prompt and the longest output asked, in tokens."""
     return max(len(p["input_ids"]) for p in prompts), max(int(p["osl"]) for p in prompts)
 
 
 # ---- the traffic teams run: shared prefixes, conversations, traces ----------------------------------------
-def shared_prefix_prompts(
-    workload: Workload, count: int = PROMPT_COUNT, seed: int = 0
-) -> list[dict[str, Any]]:
+def shared_prefix_prompts(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) -> list[Prompt]:
     """Synthetic prompts whose first ``prefix_tokens`` are their group's (prompt i is in group i mod G): a
     system prompt, or G of them, then tokens of its own up to the drawn ISL. After each group's first request
     a prefix cache can reuse ``prefix_tokens`` of each prompt: the target hit rate is prefix_tokens / ISL."""
@@ -173,7 +184,7 @@ def shared_prefix_prompts(
         [random.Random(f"prefix/{seed}/{g}").choice(words) for _ in range(workload.prefix_tokens)]
         for g in range(workload.prefix_groups)
     ]
-    out = []
+    out: list[Prompt] = []
     for i in range(count):
         isl = lengths(rng, workload.isl, workload.isl_range)
         ids = prefixes[i % workload.prefix_groups] + [
@@ -190,12 +201,12 @@ def shared_prefix_prompts(
     return out
 
 
-def conversations(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) -> list[dict[str, Any]]:
+def conversations(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) -> list[Prompt]:
     """Conversations of ``turns`` questions (each of the drawn ISL in new tokens; ``input_ids`` is the first
     one's). A user sends turn t with the whole history: every earlier question and the answer it streamed."""
     words = tokens.word_ids(_tokenizer(workload))
     rng = random.Random(f"conversations/{seed}")
-    out = []
+    out: list[Prompt] = []
     for _ in range(count):
         turns = []
         for _turn in range(workload.turns):
@@ -212,11 +223,11 @@ def conversations(workload: Workload, count: int = PROMPT_COUNT, seed: int = 0) 
     return out
 
 
-def trace_prompts(workload: Workload, path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def trace_prompts(workload: Workload, path: str | os.PathLike[str]) -> list[Prompt]:
     """A trace's requests in arrival order: each prompt exactly its input length (equal hash blocks give
     equal tokens), its output length, and ``at_s``, its arrival in seconds after the trace's first."""
     words = tokens.word_ids(_tokenizer(workload))
-    out = []
+    out: list[Prompt] = []
     for i, entry in enumerate(traces.read_trace(path)):
         ids = traces.prompt_ids(entry, words, i, workload.trace_block_tokens)
         out.append(
@@ -235,7 +246,7 @@ def build_prompts(
     prompts_file: str | os.PathLike[str] | None,
     trace_file: str | os.PathLike[str] | None,
     seed: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[Prompt]:
     """The prompts a workload sends: a trace's, conversations, shared-prefix ones, a file's, or synthetic."""
     if trace_file is not None:
         return trace_prompts(workload, trace_file)

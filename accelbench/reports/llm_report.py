@@ -54,6 +54,7 @@ from accelbench.reports.llm_projected import ProjectionRequest, project_generati
 from accelbench.reports.llm_projected import Reproduced as Reproduced
 from accelbench.reports.llm_projected import reproduce as reproduce
 from accelbench.reports.llm_projection import LlmEfficiencies
+from accelbench.reports.llm_rows import NOT_STREAMED
 from accelbench.reports.llm_rows import GenPoint as GenPoint
 from accelbench.reports.llm_rows import GenRow as GenRow
 from accelbench.reports.llm_rows import combine as combine
@@ -100,6 +101,8 @@ def step_point(
         return None
     ttft, v_ttft = _metric_verdict(gen, "ttft_us", ttft_ms)
     tpot, v_tpot = _metric_verdict(gen, "tpot_us", tpot_ms)
+    if gen.streamed is False:
+        v_tpot = NOT_STREAMED
     per_user = _f(gen.tokens_per_s_per_user)
     tpot_p50 = gen.tpot_us.p50 if gen.tpot_us is not None else None
     if per_user is None and tpot_p50:

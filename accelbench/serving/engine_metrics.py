@@ -4,9 +4,10 @@ and prefix-cache hit rate, whichever of vLLM, SGLang, TGI or Triton (with Tensor
 ``parse`` reads one exposition text into an ``EngineSample`` (pure); ``Summary`` folds the samples of a step
 into the document's ``engine_metrics`` block (docs/llm.md): gauges as the mean and max of the samples taken
 during the step, counters as the difference between the first and the last sample. ``Poller`` samples an
-endpoint every ``interval_s`` on a daemon thread (a greenlet where gevent has patched threading, as in the
-load child): memory is bounded (running sums, not the samples), and a failed scrape is counted and its
-message kept, never raised, so an engine without ``/metrics`` costs the step nothing but a note.
+endpoint every ``interval_s`` on a daemon thread (in a process of its own beside the load child,
+loadtests/metrics_poll.py, never in its event loop): memory is bounded (running sums, not the samples),
+and a failed scrape is counted and its message kept, never raised, so an engine without ``/metrics`` costs
+the step nothing but a note.
 
 Names (each engine's own docs; recorded texts in tests/data/serving/engine_metrics/, SOURCES.md there):
 
