@@ -69,7 +69,7 @@ class Hosts:
     """Namespaces named after ``names``; ``address(name)`` is that host's address on the private link."""
 
     def __init__(self, names: list[str], third_octet: int = 0) -> None:
-        self.tag = f"ab{os.getpid() % 100000}"
+        self.tag = f"ab{os.getpid() % 100000}n{third_octet}"  # two sets at once (module fixtures) stay apart
         self.names = names
         self.prefix = f"10.{SUBNET}.{third_octet}"
         self.created: list[str] = []
@@ -147,6 +147,16 @@ class Hosts:
                  check=True, capture_output=True)  # fmt: skip
         stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
         return "postgresql+psycopg://postgres@127.0.0.1:5432/results", stop
+
+    def pids(self) -> dict[str, list[int]]:
+        """The processes still running on each host (``ip netns pids``)."""
+        found = {}
+        for name in self.names:
+            out = subprocess.run(
+                ["ip", "netns", "pids", self.ns(name)], capture_output=True, text=True
+            ).stdout
+            found[name] = [int(p) for p in out.split()]
+        return found
 
     def close(self) -> None:
         """Delete every namespace made (their veths and the bridge go with them); safe to call twice."""
