@@ -214,6 +214,12 @@ class CampaignList(Answer):
     campaigns: list[Campaign]  # newest first
 
 
+def heartbeat_interval_s(lease_s: float) -> float:
+    """How often an agent extends a lease of ``lease_s`` (a third of it: two beats may be lost before it
+    ends), and how long the server waits for the first beat that acknowledges a claim."""
+    return max(0.5, float(lease_s) / 3)
+
+
 class ClaimedJob(Job):
     """``POST /api/v1/jobs/claim``: the job, its campaign's spec, the partial documents to resume from, and
     the lease secret every later call about it carries."""

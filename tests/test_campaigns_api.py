@@ -66,11 +66,16 @@ def _runner(client, tokens, name: str, target: str = "cpu-local", labels=None, t
     return r.json()["id"]
 
 
-def _claim(client, tokens, runner_id: int, wait_s: float = 0.0):
+def _claim(client, tokens, runner_id: int, wait_s: float = 0.0, ack: bool = True):
+    """Claim; with ``ack`` the first heartbeat follows at once, as an agent's does (an unacknowledged claim is
+    withdrawn after a heartbeat interval: test_lost_answers.py)."""
     body = {"runner_id": runner_id, "runner_secret": SECRETS.get(runner_id, ""), "wait_s": wait_s}
     r = client.post("/jobs/claim", json=body, headers=_h(tokens["runner"]))
     assert r.status_code in (200, 204), r.text
-    return r.json() if r.status_code == 200 else None
+    job = r.json() if r.status_code == 200 else None
+    if job is not None and ack:
+        assert _call(client, tokens, job, runner_id, "heartbeat").status_code == 200
+    return job
 
 
 def _ids(job, runner_id) -> dict:
@@ -197,7 +202,8 @@ def test_a_runner_re_registers_with_its_secret_or_its_own_token(api):
         secret,
     )  # rotated: the old one is dead
     body = {"runner_id": first.json()["id"], "runner_secret": secret, "wait_s": 0}
-    _error(client.post("/jobs/claim", json=body, headers=_h(tokens["runner"])), 403)
+    why = _error(client.post("/jobs/claim", json=body, headers=_h(tokens["runner"])), 403)
+    assert "another agent registered as 'restarts'" in why and "--name" in why  # two agents, one name
 
 
 def test_lease_expiry_requeues_then_expires_after_the_last_attempt(api):

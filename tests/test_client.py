@@ -101,8 +101,9 @@ def test_a_busy_server_is_retried_for_retry_s_and_a_dead_one_is_one_line():
 
 
 def test_a_step_never_waits_for_a_server_that_is_slow_to_answer():
-    """JobSink hands each step to the heartbeat thread: while the server holds the thread's PUT, the sweep's
-    thread records the next steps without waiting; then the latest document is the one sent last."""
+    """JobSink hands each step to the heartbeat thread: while the server holds the thread's call (the
+    heartbeat, sent first so documents never delay it), the sweep's thread records the next steps without
+    waiting; then only the latest document is sent."""
     from accelbench.client.job import JobSink
     from accelbench.documents import load_result
     from accelbench.loadtests.events import Cancel, StepFinished
@@ -120,7 +121,7 @@ def test_a_step_never_waits_for_a_server_that_is_slow_to_answer():
         sink = JobSink(client, 5, {"runner_id": 1}, Cancel(), [], interval_s=30.0)
         sink.step(finished(1))
         sink.start()
-        while not seen:  # the thread's PUT of step 1 is held by the server now
+        while not seen:  # the thread's heartbeat is held by the server now
             time.sleep(0.01)
         later = threading.Thread(
             target=lambda: [sink.step(finished(n)) for n in range(2, len(doc.steps) + 1)]
@@ -133,7 +134,8 @@ def test_a_step_never_waits_for_a_server_that_is_slow_to_answer():
         sink.flush()
     assert held, "a step waited for the server"
     puts = [body for method, _, body in seen if method == "PUT"]
-    assert [len(p["document"]["steps"]) for p in puts] == [1, len(doc.steps)] and puts[-1]["runner_id"] == 1
+    assert seen[0][:2] == ("POST", "/api/v1/jobs/5/heartbeat")
+    assert [len(p["document"]["steps"]) for p in puts] == [len(doc.steps)] and puts[-1]["runner_id"] == 1
     assert sink.steps == len(doc.steps) and not sink.pending
 
 

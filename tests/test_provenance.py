@@ -189,3 +189,28 @@ def test_the_service_stores_and_serves_provenance_verbatim(tmp_path):
         got = httpx.get(server.base_url + f"/api/v1/results/{stored['id']}", headers=auth, timeout=60).json()
     assert got["provenance"] == json.loads(raw)["provenance"]
     assert got["document"]["provenance"] == json.loads(raw)["provenance"]
+
+
+def test_a_sweep_with_nothing_left_to_measure_is_not_stamped_again(tmp_path):
+    """A job resumed from a document with every step measured but not marked complete (the answer to its
+    result was lost) only completes it: the provenance stays that of the run that measured it, so the result
+    is the same document, not a second run of it (issue 50)."""
+    from accelbench.loadtests import results
+    from accelbench.loadtests.profiles import LoadProfile
+    from accelbench.loadtests.sweep import Server, SweepOptions, result_path, run_sweep
+
+    profile = LoadProfile(kind="closed", protocol="http", levels=(1,), duration_s=1.0)
+    doc = results.new_document(model="m", variant="m", manifest=None, profile=profile,
+                               server={"url": "http://first-server:8000", "version": "2.50"})  # fmt: skip
+    doc.steps = [
+        load_result(json.loads((H200 / "results" / "resnet50__h200-sxm__bf16.json").read_text())).steps[0]
+    ]
+    doc.steps[0].index = 0
+    doc.provenance.created_at = "2026-01-02T03:04:05Z"
+    path = result_path(tmp_path, "m", profile)
+    results.save(doc, path)
+    again, _ = run_sweep(server=Server("http://second-server:9000"), model="m", variant="m", payloads=[],
+                         expected_outputs=[], profile=profile, options=SweepOptions(tmp_path))  # fmt: skip
+    assert again.complete
+    assert to_dict(again.provenance) == to_dict(doc.provenance)
+    assert to_dict(again) == {**to_dict(doc), "complete": True}

@@ -26,13 +26,12 @@ from typing import Any
 
 from accelbench import __version__
 from accelbench.answers import ClaimedJob, RunnerRegistered
-from accelbench.client.http import Conflict, ServerClient, read_answer
+from accelbench.client.http import RETRY_S, Conflict, ServerClient, read_answer
 from accelbench.client.job import run_job
 from accelbench.errors import BadInputError
 from accelbench.loadtests.events import Cancel
 from accelbench.processes import record_children_in
 
-RETRY_S = 300.0  # how long a call keeps retrying a server that is restarting before giving up
 CLAIM_WAIT_S = 10.0  # one long poll; short enough that a stopped agent exits promptly
 IDENTITY_FILE = "runner.json"  # in the work folder: {name, id, secret}, mode 600
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from accelbench.answers import Answer as TypedAnswer
 
 TIMEOUT_S = 30.0
+RETRY_S = 300.0  # how long the agent and push keep retrying a server that does not answer (a restart, a blip)
 RETRIED = (502, 503, 504)  # a proxy in front of a restarting server, or the server's own "busy, retry"
 A = TypeVar("A", bound="TypedAnswer")
 
@@ -55,6 +56,9 @@ class ServerClient:
         if not server.startswith(("http://", "https://")):
             raise BadInputError(f"--server {server!r}: give the server's URL, e.g. http://127.0.0.1:8080")
         self.url, self.retry_s, self.scope = server.rstrip("/"), retry_s, scope
+        # whether the last call was sent again after a failure that may have come after the server did it (no
+        # answer, or one cut short): an idempotent call's answer then may count what its first sending stored
+        self.resent = False
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.client = httpx.Client(base_url=self.url + "/api/v1", headers=headers, timeout=TIMEOUT_S)
 
@@ -94,14 +98,19 @@ class ServerClient:
         import httpx
 
         deadline, delay = time.monotonic() + self.retry_s, 0.5
+        self.resent = maybe_done = False
         while True:
             try:
+                self.resent = maybe_done
                 response = self.client.request(method, path, json=body, timeout=timeout_s)
                 if response.status_code not in RETRIED or response.status_code in accept:
                     return self._answer(response, path, label, accept)
                 why = f"HTTP {response.status_code}: {_error(response)}"
             except httpx.TransportError as err:
                 why = f"{type(err).__name__}: {err}"
+                # not connected: nothing was sent; anything else may have reached the server
+                maybe_done = maybe_done or not isinstance(err, httpx.ConnectError | httpx.ConnectTimeout)
+                self.resent = maybe_done
             if time.monotonic() + delay > deadline:
                 waited = f" for {self.retry_s:.0f} s" if self.retry_s else ""
                 raise Unreachable(f"results server {self.url} is not reachable{waited} ({why})")
@@ -123,7 +132,7 @@ class ServerClient:
         if status >= 500:
             raise ServerError(f"results server {self.url} failed ({status}): {message}")
         hint = ""
-        if status in (401, 403):
+        if status in (401, 403) and "runner secret" not in message:  # a secret is not the token's fault
             hint = (
                 f" (give a {self.scope + '-scoped ' if self.scope else ''}token: --token or ACCELBENCH_TOKEN)"
             )

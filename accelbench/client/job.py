@@ -2,8 +2,10 @@
 
 ``JobSink`` is the pipeline's ``StepSink`` for the job: each recorded step's document (the resume point of a
 job that is requeued) is handed to a heartbeat thread that sends it (``PUT /jobs/ID/documents``) with the
-next beat, so a slow or restarting server never holds a load step up; each finished result is stored
-(``POST /jobs/ID/results``, by content hash: sent twice, stored once). The job is stopped through its
+next beat, so a slow or restarting server never holds a load step up; each finished result first
+replaces its partial document (so an attempt that resumes after a lost answer finds the sweep complete) and
+is then stored (``POST /jobs/ID/results``: by content hash, and once per job and run id: sent twice, stored
+once; docs/service.md, "Exactly once"). The job is stopped through its
 ``Cancel`` token: by the agent's (SIGTERM: the running step finishes, is sent, the job is released) or by
 the server (a 409 on any call: the job was cancelled, requeued, or its lease or time limit ran out).
 """
@@ -13,14 +15,15 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelbench.answers import ClaimedJob
-from accelbench.client.http import Conflict, ServerClient, Unreachable
+from accelbench.answers import ClaimedJob, heartbeat_interval_s
+from accelbench.client.http import TIMEOUT_S, Conflict, ServerClient, Unreachable
 from accelbench.client.push import envelope
 from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import AccelbenchError, ServerError
@@ -42,7 +45,8 @@ class TailProgress(Progress):
 
 
 class JobSink:
-    """The job's ``StepSink`` and its heartbeat thread (every ``interval_s``, and at once after a step)."""
+    """The job's ``StepSink`` and its heartbeat thread (every ``interval_s`` from the send of the beat before,
+    not from its answer; and at once after a step)."""
 
     def __init__(
         self,
@@ -55,6 +59,9 @@ class JobSink:
     ) -> None:
         self.client, self.job_id, self.call, self.cancel, self.tail = client, job_id, call, cancel, tail
         self.interval_s = interval_s
+        # a beat whose answer is lost is sent again well inside the lease (3 intervals); a slow answer that
+        # does arrive is waited for (up to 2 intervals)
+        self.beat_timeout_s = min(TIMEOUT_S, max(1.0, 2 * interval_s))
         # one sender of documents at a time (the thread, or ``flush`` at the end); ``lock`` guards ``pending``
         # only and is never held while sending, so a step never waits for the server
         self.sending, self.lock = threading.Lock(), threading.Lock()
@@ -76,7 +83,11 @@ class JobSink:
 
     def result(self, path: Path, document: ResultDocument, manifest: VariantManifest | None) -> None:
         body = {**self.call, **envelope(document, Path(path).name, manifest)}
+        with self.lock:  # the finished document replaces the partial one before the result is posted: an
+            # attempt that resumes after a lost answer then finds it complete and measures (and stamps) nothing
+            self.pending[Path(path).name] = body["result"]
         try:
+            self.flush()
             self.client.call("POST", f"/jobs/{self.job_id}/results", body)
             self.results += 1
         except Conflict as err:
@@ -91,16 +102,22 @@ class JobSink:
     def _beat(self) -> None:
         while not self.halt.is_set():
             self.wake.clear()  # a step recorded from here on wakes the next round at once
+            sent = time.monotonic()
             try:
-                self.flush()
                 body = {**self.call, "log_tail": "\n".join(self.tail)}
-                self.client.call("POST", f"/jobs/{self.job_id}/heartbeat", body)
+                self.client.call(
+                    "POST", f"/jobs/{self.job_id}/heartbeat", body, timeout_s=self.beat_timeout_s
+                )
+                self.flush()
             except Conflict as err:
                 self._lose(str(err))
                 return
             except (ServerError, OSError, ValueError):
                 pass  # a restarting server: try again at the next beat; the lease has slack for it
-            self.wake.wait(self.interval_s)
+            # the server extended the lease from when this beat arrived, which is after ``sent``: the lease
+            # ends after sent + lease_s, and the next beat is due an interval after the send, however long the
+            # round trip (and the documents sent after it) took, so a slow link does not push it to the edge
+            self.wake.wait(max(0.0, sent + self.interval_s - time.monotonic()))
 
     def _lose(self, why: str) -> None:
         # cancel first, count after: a step recorded in between is then counted, so the sweep (which checks
@@ -130,6 +147,7 @@ class JobSink:
                         del self.pending[name]
 
     def send_unsent(self) -> None:
+        self.flush()  # the finished documents first (see ``result``)
         while self.unsent:
             self.client.call("POST", f"/jobs/{self.job_id}/results", self.unsent[0])
             self.unsent.pop(0)
@@ -166,7 +184,7 @@ def run_job(
     work = cfg.work_dir / f"job-{job_id}"
     prepare_work_dir(work, job.documents)
     progress = TailProgress(quiet=cfg.quiet)
-    sink = JobSink(client, job_id, call, stop.child(), progress.tail, max(0.5, float(job.lease_s) / 3))
+    sink = JobSink(client, job_id, call, stop.child(), progress.tail, heartbeat_interval_s(job.lease_s))
     sink.start()
     say(
         f"job {job_id}: {job.campaign} on {job.target}, attempt {job.attempt} "

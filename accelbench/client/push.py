@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from accelbench.answers import BatchStored
-from accelbench.client.http import ServerClient, read_answer
+from accelbench.client.http import RETRY_S, ServerClient, read_answer
 from accelbench.documents import ResultDocument, VariantManifest, to_dict
 from accelbench.errors import BadInputError, ServerError
 from accelbench.loadtests.events import StepFinished
@@ -58,25 +59,53 @@ def send(client: ServerClient, body: dict[str, Any], label: str) -> bool:
     return client.request("POST", "/results", body, label=label).status == 201
 
 
-def send_batch(client: ServerClient, bodies: list[dict[str, Any]], label: str) -> tuple[int, int] | None:
-    """(created, existing) for one batch; None when the server has no batch route (an older server)."""
+def send_batch(client: ServerClient, bodies: list[dict[str, Any]], label: str) -> BatchStored | None:
+    """What the server holds of one batch (counts and every id); None when it has no batch route (an older
+    server)."""
     answer = client.request("POST", "/results/batch", {"results": bodies}, label=label, accept=(404, 405))
     if answer.status in (404, 405):
         return None
-    stored = read_answer(BatchStored, answer.body, f"{client.url}/api/v1/results/batch")
-    return stored.created, stored.existing
+    return read_answer(BatchStored, answer.body, f"{client.url}/api/v1/results/batch")
 
 
-def push_paths(paths: list[str], server_url: str, token: str | None) -> dict[str, int]:
+@dataclass
+class PushCount:
+    """What a push stored, as the server answered it. ``resent``: documents of batches sent again after an
+    answer was lost (stored once all the same: by content hash); the server counts those it stored at the
+    first sending as already stored, so ``created`` may be short by up to ``resent`` while ``stored`` (what
+    the server holds of these documents) is exact."""
+
+    total: int
+    created: int = 0
+    existing: int = 0
+    resent: int = 0
+    stored_ids: set[str] = field(default_factory=set)
+
+    @property
+    def stored(self) -> int:
+        return len(self.stored_ids) if self.stored_ids else self.created + self.existing
+
+    def line(self, server: str) -> str:
+        line = f"pushed {self.created} new, {self.existing} already stored, to {server}"
+        if self.resent:
+            line += (
+                f" ({self.resent} sent again after an answer was lost; the server holds {self.stored} of "
+                f"{self.total}, each once, and counts those its first sending stored as already stored)"
+            )
+        return line
+
+
+def push_paths(paths: list[str], server_url: str, token: str | None, retry_s: float = RETRY_S) -> PushCount:
     """Push every result document under ``paths`` (found as ``accelbench report`` finds them: other JSON
-    skipped, a malformed result document is an error); returns counts of new and already stored documents."""
+    skipped, a malformed result document is an error); a server that does not answer is retried for
+    ``retry_s`` seconds. Returns what the server holds of them (ServerError says it, when it stopped)."""
     from accelbench.reports.inputs import load_documents_with_files
 
     results = load_documents_with_files(paths)
     manifests = manifests_near(paths)
-    counts = {"created": 0, "existing": 0}
+    count = PushCount(total=len(results))
     batched = True
-    with ServerClient(server_url, token, scope="push") as client:
+    with ServerClient(server_url, token, retry_s=retry_s, scope="push") as client:
         for start in range(0, len(results), BATCH):
             chunk = results[start : start + BATCH]
             try:
@@ -86,21 +115,30 @@ def push_paths(paths: list[str], server_url: str, token: str | None) -> dict[str
                     label = f"{chunk[0][0]} … {chunk[-1][0]}" if len(chunk) > 1 else str(chunk[0][0])
                     answer = send_batch(client, bodies, label)
                     batched = answer is not None
-                if answer is None:  # an older server: one POST per document
-                    answer = (0, 0)
-                    for file, doc in chunk:
-                        created = send(
-                            client, envelope(doc, file.name, _manifest_of(doc, manifests)), str(file)
-                        )
-                        answer = (answer[0] + created, answer[1] + (not created))
+                if answer is not None:
+                    count.created, count.existing = (
+                        count.created + answer.created,
+                        count.existing + answer.existing,
+                    )
+                    count.stored_ids.update(answer.ids)
+                    count.resent += len(chunk) if client.resent else 0
+                    continue
+                for file, doc in chunk:  # an older server: one POST per document
+                    created = send(client, envelope(doc, file.name, _manifest_of(doc, manifests)), str(file))
+                    count.created, count.existing = count.created + created, count.existing + (not created)
+                    count.resent += client.resent
             except ServerError as err:
+                maybe = (
+                    f"; the answer for the next {len(chunk)} was lost: they may be stored too"
+                    if client.resent
+                    else ""
+                )
                 raise ServerError(
-                    f"{err}; {start} of {len(results)} sent, the files stay on disk: "
-                    "run accelbench push again when it is up"
+                    f"{err}; the server confirmed {count.created + count.existing} of {len(results)} stored"
+                    f"{maybe}; the files stay on disk: run accelbench push again when it is up (what is "
+                    "stored is not sent twice)"
                 ) from None
-            counts["created"] += answer[0]
-            counts["existing"] += answer[1]
-    return counts
+    return count
 
 
 class PushSink:

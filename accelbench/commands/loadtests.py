@@ -342,4 +342,7 @@ def register(group: click.Group) -> None:
                 click.echo(f"worker {worker.process}: connected to {event.master}")
 
         last = run_workers(master, processes, connect_timeout, on_event)
-        click.echo(f"{len(last)} worker process(es) finished; results are on the master")
+        click.echo(
+            f"{len(last)} worker process(es) finished: the master ended the run; what it measured is in its "
+            "result document"
+        )

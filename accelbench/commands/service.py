@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from accelbench.client.http import RETRY_S
 from accelbench.commands import server_options
 from accelbench.errors import ToolchainMissingError
 
@@ -200,12 +201,18 @@ def token_revoke_cmd(db: str | None, name: str | None, token: str | None) -> Non
 @click.command("push")
 @click.argument("results", nargs=-1, required=True, type=click.Path())
 @server_options("push")
-def push_cmd(results: tuple[str, ...], server: str, token: str | None) -> None:
+@click.option(
+    "--retry-s",
+    type=click.FloatRange(min=0),
+    default=RETRY_S,
+    show_default=True,
+    help="Keep retrying a server that does not answer for this long (0: fail at once), like the agent.",
+)
+def push_cmd(results: tuple[str, ...], server: str, token: str | None, retry_s: float) -> None:
     """Send result documents (files or folders) to a results server; already-stored ones are skipped."""
     from accelbench.client.push import push_paths
 
-    counts = push_paths(list(results), server, token)
-    click.echo(f"pushed {counts['created']} new, {counts['existing']} already stored, to {server}")
+    click.echo(push_paths(list(results), server, token, retry_s).line(server))
 
 
 @click.group("result")

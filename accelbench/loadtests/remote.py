@@ -142,6 +142,7 @@ class _Worker(locust_runners.WorkerRunner):
 
     def __init__(self, environment: Environment, host: str, port: int, connect_timeout_s: float) -> None:
         self.connect_tries = max(1, math.ceil(connect_timeout_s / locust_runners.CONNECT_TIMEOUT))
+        self.master_silent = False  # the run ended because the master went silent, not by its quit
         super().__init__(environment, host, port)
 
     def connect_to_master(self) -> None:
@@ -159,6 +160,7 @@ class _Worker(locust_runners.WorkerRunner):
             gevent.sleep(1)
             last = self.last_heartbeat_timestamp
             if last and last < time.time() - MASTER_SILENCE_S:
+                self.master_silent = True
                 self.quit()
                 raise gevent.GreenletExit  # this greenlet's normal end (Locust's checker never ends)
 
@@ -213,6 +215,15 @@ def serve(master: str, connect_timeout_s: float) -> int:
     runner.greenlet.join()  # ends when the master sends quit, or after MASTER_SILENCE_S without it
     if not configured:
         emit(LoadFailed(f"the master at {master} ended before configuring this worker"))
+        return 5
+    if runner.master_silent:  # cut off, or the master died: this worker cannot know what it kept
+        emit(
+            LoadFailed(
+                f"lost the master at {master} (silent for {MASTER_SILENCE_S} s): a step it was measuring is "
+                "cut short and not kept (a rerun of the master measures it again); only the steps it finished "
+                "before are in its result document, its own output says which"
+            )
+        )
         return 5
     emit(LoadDone(configured[-1]))
     return 0

@@ -265,18 +265,23 @@ def run_sweep(
     doc.steps, was_complete = _kept_steps(path, o.manifest.manifest_hash if o.manifest else "", profile)
     done = {s.index for s in doc.steps}
     todo = [s for s in profile.steps() if s.index not in done]
+    retries = o.limits.retries
+    old = results.load_document(path) if doc.steps else None  # the kept steps' document
+    again = to_retry(doc, profile, retries) if not todo and not was_complete else []
+    if old is not None and profile.search is None and not todo and not again:
+        # nothing left to measure: the document stays the one of the run that measured it (its created_at,
+        # server, command), so an attempt that only completes it gives the same result, not a second one
+        doc.provenance = old.provenance
     results.save(doc, path)
     load = _Load(doc, path, server, model, payloads, tuple(expected_outputs), profile, o)
-    retries = o.limits.retries
     # a finished document is not measured again by a rerun; an unfinished one may still have retries left
     if profile.search is not None:
-        old = results.load_document(path) if doc.steps else None  # the kept steps' phases
-        doc.search = old.search if old is not None else None
+        doc.search = old.search if old is not None else None  # the kept steps' phases
         search_run.drive(load, was_complete, lambda: _stopped(load.cancel))
     elif todo:
         load.measure(todo, retry_rounds=retries)
-    elif not was_complete:
-        load.measure(to_retry(doc, profile, retries), retry_rounds=retries - 1)
+    elif again:
+        load.measure(again, retry_rounds=retries - 1)
     if _stopped(o.cancel):
         return doc, path
     doc.complete = True

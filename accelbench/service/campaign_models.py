@@ -67,6 +67,9 @@ class Job(Base):
     time_limit_s: Mapped[float | None] = mapped_column(
         sa.Float
     )  # from its claim; heartbeats do not extend it
+    # set by a claim, cleared by the runner's first heartbeat: a job offered longer than a heartbeat interval
+    # went to a runner that never saw the answer (queue.reap_expired puts it back)
+    offered_at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True))
 
 
 class JobLabel(Base):

@@ -404,7 +404,8 @@ async def post_job_result(
     response: Response,
     _who: Annotated[Principal, Depends(require("runner"))],
 ) -> answers.Stored:
-    """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job."""
+    """``{runner_id, attempt, result, variant?, source?}``: a finished sweep, stored once and linked to the job.
+    A result of a run the job stored already (same run id, any attempt) is that result: 200 with its id."""
     body = await _json_body(request)
     call = _call(body)  # what remains is the submission: parsed once, validated once
     sub = await run_in_threadpool(ingest.submission_of, body)
@@ -412,6 +413,9 @@ async def post_job_result(
     def write() -> ingest.Stored:
         with service(request).sessions() as session:
             job = _owned(session, job_id, call)
+            same = queue.result_of_run(session, job.id, sub.result.run_id)
+            if same is not None:  # this job's run, stored already: the same result, not a second one
+                return ingest.Stored(id=same.id, content_hash=same.content_hash, created=False)
             stored = ingest.store(session, sub)
             queue.link_result(session, job, stored.id)
             return stored

@@ -10,6 +10,11 @@ An admin may ``cancel`` a queued or running job (``cancelled``; a running one's 
 next call) and ``requeue`` a running, failed, expired or cancelled one (attempts start again). A running job
 past its time limit (from its claim; heartbeats do not extend it) is revoked like an expired lease.
 
+A claim is an offer until the runner's first heartbeat acknowledges it: one not acknowledged within a heartbeat
+interval (a third of the lease) went to a runner that never saw the answer, and the job goes back to the
+queue without counting the attempt. A runner that claims while it holds a job gets that job again (a retried
+claim whose first answer was lost), with a fresh lease secret.
+
 A job is claimed by one runner at a time; its lease runs ``lease_s`` seconds from the last heartbeat. A lease
 that runs out puts the job back in the queue until it has been tried ``max_attempts`` times; then it is
 ``expired``, like a job a runner gave up on. A released job (the agent was told to stop) goes back to the
@@ -21,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from accelbench.answers import heartbeat_interval_s
 
 QUEUED, RUNNING, DONE, FAILED, EXPIRED = "queued", "running", "done", "failed", "expired"
 CANCELLED = "cancelled"
@@ -66,6 +73,14 @@ def past_time_limit(claimed_at: datetime | None, time_limit_s: float | None, now
     if claimed_at is None or time_limit_s is None:
         return False
     return _naive(claimed_at) + timedelta(seconds=time_limit_s) <= _naive(now)
+
+
+def offer_unanswered(offered_at: datetime | None, lease_s: float, now: datetime) -> bool:
+    """A claim not acknowledged (by the runner's first heartbeat) within one heartbeat interval: its answer
+    never reached the runner, and the job goes back to the queue without counting the attempt."""
+    if offered_at is None:
+        return False
+    return _naive(offered_at) + timedelta(seconds=heartbeat_interval_s(lease_s)) <= _naive(now)
 
 
 def lease_until(now: datetime, lease_s: float) -> datetime:

@@ -6,6 +6,12 @@ Claiming is the one place two agents race. On PostgreSQL the candidate rows are 
 one after another. On both, the update is conditional on the row still being queued, so even a claim that
 somehow read a stale row cannot take a job twice. Expired leases are reaped lazily, before every claim and
 every read of a campaign, so no background thread is needed and a restarted server just carries on.
+
+A claim's answer can be lost on its way (a link that drops during the long poll) after the claim committed.
+Two things keep such a job from sitting ``running`` for a runner that never heard of it: a runner that claims
+again gets back the job it holds (with a fresh lease secret), and a claim stays an *offer* (``offered_at``)
+until the runner's first heartbeat; one unanswered for a heartbeat interval is withdrawn (back to the queue,
+the attempt not counted).
 """
 
 from __future__ import annotations
@@ -152,6 +158,14 @@ def register_runner(
 def authenticate_runner(session: Session, runner_id: int, secret: str | None) -> Runner:
     """The runner if ``secret`` is its runner secret; NotYours otherwise (an unknown id says the same)."""
     runner = session.get(Runner, runner_id)
+    if runner is not None and secret and not same_hash(runner.secret_hash, secret):
+        # a secret this runner had: the usual cause is a second agent registered under the same name, whose
+        # registration replaced it (the default name, HOST-TARGET, is the same for two agents on one host)
+        raise NotYours(
+            f"runner {runner_id}: its runner secret was replaced: another agent registered as "
+            f"{runner.name!r} (two agents on one host for one target share the default name HOST-TARGET): "
+            "give each agent its own --name"
+        )
     if runner is None or not same_hash(runner.secret_hash, secret):
         raise NotYours(f"runner {runner_id}: wrong or missing runner secret (register again to get one)")
     return runner
@@ -175,10 +189,28 @@ def reap_expired(session: Session, started_at: datetime, now: datetime | None = 
             Job.lease_s,
             Job.claimed_at,
             Job.time_limit_s,
-        ).where(Job.status == jobs.RUNNING, sa.or_(Job.lease_until <= now, Job.time_limit_s.is_not(None)))
+            Job.offered_at,
+        ).where(
+            Job.status == jobs.RUNNING,
+            sa.or_(Job.lease_until <= now, Job.time_limit_s.is_not(None), Job.offered_at.is_not(None)),
+        )
     ).all()
     changed = 0
-    for job_id, attempts, max_attempts, until, runner_id, history, lease_s, claimed_at, limit_s in rows:
+    for (
+        job_id,
+        attempts,
+        max_attempts,
+        until,
+        runner_id,
+        history,
+        lease_s,
+        claimed_at,
+        limit_s,
+        offered,
+    ) in rows:
+        if jobs.offer_unanswered(offered, lease_s, now) and jobs.offer_unanswered(started_at, lease_s, now):
+            changed += _withdraw_offer(session, job_id, attempts, runner_id, history, offered, now)
+            continue
         over = jobs.past_time_limit(claimed_at, limit_s, now)
         if not over and not jobs.lease_expired(until, now):
             continue
@@ -215,17 +247,81 @@ def reap_expired(session: Session, started_at: datetime, now: datetime | None = 
     return changed
 
 
+def _withdraw_offer(
+    session: Session,
+    job_id: int,
+    attempts: int,
+    runner_id: int | None,
+    history: list[dict[str, Any]],
+    offered: datetime,
+    now: datetime,
+) -> int:
+    """Back to the queue, the attempt not counted: the runner never acknowledged the claim (its answer was
+    lost on the way). Its history entry makes a late call of that runner a 409 (drop it), not a 403."""
+    entry = {
+        "attempt": attempts,
+        "runner": runner_names(session, {runner_id} if runner_id else set()).get(runner_id or 0),
+        "outcome": "claim not acknowledged",
+        "reason": None,
+        "at": now.isoformat(),
+    }
+    update = (
+        sa.update(Job)
+        .where(Job.id == job_id, Job.status == jobs.RUNNING, Job.offered_at == offered)
+        .values(
+            status=jobs.QUEUED,
+            runner_id=None,
+            attempts=max(0, attempts - 1),
+            lease_until=None,
+            lease_hash=None,
+            offered_at=None,
+            history=[*history, entry],
+        )
+    )
+    return cast("sa.CursorResult[Any]", session.execute(update)).rowcount or 0
+
+
+def _offer_again(conn: sa.Connection, runner_id: int, now: datetime, lease_hash: str) -> int | None:
+    """The running job ``runner_id`` holds, handed to it again under a new lease secret; None if it holds
+    none. An agent claims only when it runs no job, so a job it holds is one whose claim answer it lost
+    (or one it gave up on while the server was unreachable): the retried claim gets it back."""
+    held = conn.execute(
+        sa.select(Job.id, Job.lease_s)
+        .where(Job.status == jobs.RUNNING, Job.runner_id == runner_id)
+        .order_by(Job.id)
+        .limit(1)
+    ).first()
+    if held is None:
+        return None
+    done = conn.execute(
+        sa.update(Job)
+        .where(Job.id == held.id, Job.status == jobs.RUNNING, Job.runner_id == runner_id)
+        .values(
+            lease_hash=lease_hash,
+            offered_at=now,
+            heartbeat_at=now,
+            lease_until=jobs.lease_until(now, held.lease_s),
+        )
+    )
+    return held.id if done.rowcount == 1 else None
+
+
 def claim(
     engine: Engine, runner_id: int, target: str, labels: dict[str, str], now: datetime | None = None
 ) -> tuple[int, str] | None:
-    """Atomically take the oldest queued job for ``target`` whose labels the runner offers: (its id, the new
-    lease's secret), or None."""
+    """Atomically take the job this runner holds already (a retried claim: ``_offer_again``), else the oldest
+    queued job for ``target`` whose labels the runner offers: (its id, the new lease's secret), or None. The
+    claim is an offer until the runner's first heartbeat (``reap_expired`` withdraws one left unanswered)."""
     now = now or utcnow()
     lease_secret, lease_hash = new_secret(LEASE_SECRET_PREFIX)
     sqlite = engine.dialect.name == "sqlite"
     with engine.connect() as conn:
         if sqlite:
             conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock first: no other claim reads meanwhile
+        again = _offer_again(conn, runner_id, now, lease_hash)
+        if again is not None:
+            conn.commit()
+            return again, lease_secret
         unmet = sa.select(JobLabel.id).where(JobLabel.job_id == Job.id)  # a label the runner does not offer
         if labels:
             unmet = unmet.where(JobLabel.label.not_in(label_rows(labels)))
@@ -253,6 +349,7 @@ def claim(
                 lease_until=jobs.lease_until(now, picked.lease_s),
                 reason=None,
                 lease_hash=lease_hash,
+                offered_at=now,
             )
         )
         if done.rowcount != 1:
@@ -290,7 +387,7 @@ def held_before(job: Job, runner: Runner, attempt: int) -> bool:
 def heartbeat(session: Session, job: Job, log_tail: str) -> datetime:
     """Extend the lease from now; returns the new lease end. Commits."""
     now = utcnow()
-    job.heartbeat_at = now
+    job.heartbeat_at, job.offered_at = now, None  # the first beat acknowledges the claim
     job.lease_until = until = jobs.lease_until(now, job.lease_s)
     job.log_tail = log_tail[-8000:].replace("\x00", "")  # PostgreSQL text holds no NUL
     _touch_runner(session, job.runner_id, now)
@@ -362,6 +459,23 @@ def documents(session: Session, job_id: int) -> list[dict[str, Any]]:
         sa.select(JobDocument).where(JobDocument.job_id == job_id).order_by(JobDocument.run_id)
     )
     return [json.loads(r.document) for r in rows.scalars()]
+
+
+def result_of_run(session: Session, job_id: int, run_id: str) -> Result | None:
+    """The result the job already stored for ``run_id``, if any.
+
+    A job measures each of its runs (variant, load profile, repeat: the run id) once. A second result of the
+    same job and run is the same result delivered again: an attempt that resumed after its predecessor's
+    answer was lost and only completed (or, on another host, measured again) a sweep already stored. It is
+    answered as the stored one, never linked as a second run (docs/service.md, "Exactly once")."""
+    query = (
+        sa.select(Result)
+        .join(JobResult, JobResult.result_id == Result.id)
+        .where(JobResult.job_id == job_id, Result.run_id == run_id)
+        .order_by(Result.id)
+        .limit(1)
+    )
+    return session.execute(query).scalar_one_or_none()
 
 
 def link_result(session: Session, job: Job, result_id: int) -> None:
