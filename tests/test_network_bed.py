@@ -179,8 +179,9 @@ def _one_line_failure(done: subprocess.CompletedProcess) -> str:
 def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server(bed):
     """Two agents of one target on WAN links (100 +- 20 ms round trips, 2 % loss each way). The first to claim
     the job is cut for longer than its lease while it measures: the server takes the job back, the other agent
-    finishes it as attempt 2, and the cut agent's late call is refused (409): it drops the job. Meanwhile a
-    pusher cut from the server fails in one line and, once its link is back, resumes storing nothing twice."""
+    finishes it as attempt 2, and the cut agent's late call is refused (409): it drops the job. Meanwhile the
+    pusher is cut from the server: a push without retries fails in one line, one with them (the default) goes
+    through once the link is back, storing nothing twice."""
     hosts, before = bed.hosts, bed.api("/results")["total"]
     for name in ("agent1", "agent2", "pusher"):
         hosts.link(name, **WAN)
@@ -191,9 +192,10 @@ def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server
     first = bed.accelbench("pusher", "push", str(half), "--server", bed.url, token=bed.push)
     assert first.returncode == 0 and "pushed 2 new, 0 already stored" in first.stdout, first.stderr
     hosts.link("pusher", cut=True)
-    cut_push = hosts.popen("pusher", [ACCELBENCH, "push", *map(str, DOCS), "--server", bed.url],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env={**os.environ, "ACCELBENCH_TOKEN": bed.push})  # fmt: skip
+    env = {**os.environ, "ACCELBENCH_TOKEN": bed.push}
+    pushes = [hosts.popen("pusher", [ACCELBENCH, "push", *map(str, DOCS), "--server", bed.url, *retry],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+              for retry in (["--retry-s", "0"], [])]  # fmt: skip
 
     campaign = bed.post(
         "/campaigns", {"spec": spec_text("wan", ["cpu-local"], [], TINY_LOAD), "lease_s": LEASE_S}
@@ -203,8 +205,8 @@ def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server
     agents = [start_agent(bed.url, bed.runner, "cpu-local", work[1], "agent2", "--idle-exit", "3",
                           prefix=hosts.command("agent2", []))]  # fmt: skip
     try:
-        _wait(bed, campaign["id"], lambda c: _job(c, "cpu-local")["status"] == "running", 120, logs)
-        hosts.link("agent2", cut=True)
+        _wait(bed, campaign["id"], lambda c: _job(c, "cpu-local")["heartbeat_at"] is not None, 120, logs)
+        hosts.link("agent2", cut=True)  # it has the job (a heartbeat acknowledged the claim) and measures
         cut_at = time.monotonic()
         agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--once",
                                   prefix=hosts.command("agent1", [])))  # fmt: skip
@@ -217,24 +219,25 @@ def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server
         assert agents[0].wait(timeout=60) == 0 and agents[1].wait(timeout=60) == 0, logs[1].read_text()[
             -1500:
         ]
-        out, err = cut_push.communicate(timeout=120)
+        out, err = pushes[0].communicate(timeout=120)  # no retries: it fails while the link is cut
+        hosts.link("pusher", cut=False)
+        resumed = pushes[1].communicate(timeout=120)  # retries: it goes through once the link is back
     finally:
         end_agents(agents)
-        if cut_push.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(cut_push.pid, signal.SIGKILL)
-            cut_push.wait(timeout=30)
+        for push in pushes:
+            if push.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(push.pid, signal.SIGKILL)
+                push.wait(timeout=30)
     assert done["status"] == "done", done
     job = _job(done, "cpu-local")
     assert (job["status"], job["attempts"], job["runner"]) == ("done", 2, "agent1"), job
     agent2_log = logs[1].read_text()
     assert "no longer held by this runner (attempt 1)" in agent2_log and "dropped" in agent2_log, agent2_log
 
-    line = _one_line_failure(subprocess.CompletedProcess(cut_push.args, cut_push.returncode, out, err))
-    assert "not reachable" in line and "0 of 4 sent" in line, line
-    hosts.link("pusher", cut=False)
-    again = bed.accelbench("pusher", "push", *map(str, DOCS), "--server", bed.url, token=bed.push)
-    assert again.returncode == 0 and "pushed 2 new, 2 already stored" in again.stdout, again.stderr
+    line = _one_line_failure(subprocess.CompletedProcess(pushes[0].args, pushes[0].returncode, out, err))
+    assert "not reachable" in line, line
+    assert pushes[1].returncode == 0 and "pushed 2 new, 2 already stored" in resumed[0], resumed
 
     stored = bed.api("/results?limit=1000")
     assert stored["total"] == before + 1 + len(DOCS)  # expected = stored: one per job, each document once
@@ -294,3 +297,69 @@ def test_a_load_worker_cut_mid_step_the_master_marks_it_and_exits_5(identity_rep
         finally:
             hosts.close()
     _nothing_left(hosts)
+
+
+def test_lost_answers_and_a_slow_link_with_real_agents(bed):
+    """Items 1, 2 and 4 of issue 50 with real agents on real links. (a) Both agents on a slow link (750 ms each
+    way: a call on a new connection takes about 3 s); the answer to agent1's claim is lost, and the job may run
+    once (max_attempts 1): within a heartbeat interval the server withdraws the offer, uncounted, agent2 takes
+    the job and keeps its 12 s lease by heartbeats over that link to the end: done as attempt 1. (b) The answer
+    to agent2's finished result is lost, and then its link: its lease runs out, agent1 resumes the job as
+    attempt 2 from the finished document: one result, stored once; agent2's late call is refused and it drops
+    the job. (With only the answer lost, the agent keeps heartbeating and retries its result, which the server
+    answers as the one it holds.)"""
+    hosts, before = bed.hosts, bed.api("/results")["total"]
+    spec = spec_text("lost", ["cpu-local"], [], TINY_LOAD)
+    slow = bed.post("/campaigns", {"spec": spec, "lease_s": 12, "max_attempts": 1})
+    for name in ("agent1", "agent2"):
+        hosts.link(name, delay_ms=750, jitter_ms=0, loss=0)
+    hosts.link("agent1", lose_answer=r"POST /api/v1/jobs/claim")
+    work = [bed.base / f"agent{i}-{slow['id']}" for i in (1, 2)]
+    logs = [w / f"agent{i}.log" for i, w in enumerate(work, start=1)]
+    agents = [start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--once",
+                          prefix=hosts.command("agent1", []))]  # fmt: skip
+    try:
+        _wait(bed, slow["id"], lambda c: _job(c, "cpu-local")["runner"] == "agent1", 120, logs)  # offered
+        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[1], "agent2", "--once",
+                                  prefix=hosts.command("agent2", [])))  # fmt: skip
+        done = _wait(bed, slow["id"], lambda c: c["status"] not in ("queued", "running"), 240, logs)
+        assert agents[1].wait(timeout=60) == 0
+        job = _job(done, "cpu-local")
+        assert (done["status"], job["attempts"], job["runner"], len(done["results"])) == (
+            "done",
+            1,
+            "agent2",
+            1,
+        )
+        assert [e["outcome"] for e in job["history"]][:1] == ["claim not acknowledged"], job["history"]
+        assert "no longer held" not in logs[1].read_text(), logs[1].read_text()  # its lease held, slow link
+        end_agents(agents)  # agent1 still waits for the claim answer it lost (40 s)
+        agents.clear()
+
+        hosts.heal()
+        dup = bed.post(
+            "/campaigns", {"spec": spec.replace("lost", "dup"), "lease_s": LEASE_S, "max_attempts": 2}
+        )
+        hosts.link("agent2", lose_answer=r"POST /api/v1/jobs/\d+/results")
+        work = [bed.base / f"agent{i}-{dup['id']}" for i in (1, 2)]
+        logs = [w / f"agent{i}.log" for i, w in enumerate(work, start=1)]
+        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[1], "agent2", "--once",
+                                  prefix=hosts.command("agent2", [])))  # fmt: skip
+        _wait(bed, dup["id"], lambda c: len(c["results"]) == 1, 120, logs)  # stored; its answer lost
+        hosts.link("agent2", cut=True)  # and then its link: its `done` never arrives, its lease runs out
+        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--once",
+                                  prefix=hosts.command("agent1", [])))  # fmt: skip
+        done = _wait(bed, dup["id"], lambda c: c["status"] not in ("queued", "running"), 240, logs)
+        assert agents[1].wait(timeout=60) == 0
+        hosts.link("agent2", cut=False)
+        agents[0].wait(timeout=60)  # its result call is retried and refused (409): it drops the job
+    finally:
+        end_agents(agents)
+    job = _job(done, "cpu-local")
+    assert (done["status"], job["attempts"], job["runner"]) == ("done", 2, "agent1"), done
+    assert len(done["results"]) == 1
+    assert "dropped" in logs[1].read_text(), logs[1].read_text()[-2000:]
+    assert agents[0].returncode == 0
+    stored = bed.api("/results?limit=1000")
+    assert stored["total"] == before + 2  # one result per campaign: the lost answer stored nothing twice
+    hosts.heal()
