@@ -17,7 +17,6 @@ import pytest
 from campaign_helpers import ACCELBENCH, end_agents, spec_text, start_agent, start_server_on, stop_server
 
 pytestmark = pytest.mark.slow
-WHY_NOT = netns_harness.available()
 PG_BIN = netns_harness.PG_BIN
 PORT = 8080  # each namespace has its own ports: nothing else listens on the server host's 8080
 
@@ -38,9 +37,9 @@ def _get(hosts, name: str, url: str, token: str = "") -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-@pytest.mark.skipif(WHY_NOT is not None, reason=f"no network namespaces here: {WHY_NOT}")
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 def test_server_and_two_agents_on_three_hosts_complete_a_campaign(kind, tmp_path):
+    netns_harness.require()
     if kind == "postgresql" and not PG_BIN:
         if os.environ.get("ACCELBENCH_REQUIRE_POSTGRES"):
             pytest.fail("ACCELBENCH_REQUIRE_POSTGRES is set but PostgreSQL's binaries are missing")

@@ -36,7 +36,6 @@ from campaign_helpers import (
 from service_fixtures import create_token
 
 pytestmark = pytest.mark.slow
-WHY_NOT = netns_harness.available()
 PORT = 8080
 LEASE_S = 6.0
 WAN = {
@@ -46,14 +45,6 @@ WAN = {
 }  # each way: round trips of 100 +- 20 ms, 2 % lost each way
 DOCS = sorted((Path(__file__).parent / "data" / "reports" / "cpu-local").glob("*.json"))
 MODEL = "identity__cpu-local__fp32"
-
-
-def _need_namespaces() -> None:
-    if WHY_NOT is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but network namespaces cannot be made here: {WHY_NOT}")
-    pytest.skip(f"no network namespaces here: {WHY_NOT}")
 
 
 @dataclass
@@ -97,7 +88,7 @@ def _token(hosts, db: str, scope: str) -> str:
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def bed(request) -> Iterator[Bed]:
-    _need_namespaces()
+    netns_harness.require()
     if request.param == "postgresql" and not netns_harness.PG_BIN:
         if os.environ.get("ACCELBENCH_REQUIRE_POSTGRES"):
             pytest.fail("ACCELBENCH_REQUIRE_POSTGRES is set but PostgreSQL's binaries are missing")
@@ -250,7 +241,7 @@ def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server
 def test_a_load_worker_cut_mid_step_the_master_marks_it_and_exits_5(identity_repo, tmp_path):
     """A distributed load master (beside the Triton it measures) and one worker on another host; the worker's
     link is cut while it sends load: the master marks the step, exits 5 with one line, and nothing is left."""
-    _need_namespaces()
+    netns_harness.require()
     hosts = netns_harness.LinkedHosts(["master", "worker"], third_octet=5)
     procs: list[subprocess.Popen] = []
     try:
