@@ -40,7 +40,9 @@ def allow_descriptors(n: int) -> None:
         )
 
 
-async def _slow_client(host: str, port: int, trickle_s: float, m: Measure, alive: set) -> None:
+async def _slow_client(
+    host: str, port: int, trickle_s: float, m: Measure, alive: set[asyncio.StreamWriter]
+) -> None:
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 10)
     except (OSError, asyncio.TimeoutError):
@@ -80,7 +82,7 @@ async def measure(host: str, port: int, clients: int, probes: int, trickle_s: fl
     """Connect ``clients`` slow clients, time ``probes`` health probes, then keep the slow clients ``hold_s``
     longer (to see the server close them) before closing what is left."""
     allow_descriptors(clients + 256)
-    m, alive = Measure(), set()
+    m, alive = Measure(), set[asyncio.StreamWriter]()
     tasks = []
     for _ in range(clients):
         tasks.append(asyncio.create_task(_slow_client(host, port, trickle_s, m, alive)))
