@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -44,3 +45,41 @@ def test_health_answers_while_a_thousand_slow_clients_trickle_their_heads(descri
         assert m.closed_by_server == m.opened, "a slow client was held past --head-timeout"
         assert m.p99_ms() < 2000  # loose: shared cores; measured alone it is ~10 ms (docs/multihost.md)
         assert server.proc.poll() is None
+
+
+async def _closed_after(host: str, port: int, send: bytes, limit_s: float) -> float | None:
+    """Seconds until the server closes a connection that sent ``send`` and then nothing; None: still open after
+    ``limit_s`` (an answer read on the way does not count as closing)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    start = time.monotonic()
+    writer.write(send)
+    try:
+        while time.monotonic() - start < limit_s:
+            chunk = await asyncio.wait_for(reader.read(65536), limit_s)
+            if not chunk:
+                return time.monotonic() - start
+    except (asyncio.TimeoutError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+    return None
+
+
+def test_every_connection_phase_is_timed_out(tmp_path):
+    """Nothing sent, half a head, a body that stops, an idle kept-alive connection: each is closed by the
+    server within its limit (--head-timeout 2, --body-timeout 1, keep-alive 5 s), none held for ever."""
+    db = f"sqlite:///{tmp_path / 'results.db'}"
+    with running_server(db, tmp_path, "--head-timeout", "2", "--body-timeout", "1") as server:
+        url = urlsplit(server.base_url)
+        body = b"POST /api/v1/results HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        idle = b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n"
+
+        async def all_phases() -> list[float | None]:
+            sends = (b"", b"GET /api/v1/health HTTP/1.1\r\nHost:", body, idle)
+            return await asyncio.gather(*(_closed_after(url.hostname, url.port, s, 20) for s in sends))
+
+        nothing, half_head, stalled_body, kept_alive = asyncio.run(all_phases())
+        assert nothing is not None and half_head is not None, (nothing, half_head)
+        assert stalled_body is not None and kept_alive is not None, (stalled_body, kept_alive)
+        print(f"closed after: nothing {nothing:.1f} s, half a head {half_head:.1f} s, a stalled body "
+              f"{stalled_body:.1f} s, idle keep-alive {kept_alive:.1f} s")  # fmt: skip
