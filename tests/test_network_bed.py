@@ -203,7 +203,7 @@ def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server
         _wait(bed, campaign["id"], lambda c: _job(c, "cpu-local")["heartbeat_at"] != claimed, 60, logs)
         hosts.link("agent2", cut=True)
         cut_at = time.monotonic()
-        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--once",
+        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--idle-exit", "3",
                                   prefix=hosts.command("agent1", [])))  # fmt: skip
         taken_back = _wait(bed, campaign["id"], lambda c: _job(c, "cpu-local")["attempts"] == 2
                            or _job(c, "cpu-local")["status"] not in ("running",), LEASE_S + 30, logs)  # fmt: skip
@@ -311,11 +311,11 @@ def test_lost_answers_and_a_slow_link_with_real_agents(bed):
     hosts.link("agent1", lose_answer=r"POST /api/v1/jobs/claim")
     work = [bed.base / f"agent{i}-{slow['id']}" for i in (1, 2)]
     logs = [w / f"agent{i}.log" for i, w in enumerate(work, start=1)]
-    agents = [start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--once",
+    agents = [start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--idle-exit", "3",
                           prefix=hosts.command("agent1", []))]  # fmt: skip
     try:
         _wait(bed, slow["id"], lambda c: _job(c, "cpu-local")["runner"] == "agent1", 120, logs)  # offered
-        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[1], "agent2", "--once",
+        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[1], "agent2", "--idle-exit", "3",
                                   prefix=hosts.command("agent2", [])))  # fmt: skip
         done = _wait(bed, slow["id"], lambda c: c["status"] not in ("queued", "running"), 240, logs)
         assert agents[1].wait(timeout=60) == 0
@@ -338,11 +338,11 @@ def test_lost_answers_and_a_slow_link_with_real_agents(bed):
         hosts.link("agent2", lose_answer=r"POST /api/v1/jobs/\d+/results")
         work = [bed.base / f"agent{i}-{dup['id']}" for i in (1, 2)]
         logs = [w / f"agent{i}.log" for i, w in enumerate(work, start=1)]
-        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[1], "agent2", "--once",
+        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[1], "agent2", "--idle-exit", "3",
                                   prefix=hosts.command("agent2", [])))  # fmt: skip
         _wait(bed, dup["id"], lambda c: len(c["results"]) == 1, 120, logs)  # stored; its answer lost
         hosts.link("agent2", cut=True)  # and then its link: its `done` never arrives, its lease runs out
-        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--once",
+        agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--idle-exit", "3",
                                   prefix=hosts.command("agent1", [])))  # fmt: skip
         done = _wait(bed, dup["id"], lambda c: c["status"] not in ("queued", "running"), 240, logs)
         assert agents[1].wait(timeout=60) == 0
