@@ -64,6 +64,15 @@ def test_statuses_become_the_documented_exceptions():
         "/api/v1/ok": [(200, {"id": 1})],
         "/api/v1/taken": [(409, {"error": "job 3 is cancelled and no longer held by this runner"})],
         "/api/v1/auth": [(403, {"error": "this token may not push"})],
+        "/api/v1/secret": [
+            (
+                403,
+                {
+                    "error": "runner 1: its runner secret was replaced: another agent registered "
+                    "as 'h-cpu-local' (…): give each agent its own --name"
+                },
+            )
+        ],
         "/api/v1/bad": [(422, {"error": "field steps.0.offered: Field required"})],
         "/api/v1/broken": [(500, {"error": "database is locked"})],
     }
@@ -76,6 +85,9 @@ def test_statuses_become_the_documented_exceptions():
             BadInputError, match=r"refused it \(403\): this token may not push \(give a push-scoped"
         ):
             client.call("POST", "/auth")
+        with pytest.raises(BadInputError) as replaced:  # a secret is not the token's fault: no token hint
+            client.call("POST", "/secret")
+        assert str(replaced.value).endswith("give each agent its own --name")
         with pytest.raises(BadInputError, match=r"^r\.json: the server refused it \(422\): field steps"):
             client.request("POST", "/bad", label="r.json")
         assert client.request("POST", "/bad", accept=(422,)).status == 422

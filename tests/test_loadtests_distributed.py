@@ -148,3 +148,42 @@ def test_worker_without_master_fails_with_one_line(tmp_path):
     assert run.returncode != 0
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "no accelbench master answered" in lines[0], run.stderr
+
+
+def test_a_worker_cut_off_from_its_master_says_the_master_keeps_only_its_finished_steps(triton, tmp_path):
+    """The master stops (SIGSTOP: a cut link looks the same from the worker) mid-sweep; the worker gives up
+    after --master-silence and its last line says what the master kept, exit 5 (before: exit 0, "results are
+    on the master") (issue 50)."""
+    import os
+    import signal
+
+    port = free_port()
+    master_cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
+                  "--concurrency", "1,1,1,1", "--duration", "3", "--warmup", "0.5", "--out", str(tmp_path),
+                  "--master-bind", f"127.0.0.1:{port}", "--expect-workers", "1", "--worker-timeout", "60"]  # fmt: skip
+    master = subprocess.Popen(
+        master_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    out = tmp_path / "worker.out"
+    with open(out, "w") as sink:
+        worker = subprocess.Popen([ACCELBENCH, "loadtest-worker", "--master", f"127.0.0.1:{port}", "--master-silence",
+                                   "2"], stdout=sink, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while "index 0" not in out.read_text() and time.monotonic() < deadline and worker.poll() is None:
+            time.sleep(0.2)
+        time.sleep(1.0)  # into the first step
+        os.killpg(master.pid, signal.SIGSTOP)
+        _, stderr = worker.communicate(timeout=60)
+    finally:
+        family = [master.pid]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family += [c.pid for c in psutil.Process(master.pid).children(recursive=True)]
+        for pid in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        master.wait(timeout=30)
+    lines = stderr.strip().splitlines()
+    assert worker.returncode == 5 and len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert "lost the master at 127.0.0.1" in lines[0] and "silent for 2 s" in lines[0]
+    assert "cut short and not kept" in lines[0] and "results are on the master" not in stderr

@@ -165,6 +165,23 @@ def test_a_claim_whose_runner_never_heard_of_it_goes_back_to_the_queue(api):
     assert api.get(campaign["id"])["status"] == "done"
 
 
+def test_a_claim_acknowledged_late_over_a_slow_link_is_still_the_runners(api):
+    """A link slower than a heartbeat interval: the claim's answer arrives after the offer could be withdrawn
+    (0.5 s of a 1.5 s lease). No other runner took the job meanwhile, so the late first heartbeat takes it:
+    a slow link never loses every claim it makes."""
+    campaign = api.campaign(lease_s=1.5, max_attempts=1)
+    rid = api.register("slow-claim")
+    with LossyProxy(api.url) as proxy, ServerClient(proxy.url, api.runner, retry_s=0) as client:
+        proxy.delay("POST", r"/jobs/claim$", 1.0)
+        job = client.call("POST", "/jobs/claim", api.claim_body(rid))
+    assert job is not None and job["attempt"] == 1
+    assert api.call(job, rid, "heartbeat").status_code == 200
+    state = api.get(campaign["id"])["jobs"][0]
+    assert (state["status"], state["attempts"]) == ("running", 1)
+    assert [e["outcome"] for e in state["history"]] == ["claim acknowledged late"]
+    assert api.call(job, rid, "done").status_code == 200
+
+
 def test_heartbeats_are_due_an_interval_after_the_send_not_after_a_slow_answer(api, live_server):
     """Each heartbeat's answer takes 1.3 s (a 3 s lease: a beat every second). Scheduled after the round trip
     the beats were 2.3 s apart, most of the lease; from the send, each follows the answer before it at once."""
@@ -180,13 +197,13 @@ def test_heartbeats_are_due_an_interval_after_the_send_not_after_a_slow_answer(a
         sink = _sink(api, proxy.url, job, rid)
         sink.start()
         deadline = time.monotonic() + 30
-        while sum(p.endswith("/heartbeat") for _, _, p in proxy.seen) < 4 and time.monotonic() < deadline:
+        while sum(p.endswith("/heartbeat") for _, _, p in proxy.seen) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
         sink.end()
         sink.client.close()
     beats = [t for t, _, p in proxy.seen if p.endswith("/heartbeat")]
     gaps = [round(b - a, 2) for a, b in zip(beats, beats[1:], strict=False)]
-    assert sink.lost is None and len(beats) >= 4
+    assert sink.lost is None and len(beats) >= 3
     assert max(gaps) < delay_s + lease_s / 6, gaps  # after the round trip: delay_s + lease_s / 3
     assert api.call(job, rid, "done").status_code == 200
     assert api.get(campaign["id"])["status"] == "done"
@@ -208,6 +225,8 @@ def test_a_push_whose_batch_answer_is_lost_is_retried_and_counts_what_the_server
     from accelbench.client.push import push_paths
     from accelbench.errors import ServerError
 
+    if not live_server.db_url.startswith("sqlite"):
+        pytest.skip("the client's count of one batch route: one database is enough")
     token = create_token(live_server.db_url, "push", "lossy-push")
     sent, cut = _distinct_results(tmp_path / "sent", "retried"), _distinct_results(tmp_path / "cut", "cut")
     with LossyProxy(api.url) as proxy:

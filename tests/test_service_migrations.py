@@ -1,4 +1,4 @@
-"""Migration 0007 on a database that already holds results, on SQLite and PostgreSQL: each document moves to
+"""Migrations 0007 and 0008 on a database that already holds results, on SQLite and PostgreSQL: each document moves to
 ``result_documents`` byte for byte, host labels are backfilled as the pages showed them, a result a job links
 to keeps its link (SQLite's foreign keys are on), the listing reads the new indexes, and the downgrade puts
 the documents back."""
@@ -55,16 +55,19 @@ def test_0007_moves_documents_out_and_backfills_host_labels(db_url):
             campaign = Campaign(name="c", spec="", projected=[], created_by="t", created_at=utcnow())
             session.add(campaign)
             session.flush()
-            job = Job(campaign_id=campaign.id, target="cpu-local", labels={}, status="done", attempts=1,
-                      max_attempts=3, lease_s=30.0, log_tail="", history=[])  # fmt: skip
-            session.add(job)
-            session.flush()
-            session.add(JobResult(job_id=job.id, result_id=result_id))
+            # the columns of 0006 only (the model has later ones: offered_at, 0008)
+            job_id = session.execute(
+                sa.insert(Job).values(campaign_id=campaign.id, target="cpu-local", labels={}, status="done",
+                                      attempts=1, max_attempts=3, lease_s=30.0, log_tail="", history=[])
+                .returning(Job.id)
+            ).scalar_one()  # fmt: skip
+            session.add(JobResult(job_id=job_id, result_id=result_id))
             session.commit()
 
         db.migrate(engine)  # to head: what a server does at start
         columns = {c["name"] for c in sa.inspect(engine).get_columns("results")}
         assert "document" not in columns and "host_label" in columns
+        assert "offered_at" in {c["name"] for c in sa.inspect(engine).get_columns("jobs")}  # 0008
         with db.sessionmaker_for(engine)() as session:
             assert queries.document_texts(session, [result_id]) == {result_id: text}
             rows, total = queries.list_results(session, {"origin": None}, 10, 0)
@@ -77,5 +80,6 @@ def test_0007_moves_documents_out_and_backfills_host_labels(db_url):
             back = conn.execute(sa.text("SELECT document FROM results WHERE id = :i"), {"i": result_id})
             assert back.scalar_one() == text
             assert "result_documents" not in sa.inspect(conn).get_table_names()
+            assert "offered_at" not in {c["name"] for c in sa.inspect(conn).get_columns("jobs")}
     finally:
         engine.dispose()

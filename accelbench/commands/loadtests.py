@@ -19,6 +19,7 @@ from accelbench.commands.load_options import (
     workload_options,
 )
 from accelbench.hardware.catalog_schema import PRECISIONS
+from accelbench.loadtests.distributed import MASTER_SILENCE_S
 from accelbench.loadtests.knobs import ProfileError
 from accelbench.loadtests.profiles import Search, Workload, offered_label
 
@@ -326,7 +327,14 @@ def register(group: click.Group) -> None:
         show_default=True,
         help="Seconds to keep trying to reach the master (in 5 s steps).",
     )
-    def loadtest_worker(master, processes, connect_timeout) -> None:
+    @click.option(
+        "--master-silence",
+        type=click.FloatRange(min=1),
+        default=MASTER_SILENCE_S,
+        show_default=True,
+        help="Seconds without the master's heartbeat before giving up (master killed or cut off: exit 5).",
+    )
+    def loadtest_worker(master, processes, connect_timeout, master_silence) -> None:
         """Send load for an `accelbench loadtest --master-bind` master: it sends model, target and payloads."""
         from accelbench.loadtests.distributed import run_workers
         from accelbench.loadtests.events import WorkerConfigured, WorkerConnected, WorkerEvent
@@ -341,7 +349,7 @@ def register(group: click.Group) -> None:
             elif isinstance(event, WorkerConnected):
                 click.echo(f"worker {worker.process}: connected to {event.master}")
 
-        last = run_workers(master, processes, connect_timeout, on_event)
+        last = run_workers(master, processes, connect_timeout, on_event, master_silence)
         click.echo(
             f"{len(last)} worker process(es) finished: the master ended the run; what it measured is in its "
             "result document"

@@ -16,6 +16,9 @@ from accelbench.errors import BadInputError, MeasurementError
 from accelbench.loadtests.events import Event, LoadFailed, WorkerEvent, parse_line
 
 DEFAULT_WORKER_TIMEOUT_S = 120.0
+# A worker whose master vanished (killed, host down, cut off) gives up after this long without its heartbeat
+# (loadtest-worker --master-silence), instead of Locust's 60 s, so no worker lingers long after a failed run.
+MASTER_SILENCE_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ def run_workers(
     processes: int,
     connect_timeout_s: float,
     on_event: Callable[[WorkerEvent], None] | None = None,
+    master_silence_s: float = MASTER_SILENCE_S,
 ) -> list[Event | None]:
     """Run ``processes`` worker processes for the master at ``master`` until it ends the run.
 
@@ -83,7 +87,7 @@ def run_workers(
 
     with tempfile.TemporaryDirectory(prefix="accelbench-worker-") as tmp:
         logs = [Path(tmp) / f"worker-{i}.log" for i in range(processes)]
-        args = ["--connect", f"{host}:{port}", str(connect_timeout_s)]
+        args = ["--connect", f"{host}:{port}", str(connect_timeout_s), str(master_silence_s)]
         children = []
         last: list[Event | None] = [None] * processes
         try:

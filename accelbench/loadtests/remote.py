@@ -28,6 +28,7 @@ from locust.rpc import Message
 
 from accelbench.loadtests import process_side as side
 from accelbench.loadtests import users
+from accelbench.loadtests.distributed import MASTER_SILENCE_S
 from accelbench.loadtests.edge import ChildConfig, LoadConfig
 from accelbench.loadtests.events import (
     LoadDone,
@@ -43,9 +44,6 @@ from accelbench.loadtests.events import (
 # bump when the ab_config message (edge.LoadConfig.to_wire) changes; a worker refuses another version
 CONFIG_VERSION = 4
 CONFIGURE_TIMEOUT_S = 60.0
-# A worker whose master vanished (killed, host down) gives up after this long without its heartbeat,
-# instead of Locust's 60 s, so no worker lingers long after a failed run.
-MASTER_SILENCE_S = 20
 
 
 def start_master(
@@ -140,8 +138,11 @@ class _Worker(locust_runners.WorkerRunner):
     the master may stay silent before it gives up. Locust reads both from module constants (300 s, 60 s),
     which accelbench leaves alone."""
 
-    def __init__(self, environment: Environment, host: str, port: int, connect_timeout_s: float) -> None:
+    def __init__(
+        self, environment: Environment, host: str, port: int, connect_timeout_s: float, silence_s: float
+    ) -> None:
         self.connect_tries = max(1, math.ceil(connect_timeout_s / locust_runners.CONNECT_TIMEOUT))
+        self.silence_s = silence_s
         self.master_silent = False  # the run ended because the master went silent, not by its quit
         super().__init__(environment, host, port)
 
@@ -159,19 +160,19 @@ class _Worker(locust_runners.WorkerRunner):
         while True:
             gevent.sleep(1)
             last = self.last_heartbeat_timestamp
-            if last and last < time.time() - MASTER_SILENCE_S:
+            if last and last < time.time() - self.silence_s:
                 self.master_silent = True
                 self.quit()
                 raise gevent.GreenletExit  # this greenlet's normal end (Locust's checker never ends)
 
 
-def serve(master: str, connect_timeout_s: float) -> int:
+def serve(master: str, connect_timeout_s: float, silence_s: float = MASTER_SILENCE_S) -> int:
     """One worker process: connect, take the configuration, run the steps the master drives."""
     emit = side.events_writer()
     host, port = master.rsplit(":", 1)
     env = Environment(user_classes=[users.ClosedLoopUser, users.OpenLoopUser])
     try:
-        runner = env.runner = _Worker(env, host, int(port), connect_timeout_s)
+        runner = env.runner = _Worker(env, host, int(port), connect_timeout_s, silence_s)
     except ConnectionError:
         emit(LoadFailed(f"no accelbench master answered at {master} within {connect_timeout_s:g} s"))
         return 4
@@ -212,14 +213,14 @@ def serve(master: str, connect_timeout_s: float) -> int:
         )
 
     runner.register_message("ab_config", on_config)
-    runner.greenlet.join()  # ends when the master sends quit, or after MASTER_SILENCE_S without it
+    runner.greenlet.join()  # ends when the master sends quit, or after silence_s without it
     if not configured:
         emit(LoadFailed(f"the master at {master} ended before configuring this worker"))
         return 5
     if runner.master_silent:  # cut off, or the master died: this worker cannot know what it kept
         emit(
             LoadFailed(
-                f"lost the master at {master} (silent for {MASTER_SILENCE_S} s): a step it was measuring is "
+                f"lost the master at {master} (silent for {silence_s:g} s): a step it was measuring is "
                 "cut short and not kept (a rerun of the master measures it again); only the steps it finished "
                 "before are in its result document, its own output says which"
             )

@@ -404,7 +404,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--connect":  # a worker for a master elsewhere: accelbench loadtest-worker
         from accelbench.loadtests import remote
 
-        return remote.serve(argv[1], float(argv[2]))
+        return remote.serve(argv[1], float(argv[2]), float(argv[3]))
     cfg = ChildConfig.read(argv[0])
     if len(argv) >= 3 and argv[1] == "--worker":
         run_worker(cfg, int(argv[2]))

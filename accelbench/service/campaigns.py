@@ -308,6 +308,8 @@ def job_heartbeat(
 ) -> answers.Heartbeat:
     """Extend the lease; 409 (stop) when the lease expired, the time limit passed or an admin cancelled it."""
     queue.reap_expired(session, service(request).started_at)
+    runner = _authenticated(session, call.runner_id, call.runner_secret)
+    queue.acknowledge_late(session, job_id, runner, call.attempt, call.lease_secret)
     job = _owned(session, job_id, call)
     until = queue.heartbeat(session, job, call.log_tail)
     return answers.Heartbeat(lease_until=iso(until), time_limit_s=job.time_limit_s)

@@ -272,13 +272,44 @@ def _withdraw_offer(
             status=jobs.QUEUED,
             runner_id=None,
             attempts=max(0, attempts - 1),
-            lease_until=None,
-            lease_hash=None,
+            lease_until=None,  # lease_hash stays: the offer's own late acknowledgement may still take it
             offered_at=None,
             history=[*history, entry],
         )
     )
     return cast("sa.CursorResult[Any]", session.execute(update)).rowcount or 0
+
+
+def acknowledge_late(session: Session, job_id: int, runner: Runner, attempt: int, lease_secret: str) -> bool:
+    """The first heartbeat of an offer withdrawn before it arrived (a link slower than a heartbeat interval
+    each way) takes the job after all, when it is still queued and no other claim has been made since (the
+    lease secret is still that offer's). True when it did. Commits."""
+    job = session.get(Job, job_id)
+    if job is None or job.status != jobs.QUEUED or job.attempts + 1 != attempt or not job.history:
+        return False
+    last = job.history[-1]
+    if last.get("outcome") != "claim not acknowledged" or last.get("runner") != runner.name:
+        return False
+    if not same_hash(job.lease_hash, lease_secret):
+        return False
+    now = utcnow()
+    done = session.execute(
+        sa.update(Job)
+        .where(Job.id == job_id, Job.status == jobs.QUEUED, Job.lease_hash == job.lease_hash)
+        .values(
+            status=jobs.RUNNING,
+            runner_id=runner.id,
+            attempts=attempt,
+            claimed_at=now,
+            heartbeat_at=now,
+            lease_until=jobs.lease_until(now, job.lease_s),
+            offered_at=None,
+            history=[*job.history[:-1], {**last, "outcome": "claim acknowledged late"}],
+        )
+    )
+    session.commit()
+    session.expire_all()
+    return cast("sa.CursorResult[Any]", done).rowcount == 1
 
 
 def _offer_again(conn: sa.Connection, runner_id: int, now: datetime, lease_hash: str) -> int | None:

@@ -19,11 +19,14 @@ branch_labels = None
 depends_on = None
 
 
+# plain ALTER TABLE on both databases (SQLite has ADD and DROP COLUMN since 3.35): a batch operation would
+# copy ``jobs`` into a new table, and SQLite's foreign keys (job_results, job_labels, job_documents) refuse
+# the DROP TABLE of that copy
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("offered_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("jobs", sa.Column("offered_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("offered_at")
+    op.drop_column("jobs", "offered_at")
