@@ -244,7 +244,8 @@ def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server
 
 def test_a_load_worker_cut_mid_step_the_master_marks_it_and_exits_5(identity_repo, tmp_path):
     """A distributed load master (beside the Triton it measures) and one worker on another host; the worker's
-    link is cut while it sends load: the master marks the step, exits 5 with one line, and nothing is left."""
+    link is cut while it sends load: the master marks the step and exits 5 with one line; the worker, its
+    master silent (--master-silence 3), exits 5 with one line saying the step is not kept; nothing is left."""
     netns_harness.require()
     hosts = netns_harness.LinkedHosts(["master", "worker"], third_octet=5)
     procs: list[subprocess.Popen] = []
@@ -264,8 +265,8 @@ def test_a_load_worker_cut_mid_step_the_master_marks_it_and_exits_5(identity_rep
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         procs.append(master)
         worker = hosts.popen("worker", [ACCELBENCH, "loadtest-worker", "--master", f"{address}:5557",
-                                        "--connect-timeout", "60"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                                        "--connect-timeout", "60", "--master-silence", "3"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
         procs.append(worker)
         assert worker.stdout is not None
         line = worker.stdout.readline()
@@ -276,10 +277,12 @@ def test_a_load_worker_cut_mid_step_the_master_marks_it_and_exits_5(identity_rep
         assert master.returncode == 5, (out, err)
         lines = err.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in err, err
-        print(f"master: {lines[0]}")
-        hosts.link("worker", cut=False)
-        worker.terminate()  # else it leaves 20 s after the master's last heartbeat (test_loadtests_distributed)
-        assert worker.wait(timeout=30) is not None
+        assert "did not finish" in lines[0] and "stopped answering" in lines[0], lines[0]
+        _, werr = worker.communicate(timeout=60)  # the master is silent to it: it gives up after 3 s
+        wlines = werr.strip().splitlines()
+        assert worker.returncode == 5 and len(wlines) == 1 and "Traceback" not in werr, werr
+        assert "results are on the master" not in werr and "not kept" in wlines[0], wlines[0]
+        print(f"master: {lines[0]}\nworker: {wlines[0]}")
         triton.communicate(input="", timeout=60)
     finally:
         for proc in procs:
