@@ -80,7 +80,7 @@ GUARD_LOG = Path(tempfile.gettempdir()) / f"accelbench-fast-guard-{os.getpid()}.
 # A module not listed keeps its place after them; a stale list costs time, never a test.
 LONGEST_FIRST = (
     "test_corpus",
-    "test_network_bed",  # issue 50: about 170 s alone, 300 s on a loaded machine
+    "test_network_bed",  # issue 50: 290-310 s
     "test_loadtests_live",
     "test_llm_reference",
     "test_campaign_agents",
