@@ -81,6 +81,7 @@ GUARD_LOG = Path(tempfile.gettempdir()) / f"accelbench-fast-guard-{os.getpid()}.
 LONGEST_FIRST = (
     "test_vllm_live",  # two vLLM starts (its OpenAI server, then `accelbench run` through Triton)
     "test_corpus",
+    "test_network_bed",  # issue 50: 290-310 s
     "test_loadtests_live",
     "test_llm_reference",
     "test_campaign_agents",

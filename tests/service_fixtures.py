@@ -128,16 +128,26 @@ class RunningServer:
             self.proc.wait(timeout=30)
 
 
-def start_server(db: str, log_dir: Path, *extra: str, token: str | None = None) -> RunningServer:
-    """Start ``accelbench server --db DB --port FREE`` (own process group) and wait for /api/v1/health."""
+def start_server(db: str, log_dir: Path, *extra: str, token: str | None = None,
+                 descriptors: int | None = None) -> RunningServer:  # fmt: skip
+    """Start ``accelbench server --db DB --port FREE`` (own process group) and wait for /api/v1/health;
+    ``descriptors``: the server's soft and hard RLIMIT_NOFILE (a service manager's 1,024, say)."""
+    import resource
+
     import httpx
+
+    def limit() -> None:
+        if descriptors is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
 
     token = token or create_token(db)
     port = _free_port()
     log = log_dir / f"server-{port}.log"
     cmd = [ACCELBENCH, "server", "--db", db, "--port", str(port), *extra]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=limit
+        )
     server = RunningServer(f"http://127.0.0.1:{port}", token, db, proc, log)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -152,8 +162,9 @@ def start_server(db: str, log_dir: Path, *extra: str, token: str | None = None) 
 
 
 @contextlib.contextmanager
-def running_server(db: str, log_dir: Path, *extra: str, token: str | None = None) -> Iterator[RunningServer]:
-    server = start_server(db, log_dir, *extra, token=token)
+def running_server(db: str, log_dir: Path, *extra: str, token: str | None = None,
+                   descriptors: int | None = None) -> Iterator[RunningServer]:  # fmt: skip
+    server = start_server(db, log_dir, *extra, token=token, descriptors=descriptors)
     try:
         yield server
     finally:

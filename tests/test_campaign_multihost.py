@@ -17,8 +17,7 @@ import pytest
 from campaign_helpers import ACCELBENCH, end_agents, spec_text, start_agent, start_server_on, stop_server
 
 pytestmark = pytest.mark.slow
-WHY_NOT = netns_harness.available()
-PG_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+PG_BIN = netns_harness.PG_BIN
 PORT = 8080  # each namespace has its own ports: nothing else listens on the server host's 8080
 
 
@@ -38,27 +37,9 @@ def _get(hosts, name: str, url: str, token: str = "") -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _start_postgres(hosts, base: Path) -> tuple[str, list[str]]:
-    """A throwaway PostgreSQL on the server host's own loopback (run as the postgres user)."""
-    bindir = PG_BIN[-1].parent
-    data = base / "pg"
-    shutil.chown(base, "postgres")
-    as_pg = ["runuser", "-u", "postgres", "--"]
-    env = {**os.environ, "LC_ALL": "C.UTF-8"}
-    subprocess.run([*as_pg, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
-                   check=True, capture_output=True, env=env)  # fmt: skip
-    opts = f"-k {base} -h 127.0.0.1 -p 5432 -c fsync=off"
-    hosts.run("server", [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-w", "-l",
-                         str(base / "pg.log"), "start"], check=True, capture_output=True, env=env)  # fmt: skip
-    hosts.run("server", [*as_pg, str(bindir / "createdb"), "-h", "127.0.0.1", "-U", "postgres", "results"],
-              check=True, capture_output=True)  # fmt: skip
-    stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
-    return "postgresql+psycopg://postgres@127.0.0.1:5432/results", stop
-
-
-@pytest.mark.skipif(WHY_NOT is not None, reason=f"no network namespaces here: {WHY_NOT}")
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 def test_server_and_two_agents_on_three_hosts_complete_a_campaign(kind, tmp_path):
+    netns_harness.require()
     if kind == "postgresql" and not PG_BIN:
         if os.environ.get("ACCELBENCH_REQUIRE_POSTGRES"):
             pytest.fail("ACCELBENCH_REQUIRE_POSTGRES is set but PostgreSQL's binaries are missing")
@@ -71,7 +52,7 @@ def test_server_and_two_agents_on_three_hosts_complete_a_campaign(kind, tmp_path
     try:
         db = f"sqlite:///{base / 'results.db'}"
         if kind == "postgresql":
-            db, stop_pg = _start_postgres(hosts, base)
+            db, stop_pg = hosts.start_postgres("server", base)
         admin = _on(
             hosts, "server", [ACCELBENCH, "token", "create", "--db", db, "--scope", "admin", "--name", "a"]
         ).stdout.strip()

@@ -55,6 +55,28 @@ def _db_url(db: str | None) -> str:
     help="Answer 503 to a request (its body included) not answered within this many seconds.",
 )
 @click.option(
+    "--head-timeout",
+    "head_timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Close a connection whose request head is not complete this many seconds after it opened (or after the last answer).",
+)
+@click.option(
+    "--body-timeout",
+    "body_timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Close a connection whose request body stops arriving for this many seconds.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Connections open at once; one past it evicts the oldest still sending its head [default: 0, the descriptor limit less a reserve].",
+)
+@click.option(
     "--ssl-certfile",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
@@ -95,6 +117,9 @@ def server_cmd(
     public_read: bool,
     max_body_mb: float,
     request_timeout_s: float,
+    head_timeout_s: float,
+    body_timeout_s: float,
+    max_connections: int,
     ssl_certfile: str | None,
     ssl_keyfile: str | None,
     behind_proxy: bool,
@@ -103,6 +128,7 @@ def server_cmd(
 ) -> None:
     """Collect result documents from every host and serve the comparison reports (API and web pages)."""
     _need_service_extra()
+    from accelbench.service.connections import ConnectionPolicy
     from accelbench.service.server import serve
     from accelbench.service.state import Settings
 
@@ -120,7 +146,10 @@ def server_cmd(
         from accelbench.errors import BadInputError
 
         raise BadInputError("give --ssl-certfile and --ssl-keyfile together")
-    serve(settings, host=host, port=port, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
+    policy = ConnectionPolicy(
+        head_timeout_s=head_timeout_s, body_timeout_s=body_timeout_s, max_connections=max_connections
+    )
+    serve(settings, host=host, port=port, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, policy=policy)
 
 
 @click.group("token")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
+from accelbench.service.connections import ConnectionPolicy
 from accelbench.service.state import Settings
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -26,14 +28,16 @@ def serve(
     log_level: str = "warning",
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
+    policy: ConnectionPolicy | None = None,
 ) -> None:
-    """Run until SIGINT/SIGTERM. Migrations are applied before the port opens."""
+    """Run until SIGINT/SIGTERM. Migrations are applied before the port opens. ``policy`` without
+    ``max_connections`` (0): the cap follows the descriptor limit, raised first where allowed."""
     import uvicorn
 
     from accelbench.errors import ServerError
     from accelbench.service import db
     from accelbench.service.app import create_app
-    from accelbench.service.framing import GuardedH11Protocol
+    from accelbench.service.connections import TimedH11Protocol, connection_cap, raise_descriptor_limit
 
     _check_bindable(host, port)
     engine = db.open_database(settings.db_url)
@@ -43,7 +47,16 @@ def serve(
     if warning:
         print(warning, file=sys.stderr, flush=True)
     scheme = "https" if ssl_certfile else "http"
-    print(f"accelbench server: listening on {scheme}://{host}:{port}", file=sys.stderr, flush=True)
+    descriptors = raise_descriptor_limit()
+    policy = policy or ConnectionPolicy(max_connections=0)
+    if policy.max_connections <= 0 or policy.max_connections > connection_cap(descriptors):
+        policy = replace(policy, max_connections=connection_cap(descriptors))
+    print(
+        f"accelbench server: listening on {scheme}://{host}:{port} (at most {policy.max_connections} connections,"
+        f" descriptor limit {descriptors}; request head within {policy.head_timeout_s:g} s)",
+        file=sys.stderr,
+        flush=True,
+    )
     proxy = (
         {"proxy_headers": True, "forwarded_allow_ips": "*"}
         if settings.behind_proxy
@@ -57,7 +70,8 @@ def serve(
         access_log=False,
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
-        http=GuardedH11Protocol,
+        http=TimedH11Protocol.bound(policy),
+        timeout_keep_alive=int(policy.keep_alive_s),
         **proxy,
     )
     server = uvicorn.Server(config)
