@@ -4,9 +4,11 @@
 One OpenAI ``api_server`` for the module (``VllmServer`` on a free loopback port, started with
 ``--enable-prompt-tokens-details`` so ``usage`` carries ``cached_tokens``) takes ``loadtest --api openai``:
 exact token counts from ``usage``, the shared prefix's hit rate as vLLM reports it (``cached_tokens`` and
-``/metrics``), multi-turn, a short search, cancellation. ``accelbench run`` with ``engine = "vllm"`` then
-serves the same checkpoint through Triton (accelbench's python-backend model over vLLM's async engine) and
-records vLLM in the result's provenance. Nothing is left running.
+``/metrics``), multi-turn, a short search, cancellation. ``accelbench run`` with ``engine = "vllm"``, started
+with the module so that both load at once, serves the same checkpoint through Triton (accelbench's
+python-backend model over vLLM's async engine) and records vLLM in the result's provenance. Both run vLLM with
+``enforce_eager`` (no torch.compile, no warm-up pass: a start is then mostly imports; docs/testing.md). Nothing
+is left running.
 
 The environment is built by ``make test``'s prerequisite (Makefile ``vllm-env``); where it cannot be built
 the module fails under CI (``CI`` set) and is skipped elsewhere, with pip's reason.
@@ -166,7 +168,7 @@ def model_dir(tmp_path_factory) -> Path:
     from accelbench.serving.vllm_engine import prepare_model_dir
 
     hf, tokenizer = checkpoint_of(load_card(f"builtin:{MODEL}"))
-    # the same folder every run: vLLM's torch.compile cache is keyed by the model's path (among others)
+    # the same folder every run (vLLM's torch.compile cache, were it compiled, is keyed by the model's path)
     return prepare_model_dir(hf, tokenizer, cache_dir() / "vllm" / "test-models" / MODEL)
 
 
