@@ -79,7 +79,7 @@ GUARD_LOG = Path(tempfile.gettempdir()) / f"accelbench-fast-guard-{os.getpid()}.
 # ones start first and the run ends on short modules, with neither worker idle waiting for the other's last one.
 # A module not listed keeps its place after them; a stale list costs time, never a test.
 LONGEST_FIRST = (
-    "test_vllm_live",  # two vLLM starts (its OpenAI server, then `accelbench run` through Triton)
+    "test_vllm_live",  # two vLLM starts at once (its OpenAI server, `accelbench run` through Triton)
     "test_corpus",
     "test_network_bed",  # issue 50: 290-310 s
     "test_loadtests_live",

@@ -33,6 +33,9 @@ def test_the_specs_precision_and_limits_become_vllms_engine_arguments():
     assert cli[cli.index("--max-num-seqs") + 1] == "8" and cli[cli.index("--kv-cache-dtype") + 1] == "fp8"
     gpu = VllmArgs.from_spec("hf", "tiny", "fp8", 64, 4096, gpu=True).model_json()
     assert gpu["quantization"] == "fp8" and gpu["dtype"] == "auto" and gpu["gpu_memory_utilization"] == 0.9
+    assert "enforce_eager" not in gpu and "--enforce-eager" not in cli  # vLLM's default: compiled
+    eager = VllmArgs.from_spec("/m", "tiny", "fp32", 1, 128, enforce_eager=True)
+    assert eager.model_json()["enforce_eager"] is True and "--enforce-eager" in eager.cli()
     with pytest.raises(BadInputError, match="precision 'int4' has no vLLM engine argument"):
         VllmArgs.from_spec("hf", "tiny", "int4", 1, 128)
 
@@ -43,6 +46,7 @@ def test_the_specs_precision_and_limits_become_vllms_engine_arguments():
         ('kv_cache_dtype = "int8"', "kv_cache_dtype: 'int8' is not one of auto, fp8"),
         ("max_num_seqs = 0", "max_num_seqs: must be a positive integer"),
         ('max_model_len = "long"', "max_model_len: must be a positive integer"),
+        ('enforce_eager = "yes"', "enforce_eager: must be true or false"),
     ],
 )
 def test_the_spec_refuses_bad_engine_arguments(line, needle):

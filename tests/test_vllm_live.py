@@ -4,9 +4,11 @@
 One OpenAI ``api_server`` for the module (``VllmServer`` on a free loopback port, started with
 ``--enable-prompt-tokens-details`` so ``usage`` carries ``cached_tokens``) takes ``loadtest --api openai``:
 exact token counts from ``usage``, the shared prefix's hit rate as vLLM reports it (``cached_tokens`` and
-``/metrics``), multi-turn, a short search, cancellation. ``accelbench run`` with ``engine = "vllm"`` then
-serves the same checkpoint through Triton (accelbench's python-backend model over vLLM's async engine) and
-records vLLM in the result's provenance. Nothing is left running.
+``/metrics``), multi-turn, a short search, cancellation. ``accelbench run`` with ``engine = "vllm"``, started
+with the module so that both load at once, serves the same checkpoint through Triton (accelbench's
+python-backend model over vLLM's async engine) and records vLLM in the result's provenance. Both run vLLM with
+``enforce_eager`` (no torch.compile, no warm-up pass: a start is then mostly imports; docs/testing.md). Nothing
+is left running.
 
 The environment is built by ``make test``'s prerequisite (Makefile ``vllm-env``); where it cannot be built
 the module fails under CI (``CI`` set) and is skipped elsewhere, with pip's reason.
@@ -20,9 +22,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -88,6 +92,75 @@ def gone(sessions: set[int], within_s: float = 15.0) -> set[int]:
     return left
 
 
+@dataclass
+class Run:
+    """``accelbench run`` of a vLLM spec, started at the module's start; ``sessions`` gathers the servers it
+    starts (tritonserver's session: its stub and vLLM's engine core in it) while it goes."""
+
+    proc: subprocess.Popen
+    out: Path
+    stderr: Path
+    sessions: set[int] = field(default_factory=set)
+    watcher: threading.Thread | None = None
+
+    def watch(self, mark: str) -> None:
+        while self.proc.poll() is None:
+            self.sessions |= marked_sessions(mark)
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def triton_run(tmp_path_factory):
+    """``accelbench run`` with ``engine = "vllm"``, launched first so that Triton and vLLM load while the
+    OpenAI server's tests run (each vLLM start is mostly three processes importing torch and vLLM); its test,
+    last, waits for it. Its output folder is the same every run (emptied first)."""
+    _vllm_env()
+    out = cache_dir() / "vllm" / "test-run"
+    shutil.rmtree(out, ignore_errors=True)
+    spec = tmp_path_factory.mktemp("vllm-run") / "spec.toml"
+    spec.write_text(
+        textwrap.dedent(f"""
+        name = "vllm-live"
+        out = "{out}"
+        [[models]]
+        uri = "builtin:{MODEL}"
+        precisions = ["fp32"]
+        engine = "vllm"
+        max_model_len = 256
+        enforce_eager = true
+        [[targets]]
+        id = "cpu-local"
+        mode = "local"
+        [workload]
+        api = "triton"
+        isl = 16
+        osl = 8
+        [load]
+        kind = "closed"
+        levels = [2]
+        duration_s = 1.5
+        max_duration_s = 2
+        warmup_s = 0.5
+    """)
+    )
+    mark = uuid.uuid4().hex
+    env = {**os.environ, MARK: mark}
+    stderr = spec.with_name("stderr.txt")
+    with open(stderr, "wb") as err:  # a file, not a pipe nobody reads until the test
+        proc = subprocess.Popen(
+            [*ACCELBENCH, "run", str(spec)], stdout=subprocess.DEVNULL, stderr=err, env=env
+        )
+    run = Run(proc, out, stderr)
+    run.watcher = threading.Thread(target=run.watch, args=(mark,), daemon=True)
+    run.watcher.start()
+    try:
+        yield run
+    finally:
+        if proc.poll() is None:  # its test failed before it ended: SIGTERM stops its servers
+            proc.terminate()
+            proc.wait(timeout=60)
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     from accelbench.models.cards import load_card
@@ -95,7 +168,7 @@ def model_dir(tmp_path_factory) -> Path:
     from accelbench.serving.vllm_engine import prepare_model_dir
 
     hf, tokenizer = checkpoint_of(load_card(f"builtin:{MODEL}"))
-    # the same folder every run: vLLM's torch.compile cache is keyed by the model's path (among others)
+    # the same folder every run (vLLM's torch.compile cache, were it compiled, is keyed by the model's path)
     return prepare_model_dir(hf, tokenizer, cache_dir() / "vllm" / "test-models" / MODEL)
 
 
@@ -105,7 +178,9 @@ def vllm(model_dir, tmp_path_factory):
     from accelbench.serving.vllm_engine import VllmArgs, VllmServer
 
     _vllm_env()
-    args = VllmArgs.from_spec(str(model_dir), MODEL, "fp32", max_num_seqs=8, max_model_len=512)
+    args = VllmArgs.from_spec(
+        str(model_dir), MODEL, "fp32", max_num_seqs=8, max_model_len=512, enforce_eager=True
+    )
     log = tmp_path_factory.mktemp("vllm-log") / "vllm.log"
     server = VllmServer(args, log_path=log)
     server.start()
@@ -200,56 +275,23 @@ def test_no_vllm_process_is_left_behind(vllm):
     assert not gone(session)
 
 
-def test_accelbench_run_serves_vllm_through_triton(tmp_path):
+def test_accelbench_run_serves_vllm_through_triton(triton_run):
     """``engine = "vllm"``: the run writes accelbench's vLLM model into a Triton repository, serves it in the
-    vLLM stub environment, measures it over generate_stream, and records vLLM in the provenance. Last, after the
-    module's OpenAI server has stopped (its engine busy-waits on the cores); its output folder is the same every
-    run (emptied first), so vLLM's torch.compile cache, keyed by the model's path, serves later runs."""
-    out = cache_dir() / "vllm" / "test-run"
-    shutil.rmtree(out, ignore_errors=True)
-    spec = tmp_path / "spec.toml"
-    spec.write_text(
-        textwrap.dedent(f"""
-        name = "vllm-live"
-        out = "{out}"
-        [[models]]
-        uri = "builtin:{MODEL}"
-        precisions = ["fp32"]
-        engine = "vllm"
-        max_model_len = 256
-        [[targets]]
-        id = "cpu-local"
-        mode = "local"
-        [workload]
-        api = "triton"
-        isl = 16
-        osl = 8
-        [load]
-        kind = "closed"
-        levels = [2]
-        duration_s = 1.5
-        max_duration_s = 2
-        warmup_s = 0.5
-    """)
-    )
-    mark = uuid.uuid4().hex
-    env = {**os.environ, MARK: mark}
-    run = subprocess.Popen(
-        [*ACCELBENCH, "run", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    )
-    sessions: set[int] = (
-        set()
-    )  # tritonserver's, seen while the run goes (its stub and vLLM's engine core in it)
-    while run.poll() is None:
-        sessions |= marked_sessions(mark)
-        time.sleep(1)
-    _, stderr = run.communicate(timeout=60)
-    assert run.returncode == 0, stderr[-3000:]
-    assert sessions, "the run started no server of its own"
-    assert not gone(sessions)  # tritonserver, its stub and vLLM's engine core all ended with the run
+    vLLM stub environment, measures it over generate_stream, and records vLLM in the provenance (and the
+    ``enforce_eager`` the spec asked for). It was started with the module; nothing of it is left running."""
+    out = triton_run.out
+    returncode = triton_run.proc.wait(timeout=400)
+    assert triton_run.watcher is not None
+    triton_run.watcher.join(timeout=10)
+    assert returncode == 0, triton_run.stderr.read_text(errors="replace")[-3000:]
+    assert triton_run.sessions, "the run started no server of its own"
+    assert not gone(
+        triton_run.sessions
+    )  # tritonserver, its stub and vLLM's engine core all ended with the run
     repo = out / "repository" / "cpu-local-vllm" / f"{MODEL}__cpu-local__fp32"
     served = json.loads((repo / "1" / "model.json").read_text())
     assert (served["dtype"], served["max_num_seqs"], served["max_model_len"]) == ("float32", 2, 256)
+    assert served["enforce_eager"] is True
     assert 'backend: "python"' in (repo / "config.pbtxt").read_text()
     (result,) = (out / "results").glob("*.json")
     doc = json.loads(result.read_text())

@@ -67,10 +67,12 @@ class ModelSpec:
     precisions: tuple[str, ...] = ("fp32", "int8")
     engine: str | None = None  # overrides the target's engine for this model
     # engine = "vllm" only (its engine arguments, docs/llm.md "Engines"): the KV cache's dtype, the most
-    # sequences in a batch (default: the largest concurrency of [load]) and the context (default: the card's)
+    # sequences in a batch (default: the largest concurrency of [load]) and the context (default: the card's);
+    # enforce_eager: no torch.compile (vLLM's CPU build then also skips its warm-up): a faster start, slower steps
     kv_cache_dtype: str | None = None
     max_num_seqs: int | None = None
     max_model_len: int | None = None
+    enforce_eager: bool = False
 
     def __post_init__(self) -> None:
         if self.engine is not None:
@@ -81,6 +83,8 @@ class ModelSpec:
             value = getattr(self, key)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise SpecError(key, f"must be a positive integer (got {value!r})")
+        if not isinstance(self.enforce_eager, bool):
+            raise SpecError("enforce_eager", f"must be true or false (got {self.enforce_eager!r})")
         if not isinstance(self.uri, str) or not self.uri.strip():
             raise SpecError(
                 "uri", "must be a non-empty string (builtin:NAME, onnx:PATH, hf:ID or a card .toml)"

@@ -89,7 +89,14 @@ def engine_args(
             f"{model.uri}: max_model_len {max_model_len} exceeds the model's context {context}"
         )
     args = VllmArgs.from_spec(
-        hf, name, precision, max_num_seqs, max_model_len, model.kv_cache_dtype or "auto", gpu=gpu
+        hf,
+        name,
+        precision,
+        max_num_seqs,
+        max_model_len,
+        model.kv_cache_dtype or "auto",
+        gpu=gpu,
+        enforce_eager=model.enforce_eager,
     )
     return args.model_json()
 

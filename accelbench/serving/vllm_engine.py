@@ -51,6 +51,7 @@ class VllmArgs:
     max_model_len: int = 512
     quantization: str | None = None
     enable_prefix_caching: bool = True
+    enforce_eager: bool = False  # no torch.compile, no CPU warm-up: starts sooner, steps slower
     gpu_memory_utilization: float | None = None  # GPU hosts only
 
     @classmethod
@@ -63,6 +64,7 @@ class VllmArgs:
         max_model_len: int,
         kv_cache_dtype: str = "auto",
         gpu: bool = False,
+        enforce_eager: bool = False,
     ) -> VllmArgs:
         if kv_cache_dtype not in KV_DTYPES:
             raise BadInputError(f"kv_cache_dtype {kv_cache_dtype!r}: vLLM takes {', '.join(KV_DTYPES)}")
@@ -81,6 +83,7 @@ class VllmArgs:
             max_num_seqs=max(1, max_num_seqs),
             max_model_len=max_model_len,
             quantization=quantization,
+            enforce_eager=enforce_eager,
             gpu_memory_utilization=0.9 if gpu else None,
         )
 
@@ -97,6 +100,8 @@ class VllmArgs:
         }
         if self.quantization:
             out["quantization"] = self.quantization
+        if self.enforce_eager:  # only when asked: vLLM's default (compiled) is what teams run
+            out["enforce_eager"] = True
         if self.gpu_memory_utilization is not None:
             out["gpu_memory_utilization"] = self.gpu_memory_utilization
         return out
