@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from accelbench.hardware.catalog import load_catalog
 from accelbench.hardware.llm_memory import load_shape
 from accelbench.hardware.llm_published import load_llm_points
 from accelbench.hardware.llm_roofline import LlmCost, roof, step_s, tpot_s
-from accelbench.reports.llm_projection import LlmEfficiencies, leave_one_out
+from accelbench.reports.llm_projection import LlmEfficiencies, leave_one_out, point_efficiency
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,24 @@ def test_a_bad_llm_point_is_one_clear_error(catalog):
         load_llm_points(ids, base.replace("https://example.org", "a blog"))
     with pytest.raises(BadInputError, match="date"):
         load_llm_points(ids, base.replace('"2025-01"', '"January"'))
+    # a throughput run on an engine compiled for a fixed batch (Neuron): max_batch, never beside batch
+    capped = load_llm_points(ids, base + "max_batch = 32\n")[0]
+    assert capped.max_batch == 32 and capped.batch is None and "batch <= 32" in capped.label
+    with pytest.raises(BadInputError, match="exclude each other"):
+        load_llm_points(ids, base + "max_batch = 32\nbatch = 8\n")
+
+
+def test_a_compiled_batch_throughput_point_takes_that_batch_not_the_memory_fit(catalog, eff):
+    """optimum-neuron's vLLM throughput row on inf2.48xlarge (TP 4 chips, batch 32): the memory holds far more
+    sequences, the engine runs 32, and the step carries their prompt chunks (32 x ISL / OSL)."""
+    p = next(p for p in eff.points if p.point.max_batch == 32 and p.point.family == "optimum-neuron-vllm")
+    assert p.batch == 32 and p.point.tp == 4
+    # compute time at efficiency 1 counts 32 decode tokens and 32 x 1500 / 250 = 192 prompt tokens per step
+    assert (
+        p.compute_s
+        > 5
+        * point_efficiency(replace(p.point, max_batch=None, batch=32), catalog.get(p.point.target)).compute_s
+    )
 
 
 def test_a_fixed_batch_point_is_published_over_its_decode_roofline(catalog, eff):
@@ -68,8 +87,12 @@ def test_a_point_above_its_roofline_is_clamped_to_one(catalog, eff):
 def test_unpublished_targets_take_their_chips_else_toolchains_fit_and_say_so(catalog, eff):
     l4 = eff.for_target(catalog.get("l4"))  # Ada: the L40S's points (same toolchain and compute capability)
     assert l4.kind == "chip" and "fitted on its chip's (tensorrt 8.9)" in l4.label and "l40s" in l4.label
-    orin = eff.for_target(catalog.get("jetson-agx-orin-64gb"))  # the Orin Nano's point (same chip, 8.7)
-    assert orin.kind == "chip" and "jetson-orin-nano-8gb" in orin.label
+    orin = eff.for_target(catalog.get("jetson-orin-nx-16gb"))  # the Orin Nano's and AGX Orin's points (8.7)
+    assert (
+        orin.kind == "chip" and "jetson-orin-nano-8gb" in orin.label and "jetson-agx-orin-64gb" in orin.label
+    )
+    agx = eff.for_target(catalog.get("jetson-agx-orin-64gb"))  # its own Jetson AI Lab point
+    assert agx.kind == "published" and agx.n_points == 1
     t4 = eff.for_target(catalog.get("t4"))  # Turing published nothing: the toolchain
     assert t4.kind == "toolchain" and "no published LLM result for this target or its chip" in t4.label
     # one Inferentia2 chip: the Neuron toolchain's own points (optimum-neuron on inf2.48xlarge, per chip)
