@@ -88,6 +88,9 @@ def test_the_default_kv_dtype_follows_the_weights_and_the_target_and_the_option_
     assert serving_recipe(h100, "fp16").kv_cache == "fp16"
     assert serving_recipe(h100, "int4").kv_cache == "fp16"
     assert serving_recipe(a100, "fp16").compute == "fp16"
+    assert (
+        serving_recipe(catalog.get("inf2-48xlarge"), "bf16").kv_cache == "bf16"
+    )  # "auto": the model's dtype
     assert serving_recipe(h100, "fp8", "fp16").kv_cache == "fp16"
     assert serving_recipe(h100, "fp8", "fp16").kv_source == "--kv-dtype"
 
