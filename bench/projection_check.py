@@ -204,6 +204,16 @@ def print_generative(rows: list[LlmCheckRow], eff: LlmEfficiencies, baseline: st
         median = _spread(factors)[1] if factors else None
         print(f"worst generative projected ÷ published, {what}: {_fmt(spread)}×{where}; median {_fmt(median)}× "
               f"over {len(factors)}")  # fmt: skip
+        if key == "factor_target_out":
+            # a target whose toolchain has no other target with points borrows another toolchain's fit (labelled
+            # NO published ... LLM result, range five times wider downwards): counted apart
+            same = [
+                r for r in rows if r.factor_target_out and not (r.target_out_from or "").startswith("other-")
+            ]
+            w_same, _ = worst(same, key)
+            print(f"  of which fitted within their own toolchain: worst {_fmt(w_same)}× over {len(same)}; "
+                  f"borrowed from another toolchain: {len(rows) - len(same)} "
+                  f"({', '.join(sorted({r.target for r in rows if r not in same})) or 'none'})")  # fmt: skip
     for family in sorted({r.family for r in rows if r.family}):
         fs = [r.factor_family_out for r in rows if r.family == family and r.factor_family_out]
         if fs:

@@ -29,12 +29,15 @@ KNOWN_OUTSIDE = {
 }
 WIDE = 1.25
 # Points of an engine release superseded on their target (TensorRT-LLM 0.14's H100/H200 FP8 rows, where the
-# v1.0 table publishes the same): not fit points; the fit lands within DRIFT of them and they widen its range.
-DRIFT = 1.25
+# v1.0 table publishes the same; optimum-neuron's TGI rows on inf2.48xlarge, where its vLLM plugin publishes the
+# same workload): not fit points; the fit lands within DRIFT of them and they widen its range. The Neuron engines
+# differ more: TGI's batch-32 throughput per server is 1.32x below the vLLM plugin's fit (on-device sampling alone
+# is 2.4x in optimum-neuron's chunked-prefill benchmark).
+DRIFT = {"trtllm-v0.14": 1.25, "optimum-neuron-tgi": 1.35}
 
 
 @pytest.fixture(scope="module")
-def reproduced() -> list[Reproduced]:
+def reproduced() -> list[tuple[Reproduced, bool]]:
     catalog = load_catalog()
     eff = LlmEfficiencies(catalog)
     out = []
@@ -64,10 +67,11 @@ def test_every_fit_point_is_reproduced_through_the_report_path(reproduced):
 
 def test_a_superseded_engine_releases_points_lie_within_the_drift(reproduced):
     older = [r for r, fit in reproduced if not fit]
-    assert {r.point.family for r in older} == {"trtllm-v0.14"}
-    assert {r.point.target for r in older} == {"h100-sxm", "h200-sxm"}
+    assert {r.point.family for r in older} == set(DRIFT)
+    assert {r.point.target for r in older} == {"h100-sxm", "h200-sxm", "inf2-48xlarge"}
     for r in older:
-        assert _off(r.ratio) <= DRIFT, f"{r.point.label}: {r.ratio:.3f}"
+        assert _off(r.ratio) <= DRIFT[r.point.family], f"{r.point.label}: {r.ratio:.3f}"
+    assert max(_off(r.ratio) for r in older if r.point.family == "optimum-neuron-tgi") > DRIFT["trtllm-v0.14"]
 
 
 def test_the_report_path_reads_each_point_in_the_kv_dtype_the_fit_read(reproduced):
@@ -84,6 +88,9 @@ def test_the_default_kv_dtype_follows_the_weights_and_the_target_and_the_option_
     assert serving_recipe(h100, "fp16").kv_cache == "fp16"
     assert serving_recipe(h100, "int4").kv_cache == "fp16"
     assert serving_recipe(a100, "fp16").compute == "fp16"
+    assert (
+        serving_recipe(catalog.get("inf2-48xlarge"), "bf16").kv_cache == "bf16"
+    )  # "auto": the model's dtype
     assert serving_recipe(h100, "fp8", "fp16").kv_cache == "fp16"
     assert serving_recipe(h100, "fp8", "fp16").kv_source == "--kv-dtype"
 

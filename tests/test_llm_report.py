@@ -87,7 +87,9 @@ def test_cost_per_million_output_tokens_is_the_formula_on_the_measured_figures(t
         assert f"| {tid} | fp32 | projected |" in md
     assert "fitted on its chip's (tensorrt 8.9)" in rows["l4"]["efficiency_source"]  # the L40S's points
     assert "published: fitted on h100-sxm's 10 point(s)" in rows["h100-sxm"]["efficiency_source"]
-    assert "NO published neuron LLM result" in rows["inf2-xlarge"]["efficiency_source"]
+    # one Inferentia2 chip: optimum-neuron's points on inf2.48xlarge (the neuron toolchain), never the GPUs'
+    assert "fitted on the neuron toolchain's" in rows["inf2-xlarge"]["efficiency_source"]
+    assert "inf2-48xlarge" in rows["inf2-xlarge"]["efficiency_source"]
     # notes said once (issue 52): a projected row's note names its fit by number, the fit's text and what every
     # projected row shares (the TP rule, the roofline) stand once in the legend under the table
     table = md.split("### llama-tiny: cost per million tokens")[1].split("\n### ")[0]

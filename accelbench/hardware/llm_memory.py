@@ -320,8 +320,8 @@ def default_kv_dtype(target: HardwareTarget, precision: str) -> str:
     peaks = getattr(target, "peak_tflops", {}) or {}
     if precision in FP8_KV_WITH and "fp8" in peaks:
         return "fp8"
-    if precision == "fp32":  # "auto": the model's own dtype
-        return "fp32"
+    if precision in ("fp32", "bf16"):  # "auto": the model's own dtype
+        return precision
     return "bf16" if "bf16" in peaks and "fp16" not in peaks else "fp16"
 
 

@@ -30,6 +30,7 @@ LLM_POINT_KEYS: dict[str, tuple[str, bool]] = {
     "isl": ("int", True),
     "osl": ("int", True),
     "batch": ("int", False),
+    "max_batch": ("int", False),
     "tp": ("int", False),
     "output_tokens_per_s": ("pos", True),
     "prefill_ms": ("pos", False),
@@ -55,6 +56,9 @@ class LlmPoint:
     date: str
     kv_dtype: str = "fp16"
     batch: int | None = None  # None: a maximum-throughput run (batch = what the memory holds)
+    # a maximum-throughput run whose engine was compiled for at most this many sequences (Neuron graphs have a
+    # fixed batch): its steady batch is the smaller of this and what the memory holds
+    max_batch: int | None = None
     tp: int = 1
     prefill_ms: float | None = None
     prefill_tokens: int | None = None
@@ -65,7 +69,13 @@ class LlmPoint:
 
     @property
     def label(self) -> str:
-        b = f"batch {self.batch}" if self.batch else "max throughput"
+        b = (
+            f"batch {self.batch}"
+            if self.batch
+            else f"max throughput (batch <= {self.max_batch})"
+            if self.max_batch
+            else "max throughput"
+        )
         return f"{self.target} {self.model} {self.precision} {self.isl}/{self.osl} {b}"
 
 
@@ -112,6 +122,12 @@ def _load(target_ids: frozenset[str], text: str, label: str) -> tuple[LlmPoint, 
         if len(date) < 7 or not date[:4].isdigit() or date[4] != "-" or len(date) > 10:
             raise schema.fail(
                 origin, (*path, "date"), f"must be the source's date as YYYY-MM[-DD], got {date!r}"
+            )
+        if "batch" in point and "max_batch" in point:
+            raise schema.fail(
+                origin,
+                path,
+                "batch (a fixed batch) and max_batch (a maximum-throughput run) exclude each other",
             )
         if ("prefill_ms" in point) != ("prefill_tokens" in point):
             raise schema.fail(origin, path, "prefill_ms and prefill_tokens go together")

@@ -350,7 +350,13 @@ def reproduce(
         efficiency=efficiency,
         with_range=efficiency is None,
     )
-    at = next((p for p in row.points if p.concurrency == point.batch), None) if point.batch else row.capacity
+    if point.batch:
+        at = next((p for p in row.points if p.concurrency == point.batch), None)
+    elif point.max_batch:  # the engine's compiled batch, where the memory holds more
+        held = [p for p in row.points if p.concurrency is not None and p.concurrency <= point.max_batch]
+        at = max(held, key=lambda p: p.concurrency or 0.0, default=None)
+    else:
+        at = row.capacity
     if at is None or (point.batch and not at.tokens_per_user):
         return None
     # whole group; a fixed-batch point's decode rate scales with its range as the point's output rate does
