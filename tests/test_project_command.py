@@ -156,3 +156,17 @@ def test_a_trace_gives_the_workload_its_mean_lengths():
     assert (row["isl"], row["osl"]) == (39, 4) and row["capacity_output_tokens_per_s"] > 0
     both = _run("llama-3.1-8b", "--trace", trace, "--isl", "10", "--osl", "10")
     assert both.exit_code != 0 and "give the workload once" in both.stderr
+
+
+def test_a_weight_only_int4_model_is_asked_by_its_weights_format():
+    """int4 (AWQ W4A16, computed in FP16) is a generative weight format, not a catalog peak: `--precision int4`
+    projects it where the target computes FP16 (the Jetson AGX Orin's published vLLM W4A16 point), and a classic
+    model still takes only the catalog's precisions."""
+    got = _run("llama-3.1-8b", "--isl", "2048", "--osl", "128", "--target", "jetson-agx-orin-64gb",
+               "--precision", "int4", "--json")  # fmt: skip
+    assert got.exit_code == 0, got.output
+    (row,) = json.loads(got.stdout)
+    assert (row["precision"], row["weights_dtype"], row["status"]) == ("int4", "int4", "projected")
+    assert row["points"] and row["points"][0]["output_tps"] > 0 and row["capacity_output_tokens_per_s"] > 0
+    classic = _run("resnet50", "--precision", "int4", "--json")
+    assert classic.exit_code != 0 and "unknown precision 'int4'" in classic.stderr

@@ -19,7 +19,7 @@ from typing import Any
 from accelbench.errors import BadInputError
 from accelbench.hardware.catalog import Catalog, HardwareTarget
 from accelbench.hardware.catalog_schema import PRECISIONS
-from accelbench.hardware.llm_memory import ModelShape, load_shape, runs_precision
+from accelbench.hardware.llm_memory import WEIGHT_FORMATS, ModelShape, load_shape, runs_precision
 from accelbench.hardware.published import load_published
 from accelbench.loadtests.traces import read_trace
 from accelbench.models.loader import causal_lm_card, is_causal_lm_dir
@@ -97,11 +97,13 @@ def _targets(catalog: Catalog, ids: Sequence[str]) -> dict[str, HardwareTarget]:
 
 def ask(request: Ask, catalog: Catalog, options: ReportOptions) -> ReportData:
     """The projected report for ``request``: generative rows for a generative model, classic rows otherwise."""
-    for p in request.precisions:
-        if p not in PRECISIONS:
-            raise BadInputError(f"unknown precision {p!r}; use one of {', '.join(PRECISIONS)}")
     targets = _targets(catalog, request.targets)
     shape = generative_shape(request.model, tuple(_costs(catalog)))
+    # a generative model's precision is its weights' format (int4: W4A16 weight-only), a classic one's the catalog's
+    known = tuple(WEIGHT_FORMATS) if shape is not None else PRECISIONS
+    for p in request.precisions:
+        if p not in known:
+            raise BadInputError(f"unknown precision {p!r}; use one of {', '.join(known)}")
     baseline_id = options.baseline or catalog.baseline_id
     if shape is None:
         return _classic(request, catalog, targets, options)
