@@ -8,7 +8,8 @@ recordings were written again after issue 39's new step fields (TTFO, TTST, reas
 count's source, whether lengths were forced and honoured): additions only, nothing else changed. The batch
 sizes in Triton's per-batch statistics are measured (a loaded host forms larger dynamic batches), so those
 maps are masked whole (``MEASURED_KEYS``), in the recordings too; the generative recordings gained the
-engine's /metrics per step (``generative.engine_metrics``, additions only).
+engine's /metrics per step (``generative.engine_metrics``, additions only), then issue 49's (the bursts
+counted, whether the step was streamed, the kernel's chunk times, the scrape's cost: additions only).
 """
 
 from __future__ import annotations

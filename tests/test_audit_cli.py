@@ -35,7 +35,7 @@ def test_report_price_override_for_an_unknown_target_is_an_error(tmp_path):
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--bogus"], "No such option '--bogus' (see '"),
+        (["--zzbogus"], "No such option '--zzbogus' (see '"),
         (["nocommand"], "No such command 'nocommand'"),
         (["targets", "show"], "Missing argument 'ID' (see "),
         (["models", "inspect", "builtin:identity", "--batch", "0"], "Invalid value for '--batch'"),

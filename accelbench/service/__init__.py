@@ -37,6 +37,7 @@ reads it.
     templates/         the Jinja2 templates of the pages
     tables.py          the pages' tables: cells for people and raw values for their CSV
     auth.py            API tokens (prefixed, sha256-hashed, scoped) and the FastAPI dependency ``require``
+    connections.py     time limits on every phase of a connection (head, body, keep-alive) and a connection cap
     errors.py          every error is one line of JSON ``{"error": "..."}`` with the right status
     limits.py          limits that hold before any route or token check (ASGI middleware, outermost)
     framing.py         request framing a proxy can trust: an ambiguous body length is 400 and the connection closed

@@ -83,7 +83,7 @@ class TimedH11Protocol(GuardedH11Protocol):
     def waiting_for_head(self) -> bool:
         return self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn declares it
         full = len(self.connections) >= self.policy.max_connections and not self._evict_one()
         super().connection_made(transport)
         if full:  # nobody slow to drop: refuse this one, not everyone
