@@ -127,15 +127,30 @@ def engine():
     server.server_close()
 
 
-def test_the_poller_samples_during_the_step_and_once_at_its_end(engine):
+def test_the_poller_reads_the_counters_at_start_samples_during_the_step_and_once_at_its_end(engine):
     handler, url = engine
     handler.texts = [(TEXTS / "vllm_v1_busy_1.txt").read_text(), (TEXTS / "vllm_v1_busy_2.txt").read_text()]
     handler.calls = 0
     poller = Poller(url, "qwen3.8-27b", interval_s=0.1).start()
+    assert handler.calls == 1  # the counters' baseline, read before start returns (the load still paused)
     time.sleep(0.35)
     block = poller.stop()
-    assert block["samples"] == handler.calls >= 3 and block["failures"] == 0
-    assert block["running_max"] == 5.0 and block["prefix_cache_hit_rate"] == 0.6
+    assert block["samples"] == handler.calls - 1 >= 3 and block["failures"] == 0
+    # the baseline's gauges (3 running) are not the step's; its counters are where the hit rate starts from
+    assert block["running_mean"] == block["running_max"] == 5.0
+    assert block["prefix_cache_hit_rate"] == 0.6 and block["prefix_cache_hit_rate_from"] == "counters"
+
+
+def test_a_hit_rate_needs_no_second_sample_inside_a_short_step(engine):
+    """One sample in the window (a starved poller) still gives the hit rate: the baseline read before the
+    window opened and the sample at its end bracket the step's requests."""
+    handler, url = engine
+    handler.texts = [(TEXTS / "vllm_v1_busy_1.txt").read_text(), (TEXTS / "vllm_v1_busy_2.txt").read_text()]
+    handler.calls = 0
+    poller = Poller(url, "qwen3.8-27b", interval_s=60)
+    poller._run = lambda: None  # noqa: SLF001 - no sample inside the window: only the one stop takes
+    block = poller.start().stop()
+    assert block["samples"] == 1 and block["prefix_cache_hit_rate"] == 0.6, block
 
 
 def test_an_engine_without_metrics_is_recorded_not_fatal(engine):

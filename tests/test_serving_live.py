@@ -3,6 +3,7 @@ HTTP and gRPC, loopback-only listeners, statistics and metrics, remote checks, c
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -275,6 +276,28 @@ def test_port_in_use_is_one_line(identity_repo):
         port = busy.getsockname()[1]
         with pytest.raises(ServerError, match=f"^port {port} is in use"):
             LocalTriton(identity_repo, http_port=port).start()
+
+
+def test_a_chosen_port_taken_before_the_server_binds_it_starts_again_on_new_ones(identity_repo, monkeypatch):
+    """tritonserver binds its endpoints after loading its models; a port chosen free may be taken meanwhile (a CI
+    run: vLLM's engine, loading in the same server, took the metrics port). The server starts again on new ports;
+    a port the caller gave stays theirs (test_port_in_use_is_one_line)."""
+    import socket
+
+    from accelbench.serving import server as server_module
+
+    real, calls = server_module.free_port, itertools.count(1)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        # the third port chosen, the metrics port, is taken before the server binds it
+        monkeypatch.setattr(
+            server_module, "free_port", lambda host: taken if next(calls) == 3 else real(host)
+        )
+        with LocalTriton(identity_repo, start_timeout_s=120) as triton:
+            assert triton.port_retries == 1 and taken not in triton._ports.values()
+            assert triton.check_model("identity__cpu-local__fp32")["name"] == "identity__cpu-local__fp32"
 
 
 def test_explicit_models_and_no_process_left_after_an_exception(server):

@@ -39,6 +39,10 @@ pytestmark = pytest.mark.slow
 ACCELBENCH = [sys.executable, "-m", "accelbench.cli"]
 MODEL = "llama-tiny"
 # short steps: vLLM's own batching is what is measured, not its steady state
+# the two engines run at once (the run's and the OpenAI server's): each binds its spinning OpenMP threads to a
+# core of its own; both on vLLM's default, the first core, made each step crawl (a CI run had a 3 s step with
+# no answer in it)
+SERVER_CORE, RUN_CORE = (str(c) for c in (sorted(os.sched_getaffinity(0)) * 2)[:2])
 SHORT = ("--warmup", "0.5", "--duration", "1.5", "--max-duration", "2")
 MARK = "ACCELBENCH_TEST_MARK"
 BLOCK = 128  # vLLM's CPU build caches prefixes in 128-token blocks (LLM-NOTES.md)
@@ -144,7 +148,7 @@ def triton_run(tmp_path_factory):
     """)
     )
     mark = uuid.uuid4().hex
-    env = {**os.environ, MARK: mark}
+    env = {**os.environ, MARK: mark, "VLLM_CPU_OMP_THREADS_BIND": RUN_CORE}
     stderr = spec.with_name("stderr.txt")
     with open(stderr, "wb") as err:  # a file, not a pipe nobody reads until the test
         proc = subprocess.Popen(
@@ -182,7 +186,7 @@ def vllm(model_dir, tmp_path_factory):
         str(model_dir), MODEL, "fp32", max_num_seqs=8, max_model_len=512, enforce_eager=True
     )
     log = tmp_path_factory.mktemp("vllm-log") / "vllm.log"
-    server = VllmServer(args, log_path=log)
+    server = VllmServer(args, log_path=log, env={"VLLM_CPU_OMP_THREADS_BIND": SERVER_CORE})
     server.start()
     try:
         yield server
@@ -200,11 +204,12 @@ def loadtest(server, model_dir: Path, out: Path, *args: str, api: str = "openai"
 
 def test_token_counts_are_exact_and_the_engine_is_read(vllm, model_dir, tmp_path):
     # answers long enough (64 tokens) that /metrics, scraped every 0.5 s by a niced process, sees the four users of
-    # the second step running together even on a loaded host (16 tokens: a CI run saw one at a time)
+    # the second step running together even on a loaded host (16 tokens: a CI run saw one at a time), in steps
+    # of 3 s: vLLM's spinning CPU threads starve the niced scraper, whose scrapes took 0.3-2 s here (1.5 s steps
+    # gave it two or three samples, one of them at the window's start, before the first token: 2 runs of 3 failed)
     isl, osl = 32, 64
-    doc = loadtest(
-        vllm, model_dir, tmp_path, "--isl", str(isl), "--osl", str(osl), "--concurrency", "1,4", *SHORT
-    )
+    doc = loadtest(vllm, model_dir, tmp_path, "--isl", str(isl), "--osl", str(osl), "--concurrency", "1,4",
+                   "--warmup", "0.5", "--duration", "3", "--max-duration", "3.5")  # fmt: skip
     assert [s["offered"] for s in doc["steps"]] == [{"concurrency": 1}, {"concurrency": 4}]
     assert doc["load_profile"]["workload"]["ignore_eos"] is True  # vLLM honours it
     for step in doc["steps"]:

@@ -5,7 +5,8 @@ the load process (a greenlet) it held the event loop that times the tokens: the 
 from 90-98 ms to 474-1,041 ms (issue 49). Here serving.engine_metrics.Poller runs in its own interpreter
 (its own thread and connection, no gevent, at nice 10 so that on a host with few cores the load process
 wins the CPU), so the load process starts it once, before its first step, sends it a line at each measured
-window's start and end and reads one JSON line back: the step's ``engine_metrics`` block
+window's start (its load paused: the poller reads the counters, then answers ``started``) and end and reads
+one JSON line back: the step's ``engine_metrics`` block
 with the scrapes' cost (``interval_s``, ``scrape_ms_mean``, ``scrape_ms_max``).
 
     python -m accelbench.loadtests.metrics_poll URL MODEL INTERVAL_S   (stdin: start | stop, one a line)
@@ -66,7 +67,11 @@ class PollerProcess:
         return self
 
     def start(self) -> PollerProcess:
-        self.launch()._send(b"start\n")
+        """Begin a window: wait (cooperatively) for the poller's ``started``, sent once it has read the
+        counters the window's hit rate starts from; call it while the load is paused."""
+        if self.launch()._send(b"start\n"):
+            assert self.proc is not None and self.proc.stdout is not None
+            self.proc.stdout.readline()  # "started", or nothing from a process that died: stop() says None
         return self
 
     def _send(self, line: bytes) -> bool:
@@ -124,6 +129,8 @@ def main(argv: list[str]) -> int:
         if command == "start":
             cost = ScrapeCost()
             poller = Poller(url, model, interval_s, scrape_fn=timed).start()
+            sys.stdout.write("started\n")
+            sys.stdout.flush()
         elif command == "stop":
             block: EngineBlock = dict(poller.stop()) if poller is not None else {}
             block.update(cost.fields(interval_s))

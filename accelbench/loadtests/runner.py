@@ -146,10 +146,11 @@ class Controller:
         before, aborted = self.stats.snapshot()
         if aborted:
             return MeasuredStep(plan.index, plan.offered, aborted=aborted)
+        # the engine's counters read before the window opens (its users paused), so they cover all of it
+        poller = self.poller.start() if self.poller is not None else None
         started_at = _utc_now()
         token = self._send("measure")
         t0 = time.monotonic()
-        poller = self.poller.start() if self.poller is not None else None
         windows, aborted = self._watch(token, t0, plan)
         duration_s = round(time.monotonic() - t0, 3)
         engine_metrics = poller.stop() if poller is not None else None

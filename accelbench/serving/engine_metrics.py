@@ -3,7 +3,8 @@ and prefix-cache hit rate, whichever of vLLM, SGLang, TGI or Triton (with Tensor
 
 ``parse`` reads one exposition text into an ``EngineSample`` (pure); ``Summary`` folds the samples of a step
 into the document's ``engine_metrics`` block (docs/llm.md): gauges as the mean and max of the samples taken
-during the step, counters as the difference between the first and the last sample. ``Poller`` samples an
+during the step, counters as the difference between a reading taken just before the window opens (its load
+paused) and the last sample, taken as it closes. ``Poller`` samples an
 endpoint every ``interval_s`` on a daemon thread (in a process of its own beside the load child,
 loadtests/metrics_poll.py, never in its event loop): memory is bounded (running sums, not the samples),
 and a failed scrape is counted and its message kept, never raised, so an engine without ``/metrics`` costs
@@ -163,6 +164,14 @@ class Summary:
             self._first = self._first or sample
             self._last = sample
 
+    def baseline(self, sample: EngineSample) -> None:
+        """The counters just before the measured window opens (its load paused): the hit rate's starting
+        point, so the step's counters bracket every request of the window however late the first sample
+        in it comes. Its gauges (an idle engine) are not the step's."""
+        if sample.prefix_queries is not None:
+            self._first = sample
+        self.engine = self.engine or sample.engine
+
     def fail(self, message: str) -> None:
         self.failures += 1
         self.last_error = message[:300]
@@ -242,6 +251,9 @@ class Poller:
         self.summary = Summary()
 
     def start(self) -> Poller:
+        """Read the counters once now (``Summary.baseline``: call it while the load is paused), then sample
+        every ``interval_s`` in a thread until ``stop``."""
+        self._once(baseline=True)
         self._thread = threading.Thread(target=self._run, name="engine-metrics", daemon=True)
         self._thread.start()
         return self
@@ -261,12 +273,16 @@ class Poller:
             self._once()
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - began)))
 
-    def _once(self) -> None:
+    def _once(self, baseline: bool = False) -> None:
         s = self.summary
         if s.samples == 0 and s.failures >= MAX_FAILURES_BEFORE_ANY_SAMPLE:
             return
         try:
-            s.add(self._scrape(self.url, self.model))
+            sample = self._scrape(self.url, self.model)
+            if baseline:
+                s.baseline(sample)
+            else:
+                s.add(sample)
         except HttpStatus as err:
             s.fail(f"{self.url}: HTTP {err.status} {err.reason}")
         except Unreachable as err:

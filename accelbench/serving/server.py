@@ -33,6 +33,7 @@ _NOISE = ("CudaDriverHelper has not been initialized", "pinned memory", "CUDA dr
 _FATAL_HINTS = ("failed to load", "failed to start", "error: creating server", "Address already in use")
 # lines that name the model or port at fault, preferred over "creating server: failed to load all models"
 _SPECIFIC = ("failed to load '", "Poll failed", "failed to start", "Address already in use")
+PORT_ATTEMPTS = 3  # starts on freshly chosen ports when one the server chose was taken before it bound it
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -131,6 +132,7 @@ class LocalTriton:
         self._errors: list[str] = []
         self._reader: threading.Thread | None = None
         self._stopped = False
+        self.port_retries = 0  # starts again on new ports because one it chose was taken before it bound it
 
     # -- public attributes -------------------------------------------------------------------------
     @property
@@ -186,13 +188,36 @@ class LocalTriton:
         if self.extra_library_dirs:
             install = replace(install, library_dirs=(*self.extra_library_dirs, *install.library_dirs))
         self.stub_env = install.stub_env
-        self._choose_ports()
-        try:
-            self._launch(install)
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        given = {key for key, port in self._ports.items() if port is not None}
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._choose_ports()
+            try:
+                self._launch(install)
+                self._wait_ready()
+                return
+            except ServerError as err:
+                self.stop()
+                if attempt == PORT_ATTEMPTS or not self._port_taken_meanwhile(str(err), given):
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+            # tritonserver binds its endpoints after loading its models: a port found free was taken meanwhile
+            # (by a model's own process, vLLM's engine picks free ports too, or by another program): new ones
+            self._ports = {key: (port if key in given else None) for key, port in self._ports.items()}
+            self.process, self._reader, self._stopped = None, None, False
+            self._errors.clear()
+            self.port_retries += 1
+
+    def _port_taken_meanwhile(self, message: str, given: set[str]) -> bool:
+        """Whether a start failed on a port this server chose (not one the caller gave: that one is theirs to
+        change), as Triton says it: ``Socket '127.0.0.1:43305' already in use`` or ``Address already in use``."""
+        if "already in use" not in message:
+            return False
+        match = re.search(r":(\d+)'? already in use", message)
+        if match is None:
+            return len(given) < len(self._ports)
+        return int(match.group(1)) not in {self._ports[key] for key in given}
 
     def _choose_ports(self) -> None:
         taken: set[int] = set()

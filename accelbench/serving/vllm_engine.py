@@ -144,7 +144,8 @@ class VllmServer:
     """vLLM's OpenAI server from accelbench's vLLM venv, on 127.0.0.1:``port``; a context manager.
 
     ``extra``: more command-line options (``--enable-prompt-tokens-details`` is always on, so ``usage``
-    carries ``cached_tokens``)."""
+    carries ``cached_tokens``); ``env``: more variables, over this process's (``VLLM_CPU_OMP_THREADS_BIND``:
+    the cores its CPU build's OpenMP threads are bound to; by default the first core not reserved)."""
 
     def __init__(
         self,
@@ -154,6 +155,7 @@ class VllmServer:
         python: str | os.PathLike[str] | None = None,
         extra: tuple[str, ...] = (),
         kv_cache_gib: int = 1,
+        env: dict[str, str] | None = None,
     ) -> None:
         from accelbench.serving.server import free_port
 
@@ -163,6 +165,7 @@ class VllmServer:
         self.python = str(python) if python else None
         self.extra = extra
         self.kv_cache_gib = kv_cache_gib
+        self.env = dict(env or {})
         self.version = ""
         self.proc: subprocess.Popen | None = None
         self._log: Any = None
@@ -211,6 +214,7 @@ class VllmServer:
             VLLM_NO_USAGE_STATS="1",
             DO_NOT_TRACK="1",
         )
+        env.update(self.env)
         return env
 
     def __enter__(self) -> VllmServer:
