@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from service_fixtures import create_token
 
 from accelbench.cli import main
+from accelbench.client.agent import CLAIM_WAIT_S
 
 DATA = Path(__file__).parent / "data" / "reports"
 SPEC = """
@@ -424,9 +425,21 @@ def test_an_idle_agent_exits_after_idle_exit(api, live_server, tmp_path):
     _, tokens = api
     argv = ["agent", "--server", live_server.base_url, "--target", "t4", "--token", tokens["runner"], "--once",
             "--idle-exit", "0.5", "--work-dir", str(tmp_path), "--name", "idle"]  # fmt: skip
+    began = time.monotonic()
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 0, result.output
     assert "no t4 job for 0.5 s; exiting" in result.output and result.output.strip().endswith('{"idle": 1}')
+    # its long poll asked for what was left of the 0.5 s, not the whole CLAIM_WAIT_S (it took 10 s before)
+    assert time.monotonic() - began < CLAIM_WAIT_S * 0.8
+
+
+def test_the_claims_long_poll_is_cut_to_what_is_left_of_idle_exit():
+    from accelbench.client.agent import _claim_wait_s
+
+    assert _claim_wait_s(None, 100.0) == CLAIM_WAIT_S  # no --idle-exit: the whole poll
+    assert _claim_wait_s(3.0, 0.0) == 3.0 and _claim_wait_s(3.0, 2.25) == 0.75
+    assert _claim_wait_s(3.0, 5.0) == 0.0  # past it: ask once more without waiting, then exit
+    assert _claim_wait_s(1800.0, 0.0) == CLAIM_WAIT_S
 
 
 def test_a_runner_behind_many_jobs_it_cannot_take_still_gets_its_job(api):

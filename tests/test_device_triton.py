@@ -161,10 +161,11 @@ def test_the_device_script_rehearsed_on_this_cpu(tmp_path):
     from accelbench.serving.embedded import cache_dir
 
     out, work = tmp_path / "out", tmp_path / "work"
-    # short steps (at most 4 s while waiting for the sample floor) and short generations: the flow is checked
+    # short steps (at most 2 s while waiting for the sample floor) and short generations: the flow is checked
     # here, the figures on the device; the suite's cache, so llama-tiny and the backends copy are made once
     env = dict(os.environ, OUT=str(out), WORK=str(work), DEVICE="cpu", PYTHON=sys.executable,
-               CONCURRENCY="1,2", DURATION="2", MAX_DURATION="4", WARMUP="1", LLM_ISL="32", LLM_OSL="8",
+               CONCURRENCY="1,2", DURATION="1", MAX_DURATION="2", WARMUP="0.5", LLM_ISL="32", LLM_OSL="8",
+               LLM_CONCURRENCY="1,2",
                CACHE=str(cache_dir()))  # fmt: skip
     run = subprocess.run(["bash", str(ROOT / "bench" / "device" / "h200_triton.sh")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600)  # fmt: skip

@@ -203,12 +203,13 @@ def test_wan_campaign_an_agent_cut_past_its_lease_and_a_push_cut_from_the_server
         _wait(bed, campaign["id"], lambda c: _job(c, "cpu-local")["heartbeat_at"] != claimed, 60, logs)
         hosts.link("agent2", cut=True)
         cut_at = time.monotonic()
+        taken_back = _wait(bed, campaign["id"], lambda c: _job(c, "cpu-local")["status"] != "running",
+                           LEASE_S + 30, logs)  # fmt: skip
+        lease_lost_s = time.monotonic() - cut_at  # the cut outlasted the lease: the job is no longer agent2's
+        assert _job(taken_back, "cpu-local")["status"] == "queued", taken_back
+        # the other agent, started now: with --idle-exit 3 it would have left before the lease ran out
         agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--idle-exit", "3",
                                   prefix=hosts.command("agent1", [])))  # fmt: skip
-        taken_back = _wait(bed, campaign["id"], lambda c: _job(c, "cpu-local")["attempts"] == 2
-                           or _job(c, "cpu-local")["status"] not in ("running",), LEASE_S + 30, logs)  # fmt: skip
-        lease_lost_s = time.monotonic() - cut_at  # the cut outlasted the lease: the job is no longer agent2's
-        assert _job(taken_back, "cpu-local")["status"] in ("queued", "running"), taken_back
         hosts.link("agent2", cut=False)
         done = _wait(bed, campaign["id"], lambda c: c["status"] not in ("queued", "running"), 240, logs)
         assert agents[0].wait(timeout=60) == 0 and agents[1].wait(timeout=60) == 0, logs[1].read_text()[
@@ -336,7 +337,6 @@ def test_lost_answers_and_a_slow_link_with_real_agents(bed):
         assert "no longer held" not in logs[1].read_text(), logs[1].read_text()  # its lease held, slow link
         end_agents(agents)  # agent1 still waits for the claim answer it lost (40 s)
         agents.clear()
-
         hosts.heal()
         dup = bed.post(
             "/campaigns", {"spec": spec.replace("lost", "dup"), "lease_s": LEASE_S, "max_attempts": 2}
@@ -348,11 +348,15 @@ def test_lost_answers_and_a_slow_link_with_real_agents(bed):
                                   prefix=hosts.command("agent2", [])))  # fmt: skip
         _wait(bed, dup["id"], lambda c: len(c["results"]) == 1, 120, logs)  # stored; its answer lost
         hosts.link("agent2", cut=True)  # and then its link: its `done` never arrives, its lease runs out
+        _wait(bed, dup["id"], lambda c: _job(c, "cpu-local")["status"] == "queued", 120, logs)
         agents.append(start_agent(bed.url, bed.runner, "cpu-local", work[0], "agent1", "--idle-exit", "3",
                                   prefix=hosts.command("agent1", [])))  # fmt: skip
+        _wait(bed, dup["id"], lambda c: _job(c, "cpu-local")["attempts"] == 2, 120, logs)  # agent1 resumes it
+        # agent2's link back while agent1 runs the job: its call, retransmitted by TCP, arrives now (restored once
+        # agent1 had finished, a call hanging over the cut link waited out its 30 s timeout first)
+        hosts.link("agent2", cut=False)
         done = _wait(bed, dup["id"], lambda c: c["status"] not in ("queued", "running"), 240, logs)
         assert agents[1].wait(timeout=60) == 0
-        hosts.link("agent2", cut=False)
         agents[0].wait(timeout=60)  # its result call is retried and refused (409): it drops the job
     finally:
         end_agents(agents)

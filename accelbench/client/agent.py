@@ -145,7 +145,7 @@ def run_agent(
             claim = {
                 "runner_id": runner_id,
                 "runner_secret": cfg.secret_for(runner_id),
-                "wait_s": CLAIM_WAIT_S,
+                "wait_s": _claim_wait_s(cfg.idle_exit_s, time.monotonic() - idle_since),
             }
             # None: 204, no job came within the wait
             found = client.call("POST", "/jobs/claim", claim, timeout_s=CLAIM_WAIT_S + 30)
@@ -162,3 +162,11 @@ def run_agent(
                 break
             idle_since = time.monotonic()
     return outcomes
+
+
+def _claim_wait_s(idle_exit_s: float | None, idle_s: float) -> float:
+    """One long poll: CLAIM_WAIT_S, or what is left of ``--idle-exit`` when that is less (so an agent told to
+    exit after 3 idle seconds does, rather than after the whole poll)."""
+    if idle_exit_s is None:
+        return CLAIM_WAIT_S
+    return round(min(CLAIM_WAIT_S, max(0.0, idle_exit_s - idle_s)), 3)
