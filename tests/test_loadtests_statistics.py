@@ -5,6 +5,9 @@ STATISTICS.md worked example. Synthetic streams are seeded, so every figure here
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -212,3 +215,11 @@ def test_combining_repeats_uses_the_larger_variance():
     mean, se, df = st.combine_runs([100.0, 100.1, 99.9], [3.0, 3.0, 3.0], [9, 9, 9])
     assert se == pytest.approx(np.sqrt(27) / 3) and df == 27
     assert st.combine_runs([100.0], [2.0], [9]) == (100.0, 2.0, 9.0)
+
+
+def test_the_load_child_imports_no_scipy():
+    """The load child (one per `loadtest`, one per step of a `run`) imports this module for warmup_cut only:
+    scipy, imported where the statistics use it, stays out of it (half of the child's start, 0.6 s here)."""
+    code = "import sys, accelbench.loadtests.runner; print(sorted(m for m in sys.modules if m.startswith('scipy')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout[:500], out.stderr[-2000:])

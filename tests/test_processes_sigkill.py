@@ -19,6 +19,10 @@ from service_fixtures import create_token, running_server
 
 pytestmark = pytest.mark.slow
 GONE_WITHIN_S = 10.0
+# every process this worker starts inherits it: another pytest-xdist worker's process of the same command line,
+# one whose owner has just exited (a supervisor in its last moment, handed to init), is not a leftover of ours
+MARK = "ACCELBENCH_SIGKILL_TEST_WORKER"
+os.environ[MARK] = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
 LEFT = "left running by an earlier accelbench"
 LONG_LOAD = """
 [load]
@@ -65,6 +69,12 @@ def _pytest_tree() -> set[int]:
     return {c.pid for c in (root or me).children(recursive=True)}
 
 
+def _foreign(proc: psutil.Process) -> bool:
+    """Started by another pytest-xdist worker (its MARK differs); one without the mark is a suspect."""
+    mark = proc.environ().get(MARK)
+    return mark is not None and mark != os.environ[MARK]
+
+
 def _kill_and_check_gone(proc: subprocess.Popen, members: list[psutil.Process]) -> None:
     """SIGKILL the accelbench process alone (as the OOM killer does); every process it started, found by
     its process group and by its command line, must be gone within GONE_WITHIN_S."""
@@ -81,7 +91,9 @@ def _kill_and_check_gone(proc: subprocess.Popen, members: list[psutil.Process]) 
             with contextlib.suppress(psutil.Error):
                 if not _live(p) or p.pid in ours:
                     continue
-                if os.getpgid(p.pid) in groups or " ".join(p.info["cmdline"] or []) in cmdlines:
+                if os.getpgid(p.pid) in groups or (
+                    " ".join(p.info["cmdline"] or []) in cmdlines and not _foreign(p)
+                ):
                     left.append((p.pid, " ".join(p.info["cmdline"] or [])[:120]))
         if not left:
             return

@@ -19,6 +19,9 @@ import numpy.typing as npt
 
 from accelbench.documents import Interval, Trend
 
+# scipy is imported in the functions that use it: the load child imports this module (warmup_cut) and never
+# needs scipy, whose import was half of the child's 1.2 s start (each `loadtest` and each step of a `run`)
+
 FloatArray: TypeAlias = "npt.NDArray[np.float64]"
 Floats: TypeAlias = "Sequence[float] | FloatArray"  # samples as a list or an array
 
@@ -34,7 +37,8 @@ HAMED_RAO = False  # see mann_kendall_p: a level shift looks like autocorrelatio
 def sample_floor(percentile: float = 99.0, confidence: float = 0.99, overlatency: int = 1) -> int:
     """Fewest requests for early stopping to bound the ``percentile``: the smallest n = h + t with
     I_p(h, t + 1) ≤ 1 − c (t over-latency queries, h passing). p99 at t = 1, c = 0.99: 662 (LoadGen)."""
-    from scipy import special  # imported when used: a load child never needs it
+    from scipy import special
+
     p = percentile / 100.0
     h = 1
     while special.betainc(h, overlatency + 1, p) > 1.0 - confidence:
@@ -45,7 +49,8 @@ def sample_floor(percentile: float = 99.0, confidence: float = 0.99, overlatency
 def early_stopping_rank(n: int, percentile: float = 99.0, confidence: float = 0.99) -> int | None:
     """LoadGen's early-stopping estimate of the percentile is the t-th largest of n latencies, t the most
     over-latency queries that still pass (binomial CDF ≤ 1 − c). 10,000 at p99 → 77. None below the floor."""
-    from scipy import stats  # imported when used: a load child never needs it
+    from scipy import stats
+
     tail = 1.0 - percentile / 100.0
     t = int(stats.binom.ppf(1.0 - confidence, n, tail))
     while t >= 0 and stats.binom.cdf(t, n, tail) > 1.0 - confidence:
@@ -67,7 +72,8 @@ def percentile_point(sorted_x: FloatArray, percentile: float) -> float:
 
 def quantile_interval(x: FloatArray, percentile: float, confidence: float = 0.95) -> Interval:
     """Exact distribution-free interval [X(l), X(u)] for a quantile (Hahn & Meeker; scipy quantile_test)."""
-    from scipy import stats  # imported when used: a load child never needs it
+    from scipy import stats
+
     ordered = np.sort(np.asarray(x, dtype=float))
     ci = stats.quantile_test(ordered, q=0, p=percentile / 100.0).confidence_interval(confidence)
     return Interval(
@@ -80,7 +86,8 @@ def quantile_interval(x: FloatArray, percentile: float, confidence: float = 0.95
 
 def quantile_upper_bound(x: FloatArray, percentile: float, confidence: float = 0.99) -> float | None:
     """One-sided upper bound of a quantile (the MLPerf-compatible figure at 99 %); None when unbounded."""
-    from scipy import stats  # imported when used: a load child never needs it
+    from scipy import stats
+
     ci = stats.quantile_test(np.asarray(x, dtype=float), q=0, p=percentile / 100.0, alternative="less")
     return _finite(ci.confidence_interval(confidence).high)
 
@@ -132,7 +139,8 @@ def warmup_cut(latency: Floats) -> Truncation:
 
 def mean_interval(batch_values: Floats, confidence: float = 0.95) -> tuple[Interval, float, int]:
     """x̄ ± t(1 − α/2, k − 1)·s/√k over k batch means; returns the interval, its standard error and df."""
-    from scipy import stats  # imported when used: a load child never needs it
+    from scipy import stats
+
     values = np.asarray(batch_values, dtype=float)
     k = len(values)
     mean = float(values.mean()) if k else 0.0
@@ -163,7 +171,8 @@ def mann_kendall_p(x: Floats, hamed_rao: bool = True, lags: int = 3) -> tuple[fl
     """(p, tau) of the Mann–Kendall test; with ``hamed_rao`` the variance of S is inflated for positive
     autocorrelation of the detrended ranks (Hamed & Rao 1998, their first ``lags`` lags, as pymannkendall's
     ``hamed_rao_modification_test(lag=3)``). The correction never makes the test less conservative."""
-    from scipy import stats  # imported when used: a load child never needs it
+    from scipy import stats
+
     values = np.asarray(x, dtype=float)
     n = len(values)
     tau, p_plain = stats.kendalltau(np.arange(n), values)
@@ -197,7 +206,8 @@ def trend(
     """Drift = Mann–Kendall p < ``p_limit`` AND |Sen-slope change over the series| > ``change_limit``.
     ``p``: the two-sided p-value; ``tau``: Kendall's tau between time and value; ``change``: the Sen line's
     end ÷ its start − 1 (the relative change over the series)."""
-    from scipy import stats  # imported when used: a load child never needs it
+    from scipy import stats
+
     values = np.asarray([v for v in x if math.isfinite(v)], dtype=float)
     if len(values) < 4:
         return Trend(p=1.0, tau=0.0, change=0.0, drift=False)
@@ -246,7 +256,8 @@ def cost_ratio(
 ) -> Ratio:
     """Welch interval on log(cost_A/cost_B) = log(price_A/price_B) − log(T_A/T_B); the delta method gives
     SE = √((SE_A/T_A)² + (SE_B/T_B)²), Welch–Satterthwaite the degrees of freedom (prices are exact)."""
-    from scipy import stats  # imported when used: a load child never needs it
+    from scipy import stats
+
     a, b = se_a / rate_a, se_b / rate_b
     log_ratio = math.log(price_a / price_b) - math.log(rate_a / rate_b)
     se = math.hypot(a, b)
