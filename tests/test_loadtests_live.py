@@ -3,7 +3,6 @@ with 2 load processes, exact counts against the server's statistics, resume, and
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -231,16 +230,9 @@ def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not _steps(result):
         time.sleep(0.2)
-    # into the second step's measured window (0.5 s warm-up, 3 s measured): 1.5 s on, once both load processes
-    # are seen (a CI run under load found none at a fixed 1.5 s)
-    first_written, workers = time.monotonic(), []
-    while len(workers) < 2 and time.monotonic() < first_written + 3.0 and proc.poll() is None:
-        time.sleep(0.1)
-        with contextlib.suppress(psutil.Error):
-            family = psutil.Process(proc.pid).children(recursive=True)
-            workers = [p for p in family if "--worker" in _cmdline(p)]
-    assert len(workers) == 2, f"{len(workers)} load processes seen; loadtest exit code {proc.poll()}"
-    time.sleep(max(0.0, first_written + 1.5 - time.monotonic()))
+    time.sleep(1.5)
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "--worker" in _cmdline(p)]
+    assert len(workers) == 2
     workers[1].kill()
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 5, stderr  # MeasurementError: the load generator, not the server
