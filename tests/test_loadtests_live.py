@@ -3,6 +3,7 @@ with 2 load processes, exact counts against the server's statistics, resume, and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -151,16 +153,20 @@ def test_a_cancel_during_a_step_stops_the_sweep_after_that_step_and_a_rerun_resu
 
 
 def test_server_killed_mid_sweep(repo, tmp_path):
+    """The server killed while a sweep runs: one clear line, the steps finished before are kept whole, and the
+    step it cut short is recorded INVALID, aborted, as the last one. Which step that is depends on the host: the
+    server is killed as soon as step 0 is on disk, and a loaded machine may write it steps late (a CI run's
+    parent took over 2.5 s; five busy processes on two cores, over 10 s), so there are steps to spare."""
     out = tmp_path / "out"
     with LocalTriton(repo) as server:
         cmd = [ACCELBENCH, "loadtest", "--url", server.http_url, "--model", MODEL, "--card", "builtin:identity",
-               "--concurrency", "1,2,4", "--duration", "2", "--warmup", "0.5", "--out", str(out)]  # fmt: skip
+               "--concurrency", "1,2,3,4,5,6", "--duration", "2", "--warmup", "0.5", "--retries", "0",
+               "--out", str(out)]  # fmt: skip
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         result = out / f"{MODEL}__closed-http-b1.json"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not _steps(result):
-            time.sleep(0.2)
-        time.sleep(1.0)  # into step 1
+            time.sleep(0.1)
         os.kill(server.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode != 0
@@ -168,11 +174,13 @@ def test_server_killed_mid_sweep(repo, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("accelbench: error:"), stderr
     assert "did not finish" in lines[0] and "Traceback" not in stderr
     steps = json.loads(result.read_text())["steps"]
-    # the finished step is kept whole (its verdict is whatever the measurement earned on a shared machine)
-    assert not steps[0].get("aborted") and steps[0]["requests"] > 0, steps[0]["reasons"]
-    assert steps[1]["verdict"] == "INVALID" and steps[1]["aborted"]
-    assert any("did not finish" in r for r in steps[1]["reasons"])
-    assert len(steps) == 2
+    seen = [(s["index"], s["verdict"], s["aborted"]) for s in steps]
+    *finished, cut = steps
+    assert 1 <= len(finished) <= 5 and [s["index"] for s in steps] == list(range(len(steps))), seen
+    # the finished steps are kept whole (their verdicts are whatever the measurement earned on a shared machine)
+    assert all(not s["aborted"] and s["requests"] > 0 for s in finished), seen
+    assert cut["verdict"] == "INVALID" and cut["aborted"], seen
+    assert any("did not finish" in r for r in cut["reasons"])
 
 
 def _steps(path: Path) -> list:
@@ -219,26 +227,41 @@ def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
     assert "dtype float32, expected float16" in step["last_error"]
 
 
+def _inference_count(http_url: str) -> int:
+    with urllib.request.urlopen(f"{http_url}/v2/models/{MODEL}/stats", timeout=5) as answer:
+        return int(json.load(answer)["model_stats"][0]["inference_count"])
+
+
 def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
+    """A load process killed while a sweep runs: exit 5 (the load generator, not the server), one line, and the
+    step it cut short recorded INVALID as the last one, the steps before it kept. It is killed once the server
+    has answered the sweep's requests; which step that cuts depends on the host, so there are steps to spare."""
     import psutil
 
     out = tmp_path / "out"
     cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
-           "--concurrency", "2,2", "--duration", "3", "--warmup", "0.5", "--processes", "2", "--out", str(out)]  # fmt: skip
+           "--concurrency", "2,2,2,2", "--duration", "2", "--warmup", "0.5", "--processes", "2", "--retries", "0",
+           "--out", str(out)]  # fmt: skip
+    before = _inference_count(triton.http_url)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    result = out / f"{MODEL}__closed-http-b1.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _steps(result):
-        time.sleep(0.2)
-    time.sleep(1.5)
-    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "--worker" in _cmdline(p)]
-    assert len(workers) == 2
+    deadline, workers = time.monotonic() + 120, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(psutil.Error):
+            family = psutil.Process(proc.pid).children(recursive=True)
+            workers = [p for p in family if "--worker" in _cmdline(p)]
+        if len(workers) == 2 and _inference_count(triton.http_url) > before:
+            break
+        time.sleep(0.05)
+    assert len(workers) == 2, f"{len(workers)} load processes seen; loadtest exit code {proc.poll()}"
     workers[1].kill()
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 5, stderr  # MeasurementError: the load generator, not the server
     assert len(stderr.strip().splitlines()) == 1 and "load process 1 exited" in stderr
-    steps = json.loads(result.read_text())["steps"]
-    assert steps[1]["verdict"] == "INVALID" and "load process 1 exited" in steps[1]["aborted"]
+    steps = json.loads((out / f"{MODEL}__closed-http-b1.json").read_text())["steps"]
+    seen = [(s["index"], s["verdict"], s["aborted"]) for s in steps]
+    *finished, cut = steps
+    assert len(finished) <= 3 and all(not s["aborted"] for s in finished), seen
+    assert cut["verdict"] == "INVALID" and "load process 1 exited" in (cut["aborted"] or ""), seen
 
 
 class Throttle:
