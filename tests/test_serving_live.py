@@ -20,6 +20,7 @@ from triton_calls import reference_batch
 from accelbench.errors import BadInputError, ServerError
 from accelbench.models.manifest import read_manifest
 from accelbench.serving import LocalTriton, RemoteTriton, scrape_metrics, stats_delta, stats_snapshot
+from accelbench.serving.http_client import HttpError, get_text
 from accelbench.serving.repository import write_repository
 
 pytestmark = pytest.mark.slow
@@ -298,6 +299,14 @@ def test_a_chosen_port_taken_before_the_server_binds_it_starts_again_on_new_ones
         with LocalTriton(identity_repo, start_timeout_s=120) as triton:
             assert triton.port_retries == 1 and taken not in triton._ports.values()
             assert triton.check_model("identity__cpu-local__fp32")["name"] == "identity__cpu-local__fp32"
+
+
+def test_a_server_with_metrics_off_is_ready_without_its_metrics_endpoint(identity_repo):
+    """Readiness waits for the metrics endpoint too (Triton starts it last), except where metrics are off."""
+    with LocalTriton(identity_repo, extra_args=("--allow-metrics=false",), start_timeout_s=30) as triton:
+        assert triton.check_model("identity__cpu-local__fp32")["name"] == "identity__cpu-local__fp32"
+        with pytest.raises(HttpError):
+            get_text(triton.metrics_url, timeout_s=2)
 
 
 def test_explicit_models_and_no_process_left_after_an_exception(server):

@@ -116,7 +116,7 @@ def test_the_modules_beside_the_workers_exist_and_run_once():
     """`make test` runs the waiting modules (SIDE_TESTS) in a session of their own beside the two workers, and
     leaves them out of the workers' session: each exists, and each is in both lists (run there, ignored here)."""
     makefile = (Path(__file__).parent.parent / "Makefile").read_text()
-    (line,) = [x for x in makefile.splitlines() if x.startswith("SIDE_TESTS")]
+    (line,) = [x for x in makefile.replace("\\\n", " ").splitlines() if x.startswith("SIDE_TESTS")]
     side = line.split(":=", 1)[1].split()
     assert side and all((Path(__file__).parent.parent / p).is_file() for p in side), side
     assert "$(addprefix --ignore=,$(SIDE_TESTS))" in makefile and "$(SIDE_TESTS) > $(SIDE_LOG)" in makefile

@@ -24,7 +24,7 @@ from accelbench.documents import VariantManifest
 from accelbench.errors import BadInputError, ServerError
 from accelbench.processes import close_streams_of, end_group, start_group
 from accelbench.serving.embedded import TritonInstall, find_tritonserver
-from accelbench.serving.http_client import HttpError, TritonHttp, Unreachable
+from accelbench.serving.http_client import HttpError, TritonHttp, Unreachable, get_text
 
 # glog prefix "E1129 23:59:01.123456 1234 model_lifecycle.cc:654] "
 _GLOG = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
@@ -335,9 +335,22 @@ class LocalTriton:
         return path
 
     def _ready(self) -> bool:
+        """Ready over HTTP and, unless metrics are off, its metrics endpoint answering as Triton's. tritonserver
+        starts the metrics service last: a metrics port taken before it binds it fails only there, after the
+        server has answered ready over HTTP, and it exits a moment later (reproduced with Triton 2.51:
+        test_a_chosen_port_taken_before_the_server_binds_it_starts_again_on_new_ones)."""
         try:
-            return TritonHttp(self.http_url, timeout_s=2).ready()
+            if not TritonHttp(self.http_url, timeout_s=2).ready():
+                return False
         except Unreachable:  # not listening yet
+            return False
+        if any(
+            arg.replace(" ", "") in ("--allow-metrics=false", "--allow-metrics=0") for arg in self.extra_args
+        ):
+            return True
+        try:  # another program's listener on the port answers something else, or nothing within the second
+            return "nv_" in get_text(self.metrics_url, timeout_s=1)
+        except HttpError:
             return False
 
     def check_model(self, model: str, manifest: VariantManifest | None = None) -> dict:
