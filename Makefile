@@ -38,13 +38,10 @@ demo: $(STAMP)
 # The modules that mostly wait (emulated links' delays, leases running out, lost answers' timeouts, slow clients'
 # trickles, paced streams) run in a third pytest session beside the two workers, one module after another: they
 # need little CPU (about half their time or less), and on a worker they held it idle for about five minutes
-# (docs/testing.md). Lint (mypy, ruff) and the fresh-venv install join them: neither times anything, so sharing
-# the CPU slows them and breaks nothing, and the side session had minutes to spare. SIGINT is set back to default
-# for that session (a command make puts in the background starts with it ignored). The exit status is the first
-# failing session's.
+# (docs/testing.md). SIGINT is set back to default for that session (a command make puts in the background starts
+# with it ignored). The exit status is the first failing session's.
 SIDE_TESTS := tests/test_network_bed.py tests/test_campaign_multihost.py tests/test_lost_answers.py \
-              tests/test_service_slow_clients.py tests/test_stream_arrival.py tests/test_lint.py \
-              tests/test_install_fresh_env.py
+              tests/test_service_slow_clients.py tests/test_stream_arrival.py
 SIDE_LOG   := $(VENV)/side-tests.log
 
 test: $(STAMP) $(VLLM_STAMP)
