@@ -38,8 +38,9 @@ demo: $(STAMP)
 # The modules that mostly wait (emulated links' delays, leases running out, lost answers' timeouts, paced streams)
 # run in a third pytest session beside the two workers, one module after another: they need little CPU (about half
 # their time or less), and on a worker they held it idle for about five minutes (docs/testing.md). The slow-clients
-# module stays on the workers: beside them, one run of five held 554 of 1,000 trickling clients during its probes. SIGINT is set back to default for that session (a command make puts in the background starts
-# with it ignored). The exit status is the first failing session's.
+# module stays on the workers: beside them, one run of five held 554 of 1,000 trickling clients during its probes.
+# SIGINT is set back to default for that session (a command make puts in the background starts with it ignored).
+# The exit status is the first failing session's.
 SIDE_TESTS := tests/test_network_bed.py tests/test_campaign_multihost.py tests/test_lost_answers.py \
               tests/test_stream_arrival.py
 SIDE_LOG   := $(VENV)/side-tests.log

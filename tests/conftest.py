@@ -68,9 +68,8 @@ def identity_repo(identity_variants, tmp_path_factory) -> Path:
 # side session): tests/test_processes_sigkill.py tells another session's process of the same command line (its
 # `accelbench.watchdog`, say) from a leftover of its own. A rehearsal's side session once had a watchdog running
 # while a worker's SIGKILL test looked, unmarked, so it was counted as left behind.
-os.environ["ACCELBENCH_SIGKILL_TEST_WORKER"] = (
-    f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
-)
+SIGKILL_MARK = "ACCELBENCH_SIGKILL_TEST_WORKER"
+os.environ[SIGKILL_MARK] = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
 
 # Fixtures that start a server or a database: a test that uses one is slow.
 SLOW_FIXTURES = {"postgres_url", "live_server"}

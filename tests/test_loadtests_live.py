@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from accelbench.loadtests.events import StepProgress
 from accelbench.loadtests.profiles import LoadProfile
 from accelbench.loadtests.verdict import Limits
 from accelbench.serving import LocalTriton
+from accelbench.serving.stats import stats_snapshot
 
 pytestmark = pytest.mark.slow
 ACCELBENCH = str(Path(sys.executable).parent / "accelbench")
@@ -227,11 +227,6 @@ def test_wrong_outputs_are_classified_and_invalidate_the_step(triton, tmp_path):
     assert "dtype float32, expected float16" in step["last_error"]
 
 
-def _inference_count(http_url: str) -> int:
-    with urllib.request.urlopen(f"{http_url}/v2/models/{MODEL}/stats", timeout=5) as answer:
-        return int(json.load(answer)["model_stats"][0]["inference_count"])
-
-
 def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
     """A load process killed while a sweep runs: exit 5 (the load generator, not the server), one line, and the
     step it cut short recorded INVALID as the last one, the steps before it kept. It is killed once the server
@@ -242,14 +237,14 @@ def test_a_load_process_dying_mid_step_invalidates_it(triton, tmp_path):
     cmd = [ACCELBENCH, "loadtest", "--url", triton.http_url, "--model", MODEL, "--card", "builtin:identity",
            "--concurrency", "2,2,2,2", "--duration", "2", "--warmup", "0.5", "--processes", "2", "--retries", "0",
            "--out", str(out)]  # fmt: skip
-    before = _inference_count(triton.http_url)
+    before = stats_snapshot(triton.http_url, MODEL)["inference_count"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, workers = time.monotonic() + 120, []
     while time.monotonic() < deadline and proc.poll() is None:
         with contextlib.suppress(psutil.Error):
             family = psutil.Process(proc.pid).children(recursive=True)
             workers = [p for p in family if "--worker" in _cmdline(p)]
-        if len(workers) == 2 and _inference_count(triton.http_url) > before:
+        if len(workers) == 2 and stats_snapshot(triton.http_url, MODEL)["inference_count"] > before:
             break
         time.sleep(0.05)
     assert len(workers) == 2, f"{len(workers)} load processes seen; loadtest exit code {proc.poll()}"

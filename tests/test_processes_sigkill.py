@@ -14,15 +14,14 @@ import time
 import psutil
 import pytest
 from campaign_helpers import api_client, end_agents, spec_text, start_agent, wait_campaign
-from conftest import ACCELBENCH, IDENTITY_MODEL
+from conftest import ACCELBENCH, IDENTITY_MODEL, SIGKILL_MARK
 from service_fixtures import create_token, running_server
 
 pytestmark = pytest.mark.slow
 GONE_WITHIN_S = 10.0
-# every process this worker starts inherits it: another pytest-xdist worker's process of the same command line,
-# one whose owner has just exited (a supervisor in its last moment, handed to init), is not a leftover of ours
-MARK = "ACCELBENCH_SIGKILL_TEST_WORKER"
-os.environ[MARK] = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
+# every process this pytest process starts inherits it (tests/conftest.py sets it): another session's process of the
+# same command line, one whose owner has just exited (a supervisor in its last moment, handed to init), is not ours
+MARK = SIGKILL_MARK
 LEFT = "left running by an earlier accelbench"
 LONG_LOAD = """
 [load]
